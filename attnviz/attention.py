@@ -1,0 +1,298 @@
+"""The torch attention engine: scoring functions, masks, softmax or hard weights, projections, heads.
+
+Shapes follow torch's `F.scaled_dot_product_attention`: query (..., Tq, d), key (..., Tk, d),
+value (..., Tk, dv). A boolean mask means True = may attend, as in SDPA.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+
+def pick_device() -> torch.device:
+    """CUDA when there is one, then Apple's MPS, then the CPU."""
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+# ---------------------------------------------------------------- scoring functions
+
+SCORING_NAMES = ("dot", "scaled_dot", "cosine", "general", "additive", "gaussian")
+
+FORMULAS = {
+    "dot": r"a(q,k) = q^\top k",
+    "scaled_dot": r"a(q,k) = \frac{q^\top k}{\sqrt{d}}",
+    "cosine": r"a(q,k) = \frac{q^\top k}{\lVert q \rVert\,\lVert k \rVert}",
+    "general": r"a(q,k) = q^\top M k,\quad M \in \mathbb{R}^{d_q \times d_k}",
+    "additive": r"a(q,k) = w^\top \tanh(W_q q + W_k k),\quad W_q \in \mathbb{R}^{h \times d_q},\ W_k \in \mathbb{R}^{h \times d_k},\ w \in \mathbb{R}^{h}",
+    "gaussian": r"a(q,k) = -\frac{\lVert q-k \rVert^2}{2\sigma^2}",
+}
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """A named scoring function a(q, k) with its formula. Called as scorer(query, key) -> (..., Tq, Tk)."""
+
+    name: str
+    formula: str  # LaTeX
+    fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+    def __call__(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        return self.fn(query, key)
+
+
+def _check_same_dim(query: torch.Tensor, key: torch.Tensor, name: str) -> None:
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(
+            f"'{name}' scoring needs queries and keys of the same size, got d_q={query.shape[-1]} "
+            f"and d_k={key.shape[-1]}. Use 'general' (qᵀMk) or 'additive' scoring for different sizes."
+        )
+
+
+def dot_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    _check_same_dim(query, key, "dot")
+    return query @ key.transpose(-2, -1)  # (..., Tq, Tk)
+
+
+def scaled_dot_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    _check_same_dim(query, key, "scaled_dot")
+    return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., Tq, Tk)
+
+
+def cosine_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    _check_same_dim(query, key, "cosine")
+    # F.normalize leaves a zero vector at zero, so a zero (OOV) word scores 0 against everything.
+    return F.normalize(query, dim=-1) @ F.normalize(key, dim=-1).transpose(-2, -1)  # (..., Tq, Tk)
+
+
+def general(matrix: torch.Tensor) -> Scorer:
+    """Bilinear qᵀMk with M of shape (d_q, d_k)."""
+
+    def fn(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        return query @ matrix.to(query) @ key.transpose(-2, -1)  # (..., Tq, dq)(dq, dk)(..., dk, Tk) -> (..., Tq, Tk)
+
+    return Scorer("general", FORMULAS["general"], fn)
+
+
+def additive(w_query: torch.Tensor, w_key: torch.Tensor, w: torch.Tensor) -> Scorer:
+    """wᵀ tanh(W_q q + W_k k) with W_q (h, d_q), W_k (h, d_k), w (h,)."""
+
+    def fn(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        q_hidden = query @ w_query.to(query).T  # (..., Tq, h)
+        k_hidden = key @ w_key.to(key).T  # (..., Tk, h)
+        hidden = torch.tanh(q_hidden.unsqueeze(-2) + k_hidden.unsqueeze(-3))  # (..., Tq, Tk, h)
+        return hidden @ w.to(query)  # (..., Tq, Tk)
+
+    return Scorer("additive", FORMULAS["additive"], fn)
+
+
+def gaussian(sigma: float = 1.0) -> Scorer:
+    """−‖q−k‖² / 2σ²: softmax over it is the Gaussian kernel of Nadaraya–Watson regression."""
+    if not sigma > 0:
+        raise ValueError(f"sigma must be positive, got {sigma}")
+
+    def fn(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        _check_same_dim(query, key, "gaussian")
+        diff = query.unsqueeze(-2) - key.unsqueeze(-3)  # (..., Tq, Tk, d)
+        return -(diff**2).sum(-1) / (2 * sigma**2)  # (..., Tq, Tk)
+
+    return Scorer("gaussian", FORMULAS["gaussian"], fn)
+
+
+
+def xavier(rows: int, cols: int, generator: torch.Generator, dtype=torch.float32) -> torch.Tensor:
+    """Xavier (Glorot) uniform init, drawn from `generator` so a seed reproduces it."""
+    bound = math.sqrt(6.0 / (rows + cols))
+    return (torch.rand(rows, cols, generator=generator, dtype=dtype) * 2 - 1) * bound  # (rows, cols)
+
+
+def make_scorer(
+    name: str, d_query: int, d_key: int, *, seed: int = 0, hidden: int = 16, sigma: float = 1.0
+) -> Scorer:
+    """The scorer called `name`. 'general' and 'additive' get seeded Xavier parameters for these sizes."""
+    generator = torch.Generator().manual_seed(seed)
+    if name == "dot":
+        return Scorer(name, FORMULAS[name], dot_scores)
+    if name == "scaled_dot":
+        return Scorer(name, FORMULAS[name], scaled_dot_scores)
+    if name == "cosine":
+        return Scorer(name, FORMULAS[name], cosine_scores)
+    if name == "general":
+        return general(xavier(d_query, d_key, generator))
+    if name == "additive":
+        w_query = xavier(hidden, d_query, generator)  # (h, dq)
+        w_key = xavier(hidden, d_key, generator)  # (h, dk)
+        w = xavier(hidden, 1, generator)[:, 0]  # (h,)
+        return additive(w_query, w_key, w)
+    if name == "gaussian":
+        return gaussian(sigma)
+    raise ValueError(f"Unknown scoring function '{name}'. Choose one of: {', '.join(SCORING_NAMES)}.")
+
+
+# ---------------------------------------------------------------- masks and the attention step
+
+
+def causal_mask(n_query: int, n_key: int, device=None) -> torch.Tensor:
+    """True on and below the diagonal (top-left aligned, as SDPA's is_causal)."""
+    return torch.ones(n_query, n_key, dtype=torch.bool, device=device).tril()  # (Tq, Tk)
+
+
+def key_mask(n_key: int, hidden: list[int] | tuple[int, ...], device=None) -> torch.Tensor:
+    """A (1, Tk) mask that hides the keys at the `hidden` positions from every query."""
+    allowed = torch.ones(1, n_key, dtype=torch.bool, device=device)  # (1, Tk)
+    allowed[0, list(hidden)] = False
+    return allowed
+
+
+@dataclass
+class AttentionResult:
+    scores: torch.Tensor  # (..., Tq, Tk) the scoring function's output, before temperature, mask and softmax
+    weights: torch.Tensor  # (..., Tq, Tk) rows sum to 1, or to 0 where every key is masked
+    output: torch.Tensor  # (..., Tq, dv) weights @ value
+    allowed: torch.Tensor  # (..., Tq, Tk) bool, True where the query may attend to the key
+
+
+def attend(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    *,
+    scoring: str | Scorer = "scaled_dot",
+    mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    temperature: float = 1.0,
+    hard: bool = False,
+) -> AttentionResult:
+    """weights = softmax(a(Q, K) / temperature) over the allowed keys; output = weights @ V.
+
+    hard=True replaces the softmax with a one-hot at the highest allowed score. Ties go to the
+    first (leftmost) key, which is torch.argmax's rule. A query whose every key is masked gets
+    all-zero weights and a zero output instead of the NaN a plain softmax would give.
+    """
+    if not temperature > 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"key and value need the same number of rows, got {key.shape[-2]} and {value.shape[-2]}")
+    scorer = scoring if isinstance(scoring, Scorer) else make_scorer(scoring, query.shape[-1], key.shape[-1])
+    scores = scorer(query, key)  # (..., Tq, Tk)
+    allowed = torch.ones_like(scores, dtype=torch.bool)  # (..., Tq, Tk)
+    if mask is not None:
+        allowed = allowed & mask.to(torch.bool)
+    if is_causal:
+        allowed = allowed & causal_mask(scores.shape[-2], scores.shape[-1], scores.device)
+    # A masked key gets -inf, so exp() gives it exactly zero weight.
+    logits = (scores / temperature).masked_fill(~allowed, float("-inf"))  # (..., Tq, Tk)
+    any_allowed = allowed.any(-1, keepdim=True)  # (..., Tq, 1)
+    if hard:
+        weights = F.one_hot(logits.argmax(-1), scores.shape[-1]).to(scores.dtype)  # (..., Tq, Tk)
+    else:
+        weights = torch.softmax(logits, dim=-1)  # (..., Tq, Tk)
+    weights = torch.where(any_allowed, weights, torch.zeros_like(weights))  # (..., Tq, Tk)
+    output = weights @ value  # (..., Tq, dv)
+    return AttentionResult(scores=scores, weights=weights, output=output, allowed=allowed)
+
+
+def entropy(weights: torch.Tensor) -> torch.Tensor:
+    """Shannon entropy −Σ α ln α of each row, in nats, with 0 ln 0 = 0."""
+    terms = torch.where(weights > 0, -weights * torch.log(weights), torch.zeros_like(weights))  # (..., Tq, Tk)
+    return terms.sum(-1)  # (..., Tq)
+
+
+# ---------------------------------------------------------------- projections and heads
+
+
+@dataclass
+class Projections:
+    """Q = XW_q + b_q, K = XW_k + b_k, V = XW_v + b_v with W of shape (d_model, H·d_k), as in our notes.
+
+    A weight of None means the identity (Q = K = V = X). With H > 1 the heads are concatenated
+    and mapped back by W_o (H·d_v, d_out) + b_o; a single head has no W_o, as in our notes.
+    """
+
+    heads: int = 1
+    w_query: torch.Tensor | None = None  # (d_model, H*dk)
+    b_query: torch.Tensor | None = None  # (H*dk,)
+    w_key: torch.Tensor | None = None  # (d_model, H*dk)
+    b_key: torch.Tensor | None = None  # (H*dk,)
+    w_value: torch.Tensor | None = None  # (d_model, H*dv)
+    b_value: torch.Tensor | None = None  # (H*dv,)
+    w_out: torch.Tensor | None = None  # (H*dv, d_out)
+    b_out: torch.Tensor | None = None  # (d_out,)
+
+    def to(self, device: torch.device, dtype: torch.dtype | None = None) -> Projections:
+        moved = {k: (v.to(device=device, dtype=dtype) if isinstance(v, torch.Tensor) else v) for k, v in vars(self).items()}
+        return Projections(**moved)
+
+
+def make_projections(
+    d_model: int, *, mode: str = "identity", d_k: int = 16, heads: int = 1, seed: int = 0, bias: bool = False
+) -> Projections:
+    """Identity projections, or seeded Xavier ones with per-head size d_k (and d_v = d_k)."""
+    if mode == "identity":
+        if heads != 1:
+            raise ValueError("Identity projections make every head identical; use random projections for H > 1.")
+        return Projections()
+    if mode != "random":
+        raise ValueError(f"Unknown projection mode '{mode}'. Choose 'identity' or 'random'.")
+    if d_k < 1 or heads < 1:
+        raise ValueError(f"d_k and heads must be at least 1, got d_k={d_k}, heads={heads}")
+    generator = torch.Generator().manual_seed(seed)
+    width = heads * d_k
+
+    def linear(rows: int, cols: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        weight = xavier(rows, cols, generator)  # (rows, cols)
+        # nn.Linear's bias range: U(-1/√fan_in, 1/√fan_in).
+        b = (torch.rand(cols, generator=generator) * 2 - 1) / math.sqrt(rows) if bias else None  # (cols,)
+        return weight, b
+
+    w_query, b_query = linear(d_model, width)
+    w_key, b_key = linear(d_model, width)
+    w_value, b_value = linear(d_model, width)
+    w_out, b_out = linear(width, d_model) if heads > 1 else (None, None)
+    return Projections(heads, w_query, b_query, w_key, b_key, w_value, b_value, w_out, b_out)
+
+
+def _project(x: torch.Tensor, weight: torch.Tensor | None, b: torch.Tensor | None) -> torch.Tensor:
+    y = x if weight is None else x @ weight  # (..., T, d_out)
+    return y if b is None else y + b
+
+
+def _split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
+    return x.unflatten(-1, (heads, -1)).transpose(-3, -2)  # (..., T, H*dh) -> (..., H, T, dh)
+
+
+@dataclass
+class MultiHeadResult:
+    query: torch.Tensor  # (..., H, Tq, dk)
+    key: torch.Tensor  # (..., H, Tk, dk)
+    value: torch.Tensor  # (..., H, Tk, dv)
+    attention: AttentionResult  # per head: scores/weights/allowed (..., H, Tq, Tk), output (..., H, Tq, dv)
+    concat: torch.Tensor  # (..., Tq, H*dv)
+    output: torch.Tensor  # (..., Tq, d_out)
+
+
+def multi_head(
+    x_query: torch.Tensor, x_key: torch.Tensor, projections: Projections, **attend_kwargs
+) -> MultiHeadResult:
+    """Project, split into H heads, attend per head, concatenate and apply W_o.
+
+    x_query (..., Tq, d_model) gives the queries; x_key (..., Tk, d_model) gives keys and values
+    (pass the same tensor for self-attention). `attend_kwargs` go to `attend`; a mask broadcasts
+    over the head dimension.
+    """
+    p, heads = projections, projections.heads
+    query = _split_heads(_project(x_query, p.w_query, p.b_query), heads)  # (..., H, Tq, dk)
+    key = _split_heads(_project(x_key, p.w_key, p.b_key), heads)  # (..., H, Tk, dk)
+    value = _split_heads(_project(x_key, p.w_value, p.b_value), heads)  # (..., H, Tk, dv)
+    result = attend(query, key, value, **attend_kwargs)
+    concat = result.output.transpose(-3, -2).flatten(-2)  # (..., Tq, H*dv)
+    output = _project(concat, p.w_out, p.b_out)  # (..., Tq, d_out)
+    return MultiHeadResult(query, key, value, result, concat, output)

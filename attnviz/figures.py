@@ -1,0 +1,139 @@
+"""Plotly figure builders: arrays in, go.Figure out. No streamlit here.
+
+Tokens may repeat ("his" twice), so axes are numeric positions with the tokens as tick text, and
+user text is HTML-escaped because plotly renders a subset of HTML tags in labels and hovers.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+PALETTES = {"viridis": "Viridis", "cividis": "Cividis", "greys": "Greys"}  # all colourblind-safe
+DIVERGING = "PuOr"  # for signed matrices; colourblind-safe, centred on 0
+OOV_MARK = " ⟨oov⟩"
+
+
+def labels(tokens: list[str], oov: list[bool] | None = None) -> list[str]:
+    """Tokens escaped for plotly, with unknown words marked."""
+    oov = oov or [False] * len(tokens)
+    return [html.escape(t) + (OOV_MARK if o else "") for t, o in zip(tokens, oov)]
+
+
+def positions(ticktext: list[str]) -> list[str]:
+    """Unique category names "#i label", so a repeated word keeps its own row and column."""
+    return [f"#{i} {t}" for i, t in enumerate(ticktext)]
+
+
+def _finite(z: np.ndarray) -> np.ndarray:
+    z = np.asarray(z, dtype=float)
+    if not np.isfinite(z).all():
+        raise ValueError("A matrix with NaN or infinite values cannot be drawn.")
+    return z
+
+
+def _axis(ticktext: list[str]) -> dict:
+    """A category axis over positions(ticktext), showing the plain labels; long axes label every k-th."""
+    n = len(ticktext)
+    step = max(1, math.ceil(n / 48))
+    return dict(type="category", tickmode="array", tickvals=positions(ticktext)[::step], ticktext=ticktext[::step], showgrid=False)
+
+
+def _weights_trace(weights, scores, row_labels, col_labels, **trace) -> go.Heatmap:
+    """Numpy arrays throughout: plotly sends them as compact binary instead of validating nested lists."""
+    score_line = "" if scores is None else "<br>score: %{customdata:.3f}"
+    return go.Heatmap(
+        z=_finite(weights), x=positions(col_labels), y=positions(row_labels),
+        customdata=None if scores is None else _finite(scores),
+        hovertemplate="query %{y}<br>key %{x}<br>weight: %{z:.3f}" + score_line + "<extra></extra>",
+        **trace,
+    )
+
+
+def attention_heatmap(
+    weights: np.ndarray, row_tokens: list[str], col_tokens: list[str] | None = None, *,
+    scores: np.ndarray | None = None, row_oov=None, col_oov=None, title: str = "", palette: str = "viridis",
+) -> go.Figure:
+    """Weights (Tq, Tk): queries are rows, top to bottom in sentence order; keys are columns.
+    Hover gives query, key, weight to 3 decimals and the raw score. The colour bar runs 0 → 1."""
+    rows = labels(row_tokens, row_oov)
+    cols = labels(col_tokens if col_tokens is not None else row_tokens, col_oov if col_tokens is not None else row_oov)
+    trace = _weights_trace(
+        weights, scores, rows, cols, zmin=0, zmax=1, colorscale=PALETTES[palette], colorbar=dict(title="weight")
+    )
+    fig = go.Figure(trace)
+    fig.update_layout(
+        title=title, xaxis=dict(title="key", side="top", **_axis(cols)),
+        yaxis=dict(title="query", autorange="reversed", **_axis(rows)), height=_side(len(rows)),
+    )
+    return fig
+
+
+def _side(n: int) -> int:
+    return int(min(900, max(360, 140 + 22 * n)))
+
+
+def head_grid(
+    weights: np.ndarray, tokens: list[str], *, scores: np.ndarray | None = None, oov=None, palette: str = "viridis"
+) -> go.Figure:
+    """Small multiples: one heatmap per head (H, n, n) and the head average, on one 0 → 1 colour bar."""
+    heads = weights.shape[0]
+    panels = [(f"head {h}", weights[h], None if scores is None else scores[h]) for h in range(heads)]
+    panels.append(("average over heads", weights.mean(0), None))
+    cols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / cols)
+    fig = make_subplots(rows=nrows, cols=cols, subplot_titles=[p[0] for p in panels], horizontal_spacing=0.06, vertical_spacing=0.16)
+    text = labels(tokens, oov)
+    for i, (_, w, s) in enumerate(panels):
+        r, c = divmod(i, cols)
+        fig.add_trace(_weights_trace(w, s, text, text, coloraxis="coloraxis"), row=r + 1, col=c + 1)
+        fig.update_xaxes(**_axis(text), row=r + 1, col=c + 1)
+        fig.update_yaxes(autorange="reversed", **_axis(text), row=r + 1, col=c + 1)
+    fig.update_layout(
+        coloraxis=dict(cmin=0, cmax=1, colorscale=PALETTES[palette], colorbar=dict(title="weight")),
+        height=nrows * min(520, max(300, 100 + 14 * len(tokens))),
+    )
+    return fig
+
+
+def matrix_heatmap(
+    matrix: np.ndarray, row_labels: list[str], col_labels: list[str], *, title: str = "",
+    bounded: bool = False, palette: str = "viridis",
+) -> go.Figure:
+    """Any labelled matrix; signed values use a diverging scale centred on 0, [0, 1] values the palette."""
+    z = _finite(matrix)  # (rows, cols)
+    if bounded:
+        colour = dict(zmin=0, zmax=1, colorscale=PALETTES[palette])
+    else:
+        extent = float(np.abs(z).max()) or 1.0
+        colour = dict(zmin=-extent, zmax=extent, colorscale=DIVERGING)
+    fig = go.Figure(go.Heatmap(
+        z=z, x=positions(col_labels), y=positions(row_labels), **colour,
+        hovertemplate="row %{y}<br>column %{x}<br>value: %{z:.4f}<extra></extra>",
+    ))
+    fig.update_layout(
+        title=dict(text=f"{title}  ({z.shape[0]}×{z.shape[1]})"), height=_side(len(row_labels)) * 2 // 3,
+        xaxis=dict(side="top", **_axis(col_labels)), yaxis=dict(autorange="reversed", **_axis(row_labels)),
+        margin=dict(t=70),
+    )
+    return fig
+
+
+def weight_bars(weights: np.ndarray, tokens: list[str], *, oov=None, title: str = "") -> go.Figure:
+    """One query's weights over the keys, in sentence order."""
+    text = labels(tokens, oov)
+    weights = _finite(weights)  # (Tk,)
+    fig = go.Figure(go.Bar(
+        x=positions(text), y=weights, hovertemplate="key %{x}<br>weight: %{y:.3f}<extra></extra>",
+    ))
+    fig.update_layout(title=title, xaxis=_axis(text), yaxis=dict(title="weight", range=[0, 1]), height=320)
+    return fig
+
+
+def dims(n: int) -> list[str]:
+    """Column labels for the feature dimensions of a matrix."""
+    return [f"d{i}" for i in range(n)]

@@ -1,0 +1,161 @@
+"""Self-attention over one sentence: every matrix the explorer page shows, and its step-by-step walk."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from attnviz.attention import FORMULAS, entropy, key_mask, make_projections, make_scorer, multi_head, pick_device
+
+MASKS = ("none", "causal", "keys")
+
+
+@dataclass(frozen=True)
+class Config:
+    scoring: str = "scaled_dot"
+    temperature: float = 1.0
+    hard: bool = False
+    projection: str = "identity"  # identity | random
+    d_k: int = 16  # per head, random projections only
+    seed: int = 0
+    bias: bool = False
+    heads: int = 1
+    mask: str = "none"  # none | causal | keys
+    hidden: tuple[int, ...] = ()  # key positions hidden by the "keys" mask
+    sigma: float = 1.0  # gaussian scoring
+    additive_hidden: int = 16  # h of additive scoring
+
+
+@dataclass
+class View:
+    """Numpy copies of what the engine computed. H heads, n tokens."""
+
+    config: Config
+    device: str
+    x: np.ndarray  # (n, d_model)
+    query: np.ndarray  # (H, n, dk)
+    key: np.ndarray  # (H, n, dk)
+    value: np.ndarray  # (H, n, dv)
+    scores: np.ndarray  # (H, n, n)
+    weights: np.ndarray  # (H, n, n)
+    allowed: np.ndarray  # (n, n) bool
+    head_output: np.ndarray  # (H, n, dv)
+    output: np.ndarray  # (n, d_out)
+    mixture: np.ndarray = field(repr=False)  # (n, d_model) head-mean weights @ X
+
+    @property
+    def mean_weights(self) -> np.ndarray:
+        return self.weights.mean(0)  # (n, n)
+
+    @property
+    def blocked_rows(self) -> list[int]:
+        """Queries whose every key is masked: their weights and output are zero."""
+        return [int(i) for i in np.flatnonzero(~self.allowed.any(-1))]
+
+    def entropy(self, head: int | None = None) -> np.ndarray:
+        weights = self.mean_weights if head is None else self.weights[head]  # (n, n)
+        return entropy(torch.from_numpy(weights)).numpy()  # (n,)
+
+
+def build_mask(config: Config, n: int) -> tuple[torch.Tensor | None, bool]:
+    """(mask, is_causal) for `attend`."""
+    if config.mask == "causal":
+        return None, True
+    if config.mask == "keys" and config.hidden:
+        return key_mask(n, [i for i in config.hidden if 0 <= i < n]), False
+    return None, False
+
+
+def run(x: np.ndarray, config: Config, device: torch.device | None = None) -> View:
+    """Self-attention of the rows of x (n, d_model) under `config`, on `device` (default: the best one)."""
+    device = device or pick_device()
+    n, d_model = x.shape
+    projections = make_projections(
+        d_model, mode=config.projection, d_k=config.d_k, heads=config.heads, seed=config.seed, bias=config.bias
+    ).to(device)
+    d_head = d_model if config.projection == "identity" else config.d_k
+    scorer = make_scorer(
+        config.scoring, d_head, d_head, seed=config.seed, hidden=config.additive_hidden, sigma=config.sigma
+    )
+    mask, is_causal = build_mask(config, n)
+    x_t = torch.as_tensor(x, dtype=torch.float32, device=device)  # (n, d_model)
+    result = multi_head(
+        x_t, x_t, projections,
+        scoring=scorer, mask=None if mask is None else mask.to(device), is_causal=is_causal,
+        temperature=config.temperature, hard=config.hard,
+    )
+    att = result.attention
+    mixture = att.weights.mean(0) @ x_t  # (n, n) @ (n, d_model) -> (n, d_model)
+
+    def cpu(t: torch.Tensor) -> np.ndarray:
+        return t.detach().cpu().numpy()
+
+    return View(
+        config=config, device=str(device), x=np.asarray(x, dtype=np.float32),
+        query=cpu(result.query), key=cpu(result.key), value=cpu(result.value),
+        scores=cpu(att.scores), weights=cpu(att.weights), allowed=cpu(att.allowed[0]),
+        head_output=cpu(att.output), output=cpu(result.output), mixture=cpu(mixture),
+    )
+
+
+# ---------------------------------------------------------------- step by step
+
+
+@dataclass
+class Step:
+    title: str
+    latex: str
+    matrix: np.ndarray  # (rows, cols)
+    rows: str  # "tokens" or "dims"
+    cols: str  # "tokens" or "dims"
+    bounded: bool = False  # values lie in [0, 1]
+
+
+def _shape(matrix: np.ndarray) -> str:
+    return r"\in \mathbb{R}^{%d \times %d}" % matrix.shape
+
+
+def steps(view: View, head: int = 0) -> list[Step]:
+    """The walk X → Q, K, V → scores → ÷τ → mask → softmax → αV (→ concat·W_o), for one head.
+
+    Every matrix is one the engine computed, except QKᵀ before ÷√d, which is derived here from
+    the engine's Q and K so the page can show both halves of the scaled dot product.
+    """
+    c = view.config
+    q, k, v = view.query[head], view.key[head], view.value[head]  # (n, dk), (n, dk), (n, dv)
+    scores, weights = view.scores[head], view.weights[head]  # (n, n)
+    identity = c.projection == "identity"
+    bias = " + b_{%s}" if c.bias and not identity else ""
+    out = [Step("Input X (one GloVe row per token)", r"X " + _shape(view.x), view.x, "tokens", "dims")]
+    for name, matrix in (("Q", q), ("K", k), ("V", v)):
+        sub = name.lower()
+        formula = f"{name} = X" if identity else f"{name} = XW_{{{sub}}}" + (bias % sub if bias else "")
+        out.append(Step(f"{name} ({'identity' if identity else 'projection'})", f"{formula} {_shape(matrix)}", matrix, "tokens", "dims"))
+    if c.scoring == "scaled_dot":
+        out.append(Step("Raw dot products", r"QK^\top " + _shape(q @ k.T), q @ k.T, "tokens", "tokens"))
+        out.append(Step("Scaled scores", r"S = \frac{QK^\top}{\sqrt{d_k}},\ d_k = %d\ " % q.shape[1] + _shape(scores), scores, "tokens", "tokens"))
+    else:
+        out.append(Step(f"Scores ({c.scoring})", r"S_{ij} = a(q_i, k_j),\ " + FORMULAS[c.scoring] + r"\ \ S " + _shape(scores), scores, "tokens", "tokens"))
+    if c.temperature != 1.0:
+        out.append(Step("Temperature", r"S / \tau,\ \tau = %g\ " % c.temperature + _shape(scores), scores / c.temperature, "tokens", "tokens"))
+    out.append(Step("Mask (1 = may attend)", r"M \in \{0,1\}^{%d \times %d}" % view.allowed.shape, view.allowed.astype(np.float32), "tokens", "tokens", bounded=True))
+    s = "S" if c.temperature == 1.0 else r"S/\tau"
+    if c.hard:
+        alpha = r"\alpha_{ij} = [\,j = \arg\max_{l:\,M_{il}=1} (%s)_{il}\,]" % s
+    else:
+        alpha = r"\alpha = \mathrm{softmax}_{\text{row}}(%s \text{ where } M=1,\ -\infty \text{ elsewhere})" % s
+    out.append(Step("Weights", alpha + r"\ " + _shape(weights), weights, "tokens", "tokens", bounded=True))
+    head_out = view.head_output[head]  # (n, dv)
+    out.append(Step("Output", r"O = \alpha V " + _shape(head_out), head_out, "tokens", "dims"))
+    if c.heads > 1:
+        formula = r"\mathrm{Concat}(O_1, \dots, O_{%d})\, W_o" % c.heads + (" + b_o" if c.bias else "")
+        out.append(Step("Heads combined", formula + " " + _shape(view.output), view.output, "tokens", "dims"))
+    return out
+
+
+def temperature_grid() -> list[float]:
+    """Log-spaced temperatures offered by the page: 0.01 … 100."""
+    return [round(m * 10.0**e, 4) for e in range(-2, 2) for m in (1, 2, 5)] + [100.0]
+

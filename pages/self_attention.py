@@ -1,0 +1,204 @@
+"""Self-attention explorer: a sentence's GloVe vectors through softmax(QKᵀ/√d)V, every step drawn."""
+
+import numpy as np
+import streamlit as st
+
+from attnviz import figures
+from attnviz.attention import FORMULAS, SCORING_NAMES
+from attnviz.embeddings import OOV_POLICIES, embed, nearest_words, tokenize
+from attnviz.export import figure_html, weights_csv
+from attnviz.selfattention import MASKS, Config, run, steps, temperature_grid
+from attnviz.urlstate import Param, boolean, choice, encode_bool, encode_int_list, int_list, int_range, nearest, text
+from pages._common import load_url_state, save_url_state, word_vectors
+
+MAX_TOKENS = 512
+DEFAULT_TEXT = "When he saw his owner, the dog was happy, so he wagged his tail"
+SCHEMA = {
+    "text": Param(DEFAULT_TEXT, text),
+    "punct": Param(False, boolean, encode_bool),
+    "oov": Param("zero", choice(OOV_POLICIES)),
+    "scoring": Param("scaled_dot", choice(SCORING_NAMES)),
+    "sigma": Param(1.0, nearest([0.25, 0.5, 1.0, 2.0, 4.0, 8.0])),
+    "h": Param(16, int_range(1, 128)),
+    "temp": Param(1.0, nearest(temperature_grid())),
+    "hard": Param(False, boolean, encode_bool),
+    "proj": Param("identity", choice(["identity", "random"])),
+    "dk": Param(16, int_range(1, 128)),
+    "seed": Param(0, int_range(0, 2**31 - 1)),
+    "bias": Param(False, boolean, encode_bool),
+    "heads": Param(1, int_range(1, 8)),
+    "mask": Param("none", choice(MASKS)),
+    "hide": Param([], int_list, encode_int_list),
+    "query": Param(0, int_range(0, 100_000)),
+    "head": Param(0, int_range(0, 7)),
+    "palette": Param("viridis", choice(figures.PALETTES)),
+}
+SCORING_HELP = {
+    "dot": "q·k: the raw dot product.",
+    "scaled_dot": "q·k/√d: the Transformer's choice; dividing by √d keeps the softmax from saturating.",
+    "cosine": "q·k/(‖q‖‖k‖): the angle only, ignoring length.",
+    "general": "qᵀMk with a seeded random matrix M: works when query and key sizes differ.",
+    "additive": "wᵀtanh(W_q q + W_k k): a one-hidden-layer MLP of size h (seeded random).",
+    "gaussian": "−‖q−k‖²/2σ²: closer vectors get higher scores (kernel regression).",
+}
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def compute(_kv, vectors_id: str, sentence: str, drop_punctuation: bool, oov: str, config: Config):
+    tokens = tokenize(sentence, drop_punctuation=drop_punctuation)
+    if not tokens or len(tokens) > MAX_TOKENS:
+        return tokens, None, None
+    embedded = embed(tokens, _kv, oov=oov, seed=config.seed)
+    if not embedded.tokens or all(embedded.oov):
+        return tokens, embedded, None
+    return tokens, embedded, run(embedded.vectors, config)
+
+
+st.title("Self-attention explorer")
+st.write(
+    "Type a sentence. Each word becomes its GloVe vector, and every word (a query, one row) attends to "
+    "every word (a key, one column). A row shows how a word splits its attention; each row sums to 1."
+)
+load_url_state(SCHEMA)
+loaded = word_vectors()
+if loaded is None:
+    st.stop()
+kv, vectors_id = loaded
+
+sentence = st.text_area("Sentence", key="text", max_chars=20_000, height=80)
+
+with st.sidebar:
+    st.header("Attention")
+    scoring = st.selectbox(
+        "Scoring function a(q, k)", SCORING_NAMES, key="scoring",
+        help="How a query and a key are compared. " + " ".join(f"{k}: {v}" for k, v in SCORING_HELP.items()),
+    )
+    st.latex(FORMULAS[scoring])
+    st.select_slider("σ (Gaussian width)", [0.25, 0.5, 1.0, 2.0, 4.0, 8.0], key="sigma", disabled=scoring != "gaussian")
+    st.slider("h (additive hidden size)", 1, 128, key="h", disabled=scoring != "additive")
+    st.select_slider(
+        "Temperature τ (log scale)", temperature_grid(), key="temp",
+        help="Scores are divided by τ before the softmax. Small τ sharpens the weights, large τ flattens them.",
+    )
+    st.toggle("Hard attention (one-hot argmax)", key="hard", help="Each query takes only its best key. Ties go to the leftmost key.")
+    st.radio(
+        "Mask", MASKS, key="mask", horizontal=True,
+        format_func={"none": "none", "causal": "causal", "keys": "hide keys"}.get,
+        help="causal: a word sees only itself and earlier words. hide keys: no word may attend to the chosen words.",
+    )
+    st.header("Projections")
+    projection = st.radio(
+        "Mode", ["identity", "random"], key="proj", horizontal=True,
+        help="identity: Q = K = V = X. random: Q = XW_q (+b_q), and so on, with seeded Xavier weights.",
+    )
+    random_proj = projection == "random"
+    st.slider("d_k (size per head)", 1, 128, key="dk", disabled=not random_proj)
+    st.number_input("Seed", 0, 2**31 - 1, key="seed", disabled=not random_proj and scoring not in ("general", "additive"),
+                    help="Seeds the random projections, the general/additive scoring weights and random OOV vectors.")
+    st.checkbox("Biases b_q, b_k, b_v", key="bias", disabled=not random_proj)
+    st.slider("Heads H", 1, 8, key="heads", disabled=not random_proj, help="Several heads need random projections.")
+    st.header("Tokens")
+    st.toggle("Drop punctuation", key="punct", help="Remove tokens such as ',' and '.' before embedding.")
+    st.radio(
+        "Words not in the vocabulary", OOV_POLICIES, key="oov", horizontal=True,
+        help="zero: a zero vector; random: a seeded random vector of typical length; drop: leave the word out.",
+    )
+    st.selectbox("Palette", list(figures.PALETTES), key="palette", help="All three read well with colour blindness.")
+
+if not sentence.strip():
+    st.info("Type a sentence above to see its attention.")
+    save_url_state(SCHEMA)
+    st.stop()
+
+config = Config(
+    scoring=scoring, temperature=st.session_state.temp, hard=st.session_state.hard, projection=projection,
+    d_k=st.session_state.dk, seed=st.session_state.seed, bias=st.session_state.bias and random_proj,
+    heads=st.session_state.heads if random_proj else 1, mask=st.session_state.mask, hidden=tuple(st.session_state.get("hide", [])),
+    sigma=st.session_state.sigma, additive_hidden=st.session_state.h,
+)
+tokens, embedded, view = compute(kv, vectors_id, sentence, st.session_state.punct, st.session_state.oov, config)
+if not tokens:
+    st.warning("The sentence has no words or punctuation we can use. Type some words.")
+    st.stop()
+if len(tokens) > MAX_TOKENS:
+    st.error(f"The text has {len(tokens):,} tokens; the limit is {MAX_TOKENS}. Shorten it and try again.")
+    st.stop()
+if view is None:
+    st.error("None of these words are in the vocabulary, so there is nothing to attend to. Try ordinary English words.")
+    st.stop()
+
+tokens, oov = embedded.tokens, embedded.oov
+if any(oov):
+    unknown = sorted({t for t, o in zip(tokens, oov) if o})
+    st.warning(
+        f"{len(unknown)} word(s) are not in the vocabulary and got the '{st.session_state.oov}' policy; "
+        f"they are marked {figures.OOV_MARK.strip()} on the axes:"
+    )
+    st.code(" ".join(unknown), language=None)
+
+if config.mask == "keys":
+    # The stored choice may name positions past the end of a shorter sentence.
+    st.session_state.hide = [i for i in st.session_state.get("hide", []) if i < len(tokens)]
+    st.multiselect(
+        "Keys to hide", list(range(len(tokens))), key="hide", format_func=lambda i: f"{i} · {tokens[i]}",
+        help="No query may attend to these words. If a word hides every key, its row is all zero.",
+    )
+if view.blocked_rows:
+    st.info(f"{len(view.blocked_rows)} query row(s) have every key masked, so their weights and output are all zero (no NaN).")
+
+st.caption(f"{len(tokens)} tokens · d_model = {view.x.shape[1]} · computed with torch on **{view.device}**")
+palette = st.session_state.palette
+if config.heads == 1:
+    figure = figures.attention_heatmap(view.weights[0], tokens, scores=view.scores[0], row_oov=oov, palette=palette,
+                                       title=f"Attention weights α ({len(tokens)} queries × {len(tokens)} keys)")
+    shown = view.weights[0]
+else:
+    figure = figures.head_grid(view.weights, tokens, scores=view.scores, oov=oov, palette=palette)
+    shown = view.mean_weights
+st.plotly_chart(figure, key="heatmap", width="stretch")
+
+down_left, down_right = st.columns(2)
+down_left.download_button("Download weights (CSV)", weights_csv(shown, tokens), "attention_weights.csv", "text/csv",
+                          on_click="ignore", help="The matrix drawn above; with several heads, the head average.")
+down_right.download_button("Download figure (HTML)", lambda: figure_html(figure), "attention.html", "text/html",
+                           on_click="ignore", help="A standalone page that works offline.")
+
+st.subheader("Query inspector")
+if st.session_state.get("query", 0) >= len(tokens):  # the sentence got shorter
+    st.session_state.query = 0
+query = st.selectbox("Query word", list(range(len(tokens))), key="query", format_func=lambda i: f"{i} · {tokens[i]}")
+row = view.mean_weights[query]
+bars, facts = st.columns([3, 2])
+bars.plotly_chart(figures.weight_bars(row, tokens, oov=oov, title="Weights of this query over the keys"),
+                  key="bars", width="stretch")
+with facts:
+    allowed = int(view.allowed[query].sum())
+    st.metric("Entropy of the row (nats)", f"{view.entropy()[query]:.3f}",
+              help="0 means all weight on one key; ln(number of allowed keys) means spread evenly.")
+    st.latex(r"H(\alpha_i) = -\sum_j \alpha_{ij} \ln \alpha_{ij} \le \ln %d = %.3f" % (max(allowed, 1), np.log(max(allowed, 1))))
+    st.write("Nearest GloVe words to the weighted mix of input vectors:")
+    st.latex(r"m_i = \sum_j \alpha_{ij}\, x_j" + (r" = o_i" if projection == "identity" else ""))
+    neighbours = nearest_words(kv, view.mixture[query])
+    if neighbours:
+        st.dataframe({"word": [w for w, _ in neighbours], "cosine": [round(s, 3) for _, s in neighbours]},
+                     hide_index=True)
+    else:
+        st.write("The mix is the zero vector (its row is fully masked or all its keys are zero), so it has no neighbours.")
+
+st.subheader("Step by step")
+head = 0
+if config.heads > 1:
+    if st.session_state.get("head", 0) >= config.heads:
+        st.session_state.head = 0
+    head = st.selectbox("Head", list(range(config.heads)), key="head")
+dims = figures.dims
+token_labels = figures.labels(tokens, oov)
+for i, step in enumerate(steps(view, head)):
+    st.markdown(f"**{i + 1}. {step.title}**")
+    st.latex(step.latex)
+    rows = token_labels if step.rows == "tokens" else dims(step.matrix.shape[0])
+    cols = token_labels if step.cols == "tokens" else dims(step.matrix.shape[1])
+    st.plotly_chart(figures.matrix_heatmap(step.matrix, rows, cols, title=step.title, bounded=step.bounded, palette=palette),
+                    key=f"step_{i}", width="stretch")
+
+save_url_state(SCHEMA)

@@ -1,0 +1,179 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnviz.attention import (
+    additive, attend, causal_mask, entropy, general, key_mask, make_projections, make_scorer, multi_head,
+)
+
+torch.manual_seed(0)
+
+
+def qkv(b=2, tq=5, tk=7, d=8, dv=3, dtype=torch.float64):
+    return torch.randn(b, tq, d, dtype=dtype), torch.randn(b, tk, d, dtype=dtype), torch.randn(b, tk, dv, dtype=dtype)
+
+
+def written_out(q, k, v):
+    """softmax(QKᵀ/√d)V one entry at a time, straight from the notes' α_ij formula."""
+    d = q.shape[-1]
+    out = torch.zeros(q.shape[0], v.shape[-1], dtype=q.dtype)
+    alpha = torch.zeros(q.shape[0], k.shape[0], dtype=q.dtype)
+    for i in range(q.shape[0]):
+        e = [math.exp(float(q[i] @ k[j]) / math.sqrt(d)) for j in range(k.shape[0])]
+        for j in range(k.shape[0]):
+            alpha[i, j] = e[j] / sum(e)
+            out[i] += alpha[i, j] * v[j]
+    return alpha, out
+
+
+def test_matches_written_out_formula():
+    q, k, v = qkv(b=1)
+    result = attend(q[0], k[0], v[0])
+    alpha, out = written_out(q[0], k[0], v[0])
+    torch.testing.assert_close(result.weights, alpha)
+    torch.testing.assert_close(result.output, out)
+    torch.testing.assert_close(result.scores, q[0] @ k[0].T / math.sqrt(8))
+
+
+@pytest.mark.parametrize("case", ["plain", "bool_mask", "causal", "causal_rect", "mask_and_causal"])
+def test_matches_sdpa(case):
+    q, k, v = qkv(tq=6, tk=6 if case != "causal_rect" else 9)
+    mask = None
+    if case in ("bool_mask", "mask_and_causal"):
+        mask = torch.rand(2, 6, 6) > 0.3
+        mask[..., 0] = True  # keep every row attendable: SDPA gives NaN on fully masked rows
+    is_causal = case.startswith("causal") or case == "mask_and_causal"
+    ours = attend(q, k, v, mask=mask, is_causal=is_causal and mask is None)
+    if case == "mask_and_causal":
+        ours = attend(q, k, v, mask=mask, is_causal=True)
+        expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask & causal_mask(6, 6))
+    else:
+        expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
+    torch.testing.assert_close(ours.output, expected)
+
+
+def test_rows_sum_to_one_and_masked_weights_are_zero():
+    q, k, v = qkv()
+    mask = key_mask(7, [1, 4])
+    result = attend(q, k, v, mask=mask, is_causal=True)
+    torch.testing.assert_close(result.weights.sum(-1), torch.ones(2, 5, dtype=torch.float64))
+    assert (result.weights[..., [1, 4]] == 0).all()
+    assert (result.weights.triu(1) == 0).all()
+
+
+def test_hard_picks_argmax_and_ties_go_left():
+    q, k, v = qkv()
+    result = attend(q, k, v, hard=True)
+    expected = F.one_hot(result.scores.argmax(-1), 7).double()
+    torch.testing.assert_close(result.weights, expected)
+    torch.testing.assert_close(result.output, torch.gather(v, 1, result.scores.argmax(-1, keepdim=True).expand(-1, -1, 3)))
+    # Two identical keys tie exactly: the first one wins.
+    key = torch.tensor([[0.0, 1.0], [1.0, 0.0], [1.0, 0.0]])
+    tie = attend(torch.tensor([[1.0, 0.0]]), key, torch.eye(3), hard=True)
+    assert tie.weights.tolist() == [[0.0, 1.0, 0.0]]
+
+
+def test_low_temperature_approaches_hard():
+    q, k, v = qkv()
+    hard = attend(q, k, v, hard=True).weights
+    gaps = [(attend(q, k, v, temperature=t).weights - hard).abs().max().item() for t in (1.0, 0.1, 0.01, 0.001)]
+    assert gaps == sorted(gaps, reverse=True) and gaps[-1] < 1e-6
+    assert gaps[0] > 0.01
+
+
+def test_temperature_divides_scores():
+    q, k, v = qkv()
+    torch.testing.assert_close(attend(q, k, v, temperature=2.0).weights, torch.softmax(q @ k.transpose(1, 2) / math.sqrt(8) / 2.0, -1))
+
+
+def test_fully_masked_rows_give_zero_not_nan():
+    q, k, v = qkv()
+    mask = torch.ones(5, 7, dtype=torch.bool)
+    mask[2] = False
+    for hard in (False, True):
+        result = attend(q, k, v, mask=mask, hard=hard)
+        assert not result.weights.isnan().any() and not result.output.isnan().any()
+        assert (result.weights[:, 2] == 0).all() and (result.output[:, 2] == 0).all()
+        torch.testing.assert_close(result.weights[:, 3].sum(-1), torch.ones(2, dtype=torch.float64))
+
+
+def test_scoring_formulas():
+    q, k, _ = qkv(b=1)
+    q, k = q[0], k[0]
+    torch.testing.assert_close(make_scorer("dot", 8, 8)(q, k), q @ k.T)
+    cos = torch.stack([F.cosine_similarity(q[i : i + 1], k) for i in range(5)])
+    torch.testing.assert_close(make_scorer("cosine", 8, 8)(q, k), cos)
+    expected = torch.tensor([[-float(((q[i] - k[j]) ** 2).sum()) / (2 * 1.5**2) for j in range(7)] for i in range(5)], dtype=q.dtype)
+    torch.testing.assert_close(make_scorer("gaussian", 8, 8, sigma=1.5)(q, k), expected)
+
+
+def test_general_and_additive_work_with_different_sizes():
+    q, k, v = torch.randn(4, 3, dtype=torch.float64), torch.randn(6, 5, dtype=torch.float64), torch.randn(6, 2, dtype=torch.float64)
+    m = torch.randn(3, 5, dtype=torch.float64)
+    bilinear = attend(q, k, v, scoring=general(m))
+    torch.testing.assert_close(bilinear.scores, torch.tensor([[float(q[i] @ m @ k[j]) for j in range(6)] for i in range(4)], dtype=q.dtype))
+    wq, wk, w = torch.randn(7, 3, dtype=torch.float64), torch.randn(7, 5, dtype=torch.float64), torch.randn(7, dtype=torch.float64)
+    mlp = attend(q, k, v, scoring=additive(wq, wk, w))
+    expected = torch.tensor([[float(w @ torch.tanh(wq @ q[i] + wk @ k[j])) for j in range(6)] for i in range(4)], dtype=q.dtype)
+    torch.testing.assert_close(mlp.scores, expected)
+    assert attend(q, k, v, scoring="general").weights.shape == (4, 6)
+    assert attend(q, k, v, scoring="additive").weights.shape == (4, 6)
+    with pytest.raises(ValueError, match="general"):
+        attend(q, k, v, scoring="dot")
+
+
+def test_bad_arguments_say_what_to_change():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="temperature"):
+        attend(q, k, v, temperature=0)
+    with pytest.raises(ValueError, match="Unknown scoring"):
+        attend(q, k, v, scoring="nope")
+
+
+def test_entropy_bounds():
+    uniform = torch.full((1, 4), 0.25)
+    onehot = torch.tensor([[0.0, 1.0, 0.0, 0.0]])
+    torch.testing.assert_close(entropy(uniform), torch.tensor([math.log(4)]))
+    torch.testing.assert_close(entropy(onehot), torch.tensor([0.0]))
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+def test_multi_head_matches_nn_multihead_attention(bias, causal):
+    embed_dim, heads, batch, tq, tk = 12, 3, 2, 5, 6
+    mha = torch.nn.MultiheadAttention(embed_dim, heads, bias=bias, batch_first=True, dtype=torch.float64)
+    x_q = torch.randn(batch, tq, embed_dim, dtype=torch.float64)
+    x_kv = torch.randn(batch, tk, embed_dim, dtype=torch.float64)
+    w = mha.in_proj_weight.detach()  # (3E, E); nn.Linear computes x @ Wᵀ, our W is (d_model, d_k)
+    b = mha.in_proj_bias.detach() if bias else torch.zeros(3 * embed_dim, dtype=torch.float64)
+    proj = make_projections(embed_dim, mode="random", d_k=embed_dim // heads, heads=heads, bias=bias)
+    proj.w_query, proj.w_key, proj.w_value = (w[i * embed_dim : (i + 1) * embed_dim].T for i in range(3))
+    proj.w_out = mha.out_proj.weight.detach().T
+    if bias:
+        proj.b_query, proj.b_key, proj.b_value = (b[i * embed_dim : (i + 1) * embed_dim] for i in range(3))
+        proj.b_out = mha.out_proj.bias.detach()
+    allowed = causal_mask(tq, tk) if causal else None
+    ours = multi_head(x_q, x_kv, proj, mask=allowed)
+    # nn.MultiheadAttention's boolean attn_mask has the opposite sense: True = blocked.
+    expected, expected_weights = mha(x_q, x_kv, x_kv, attn_mask=None if allowed is None else ~allowed, average_attn_weights=False)
+    torch.testing.assert_close(ours.output, expected)
+    torch.testing.assert_close(ours.attention.weights, expected_weights)
+    assert ours.attention.weights.shape == (batch, heads, tq, tk)
+
+
+def test_identity_projections_refuse_several_heads():
+    with pytest.raises(ValueError, match="random projections"):
+        make_projections(50, mode="identity", heads=2)
+
+
+def test_projections_are_seeded_and_use_notes_shapes():
+    a = make_projections(50, mode="random", d_k=8, heads=2, seed=3, bias=True)
+    b = make_projections(50, mode="random", d_k=8, heads=2, seed=3, bias=True)
+    c = make_projections(50, mode="random", d_k=8, heads=2, seed=4, bias=True)
+    assert a.w_query.shape == (50, 16) and a.b_query.shape == (16,) and a.w_out.shape == (16, 50)
+    assert torch.equal(a.w_query, b.w_query) and not torch.equal(a.w_query, c.w_query)
+    x = torch.randn(4, 50)
+    r = multi_head(x, x, a)
+    torch.testing.assert_close(r.query[0], (x @ a.w_query + a.b_query)[:, :8])

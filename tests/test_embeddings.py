@@ -1,0 +1,115 @@
+import struct
+
+import numpy as np
+import pytest
+
+from attnviz.embeddings import (
+    MAX_UPLOAD_BYTES, VectorFileError, embed, load_uploaded, load_vectors, nearest_words, tokenize,
+    vectors_from_settings,
+)
+
+DOG = "When he saw his owner, the dog was happy, so he wagged his tail"
+WORDS = {"cat": [1.0, 0.0, 0.5], "dog": [0.9, 0.1, 0.4], "café": [-1.0, 2.0, 0.25]}
+
+
+def test_real_glove_has_400000_words(glove):
+    assert len(glove) == 400_000
+    assert glove.vector_size == 50
+    assert glove.norms is not None and glove.norms.shape == (400_000,)
+    assert glove.most_similar("dog", topn=1)[0][0] == "cat"
+
+
+def test_tokenizer_on_the_dog_sentence(glove):
+    tokens = tokenize(DOG)
+    assert tokens == ["when", "he", "saw", "his", "owner", ",", "the", "dog", "was", "happy", ",",
+                      "so", "he", "wagged", "his", "tail"]
+    assert all(t in glove.key_to_index for t in tokens)
+    assert "," not in tokenize(DOG, drop_punctuation=True)
+
+
+def test_tokenizer_splits_clitics_like_glove(glove):
+    tokens = tokenize("The dog's owner didn't say \u201cI can\u2019t\u201d: $3.50... well-known")
+    assert tokens == ["the", "dog", "'s", "owner", "did", "n't", "say", '"', "i", "ca", "n't", '"', ":",
+                      "$", "3.50", "...", "well-known"]
+    assert all(t in glove.key_to_index for t in tokens)
+
+
+def test_tokenizer_handles_odd_characters():
+    assert tokenize("") == [] and tokenize(" \n\t ") == []
+    assert tokenize("a\u200bb\x00c") == ["abc"]  # zero-width and control characters vanish
+    assert tokenize("<b>hi</b>") == ["<", "b", ">", "hi", "<", "/", "b", ">"]
+    assert tokenize("ＤＯＧ 😀") == ["dog", "😀"]
+
+
+def test_oov_policies(glove):
+    tokens = ["the", "qzxjvwk", "dog", "qzxjvwk"]
+    zero = embed(tokens, glove, oov="zero")
+    assert zero.oov == [False, True, False, True]
+    assert np.array_equal(zero.vectors[1], np.zeros(50)) and np.array_equal(zero.vectors[0], glove["the"])
+    rand = embed(tokens, glove, oov="random", seed=1)
+    assert np.array_equal(rand.vectors[1], rand.vectors[3])  # the same word gets the same vector
+    assert np.linalg.norm(rand.vectors[1]) == pytest.approx(np.median(glove.norms), rel=1e-5)
+    assert not np.array_equal(rand.vectors[1], embed(tokens, glove, oov="random", seed=2).vectors[1])
+    dropped = embed(tokens, glove, oov="drop")
+    assert dropped.tokens == ["the", "dog"] and dropped.vectors.shape == (2, 50) and dropped.oov == [False, False]
+    with pytest.raises(ValueError, match="OOV policy"):
+        embed(tokens, glove, oov="guess")
+
+
+def _glove_text(path):
+    path.write_text("".join(f"{w} {' '.join(map(str, v))}\n" for w, v in WORDS.items()), encoding="utf-8")
+
+
+def _word2vec_text(path):
+    path.write_text(f"{len(WORDS)} 3\n" + "".join(f"{w} {' '.join(map(str, v))}\n" for w, v in WORDS.items()), encoding="utf-8")
+
+
+def _word2vec_binary(path):
+    # The word2vec C tool's layout: a text header, then per word "word " and float32 little-endian numbers.
+    body = b"".join(w.encode() + b" " + struct.pack("<3f", *v) + b"\n" for w, v in WORDS.items())
+    path.write_bytes(f"{len(WORDS)} 3\n".encode() + body)
+
+
+@pytest.mark.parametrize("writer, suffix", [(_glove_text, ".txt"), (_word2vec_text, ".txt"), (_word2vec_binary, ".bin")])
+def test_loads_small_vector_files(tmp_path, writer, suffix):
+    path = tmp_path / f"vectors{suffix}"
+    writer(path)
+    kv = load_vectors(path)
+    assert len(kv) == 3 and kv.vector_size == 3
+    for word, vector in WORDS.items():
+        np.testing.assert_allclose(kv[word], vector, rtol=1e-6)
+    assert nearest_words(kv, np.array([1.0, 0.0, 0.5], np.float32), topn=1)[0][0] == "cat"
+
+
+def test_upload_is_parsed_not_unpickled(tmp_path):
+    path = tmp_path / "v.txt"
+    _glove_text(path)
+    kv = load_uploaded(path.read_bytes(), "mine.txt")
+    assert set(kv.key_to_index) == set(WORDS)
+    import pickle
+
+    with pytest.raises(VectorFileError):
+        load_uploaded(pickle.dumps({"cat": [1, 2, 3]}), "evil.bin")
+
+
+@pytest.mark.parametrize("content", [b"", b"cat 1 2 3\ndog 1 2\n", b"cat one two\n", b"2 3\ncat 1 2 3\n", b"cat nan 1 2\n"])
+def test_malformed_files_raise_a_clear_error(content):
+    with pytest.raises(VectorFileError, match="v.txt|upload"):
+        load_uploaded(content, "v.txt")
+
+
+def test_upload_size_cap():
+    with pytest.raises(VectorFileError, match="limit"):
+        load_uploaded(b"x" * (MAX_UPLOAD_BYTES + 1), "huge.txt")
+
+
+def test_vector_path_from_settings():
+    assert vectors_from_settings([], {}) == (None, None)
+    assert vectors_from_settings([], {"ATTNVIZ_VECTORS": "/v.txt"}) == ("/v.txt", None)
+    assert vectors_from_settings(["app.py", "--vectors", "/w.bin", "--vectors-format", "word2vec-bin"],
+                                 {"ATTNVIZ_VECTORS": "/v.txt"}) == ("/w.bin", "word2vec-bin")
+
+
+def test_nearest_words_of_zero_vector_is_empty(glove):
+    assert nearest_words(glove, np.zeros(50, np.float32)) == []
+    assert nearest_words(glove, glove["dog"], topn=2)[0][0] == "dog"

@@ -1,0 +1,75 @@
+import csv
+import io
+
+import numpy as np
+import pytest
+
+from attnviz import figures
+from attnviz.export import figure_html, weights_csv
+
+TOKENS = ["he", "saw", "he", "<b>x</b>"]
+
+
+def weights():
+    w = np.random.default_rng(0).random((4, 4))
+    return w / w.sum(1, keepdims=True), np.arange(16.0).reshape(4, 4)
+
+
+def test_heatmap_rows_are_queries_in_order_and_hover_carries_numbers():
+    w, s = weights()
+    fig = figures.attention_heatmap(w, TOKENS, scores=s, row_oov=[False, True, False, False])
+    trace = fig.data[0]
+    np.testing.assert_array_equal(np.asarray(trace.z), w)
+    np.testing.assert_array_equal(np.asarray(trace.customdata), s)  # the raw score behind each cell
+    assert fig.layout.yaxis.autorange == "reversed"  # row 0 (the first word) on top
+    assert (trace.zmin, trace.zmax) == (0, 1)
+    assert trace.colorscale[0][1] == "#440154"  # viridis, colourblind-safe
+    assert "%{z:.3f}" in trace.hovertemplate and "%{customdata:.3f}" in trace.hovertemplate
+    assert list(trace.y)[1] == "#1 saw" + figures.OOV_MARK and list(trace.x)[2] == "#2 he"
+    # the repeated "he" stays two columns, both labelled "he"
+    assert len(set(trace.x)) == 4 and list(fig.layout.xaxis.ticktext)[::2] == ["he", "he"]
+
+
+def test_user_text_is_escaped():
+    fig = figures.attention_heatmap(weights()[0], TOKENS)
+    assert "&lt;b&gt;x&lt;/b&gt;" in fig.layout.xaxis.ticktext
+    assert all("<b>" not in t for t in fig.layout.xaxis.ticktext)
+
+
+def test_nan_never_reaches_a_chart():
+    w = weights()[0]
+    w[1, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        figures.attention_heatmap(w, TOKENS)
+    with pytest.raises(ValueError, match="NaN"):
+        figures.matrix_heatmap(np.array([[np.inf]]), ["a"], ["0"])
+
+
+def test_head_grid_has_each_head_and_the_average():
+    w = np.random.default_rng(1).random((3, 4, 4))
+    fig = figures.head_grid(w, TOKENS)
+    assert len(fig.data) == 4
+    np.testing.assert_allclose(np.asarray(fig.data[3].z), w.mean(0))
+    assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == 1
+    assert [a.text for a in fig.layout.annotations][-1] == "average over heads"
+
+
+def test_matrix_heatmap_labels_shape_and_centres_signed_values():
+    m = np.array([[-2.0, 1.0, 0.5]])
+    fig = figures.matrix_heatmap(m, ["a"], figures.dims(3), title="Q")
+    assert "(1×3)" in fig.layout.title.text
+    assert (fig.data[0].zmin, fig.data[0].zmax) == (-2.0, 2.0)
+
+
+def test_weights_csv_round_trips_and_defuses_formulas():
+    w = weights()[0]
+    text = weights_csv(w, ["=cmd", "b", "c", "d"])
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0] == ["query \\ key", "'=cmd", "b", "c", "d"]
+    np.testing.assert_allclose(np.array([[float(v) for v in r[1:]] for r in rows[1:]]), w, rtol=1e-5)
+
+
+def test_figure_html_is_standalone():
+    html = figure_html(figures.weight_bars(np.array([0.2, 0.8]), ["a", "b"]))
+    assert "<html>" in html and 'src="https://cdn.plot.ly' not in html
+    assert len(html) > 1_000_000  # plotly.js itself is inlined

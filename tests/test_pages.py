@@ -1,0 +1,131 @@
+"""Every page under streamlit's AppTest: it runs, its controls change the drawn data, bad input gets a message."""
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = sorted(p.name for p in (ROOT / "pages").glob("*.py") if not p.name.startswith("_"))
+SELF = str(ROOT / "pages" / "self_attention.py")
+TIMEOUT = 60
+
+
+def decode(value):
+    """A plotly JSON array: a plain list, or numpy's typed-array encoding {dtype, bdata, shape}."""
+    if isinstance(value, dict) and "bdata" in value:
+        shape = [int(n) for n in str(value.get("shape", "-1")).split(",")]
+        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"]).reshape(shape)
+    return np.asarray(value)
+
+
+def heatmap(at) -> dict:
+    """The first chart's first trace, with z decoded to a numpy array."""
+    trace = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
+    return {**trace, "z": decode(trace["z"])}
+
+
+def page(params=None) -> AppTest:
+    at = AppTest.from_file(SELF, default_timeout=TIMEOUT)
+    for name, value in (params or {}).items():
+        at.query_params[name] = value
+    return at.run()
+
+
+def messages(at) -> str:
+    return " ".join(e.value for kind in (at.error, at.warning, at.info) for e in kind)
+
+
+def test_app_runs_the_default_page():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT).run()
+    assert not at.exception
+    assert heatmap(at)["z"].shape == (16, 16)
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_every_page_runs(name):
+    at = AppTest.from_file(str(ROOT / "pages" / name), default_timeout=TIMEOUT).run()
+    assert not at.exception, at.exception
+
+
+def test_default_sentence_heatmap():
+    at = page()
+    data = heatmap(at)
+    assert data["z"].shape == (16, 16)
+    assert data["zmin"] == 0 and data["zmax"] == 1
+    np.testing.assert_allclose(data["z"].sum(1), 1, rtol=1e-5)
+    assert "computed with torch on" in " ".join(c.value for c in at.caption)
+
+
+def test_typing_a_sentence_redraws_with_new_tokens():
+    at = page()
+    at.text_area(key="text").input("the cat sat").run()
+    data = heatmap(at)
+    assert data["z"].shape == (3, 3)
+    assert data["y"] == ["#0 the", "#1 cat", "#2 sat"]
+
+
+@pytest.mark.parametrize("key, value", [("scoring", "cosine"), ("temp", 0.1), ("hard", True), ("mask", "causal")])
+def test_controls_change_the_drawn_weights(key, value):
+    at = page()
+    before = heatmap(at)["z"]
+    widget = at.toggle(key=key) if key == "hard" else at.selectbox(key=key) if key == "scoring" else \
+        at.select_slider(key=key) if key == "temp" else at.radio(key=key)
+    widget.set_value(value).run()
+    assert not at.exception
+    assert not np.array_equal(heatmap(at)["z"], before)
+
+
+def test_several_heads_draw_small_multiples_and_the_average():
+    at = page({"proj": "random", "heads": "3"})
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert len(spec["data"]) == 4
+    assert spec["layout"]["annotations"][-1]["text"] == "average over heads"
+
+
+def test_url_parameters_set_the_controls():
+    at = page({"text": "a dog", "scoring": "gaussian", "temp": "2", "mask": "causal"})
+    assert at.selectbox(key="scoring").value == "gaussian"
+    assert at.select_slider(key="temp").value == 2.0
+    assert heatmap(at)["z"].shape == (2, 2)
+    assert heatmap(at)["z"][0, 1] == 0  # causal: the first word cannot see the second
+    at.selectbox(key="scoring").set_value("cosine").run()
+    assert at.query_params["scoring"] == "cosine"
+    assert at.query_params["text"] == "a dog"
+
+
+def test_empty_sentence_asks_for_text():
+    at = page({"text": "   "})
+    assert not at.exception and "Type a sentence" in messages(at)
+
+
+def test_all_oov_sentence_says_so():
+    at = page({"text": "qzxjvwk vvqqzzx"})
+    assert not at.exception and "None of these words" in messages(at)
+
+
+def test_too_many_tokens_says_the_limit():
+    at = page({"text": "dog " * 600})
+    assert not at.exception and "600 tokens" in messages(at) and "512" in messages(at)
+
+
+def test_html_like_text_is_shown_as_text():
+    at = page({"text": "<script>alert(1)</script> dog <b>"})
+    assert not at.exception
+    ticks = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["xaxis"]["ticktext"]
+    assert "&lt;" in ticks and "<" not in ticks
+
+
+def test_oov_words_are_marked():
+    at = page({"text": "the dog qzxjvwk"})
+    assert "not in the vocabulary" in messages(at)
+    assert any("qzxjvwk" in c.value for c in at.code)
+
+
+def test_hiding_every_key_explains_the_zero_rows():
+    at = page({"text": "a dog", "mask": "keys", "hide": "0,1"})
+    assert not at.exception and "every key masked" in messages(at)
+    assert np.array_equal(heatmap(at)["z"], np.zeros((2, 2)))

@@ -1,0 +1,87 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnviz.embeddings import embed, tokenize
+from attnviz.selfattention import Config, run, steps, temperature_grid
+
+DOG = "When he saw his owner, the dog was happy, so he wagged his tail"
+
+
+@pytest.fixture(scope="module")
+def x(glove):
+    return embed(tokenize(DOG), glove).vectors  # (16, 50)
+
+
+def test_identity_view_matches_sdpa(x):
+    view = run(x, Config(), device=torch.device("cpu"))
+    xt = torch.from_numpy(x)
+    expected = F.scaled_dot_product_attention(xt, xt, xt)
+    np.testing.assert_allclose(view.output, expected.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(view.mixture, view.output, rtol=1e-5, atol=1e-6)
+    assert view.weights.shape == (1, 16, 16) and view.device == "cpu"
+
+
+def test_random_projection_heads_and_causal(x):
+    config = Config(projection="random", d_k=8, heads=4, bias=True, mask="causal", seed=5)
+    view = run(x, config, device=torch.device("cpu"))
+    assert view.weights.shape == (4, 16, 16) and view.output.shape == (16, 50)
+    np.testing.assert_allclose(view.weights.sum(-1), 1, rtol=1e-5)
+    assert np.all(np.triu(view.weights, 1) == 0)
+    for h in range(4):
+        q, k, v = (torch.from_numpy(a[h]) for a in (view.query, view.key, view.value))
+        expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        np.testing.assert_allclose(view.head_output[h], expected.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_hiding_every_key_reports_blocked_rows(x):
+    view = run(x, Config(mask="keys", hidden=tuple(range(16))), device=torch.device("cpu"))
+    assert view.blocked_rows == list(range(16))
+    assert not np.isnan(view.weights).any() and np.all(view.weights == 0)
+
+
+@pytest.mark.parametrize("config", [
+    Config(),
+    Config(temperature=0.5, mask="causal"),
+    Config(projection="random", heads=2, d_k=4, bias=True, scoring="scaled_dot", temperature=2.0),
+    Config(scoring="cosine", hard=True),
+    Config(projection="random", d_k=6, scoring="additive"),
+])
+def test_steps_reproduce_the_engine(x, config):
+    """Each step's matrix, pushed through the formula the step shows, gives the next step's matrix."""
+    view = run(x, config, device=torch.device("cpu"))
+    walk = {s.title.split(" (")[0]: s for s in steps(view, head=config.heads - 1)}
+    h = config.heads - 1
+    np.testing.assert_array_equal(walk["Input X"].matrix, x)
+    for name, array in (("Q", view.query), ("K", view.key), ("V", view.value)):
+        np.testing.assert_array_equal(walk[name].matrix, array[h])
+    if config.scoring == "scaled_dot":
+        raw = walk["Raw dot products"].matrix
+        np.testing.assert_allclose(raw / math.sqrt(view.query.shape[-1]), walk["Scaled scores"].matrix, rtol=1e-5, atol=1e-6)
+        logits = walk["Scaled scores"].matrix
+    else:
+        logits = walk["Scores"].matrix
+    if config.temperature != 1.0:
+        logits = walk["Temperature"].matrix
+        np.testing.assert_allclose(logits, view.scores[h] / config.temperature)
+    allowed = walk["Mask"].matrix.astype(bool)
+    masked = np.where(allowed, logits, -np.inf)
+    if config.hard:
+        expected = np.eye(16)[masked.argmax(-1)]
+    else:
+        expected = np.exp(masked - masked.max(-1, keepdims=True))
+        expected /= expected.sum(-1, keepdims=True)
+    np.testing.assert_allclose(walk["Weights"].matrix, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(walk["Output"].matrix, walk["Weights"].matrix @ walk["V"].matrix, rtol=1e-4, atol=1e-5)
+    assert ("Heads combined" in walk) == (config.heads > 1)
+    for step in walk.values():
+        assert r"\mathbb{R}^{%d \times %d}" % step.matrix.shape in step.latex or "Mask" in step.title
+
+
+def test_temperature_grid_is_log_spaced():
+    grid = temperature_grid()
+    assert grid[0] == 0.01 and grid[-1] == 100 and 1.0 in grid
+    assert np.all(np.diff(np.log10(grid)) > 0) and np.all(np.diff(np.log10(grid)) < 0.45)

@@ -15,6 +15,26 @@ from attnviz.embeddings import (
 )
 from attnviz.urlstate import Param, encode_params, parse_params
 
+
+def _leave_legacy_page_mode() -> None:
+    """Run every page through app.py's st.navigation, also on a fresh server's first deep link.
+
+    Streamlit runs the very first session of a server in its legacy pages/ mode when a pages/ folder
+    exists, until some run calls st.navigation. A link straight to /kv_database on a fresh server
+    would then run the page without app.py (no menu, no page config). Switching the flag off and
+    rerunning sends that run through app.py, which picks the same page.
+    """
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:  # a Streamlit without this internal: nothing to fix
+        return
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
+_leave_legacy_page_mode()
+
 GLOVE_LABEL = "GloVe 6B 50-d (built in, 400,000 words)"
 URL_TEXT_LIMIT = 2000  # characters; longer text is not put in the URL
 

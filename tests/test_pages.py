@@ -129,3 +129,58 @@ def test_hiding_every_key_explains_the_zero_rows():
     at = page({"text": "a dog", "mask": "keys", "hide": "0,1"})
     assert not at.exception and "every key masked" in messages(at)
     assert np.array_equal(heatmap(at)["z"], np.zeros((2, 2)))
+
+
+KV = str(ROOT / "pages" / "kv_database.py")
+
+
+def kv_page(params=None) -> AppTest:
+    at = AppTest.from_file(KV, default_timeout=TIMEOUT)
+    for name, value in (params or {}).items():
+        at.query_params[name] = value
+    return at.run()
+
+
+def soft_table(at):
+    return at.dataframe[-1].value
+
+
+def test_kv_query_and_tau_change_the_output():
+    at = kv_page()
+    assert not at.exception
+    bars = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["y"]
+    at.text_input(key="q").input("Smol").run()
+    assert not at.exception
+    after = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["y"]
+    assert not np.array_equal(decode(bars), decode(after))
+    assert "Alex" in soft_table(at)["value"].iloc[0]
+    at.select_slider(key="tau").set_value(100.0).run()
+    spread = decode(json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["y"])
+    np.testing.assert_allclose(spread, 1 / 6, atol=0.01)  # τ → ∞: the plain average
+
+
+def test_kv_exact_lookup_reports_no_record():
+    at = kv_page({"q": "Lipt"})
+    assert "No record" in messages(at)
+
+
+def test_kv_preset_from_url_numeric():
+    at = kv_page({"preset": "GPA → starting salary", "encoder": "numeric", "sim": "gaussian", "kind": "numeric", "q": "3.45"})
+    assert not at.exception
+    assert any(m.label == "value" for m in at.metric)
+
+
+def test_kv_bad_inputs_show_messages():
+    at = kv_page({"preset": "GPA → starting salary", "encoder": "numeric", "sim": "gaussian", "kind": "numeric", "q": "abc"})
+    assert not at.exception and "needs a number" in messages(at)
+    at = kv_page({"q": "   "})
+    assert "Type a query" in messages(at)
+    at = kv_page({"preset": "Your own records (CSV)"})
+    assert "Upload or paste" in messages(at)
+    at.text_area(key="records_paste").input("only-one-column").run()
+    assert not at.exception and "two columns" in messages(at)
+    at.text_area(key="records_paste").input("a,1\n,2").run()
+    assert "empty key" in messages(at)
+    at = kv_page({"preset": "Your own records (CSV)", "encoder": "numeric", "sim": "gaussian", "kind": "numeric", "q": "3"})
+    at.text_area(key="records_paste").input("3.0,50000\n3.5,lots").run()
+    assert not at.exception and "'lots' is not a number" in messages(at)

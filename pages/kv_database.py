@@ -1,0 +1,164 @@
+"""Key–value database: exact lookup, hard retrieval and soft retrieval of the same query, side by side."""
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from attnviz.attention import FORMULAS
+from attnviz.embeddings import nearest_words
+from attnviz.figures import labels, weight_bars
+from attnviz.retrieval import (
+    ENCODERS, PRESETS, SIMILARITIES, VALUE_KINDS, RecordError, clean_records, entropy_curve, is_number, parse_csv, pca_2d,
+    records_frame, retrieve, value_matrix,
+)
+from attnviz.selfattention import temperature_grid
+from attnviz.urlstate import Param, choice, nearest, text
+from pages._common import glove, load_url_state, save_url_state
+
+UPLOAD = "Your own records (CSV)"
+SIGMAS = [0.05, 0.1, 0.25, 0.5, 1.0, 2.0]
+SCHEMA = {
+    "preset": Param(next(iter(PRESETS)), choice([*PRESETS, UPLOAD])),
+    "q": Param("Li", text),
+    "encoder": Param("ngram", choice(ENCODERS)),
+    "sim": Param("cosine", choice(SIMILARITIES)),
+    "tau": Param(0.1, nearest(temperature_grid())),
+    "sigma": Param(0.25, nearest(SIGMAS)),
+    "kind": Param("text", choice(VALUE_KINDS)),
+}
+
+
+def apply_preset():
+    """Choosing a preset sets its encoder, similarity, value kind and example query."""
+    if st.session_state.preset in PRESETS:
+        _, st.session_state.encoder, st.session_state.sim, st.session_state.kind, st.session_state.q = PRESETS[st.session_state.preset]
+
+
+st.title("Key–value database")
+st.write(
+    "A database returns the value whose key equals the query. Attention relaxes this: **hard** retrieval "
+    "returns the value of the most similar key, **soft** retrieval returns a mix of all values weighted by "
+    "softmax(similarity / τ). Edit the table, type a query, and move τ."
+)
+load_url_state(SCHEMA)
+kv = glove()
+
+with st.sidebar:
+    st.selectbox("Records", [*PRESETS, UPLOAD], key="preset", on_change=apply_preset)
+    st.selectbox("Key encoder", ENCODERS, key="encoder",
+                 help="glove: mean GloVe vector of the key's words. ngram: character 2- and 3-grams, good for names. numeric: the number itself.")
+    similarity = st.selectbox("Similarity a(q, k)", SIMILARITIES, key="sim")
+    st.latex(FORMULAS[similarity])
+    st.select_slider("σ (Gaussian width)", SIGMAS, key="sigma", disabled=similarity != "gaussian")
+    st.select_slider("Temperature τ (log scale)", temperature_grid(), key="tau",
+                     help="Soft weights are softmax(a(q, k) / τ). τ → 0 gives hard retrieval, τ → ∞ the plain average.")
+    st.selectbox("Value kind", VALUE_KINDS, key="kind",
+                 help="numeric: weighted mean. categorical: class probabilities. word: mean GloVe vector and its nearest words. text: a distribution over records.")
+
+if st.session_state.preset == UPLOAD:
+    upload = st.file_uploader("CSV with two columns: key, value", type=["csv", "txt"], key="records_file")
+    pasted = st.text_area("…or paste CSV lines here", key="records_paste", placeholder="Zhang,Aston\nLi,Mu")
+    data = upload.getvalue() if upload is not None else pasted.encode("utf-8")
+    if not data.strip():
+        st.info("Upload or paste records to query them.")
+        save_url_state(SCHEMA)
+        st.stop()
+    try:
+        table = parse_csv(data)
+    except RecordError as error:
+        st.error(str(error))
+        st.stop()
+    editor_key = "table_upload"
+else:
+    table = records_frame(PRESETS[st.session_state.preset][0])
+    editor_key = "table_" + st.session_state.preset
+# The editor's key is per preset, so the rows a person typed stay when they switch away and back.
+edited = st.data_editor(table, key=editor_key, num_rows="dynamic", width="stretch",
+                        column_config={"key": st.column_config.TextColumn("key"), "value": st.column_config.TextColumn("value")})
+st.caption("Duplicate keys are allowed: each record gets its own weight.")
+
+encoder, kind = st.session_state.encoder, st.session_state.kind
+try:
+    records = clean_records(edited, numeric_keys=encoder == "numeric", numeric_values=kind == "numeric")
+except RecordError as error:
+    st.error(str(error))
+    st.stop()
+query = st.text_input("Query", key="q", max_chars=200)
+if not query.strip():
+    st.info("Type a query to look it up.")
+    save_url_state(SCHEMA)
+    st.stop()
+keys, values = records.key.tolist(), records.value.tolist()
+if encoder == "numeric" and not is_number(query):
+    st.error("The numeric key encoder needs a number as the query, such as 3.4.")
+    st.stop()
+
+V, columns = value_matrix(values, kind, kv)
+result = retrieve([query], keys, V, encoder=encoder, similarity=similarity, temperature=st.session_state.tau,
+                  sigma=st.session_state.sigma, kv=kv)
+if not result.query_known[0]:
+    st.warning("GloVe knows none of the query's words, so its vector is zero and every key scores the same.")
+hard_index = int(result.hard_weights[0].argmax())
+soft = result.soft_weights[0]
+
+
+def show_output(output: np.ndarray) -> None:
+    """The retrieved value for each value kind, as plain text (user text is never rendered as HTML)."""
+    if kind == "numeric":
+        st.metric("value", f"{output[0]:,.4g}")
+    elif kind == "word":
+        st.dataframe({"nearest word": [w for w, _ in nearest_words(kv, output, 5)]}, hide_index=True)
+    else:
+        order = np.argsort(-output)[:5]
+        st.dataframe({"value": [columns[i] for i in order], "probability": [round(float(output[i]), 3) for i in order]}, hide_index=True)
+
+
+exact_col, hard_col, soft_col = st.columns(3)
+with exact_col:
+    st.subheader("Exact lookup")
+    st.latex(r"\text{value}(k_i) \text{ where } k_i = q")
+    if result.exact:
+        st.success("Found")
+        st.dataframe(records.iloc[result.exact], hide_index=False)
+    else:
+        st.warning("No record: no key equals the query.")
+    st.caption("A database: the key must match exactly, or there is no answer.")
+with hard_col:
+    st.subheader("Hard retrieval")
+    st.latex(r"v_{i^*},\ i^* = \arg\max_i a(q, k_i)")
+    st.write("Most similar record:")
+    st.dataframe(records.iloc[[hard_index]], hide_index=False)
+    show_output(result.hard_output[0])
+    st.caption("Approximate matching: the best key always answers. Ties go to the first record.")
+with soft_col:
+    st.subheader("Soft retrieval")
+    st.latex(r"\sum_i \alpha_i v_i,\ \alpha = \mathrm{softmax}(a(q, k) / \tau)")
+    st.write(f"Top record: #{int(soft.argmax())} (weight {soft.max():.3f})")
+    show_output(result.soft_output[0])
+    st.caption("Every record answers a little, in proportion to its weight.")
+
+key_labels = [f"{k} → {v}" for k, v in zip(keys, values)]
+bars, space = st.columns(2)
+bars.plotly_chart(weight_bars(soft, key_labels, title="Soft weights per record"), key="weights", width="stretch")
+points = pca_2d(np.vstack([result.key_vectors, result.query_vectors]))  # (N+1, 2)
+scatter = go.Figure([
+    go.Scatter(x=points[:-1, 0], y=points[:-1, 1], mode="markers+text", text=labels(keys), textposition="top center",
+               marker=dict(size=8 + 40 * soft, color=soft, colorscale="Viridis", cmin=0, cmax=1),
+               customdata=soft, hovertemplate="%{text}<br>weight: %{customdata:.3f}<extra></extra>", name="keys"),
+    go.Scatter(x=points[-1:, 0], y=points[-1:, 1], mode="markers+text", text=labels([query]), textposition="bottom center",
+               marker=dict(size=14, symbol="x", color="#d55e00"), name="query", hoverinfo="text"),
+])
+scatter.update_layout(title="Query and keys, first two principal components (marker size ∝ weight)", height=360)
+space.plotly_chart(scatter, key="pca", width="stretch")
+
+taus = np.logspace(-2, 2, 81)
+curve = entropy_curve(result.scores[0], taus)
+entropy_fig = go.Figure(go.Scatter(x=taus, y=curve, mode="lines", name="entropy",
+                                   hovertemplate="τ = %{x:.3g}<br>entropy = %{y:.3f} nats<extra></extra>"))
+entropy_fig.add_vline(x=st.session_state.tau, line_dash="dash", annotation_text=f"τ = {st.session_state.tau:g}")
+entropy_fig.add_hline(y=float(np.log(len(keys))), line_dash="dot", annotation_text="ln N: plain average")
+entropy_fig.update_layout(title="Entropy of the soft weights against τ: 0 = hard retrieval, ln N = plain average",
+                          xaxis=dict(type="log", title="τ"), yaxis=dict(title="entropy (nats)"), height=320)
+st.plotly_chart(entropy_fig, key="entropy", width="stretch")
+st.latex(r"H(\alpha) = -\sum_i \alpha_i \ln \alpha_i \in [0, \ln N],\ N = %d" % len(keys))
+save_url_state(SCHEMA)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnviz.attention import attend, gaussian, make_scorer
+from attnviz.attention import attend, entropy, gaussian, make_scorer
 from attnviz.embeddings import tokenize
 
 ENCODERS = ("glove", "ngram", "numeric")
@@ -201,8 +201,7 @@ def retrieve(
 def entropy_curve(scores: np.ndarray, temperatures: np.ndarray) -> np.ndarray:
     """Entropy (nats) of softmax(scores / τ) for each τ; scores (N,) -> (len(τ),)."""
     logits = torch.from_numpy(np.asarray(scores, np.float64))[None, :] / torch.from_numpy(temperatures)[:, None]  # (T, N)
-    weights = torch.softmax(logits, -1)  # (T, N)
-    return torch.where(weights > 0, -weights * weights.log(), torch.zeros_like(weights)).sum(-1).numpy()  # (T,)
+    return entropy(torch.softmax(logits, -1)).numpy()  # (T,)
 
 
 def pca_2d(points: np.ndarray) -> np.ndarray:

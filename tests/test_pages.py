@@ -184,3 +184,46 @@ def test_kv_bad_inputs_show_messages():
     at = kv_page({"preset": "Your own records (CSV)", "encoder": "numeric", "sim": "gaussian", "kind": "numeric", "q": "3"})
     at.text_area(key="records_paste").input("3.0,50000\n3.5,lots").run()
     assert not at.exception and "'lots' is not a number" in messages(at)
+
+
+def run_page(name: str, params=None) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "pages" / name), default_timeout=TIMEOUT)
+    for key, value in (params or {}).items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def chart_data(at, index: int) -> list[dict]:
+    return json.loads(at.get("plotly_chart")[index].proto.spec)["data"]
+
+
+def test_pooling_controls_change_the_data():
+    at = run_page("pooling.py")
+    assert not at.exception
+    fitted = decode(chart_data(at, 0)[2]["y"])
+    at.select_slider(key="bw").set_value(0.5).run()
+    assert not np.array_equal(decode(chart_data(at, 0)[2]["y"]), fitted)
+    points = decode(chart_data(at, 0)[0]["x"])
+    at.slider(key="n").set_value(80).run()
+    assert len(decode(chart_data(at, 0)[0]["x"])) == 80 != len(points)
+    assert len(at.metric) == 2
+
+
+def test_pooling_boxcar_gaps_are_reported_not_drawn():
+    at = run_page("pooling.py", {"kernel": "boxcar", "bw": "0.01", "n": "5"})
+    assert not at.exception and "no training point" in messages(at)
+    assert np.isfinite(decode(chart_data(at, 0)[2]["y"])).all()
+
+
+def test_scoring_page_mismatched_dimensions_show_a_message():
+    at = run_page("scoring.py", {"dk": "5"})
+    assert not at.exception
+    assert "same size" in messages(at) and "general" in messages(at)
+    assert len(at.get("plotly_chart")) == 2 + 2  # general and additive still draw, plus the two √d plots
+
+
+def test_scoring_page_controls_change_the_data():
+    at = run_page("scoring.py")
+    before = decode(chart_data(at, 0)[0]["z"])
+    at.slider(key="m").set_value(3).run()
+    assert decode(chart_data(at, 0)[0]["z"]).shape == (3, 7) != before.shape

@@ -1,0 +1,114 @@
+"""Attention pooling lab: Nadaraya–Watson regression (GPA → salary) and classification, live."""
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from attnviz.attention import pick_device
+from attnviz.figures import attention_heatmap
+from attnviz.pooling import KERNELS, TRUE_FUNCTIONS, blobs, classify, fit_bandwidth, nadaraya_watson, salary_data
+from attnviz.urlstate import Param, boolean, choice, encode_bool, int_range, nearest
+from pages._common import load_url_state, save_url_state
+
+BANDWIDTHS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0]
+SCHEMA = {
+    "n": Param(40, int_range(2, 400)),
+    "noise": Param(3000, int_range(0, 20000)),
+    "f": Param("saturating", choice(TRUE_FUNCTIONS)),
+    "seed": Param(0, int_range(0, 2**31 - 1)),
+    "kernel": Param("gaussian", choice(KERNELS)),
+    "bw": Param(0.1, nearest(BANDWIDTHS)),
+    "pick": Param(3.0, nearest([round(2 + 0.05 * i, 2) for i in range(41)])),
+    "csigma": Param(0.5, nearest(BANDWIDTHS)),
+    "chard": Param(False, boolean, encode_bool),
+}
+KERNEL_FORMULAS = {
+    "gaussian": r"\alpha(q, x_j) = \mathrm{softmax}_j\!\left(-\frac{(q - x_j)^2}{2\sigma^2}\right)",
+    "boxcar": r"\alpha(q, x_j) = \frac{[\,|q - x_j| \le h\,]}{\sum_l [\,|q - x_l| \le h\,]}",
+    "epanechnikov": r"\alpha(q, x_j) = \frac{\max(0, 1 - u_j^2)}{\sum_l \max(0, 1 - u_l^2)},\ u_j = \frac{q - x_j}{h}",
+    "scaled_dot": r"\alpha(q, x_j) = \mathrm{softmax}_j\!\left(\frac{q\,x_j}{\sqrt{1}\,\tau}\right),\ \tau = h",
+}
+
+
+@st.cache_data(max_entries=16, show_spinner="Fitting σ by gradient descent…")
+def learned_bandwidth(n, noise, function, seed):
+    x, y = salary_data(n, noise, function, seed)
+    return fit_bandwidth(x, y, device=pick_device())
+
+
+st.title("Attention pooling")
+st.write("Attention does regression and classification with no training: the keys are the training inputs, "
+         "the values their labels, and a query is a new point. Its prediction is the weighted mean of the values.")
+st.latex(r"\hat f(q) = \sum_{j=1}^{n} \alpha(q, x_j)\, y_j")
+load_url_state(SCHEMA)
+
+st.header("Regression: GPA → starting salary")
+with st.sidebar:
+    st.header("Data")
+    st.slider("n training points", 2, 400, key="n")
+    st.slider("Noise (salary std)", 0, 20000, step=500, key="noise")
+    st.selectbox("True function", list(TRUE_FUNCTIONS), key="f")
+    st.number_input("Seed", 0, 2**31 - 1, key="seed")
+    st.header("Pooling")
+    kernel = st.selectbox("Kernel", KERNELS, key="kernel", help="gaussian is softmax attention with score −(q−k)²/2σ².")
+    st.select_slider("Bandwidth σ / h (log scale)", BANDWIDTHS, key="bw")
+state = st.session_state
+x, y = salary_data(state.n, state.noise, state.f, state.seed)
+grid = np.linspace(2.0, 4.0, 201)
+fitted, weights = nadaraya_watson(grid, x, y, kernel, state.bw)
+st.latex(KERNEL_FORMULAS[kernel] + (r",\ \sigma = %g" if kernel == "gaussian" else r",\ h = %g") % state.bw)
+query = st.select_slider("Inspect the query at GPA", [round(2 + 0.05 * i, 2) for i in range(41)], key="pick",
+                         help="The training points are drawn with size proportional to this query's weights.")
+prediction, query_weights = nadaraya_watson(np.array([query]), x, y, kernel, state.bw)
+empty = ~np.isfinite(fitted) | (weights.sum(1) == 0)
+fig = go.Figure([
+    go.Scatter(x=x, y=y, mode="markers", name="training points (keys, values)",
+               marker=dict(size=5 + 40 * query_weights[0], color="#0072b2", opacity=0.7),
+               customdata=query_weights[0], hovertemplate="GPA %{x:.2f}<br>salary %{y:,.0f}<br>weight %{customdata:.3f}<extra></extra>"),
+    go.Scatter(x=grid, y=TRUE_FUNCTIONS[state.f](grid), mode="lines", name="truth", line=dict(dash="dot", color="#999999")),
+    go.Scatter(x=grid[~empty], y=fitted[~empty], mode="lines", name="attention pooling", line=dict(color="#d55e00")),
+    go.Scatter(x=[query], y=prediction, mode="markers", name=f"f̂({query}) = {prediction[0]:,.0f}", marker=dict(symbol="x", size=14, color="#000000")),
+])
+fig.update_layout(xaxis_title="GPA", yaxis_title="starting salary", height=420)
+st.plotly_chart(fig, key="regression", width="stretch")
+if empty.any():
+    st.info(f"{int(empty.sum())} of {len(grid)} grid queries have no training point within the {kernel} kernel's reach, so they have no prediction (not drawn).")
+
+sub = slice(None, None, 8)
+st.plotly_chart(attention_heatmap(weights[sub], [f"{g:.2f}" for g in grid[sub]], [f"{v:.2f}" for v in x],
+                                  title="Weights: queries (GPA grid, every 8th) × keys (training GPAs)"),
+                key="weights", width="stretch")
+
+st.subheader("Learning σ (parametric attention pooling)")
+fit = learned_bandwidth(state.n, state.noise, state.f, state.seed)
+left, right = st.columns([2, 1])
+loss_fig = go.Figure(go.Scatter(y=fit.losses, mode="lines", hovertemplate="step %{x}<br>loss %{y:.4f}<extra></extra>"))
+loss_fig.update_layout(title="Leave-one-out loss (standardised salaries) during gradient descent", xaxis_title="step", yaxis_title="loss", height=300)
+left.plotly_chart(loss_fig, key="loss", width="stretch")
+right.metric("Learned σ", f"{fit.sigma:.4f}", help=f"Adam on log σ from σ = {fit.start_sigma}, on {fit.device}.")
+right.metric("Best σ on a grid", f"{fit.grid_sigma:.4f}", help="121 values from 10^-2.5 to 10^0.5, same loss.")
+right.caption(f"Computed with torch on **{fit.device}**.")
+st.latex(r"\mathcal{L}(\sigma) = \frac{1}{n}\sum_i \Big(y_i - \sum_{j \ne i} \alpha_\sigma(x_i, x_j)\, y_j\Big)^2")
+
+st.header("Classification")
+st.write("Values are one-hot class vectors, so the pooled value is a vector of class probabilities.")
+c1, c2 = st.columns(2)
+csigma = c1.select_slider("σ (Gaussian width)", BANDWIDTHS, key="csigma")
+hard = c2.toggle("Hard attention (= 1-nearest-neighbour)", key="chard")
+points, labels = blobs(30, 3, 0.8, state.seed)
+axis = np.linspace(-4, 4, 61)
+gx, gy = np.meshgrid(axis, axis)
+probabilities = classify(np.stack([gx.ravel(), gy.ravel()], 1), points, labels, 3, sigma=csigma, hard=hard)  # (G, 3)
+winner = probabilities.argmax(1).reshape(gx.shape)
+confidence = probabilities.max(1).reshape(gx.shape)
+colours = ["#0072b2", "#e69f00", "#009e73"]
+decision = go.Figure(go.Heatmap(x=axis, y=axis, z=winner + confidence * 0.999, zmin=0, zmax=3, showscale=False,
+                                colorscale=[[i / 3 + e / 3, c if e else "#ffffff"] for i, c in enumerate(colours) for e in (0, 1)],
+                                customdata=confidence, hovertemplate="class %{z:.0f}<br>confidence %{customdata:.3f}<extra></extra>"))
+for c, colour in enumerate(colours):
+    decision.add_trace(go.Scatter(x=points[labels == c, 0], y=points[labels == c, 1], mode="markers", name=f"class {c}",
+                                  marker=dict(color=colour, line=dict(color="black", width=1))))
+decision.update_layout(title="Decision map: colour = predicted class, paler = less confident", height=480, yaxis=dict(scaleanchor="x"))
+st.plotly_chart(decision, key="classes", width="stretch")
+st.latex(r"p(c \mid q) = \sum_j \alpha(q, x_j)\,[y_j = c]" + (r",\ \alpha = \text{one-hot argmax}" if hard else ""))
+save_url_state(SCHEMA)

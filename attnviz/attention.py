@@ -32,7 +32,7 @@ FORMULAS = {
     "scaled_dot": r"a(q,k) = \frac{q^\top k}{\sqrt{d}}",
     "cosine": r"a(q,k) = \frac{q^\top k}{\lVert q \rVert\,\lVert k \rVert}",
     "general": r"a(q,k) = q^\top M k,\quad M \in \mathbb{R}^{d_q \times d_k}",
-    "additive": r"a(q,k) = w^\top \tanh(W_q q + W_k k),\quad W_q \in \mathbb{R}^{h \times d_q},\ W_k \in \mathbb{R}^{h \times d_k},\ w \in \mathbb{R}^{h}",
+    "additive": r"a(q,k) = w^\top \tanh(W_q q + W_k k),\ w \in \mathbb{R}^{h}",
     "gaussian": r"a(q,k) = -\frac{\lVert q-k \rVert^2}{2\sigma^2}",
 }
 

@@ -93,7 +93,8 @@ with st.sidebar:
     )
     random_proj = projection == "random"
     st.slider("d_k (size per head)", 1, 128, key="dk", disabled=not random_proj)
-    st.number_input("Seed", 0, 2**31 - 1, key="seed", disabled=not random_proj and scoring not in ("general", "additive"),
+    seeded = random_proj or scoring in ("general", "additive") or st.session_state.get("oov") == "random"
+    st.number_input("Seed", 0, 2**31 - 1, key="seed", disabled=not seeded,
                     help="Seeds the random projections, the general/additive scoring weights and random OOV vectors.")
     st.checkbox("Biases b_q, b_k, b_v", key="bias", disabled=not random_proj)
     st.slider("Heads H", 1, 8, key="heads", disabled=not random_proj, help="Several heads need random projections.")

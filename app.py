@@ -6,5 +6,8 @@ pages = [
     st.Page("pages/kv_database.py", title="Key–value database", icon=":material/database:"),
     st.Page("pages/pooling.py", title="Attention pooling", icon=":material/scatter_plot:"),
     st.Page("pages/scoring.py", title="Scoring functions", icon=":material/functions:"),
+    st.Page("pages/encoder_decoder.py", title="Encoder–decoder", icon=":material/swap_horiz:"),
+    st.Page("pages/batches.py", title="Batches", icon=":material/stacks:"),
+    st.Page("pages/heads.py", title="Heads and layers", icon=":material/hub:"),
 ]
 st.navigation(pages).run()

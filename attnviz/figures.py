@@ -137,3 +137,42 @@ def weight_bars(weights: np.ndarray, tokens: list[str], *, oov=None, title: str 
 def dims(n: int) -> list[str]:
     """Column labels for the feature dimensions of a matrix."""
     return [f"d{i}" for i in range(n)]
+
+
+# Okabe–Ito: eight colours that stay distinct under the common colour-vision deficiencies.
+HEAD_COLOURS = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000")
+
+
+def line_view(weights: np.ndarray, tokens: list[str], *, query: int | None = None, oov=None, min_weight: float = 0.01) -> go.Figure:
+    """bertviz-style lines from each query (left) to each key (right), opacity = weight, one colour per head.
+
+    weights (H, n, n). `query` isolates one token's lines. Lines are grouped by head and by tenths of
+    weight, so the figure has at most 10·H line traces however long the sentence.
+    """
+    heads, n, _ = weights.shape
+    if heads > len(HEAD_COLOURS):
+        raise ValueError(f"The line view has {len(HEAD_COLOURS)} distinct head colours; got {heads} heads.")
+    weights = _finite(weights)
+    text = labels(tokens, oov)
+    fig = go.Figure()
+    rows = range(n) if query is None else [query]
+    for h in range(heads):
+        for tenth in range(10):
+            xs, ys = [], []
+            for i in rows:
+                for j in range(n):
+                    w = weights[h, i, j]
+                    if w >= min_weight and min(int(w * 10), 9) == tenth:
+                        xs += [0, 1, None]
+                        ys += [i, j, None]
+            if xs:
+                fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=HEAD_COLOURS[h], width=2),
+                                         opacity=(tenth + 0.5) / 10, hoverinfo="skip", showlegend=False, legendgroup=f"h{h}"))
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=HEAD_COLOURS[h], width=3), name=f"head {h}", legendgroup=f"h{h}"))
+    for side in (0, 1):
+        fig.add_trace(go.Scatter(x=[side] * n, y=list(range(n)), mode="text", text=text, showlegend=False,
+                                 textposition="middle left" if side == 0 else "middle right",
+                                 hovertemplate=("query" if side == 0 else "key") + " #%{y} %{text}<extra></extra>"))
+    fig.update_layout(xaxis=dict(visible=False, range=[-0.6, 1.6]), yaxis=dict(visible=False, autorange="reversed"),
+                      height=max(300, 24 * n + 80), title="Lines: query (left) → key (right), opacity = weight")
+    return fig

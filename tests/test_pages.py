@@ -227,3 +227,40 @@ def test_scoring_page_controls_change_the_data():
     before = decode(chart_data(at, 0)[0]["z"])
     at.slider(key="m").set_value(3).run()
     assert decode(chart_data(at, 0)[0]["z"]).shape == (3, 7) != before.shape
+
+
+def test_encoder_decoder_page_controls_and_messages():
+    at = run_page("encoder_decoder.py")
+    assert not at.exception and len(at.get("plotly_chart")) == 3
+    cross = decode(chart_data(at, 2)[0]["z"])
+    assert cross.shape == (7, 7)
+    assert np.all(np.triu(decode(chart_data(at, 1)[0]["z"]), 1) == 0)
+    at.text_input(key="src").input("the dog ran").run()
+    assert decode(chart_data(at, 2)[0]["z"]).shape == (7, 3)
+    at.text_input(key="tgt").input("").run()
+    assert "Type both" in messages(at)
+
+
+def test_batches_page_padding_and_bmm():
+    at = run_page("batches.py")
+    assert not at.exception and "exactly zero" in " ".join(s.value for s in at.success)
+    before = decode(chart_data(at, -1)[0]["z"])
+    at.select_slider(key="item").set_value(1).run()
+    assert decode(chart_data(at, -1)[0]["z"]).shape == before.shape and not np.array_equal(decode(chart_data(at, -1)[0]["z"]), before)
+    at.text_area(key="batch").input("   ").run()
+    assert "at least one sentence" in messages(at)
+    at.text_area(key="batch").input("dog\nqzxjvwk").run()
+    assert "known word" in messages(at)
+
+
+def test_heads_page_controls_change_the_data():
+    at = run_page("heads.py")
+    assert not at.exception
+    at.selectbox(key="focus").set_value(3).run()
+    line_traces = [t for t in chart_data(at, 0) if t.get("mode") == "lines" and t.get("showlegend") is False]
+    assert line_traces and {y for t in line_traces for y in list(t["y"])[0::3]} == {3}
+    rollout_before = decode(chart_data(at, -1)[0]["z"])
+    at.slider(key="layers").set_value(5).run()
+    assert not np.array_equal(decode(chart_data(at, -1)[0]["z"]), rollout_before)
+    at.text_input(key="text").input("").run()
+    assert "Type a sentence" in messages(at)

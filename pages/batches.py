@@ -1,0 +1,73 @@
+"""Batches: sentences of different lengths padded into one batch, the padding mask, and BMM step by step."""
+
+import numpy as np
+import streamlit as st
+import torch
+
+from attnviz.attention import attend
+from attnviz.encdec import bmm_items, pad_batch, padding_mask
+from attnviz.embeddings import embed, tokenize
+from attnviz.figures import attention_heatmap, dims, matrix_heatmap
+from attnviz.urlstate import Param, int_range, text
+from pages._common import glove, load_url_state, save_url_state
+
+MAX_SENTENCES, MAX_TOKENS = 8, 64
+SCHEMA = {
+    "batch": Param("the dog wagged its tail\na cat sat\nwhen he saw his owner the dog was happy", text),
+    "item": Param(0, int_range(0, MAX_SENTENCES - 1)),
+}
+
+st.title("Batches and padding")
+st.write("Sentences of different lengths are padded with zeros to the longest one and stacked into one "
+         "batch. The padding mask hides the padding keys, so they receive exactly zero weight.")
+load_url_state(SCHEMA)
+kv = glove()
+lines = [line for line in st.text_area("One sentence per line", key="batch", height=120, max_chars=5000).splitlines() if line.strip()]
+if not lines:
+    st.info("Type at least one sentence.")
+    save_url_state(SCHEMA)
+    st.stop()
+if len(lines) > MAX_SENTENCES:
+    st.error(f"At most {MAX_SENTENCES} sentences; this batch has {len(lines)}.")
+    st.stop()
+sentences = [embed(tokenize(line), kv, oov="drop") for line in lines]
+if any(not s.tokens for s in sentences) or any(len(s.tokens) > MAX_TOKENS for s in sentences):
+    st.error(f"Each line needs at least one known word and at most {MAX_TOKENS} tokens.")
+    st.stop()
+x, valid = pad_batch([s.vectors for s in sentences])  # (B, T, d), (B, T)
+mask = padding_mask(valid, valid)  # (B, 1, T, T)
+result = attend(x, x, x, mask=mask[:, 0])  # weights (B, T, T)
+B, T, d = x.shape
+st.latex(r"X \in \mathbb{R}^{B \times T \times d} = %d \times %d \times %d,\quad \text{mask} \in \{0,1\}^{B \times 1 \times T \times T} = %d \times 1 \times %d \times %d" % (B, T, d, B, T, T))
+padded_tokens = [s.tokens + ["⟨pad⟩"] * (T - len(s.tokens)) for s in sentences]
+st.plotly_chart(matrix_heatmap(valid.float().numpy(), [f"sentence {b}" for b in range(B)], [str(t) for t in range(T)],
+                               title="Padding mask per sentence (1 = real token, 0 = padding)", bounded=True),
+                key="padding", width="stretch")
+padding_weight = float(result.weights.masked_select(~mask[:, 0]).abs().max()) if (~mask).any() else 0.0
+st.success(f"Largest weight on any padding key in the batch: {padding_weight:.1f} (exactly zero).")
+
+columns = st.columns(min(B, 3))
+for b, s in enumerate(sentences):
+    n = len(s.tokens)
+    with columns[b % len(columns)]:
+        st.plotly_chart(attention_heatmap(result.weights[b, :n, :n].numpy(), s.tokens, title=f"sentence {b} ({n} real of {T})"),
+                        key=f"sentence_{b}", width="stretch")
+        if n < T:
+            st.caption(f"{T - n} padding query row(s) not drawn: they are not real words.")
+
+st.header("Batch matrix multiplication")
+st.latex(r"\mathrm{BMM}(Q, K^\top) = [Q_1 K_1^\top, \dots, Q_n K_n^\top],\quad Q \in \mathbb{R}^{n \times a \times b},\ K^\top \in \mathbb{R}^{n \times b \times c} \Rightarrow \mathbb{R}^{n \times a \times c}")
+st.latex(r"n = %d,\ a = %d,\ b = %d,\ c = %d" % (B, T, d, T))
+if st.session_state.item >= B:
+    st.session_state.item = 0
+item = st.select_slider("Batch item", list(range(B)), key="item") if B > 1 else 0
+keys_t = x.transpose(1, 2)  # (B, d, T)
+products = bmm_items(x, keys_t)  # B × (T, T)
+left, middle, right = st.columns(3)
+left.plotly_chart(matrix_heatmap(x[item].numpy(), padded_tokens[item], dims(d), title=f"Q_{item}"), key="bmm_q", width="stretch")
+middle.plotly_chart(matrix_heatmap(keys_t[item].numpy(), dims(d), padded_tokens[item], title=f"K_{item}ᵀ"), key="bmm_k", width="stretch")
+right.plotly_chart(matrix_heatmap(products[item].numpy(), padded_tokens[item], padded_tokens[item], title=f"Q_{item} K_{item}ᵀ"),
+                   key="bmm_out", width="stretch")
+st.caption(f"torch.bmm on the whole batch gives the same {B} × {T} × {T} numbers: largest difference "
+           f"{float((torch.bmm(x, keys_t) - torch.stack(products)).abs().max()):.1e}.")
+save_url_state(SCHEMA)

@@ -69,7 +69,7 @@ def word_vectors() -> tuple[KeyedVectors, str] | None:
             return _vectors_at(path, fmt), f"path:{path}:{fmt}"
         return _upload_picker()
     except VectorFileError as error:
-        st.sidebar.error(str(error))
+        st.sidebar.error(md_escape(str(error)))
         return None
 
 
@@ -107,6 +107,14 @@ def save_url_state(schema: dict[str, Param]) -> None:
         st.caption(f"The text is over {URL_TEXT_LIMIT} characters, so the link does not include it.")
     if params != st.query_params.to_dict():
         st.query_params.from_dict(params)
+
+
+def stop(message: str, schema: dict[str, Param], *, error: bool = False) -> None:
+    """End this run with a calm message (st.info), or st.error for input that cannot be used; the URL
+    still mirrors the controls, so the link reproduces what the person sees."""
+    (st.error if error else st.info)(md_escape(message))  # messages may quote the user's own text
+    save_url_state(schema)
+    st.stop()
 
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$&])")

@@ -9,7 +9,7 @@ from attnviz.encdec import bmm_items, pad_batch, padding_mask
 from attnviz.embeddings import embed, tokenize
 from attnviz.figures import attention_heatmap, dims, matrix_heatmap
 from attnviz.urlstate import Param, int_range, text
-from pages._common import glove, load_url_state, save_url_state
+from pages._common import stop, glove, load_url_state, save_url_state
 
 MAX_SENTENCES, MAX_TOKENS = 8, 64
 SCHEMA = {
@@ -24,16 +24,12 @@ load_url_state(SCHEMA)
 kv = glove()
 lines = [line for line in st.text_area("One sentence per line", key="batch", height=120, max_chars=5000).splitlines() if line.strip()]
 if not lines:
-    st.info("Type at least one sentence.")
-    save_url_state(SCHEMA)
-    st.stop()
+    stop("Type at least one sentence.", SCHEMA)
 if len(lines) > MAX_SENTENCES:
-    st.error(f"At most {MAX_SENTENCES} sentences; this batch has {len(lines)}.")
-    st.stop()
+    stop(f"At most {MAX_SENTENCES} sentences; this batch has {len(lines)}.", SCHEMA, error=True)
 sentences = [embed(tokenize(line), kv, oov="drop") for line in lines]
 if any(not s.tokens for s in sentences) or any(len(s.tokens) > MAX_TOKENS for s in sentences):
-    st.error(f"Each line needs at least one known word and at most {MAX_TOKENS} tokens.")
-    st.stop()
+    stop(f"Each line needs at least one known word and at most {MAX_TOKENS} tokens.", SCHEMA, error=True)
 x, valid = pad_batch([s.vectors for s in sentences])  # (B, T, d), (B, T)
 mask = padding_mask(valid, valid)  # (B, 1, T, T)
 result = attend(x, x, x, mask=mask[:, 0])  # weights (B, T, T)

@@ -6,7 +6,7 @@ from attnviz.encdec import alignment, encoder_decoder, pad_batch
 from attnviz.embeddings import embed, tokenize
 from attnviz.figures import attention_heatmap
 from attnviz.urlstate import Param, choice, int_range, text
-from pages._common import glove, load_url_state, save_url_state
+from pages._common import stop, glove, load_url_state, save_url_state
 
 MAX_TOKENS = 64
 SCHEMA = {
@@ -29,16 +29,12 @@ scoring = st.sidebar.selectbox("Scoring", ["scaled_dot", "dot", "cosine"], key="
 k = st.sidebar.slider("Top-k source words per target word", 1, 10, key="k")
 source, target = tokenize(source_text), tokenize(target_text)
 if not source or not target:
-    st.info("Type both a source and a target sentence.")
-    save_url_state(SCHEMA)
-    st.stop()
+    stop("Type both a source and a target sentence.", SCHEMA)
 if max(len(source), len(target)) > MAX_TOKENS:
-    st.error(f"Each sentence may have at most {MAX_TOKENS} tokens here; shorten it.")
-    st.stop()
+    stop(f"Each sentence may have at most {MAX_TOKENS} tokens here; shorten it.", SCHEMA, error=True)
 src, tgt = embed(source, kv), embed(target, kv)
 if all(src.oov) or all(tgt.oov):
-    st.error("None of the words of one sentence are in the vocabulary, so it has nothing to attend with.")
-    st.stop()
+    stop("None of the words of one sentence are in the vocabulary, so it has nothing to attend with.", SCHEMA, error=True)
 x_in, valid_in = pad_batch([src.vectors])
 x_out, valid_out = pad_batch([tgt.vectors])
 views = encoder_decoder(x_in, valid_in, x_out, valid_out, scoring=scoring)

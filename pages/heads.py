@@ -8,7 +8,7 @@ from attnviz.embeddings import embed, tokenize
 from attnviz.figures import HEAD_COLOURS, attention_heatmap, line_view
 from attnviz.selfattention import Config, run
 from attnviz.urlstate import Param, choice, int_range, text
-from pages._common import glove, load_url_state, save_url_state
+from pages._common import stop, glove, load_url_state, save_url_state
 
 MAX_TOKENS = 64
 SCHEMA = {
@@ -31,16 +31,12 @@ with st.sidebar:
     mode = st.radio("Layer projections", ["identity", "random"], key="lmode", horizontal=True)
 tokens = tokenize(sentence)
 if not tokens:
-    st.info("Type a sentence.")
-    save_url_state(SCHEMA)
-    st.stop()
+    stop("Type a sentence.", SCHEMA)
 if len(tokens) > MAX_TOKENS:
-    st.error(f"This page takes at most {MAX_TOKENS} tokens; the sentence has {len(tokens)}.")
-    st.stop()
+    stop(f"This page takes at most {MAX_TOKENS} tokens; the sentence has {len(tokens)}.", SCHEMA, error=True)
 embedded = embed(tokens, kv)
 if all(embedded.oov):
-    st.error("None of these words are in the vocabulary. Try ordinary English words.")
-    st.stop()
+    stop("None of these words are in the vocabulary. Try ordinary English words.", SCHEMA, error=True)
 view = run(embedded.vectors, Config(projection="random", heads=heads, d_k=16, seed=seed))
 
 st.header("Line view")

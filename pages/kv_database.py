@@ -13,7 +13,7 @@ from attnviz.retrieval import (
 )
 from attnviz.selfattention import temperature_grid
 from attnviz.urlstate import Param, choice, nearest, text
-from pages._common import glove, load_url_state, save_url_state
+from pages._common import stop, glove, load_url_state, save_url_state
 
 UPLOAD = "Your own records (CSV)"
 SIGMAS = [0.05, 0.1, 0.25, 0.5, 1.0, 2.0]
@@ -60,14 +60,11 @@ if st.session_state.preset == UPLOAD:
     pasted = st.text_area("…or paste CSV lines here", key="records_paste", placeholder="Zhang,Aston\nLi,Mu")
     data = upload.getvalue() if upload is not None else pasted.encode("utf-8")
     if not data.strip():
-        st.info("Upload or paste records to query them.")
-        save_url_state(SCHEMA)
-        st.stop()
+        stop("Upload or paste records to query them.", SCHEMA)
     try:
         table = parse_csv(data)
     except RecordError as error:
-        st.error(str(error))
-        st.stop()
+        stop(str(error), SCHEMA, error=True)
     editor_key = "table_upload"
 else:
     table = records_frame(PRESETS[st.session_state.preset][0])
@@ -81,17 +78,13 @@ encoder, kind = st.session_state.encoder, st.session_state.kind
 try:
     records = clean_records(edited, numeric_keys=encoder == "numeric", numeric_values=kind == "numeric")
 except RecordError as error:
-    st.error(str(error))
-    st.stop()
+    stop(str(error), SCHEMA, error=True)
 query = st.text_input("Query", key="q", max_chars=200)
 if not query.strip():
-    st.info("Type a query to look it up.")
-    save_url_state(SCHEMA)
-    st.stop()
+    stop("Type a query to look it up.", SCHEMA)
 keys, values = records.key.tolist(), records.value.tolist()
 if encoder == "numeric" and not is_number(query):
-    st.error("The numeric key encoder needs a number as the query, such as 3.4.")
-    st.stop()
+    stop("The numeric key encoder needs a number as the query, such as 3.4.", SCHEMA, error=True)
 
 V, columns = value_matrix(values, kind, kv)
 result = retrieve([query], keys, V, encoder=encoder, similarity=similarity, temperature=st.session_state.tau,

@@ -9,7 +9,7 @@ from attnviz.embeddings import OOV_POLICIES, embed, nearest_words, tokenize
 from attnviz.export import figure_html, weights_csv
 from attnviz.selfattention import MASKS, Config, run, steps, temperature_grid
 from attnviz.urlstate import Param, boolean, choice, encode_bool, encode_int_list, int_list, int_range, nearest, text
-from pages._common import load_url_state, save_url_state, word_vectors
+from pages._common import stop, load_url_state, save_url_state, word_vectors
 
 MAX_TOKENS = 512
 DEFAULT_TEXT = "When he saw his owner, the dog was happy, so he wagged his tail"
@@ -107,9 +107,7 @@ with st.sidebar:
     st.selectbox("Palette", list(figures.PALETTES), key="palette", help="All three read well with colour blindness.")
 
 if not sentence.strip():
-    st.info("Type a sentence above to see its attention.")
-    save_url_state(SCHEMA)
-    st.stop()
+    stop("Type a sentence above to see its attention.", SCHEMA)
 
 config = Config(
     scoring=scoring, temperature=st.session_state.temp, hard=st.session_state.hard, projection=projection,
@@ -119,14 +117,11 @@ config = Config(
 )
 tokens, embedded, view = compute(kv, vectors_id, sentence, st.session_state.punct, st.session_state.oov, config)
 if not tokens:
-    st.warning("The sentence has no words or punctuation we can use. Type some words.")
-    st.stop()
+    stop("The sentence has no words or punctuation we can use. Type some words.", SCHEMA)
 if len(tokens) > MAX_TOKENS:
-    st.error(f"The text has {len(tokens):,} tokens; the limit is {MAX_TOKENS}. Shorten it and try again.")
-    st.stop()
+    stop(f"The text has {len(tokens):,} tokens; the limit is {MAX_TOKENS}. Shorten it and try again.", SCHEMA, error=True)
 if view is None:
-    st.error("None of these words are in the vocabulary, so there is nothing to attend to. Try ordinary English words.")
-    st.stop()
+    stop("None of these words are in the vocabulary, so there is nothing to attend to. Try ordinary English words.", SCHEMA, error=True)
 
 tokens, oov = embedded.tokens, embedded.oov
 if any(oov):

@@ -264,3 +264,10 @@ def test_heads_page_controls_change_the_data():
     assert not np.array_equal(decode(chart_data(at, -1)[0]["z"]), rollout_before)
     at.text_input(key="text").input("").run()
     assert "Type a sentence" in messages(at)
+
+
+def test_messages_quoting_user_text_render_it_literally():
+    at = kv_page({"preset": "Your own records (CSV)", "encoder": "numeric", "sim": "gaussian", "kind": "numeric", "q": "3"})
+    at.text_area(key="records_paste").input("3.0,50000\n3.5,[x](https://example.com) **bold**").run()
+    shown = at.error[0].value
+    assert r"\[x\]\(https://example\.com\) \*\*bold\*\*" in shown

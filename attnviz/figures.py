@@ -123,12 +123,14 @@ def matrix_heatmap(
     return fig
 
 
-def weight_bars(weights: np.ndarray, tokens: list[str], *, oov=None, title: str = "") -> go.Figure:
-    """One query's weights over the keys, in sentence order."""
+def weight_bars(weights: np.ndarray, tokens: list[str], *, oov=None, title: str = "", highlight: int | None = None) -> go.Figure:
+    """One query's weights over the keys, in order; the `highlight` bar (say, the hard pick) stands out."""
     text = labels(tokens, oov)
     weights = _finite(weights)  # (Tk,)
+    colours = ["#d55e00" if i == highlight else "#0072b2" for i in range(len(text))]
     fig = go.Figure(go.Bar(
-        x=positions(text), y=weights, hovertemplate="key %{x}<br>weight: %{y:.3f}<extra></extra>",
+        x=positions(text), y=weights, marker_color=colours,
+        hovertemplate="key %{x}<br>weight: %{y:.3f}<extra></extra>",
     ))
     fig.update_layout(title=title, xaxis=_axis(text), yaxis=dict(title="weight", range=[0, 1]), height=320)
     return fig

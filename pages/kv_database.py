@@ -132,7 +132,8 @@ with soft_col:
 
 key_labels = [f"{k} → {v}" for k, v in zip(keys, values)]
 bars, space = st.columns(2)
-bars.plotly_chart(weight_bars(soft, key_labels, title="Soft weights per record"), key="weights", width="stretch")
+bars.plotly_chart(weight_bars(soft, key_labels, highlight=hard_index, title="Soft weights per record (orange: the hard pick)"),
+                  key="weights", width="stretch")
 points = pca_2d(np.vstack([result.key_vectors, result.query_vectors]))  # (N+1, 2)
 scatter = go.Figure([
     go.Scatter(x=points[:-1, 0], y=points[:-1, 1], mode="markers+text", text=labels(keys), textposition="top center",

@@ -165,7 +165,8 @@ if st.session_state.get("query", 0) >= len(tokens):  # the sentence got shorter
 query = st.selectbox("Query word", list(range(len(tokens))), key="query", format_func=lambda i: f"{i} · {tokens[i]}")
 row = view.mean_weights[query]
 bars, facts = st.columns([3, 2])
-bars.plotly_chart(figures.weight_bars(row, tokens, oov=oov, title="Weights of this query over the keys"),
+bars.plotly_chart(figures.weight_bars(row, tokens, oov=oov, title="Weights of this query over the keys"
+                                      + (" (average over heads)" if config.heads > 1 else "")),
                   key="bars", width="stretch")
 with facts:
     allowed = int(view.allowed[query].sum())

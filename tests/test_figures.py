@@ -73,3 +73,8 @@ def test_figure_html_is_standalone():
     html = figure_html(figures.weight_bars(np.array([0.2, 0.8]), ["a", "b"]))
     assert "<html>" in html and 'src="https://cdn.plot.ly' not in html
     assert len(html) > 1_000_000  # plotly.js itself is inlined
+
+
+def test_weight_bars_highlight_the_hard_pick():
+    fig = figures.weight_bars(np.array([0.1, 0.7, 0.2]), ["a", "b", "c"], highlight=1)
+    assert list(fig.data[0].marker.color) == ["#0072b2", "#d55e00", "#0072b2"]

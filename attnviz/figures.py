@@ -47,8 +47,8 @@ def _weights_trace(weights, scores, row_labels, col_labels, **trace) -> go.Heatm
     """Numpy arrays throughout: plotly sends them as compact binary instead of validating nested lists."""
     score_line = "" if scores is None else "<br>score: %{customdata:.3f}"
     return go.Heatmap(
-        z=_finite(weights), x=positions(col_labels), y=positions(row_labels),
-        customdata=None if scores is None else _finite(scores),
+        z=_finite(weights).astype(np.float32), x=positions(col_labels), y=positions(row_labels),
+        customdata=None if scores is None else _finite(scores).astype(np.float32),
         hovertemplate="query %{y}<br>key %{x}<br>weight: %{z:.3f}" + score_line + "<extra></extra>",
         **trace,
     )
@@ -177,4 +177,38 @@ def line_view(weights: np.ndarray, tokens: list[str], *, query: int | None = Non
                                  hovertemplate=("query" if side == 0 else "key") + " #%{y} %{text}<extra></extra>"))
     fig.update_layout(xaxis=dict(visible=False, range=[-0.6, 1.6]), yaxis=dict(visible=False, autorange="reversed"),
                       height=max(300, 24 * n + 80), title="Lines: query (left) → key (right), opacity = weight")
+    return fig
+
+
+def block_overview(weights: np.ndarray, tokens: list[str], *, max_blocks: int = 128, palette: str = "viridis") -> go.Figure:
+    """A light overview of a large (n, n) matrix: the maximum weight in each b×b block, b = ⌈n / max_blocks⌉.
+
+    Max rather than mean, so a single strong link stays visible. Hover names the block's token ranges.
+    """
+    weights = _finite(weights)
+    n_rows, n_cols = weights.shape
+    b = max(1, math.ceil(max(n_rows, n_cols) / max_blocks))
+    rows, cols = math.ceil(n_rows / b), math.ceil(n_cols / b)
+    padded = np.zeros((rows * b, cols * b))
+    padded[:n_rows, :n_cols] = weights
+    blocks = padded.reshape(rows, b, cols, b).max(axis=(1, 3))  # (rows, cols)
+    text = labels(tokens)
+
+    def span(i: int, n: int) -> str:
+        lo, hi = i * b, min(n, (i + 1) * b) - 1
+        return f"#{lo}–{hi} {text[lo]} … {text[hi]}" if hi > lo else f"#{lo} {text[lo]}"
+
+    row_names = [span(i, n_rows) for i in range(rows)]
+    col_names = [span(j, n_cols) for j in range(cols)]
+    fig = go.Figure(go.Heatmap(
+        z=blocks.astype(np.float32), x=col_names, y=row_names, zmin=0, zmax=1, colorscale=PALETTES[palette],
+        colorbar=dict(title="max weight"),
+        hovertemplate="queries %{y}<br>keys %{x}<br>max weight in block: %{z:.3f}<extra></extra>",
+    ))
+    step = max(1, math.ceil(rows / 16))
+    fig.update_layout(
+        title=f"Overview: max weight per {b}×{b} block ({n_rows} × {n_cols} tokens)", height=700,
+        xaxis=dict(type="category", tickmode="array", tickvals=col_names[::step], ticktext=[c.split(" ")[0] for c in col_names[::step]], side="top"),
+        yaxis=dict(type="category", autorange="reversed", tickmode="array", tickvals=row_names[::step], ticktext=[r.split(" ")[0] for r in row_names[::step]]),
+    )
     return fig

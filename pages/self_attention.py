@@ -1,5 +1,7 @@
 """Self-attention explorer: a sentence's GloVe vectors through softmax(QKᵀ/√d)V, every step drawn."""
 
+import os
+
 import numpy as np
 import streamlit as st
 
@@ -11,7 +13,9 @@ from attnviz.selfattention import MASKS, Config, run, steps, temperature_grid
 from attnviz.urlstate import Param, boolean, choice, encode_bool, encode_int_list, int_list, int_range, nearest, text
 from pages._common import stop, load_url_state, save_url_state, word_vectors
 
-MAX_TOKENS = 512
+MAX_TOKENS = int(os.environ.get("ATTNVIZ_MAX_TOKENS", "4096"))  # a setting: see README
+FULL_LIMIT = 256  # above this many tokens the heatmap becomes a block overview plus a zoom window
+STEPS_LIMIT = 64  # the step-by-step walk draws n×n matrices up to this size
 DEFAULT_TEXT = "When he saw his owner, the dog was happy, so he wagged his tail"
 SCHEMA = {
     "text": Param(DEFAULT_TEXT, text),
@@ -32,6 +36,9 @@ SCHEMA = {
     "query": Param(0, int_range(0, 100_000)),
     "head": Param(0, int_range(0, 7)),
     "palette": Param("viridis", choice(figures.PALETTES)),
+    "zr": Param(0, int_range(0, 100_000)),
+    "zc": Param(0, int_range(0, 100_000)),
+    "zw": Param(64, int_range(8, 128)),
 }
 SCORING_HELP = {
     "dot": "q·k: the raw dot product.",
@@ -43,7 +50,7 @@ SCORING_HELP = {
 }
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@st.cache_data(max_entries=8, show_spinner="Computing attention…")
 def compute(_kv, vectors_id: str, sentence: str, drop_punctuation: bool, oov: str, config: Config):
     tokens = tokenize(sentence, drop_punctuation=drop_punctuation)
     if not tokens or len(tokens) > MAX_TOKENS:
@@ -65,7 +72,8 @@ if loaded is None:
     st.stop()
 kv, vectors_id = loaded
 
-sentence = st.text_area("Sentence", key="text", max_chars=20_000, height=80)
+sentence = st.text_area("Sentence", key="text", max_chars=200_000, height=80,
+                        help=f"Up to {MAX_TOKENS:,} tokens; paste a page of prose to see a long input.")
 
 with st.sidebar:
     st.header("Attention")
@@ -144,20 +152,40 @@ if view.blocked_rows:
 
 st.caption(f"{len(tokens)} tokens · d_model = {view.x.shape[1]} · computed with torch on **{view.device}**")
 palette = st.session_state.palette
-if config.heads == 1:
+n = len(tokens)
+if n > FULL_LIMIT:
+    st.plotly_chart(figures.block_overview(view.mean_weights, tokens, palette=palette), key="heatmap", width="stretch")
+    st.caption("The overview shows each block's largest weight, so no strong link disappears. "
+               "Open any window at full resolution below.")
+    z_left, z_middle, z_right = st.columns(3)
+    size = z_right.select_slider("Window size", [8, 16, 32, 64, 128], key="zw")
+    for key in ("zr", "zc"):  # keep the window inside the matrix
+        st.session_state[key] = min(st.session_state.get(key, 0), n - size)
+    r0 = z_left.number_input("First query row", 0, n - size, step=size // 2, key="zr")
+    c0 = z_middle.number_input("First key column", 0, n - size, step=size // 2, key="zc")
+    window = (slice(r0, r0 + size), slice(c0, c0 + size))
+    figure = figures.attention_heatmap(
+        view.mean_weights[window], tokens[window[0]], tokens[window[1]], scores=view.scores[0][window] if config.heads == 1 else None,
+        row_oov=oov[window[0]], col_oov=oov[window[1]], palette=palette,
+        title=f"Zoom: queries {r0}–{r0 + size - 1} × keys {c0}–{c0 + size - 1} at full resolution",
+    )
+    st.plotly_chart(figure, key="zoom", width="stretch")
+    shown = view.mean_weights
+elif config.heads == 1:
     figure = figures.attention_heatmap(view.weights[0], tokens, scores=view.scores[0], row_oov=oov, palette=palette,
-                                       title=f"Attention weights α ({len(tokens)} queries × {len(tokens)} keys)")
+                                       title=f"Attention weights α ({n} queries × {n} keys)")
+    st.plotly_chart(figure, key="heatmap", width="stretch")
     shown = view.weights[0]
 else:
     figure = figures.head_grid(view.weights, tokens, scores=view.scores, oov=oov, palette=palette)
+    st.plotly_chart(figure, key="heatmap", width="stretch")
     shown = view.mean_weights
-st.plotly_chart(figure, key="heatmap", width="stretch")
 
 down_left, down_right = st.columns(2)
-down_left.download_button("Download weights (CSV)", weights_csv(shown, tokens), "attention_weights.csv", "text/csv",
-                          on_click="ignore", help="The matrix drawn above; with several heads, the head average.")
+down_left.download_button("Download weights (CSV)", lambda: weights_csv(shown, tokens), "attention_weights.csv", "text/csv",
+                          on_click="ignore", help="The full matrix; with several heads, the head average.")
 down_right.download_button("Download figure (HTML)", lambda: figure_html(figure), "attention.html", "text/html",
-                           on_click="ignore", help="A standalone page that works offline.")
+                           on_click="ignore", help="The figure above (the zoom window for long inputs), as a standalone page that works offline.")
 
 st.subheader("Query inspector")
 if st.session_state.get("query", 0) >= len(tokens):  # the sentence got shorter
@@ -183,6 +211,10 @@ with facts:
         st.write("The mix is the zero vector (its row is fully masked or all its keys are zero), so it has no neighbours.")
 
 st.subheader("Step by step")
+if n > STEPS_LIMIT:
+    st.info(f"The step-by-step walk draws every n×n matrix, so it is shown up to {STEPS_LIMIT} tokens; this text has {n}.")
+    save_url_state(SCHEMA)
+    st.stop()
 head = 0
 if config.heads > 1:
     if st.session_state.get("head", 0) >= config.heads:

@@ -19,8 +19,8 @@ def test_heatmap_rows_are_queries_in_order_and_hover_carries_numbers():
     w, s = weights()
     fig = figures.attention_heatmap(w, TOKENS, scores=s, row_oov=[False, True, False, False])
     trace = fig.data[0]
-    np.testing.assert_array_equal(np.asarray(trace.z), w)
-    np.testing.assert_array_equal(np.asarray(trace.customdata), s)  # the raw score behind each cell
+    np.testing.assert_allclose(np.asarray(trace.z), w, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(trace.customdata), s, rtol=1e-6)  # the raw score behind each cell
     assert fig.layout.yaxis.autorange == "reversed"  # row 0 (the first word) on top
     assert (trace.zmin, trace.zmax) == (0, 1)
     assert trace.colorscale[0][1] == "#440154"  # viridis, colourblind-safe
@@ -78,3 +78,13 @@ def test_figure_html_is_standalone():
 def test_weight_bars_highlight_the_hard_pick():
     fig = figures.weight_bars(np.array([0.1, 0.7, 0.2]), ["a", "b", "c"], highlight=1)
     assert list(fig.data[0].marker.color) == ["#0072b2", "#d55e00", "#0072b2"]
+
+
+def test_block_overview_takes_each_blocks_maximum_and_names_its_ranges():
+    w = np.random.default_rng(2).random((300, 300))
+    fig = figures.block_overview(w, [f"t{i}" for i in range(300)], max_blocks=100)
+    z = np.asarray(fig.data[0].z)
+    assert z.shape == (100, 100)
+    np.testing.assert_allclose(z[4, 7], w[12:15, 21:24].max(), rtol=1e-6)
+    assert fig.data[0].y[4] == "#12–14 t12 … t14"
+    assert len(fig.to_json()) < 2_000_000

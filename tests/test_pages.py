@@ -108,8 +108,22 @@ def test_all_oov_sentence_says_so():
 
 
 def test_too_many_tokens_says_the_limit():
-    at = page({"text": "dog " * 600})
-    assert not at.exception and "600 tokens" in messages(at) and "512" in messages(at)
+    at = page({"text": "dog " * 4200})
+    assert not at.exception and "4,200 tokens" in messages(at) and "4096" in messages(at)
+
+
+def test_long_input_draws_an_overview_and_a_full_resolution_zoom():
+    words = "when he saw his owner the dog was happy so he wagged his tail".split()
+    at = page({"text": " ".join(words[i % len(words)] for i in range(600))})
+    assert not at.exception
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert "Overview" in specs[0]["layout"]["title"]["text"]
+    zoom = decode(specs[1]["data"][0]["z"])
+    assert zoom.shape == (64, 64)
+    at.number_input(key="zr").set_value(32).run()
+    moved = decode(json.loads(at.get("plotly_chart")[1].proto.spec)["data"][0]["z"])
+    np.testing.assert_allclose(moved[:32], zoom[32:], rtol=1e-6)  # the window slid down by 32 rows
+    assert "step-by-step" in messages(at)
 
 
 def test_html_like_text_is_shown_as_text():

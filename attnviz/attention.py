@@ -183,21 +183,28 @@ def attend(
         raise ValueError(f"key and value need the same number of rows, got {key.shape[-2]} and {value.shape[-2]}")
     scorer = scoring if isinstance(scoring, Scorer) else make_scorer(scoring, query.shape[-1], key.shape[-1])
     scores = scorer(query, key)  # (..., Tq, Tk)
-    allowed = torch.ones_like(scores, dtype=torch.bool)  # (..., Tq, Tk)
-    if mask is not None:
-        allowed = allowed & mask.to(torch.bool)
-    if is_causal:
-        allowed = allowed & causal_mask(scores.shape[-2], scores.shape[-1], scores.device)
-    # A masked key gets -inf, so exp() gives it exactly zero weight.
-    logits = (scores / temperature).masked_fill(~allowed, float("-inf"))  # (..., Tq, Tk)
-    any_allowed = allowed.any(-1, keepdim=True)  # (..., Tq, 1)
-    if hard:
-        weights = F.one_hot(logits.argmax(-1), scores.shape[-1]).to(scores.dtype)  # (..., Tq, Tk)
+    logits = scores if temperature == 1.0 else scores / temperature  # (..., Tq, Tk)
+    if mask is None and not is_causal:
+        # Nothing is masked: skip the mask tensors, which cost as much memory traffic as the softmax.
+        allowed = torch.ones((), dtype=torch.bool, device=scores.device).expand(scores.shape)  # (..., Tq, Tk) view
+        weights = _one_hot_max(logits) if hard else torch.softmax(logits, dim=-1)  # (..., Tq, Tk)
     else:
-        weights = torch.softmax(logits, dim=-1)  # (..., Tq, Tk)
-    weights = torch.where(any_allowed, weights, torch.zeros_like(weights))  # (..., Tq, Tk)
+        allowed = torch.ones_like(scores, dtype=torch.bool)  # (..., Tq, Tk)
+        if mask is not None:
+            allowed = allowed & mask.to(torch.bool)
+        if is_causal:
+            allowed = allowed & causal_mask(scores.shape[-2], scores.shape[-1], scores.device)
+        # A masked key gets -inf, so exp() gives it exactly zero weight.
+        logits = logits.masked_fill(~allowed, float("-inf"))  # (..., Tq, Tk)
+        weights = _one_hot_max(logits) if hard else torch.softmax(logits, dim=-1)  # (..., Tq, Tk)
+        any_allowed = allowed.any(-1, keepdim=True)  # (..., Tq, 1)
+        weights = torch.where(any_allowed, weights, torch.zeros_like(weights))  # (..., Tq, Tk)
     output = weights @ value  # (..., Tq, dv)
     return AttentionResult(scores=scores, weights=weights, output=output, allowed=allowed)
+
+
+def _one_hot_max(logits: torch.Tensor) -> torch.Tensor:
+    return F.one_hot(logits.argmax(-1), logits.shape[-1]).to(logits.dtype)  # (..., Tq, Tk)
 
 
 def entropy(weights: torch.Tensor) -> torch.Tensor:

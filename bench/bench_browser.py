@@ -1,0 +1,201 @@
+"""Benchmark in a real browser: cold start, interactions, a 4,096-token input and its bytes, the engine
+against torch SDPA, and the GloVe load. Each figure is a median; rows 1–5 also run a baseline app that
+hands plotly a plain go.Heatmap of the full matrix, in the same run.
+
+Run: python bench/bench_browser.py   (needs /usr/bin/chromium and playwright, as the tests do)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench.bench_self_attention import glove_load  # noqa: E402
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run"]
+WORDS = "when he saw his owner the dog was happy so he wagged his tail and ran to the door".split()
+BASELINE = '''
+import streamlit as st, plotly.graph_objects as go, torch
+from attnviz.embeddings import load_glove, tokenize, embed
+kv = st.cache_resource(load_glove)()
+text = st.text_area("Sentence", "When he saw his owner, the dog was happy, so he wagged his tail", max_chars=200_000)
+hard = st.toggle("Hard attention (one-hot argmax)")
+tokens = tokenize(text)
+x = torch.from_numpy(embed(tokens, kv).vectors)
+w = torch.softmax(x @ x.T / 50 ** 0.5, -1)
+if hard:
+    w = torch.nn.functional.one_hot(w.argmax(-1), len(tokens)).float()
+labels = [f"{i} {t}" for i, t in enumerate(tokens)]
+st.plotly_chart(go.Figure(go.Heatmap(z=w.tolist(), x=labels, y=labels,
+    text=[[f"{q} -> {k}" for k in labels] for q in labels], zmin=0, zmax=1)))
+'''
+DRAWN = "() => { const gd = document.querySelector('.js-plotly-plot'); return gd && gd._fullData && gd._fullData.length ? JSON.stringify(gd.layout.title && gd.layout.title.text) + JSON.stringify(Array.from(gd._fullData[0].z[0]).slice(0, 8)) + gd._fullData[0].y.length : null }"
+
+
+def sentence(n: int) -> str:
+    return " ".join(WORDS[i % len(WORDS)] for i in range(n))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, script: Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.started = time.perf_counter()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(self.port),
+             "--server.headless", "true", "--server.address", "127.0.0.1"],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        while True:
+            try:
+                if urllib.request.urlopen(self.url + "/_stcore/health", timeout=1).read() == b"ok":
+                    return
+            except OSError:
+                time.sleep(0.05)
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(10)
+
+
+def drawn(page, previous=None, timeout=120_000):
+    handle = page.wait_for_function(f"(prev) => {{ const s = ({DRAWN})(); return s && s !== prev ? s : null }}", arg=previous, timeout=timeout)
+    return handle.json_value()
+
+
+def cold_start(browser, script: Path) -> float:
+    server = Server(script)
+    page = browser.new_page()
+    page.goto(server.url)
+    drawn(page)
+    seconds = time.perf_counter() - server.started
+    page.close()
+    server.stop()
+    return seconds
+
+
+def interaction(browser, url: str, n: int, runs: int) -> float:
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(url)
+    box = page.get_by_role("textbox", name="Sentence")
+    box.fill(sentence(n))
+    box.press("Control+Enter")
+    state = drawn(page)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        page.get_by_text("Hard attention (one-hot argmax)").click()
+        state = drawn(page, state)
+        times.append(time.perf_counter() - start)
+    page.close()
+    return statistics.median(times)
+
+
+OVERVIEW_OR_FULL = "() => { const gd = document.querySelector('.js-plotly-plot'); return gd && gd._fullData && gd._fullData.length && (String(gd.layout.title && gd.layout.title.text).includes('Overview') || gd._fullData[0].y.length >= 4096) }"
+
+
+def long_paste(browser, url: str, n: int) -> tuple[float, int]:
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    received = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: received.append(len(payload))))
+    page.goto(url)
+    state = drawn(page)
+    box = page.get_by_role("textbox", name="Sentence")
+    box.fill(sentence(n))
+    received.clear()
+    start = time.perf_counter()
+    box.press("Control+Enter")
+    page.wait_for_function(OVERVIEW_OR_FULL, timeout=180_000)
+    seconds = time.perf_counter() - start
+    page.wait_for_timeout(1000)  # let the rest of the page's messages arrive before counting
+    page.close()
+    return seconds, sum(received)
+
+
+def engine_ratio(device: torch.device, runs: int = 5) -> float:
+    from attnviz.attention import attend
+
+    q, k, v = (torch.randn(1, 8, 4096, 64, device=device) for _ in range(3))
+
+    def timed(fn):
+        fn()
+        out = []
+        for _ in range(runs):
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            fn()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            out.append(time.perf_counter() - start)
+        return statistics.median(out)
+
+    ours = timed(lambda: attend(q, k, v))
+    sdpa = timed(lambda: F.scaled_dot_product_attention(q, k, v))
+    return ours / sdpa, ours, sdpa
+
+
+def safe(fn, *args):
+    try:
+        return fn(*args)
+    except Exception as error:  # a baseline that breaks is a result, not a crash of the benchmark
+        return f"failed: {type(error).__name__}: {str(error).splitlines()[0][:80]}"
+
+
+def main() -> None:
+    runs = 3
+    baseline_script = Path(tempfile.mkdtemp()) / "baseline.py"
+    baseline_script.write_text(BASELINE)
+    rows = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
+        ours_cold = statistics.median(cold_start(browser, ROOT / "app.py") for _ in range(runs))
+        base_cold = statistics.median(cold_start(browser, baseline_script) for _ in range(runs))
+        rows.append(("1 cold start → first heatmap drawn", "≤ 4 s", f"{ours_cold:.2f} s", f"{base_cold:.2f} s"))
+        app, base = Server(ROOT / "app.py"), Server(baseline_script)
+        for n, target in ((16, "≤ 150 ms"), (512, "≤ 500 ms")):
+            ours = interaction(browser, app.url, n, 5)
+            theirs = safe(interaction, browser, base.url, n, 5)
+            rows.append((f"{2 if n == 16 else 3} interaction, N = {n}", target, f"{ours * 1000:.0f} ms",
+                         theirs if isinstance(theirs, str) else f"{theirs * 1000:.0f} ms"))
+        seconds, size = long_paste(browser, app.url, 4096)
+        theirs = safe(long_paste, browser, base.url, 4096)
+        rows.append(("4 N = 4,096 pasted → overview drawn", "≤ 2 s", f"{seconds:.2f} s", theirs if isinstance(theirs, str) else f"{theirs[0]:.2f} s"))
+        rows.append(("5 bytes received for N = 4,096", "≤ 2 MB", f"{size / 1e6:.2f} MB", theirs if isinstance(theirs, str) else f"{theirs[1] / 1e6:.1f} MB"))
+        app.stop()
+        base.stop()
+        browser.close()
+    ratio, ours, sdpa = engine_ratio(torch.device("cpu"))
+    rows.append(("6 engine / SDPA, B=1 H=8 N=4,096 d=64, cpu", "≤ 1.5×", f"{ratio:.2f}× ({ours * 1000:.0f} / {sdpa * 1000:.0f} ms)", ""))
+    load = glove_load()
+    rows.append(("7 GloVe load: time, peak memory added", "≤ 2 s, ≤ 300 MiB", f"{load['seconds']:.2f} s, {load['peak_mib']:.0f} MiB", ""))
+    print(f"# {time.strftime('%Y-%m-%d')} · {platform.machine()} · {os.cpu_count()} cores · torch {torch.__version__} · medians")
+    print("| # figure | target | attnviz | plain go.Heatmap baseline |")
+    print("|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    main()

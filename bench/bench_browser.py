@@ -104,6 +104,7 @@ def interaction(browser, url: str, n: int, runs: int) -> float:
     state = drawn(page)
     times = []
     for _ in range(runs):
+        page.wait_for_timeout(500)  # let the previous rerun settle; not timed
         start = time.perf_counter()
         page.get_by_text("Hard attention (one-hot argmax)").click()
         state = drawn(page, state)

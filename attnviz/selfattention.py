@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -45,18 +46,18 @@ class View:
     output: np.ndarray  # (n, d_out)
     mixture: np.ndarray = field(repr=False)  # (n, d_model) head-mean weights @ X
 
-    @property
+    @cached_property
     def mean_weights(self) -> np.ndarray:
-        return self.weights.mean(0)  # (n, n)
+        return self.weights.mean(0)  # (n, n), computed once: a page reads it several times
 
     @property
     def blocked_rows(self) -> list[int]:
         """Queries whose every key is masked: their weights and output are zero."""
         return [int(i) for i in np.flatnonzero(~self.allowed.any(-1))]
 
-    def entropy(self, head: int | None = None) -> np.ndarray:
-        weights = self.mean_weights if head is None else self.weights[head]  # (n, n)
-        return entropy(torch.from_numpy(weights)).numpy()  # (n,)
+    def entropy(self, query: int) -> float:
+        """Entropy (nats) of one query's row of the head-averaged weights."""
+        return float(entropy(torch.from_numpy(self.mean_weights[query])))
 
 
 def build_mask(config: Config, n: int) -> tuple[torch.Tensor | None, bool]:

@@ -198,7 +198,7 @@ bars.plotly_chart(figures.weight_bars(row, tokens, oov=oov, title="Weights of th
                   key="bars", width="stretch")
 with facts:
     allowed = int(view.allowed[query].sum())
-    st.metric("Entropy of the row (nats)", f"{view.entropy()[query]:.3f}",
+    st.metric("Entropy of the row (nats)", f"{view.entropy(query):.3f}",
               help="0 means all weight on one key; ln(number of allowed keys) means spread evenly.")
     st.latex(r"H(\alpha_i) = -\sum_j \alpha_{ij} \ln \alpha_{ij} \le \ln %d = %.3f" % (max(allowed, 1), np.log(max(allowed, 1))))
     st.write("Nearest GloVe words to the weighted mix of input vectors:")

@@ -85,3 +85,10 @@ def test_temperature_grid_is_log_spaced():
     grid = temperature_grid()
     assert grid[0] == 0.01 and grid[-1] == 100 and 1.0 in grid
     assert np.all(np.diff(np.log10(grid)) > 0) and np.all(np.diff(np.log10(grid)) < 0.45)
+
+
+def test_row_entropy_of_the_head_average(x):
+    view = run(x, Config(projection="random", heads=3, d_k=4), device=torch.device("cpu"))
+    row = view.weights.mean(0)[5]
+    assert view.entropy(5) == pytest.approx(-(row * np.log(row)).sum(), rel=1e-5)
+    np.testing.assert_array_equal(view.mean_weights, view.weights.mean(0))

@@ -7,7 +7,6 @@ Run: python bench/bench_browser.py   (needs /usr/bin/chromium and playwright, as
 
 from __future__ import annotations
 
-import math
 import os
 import platform
 import socket
@@ -121,7 +120,7 @@ def long_paste(browser, url: str, n: int) -> tuple[float, int]:
     received = []
     page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: received.append(len(payload))))
     page.goto(url)
-    state = drawn(page)
+    drawn(page)  # the default sentence first, so only the paste's messages are counted
     box = page.get_by_role("textbox", name="Sentence")
     box.fill(sentence(n))
     received.clear()

@@ -1,6 +1,5 @@
 """Batches: sentences of different lengths padded into one batch, the padding mask, and BMM step by step."""
 
-import numpy as np
 import streamlit as st
 import torch
 

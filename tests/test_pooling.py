@@ -6,7 +6,7 @@ import torch
 
 from attnviz.attention import attend, gaussian
 from attnviz.pooling import (
-    blobs, classify, dot_variance, fit_bandwidth, kernel_weights, loo_loss, nadaraya_watson, salary_data,
+    blobs, classify, dot_variance, fit_bandwidth, loo_loss, nadaraya_watson, salary_data,
     softmax_entropy,
 )
 

@@ -3,7 +3,6 @@
 .ci/run installs Debian's chromium; screenshots land in screenshots/ (git-ignored).
 """
 
-import json
 import os
 import socket
 import subprocess

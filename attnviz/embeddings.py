@@ -9,6 +9,7 @@ import unicodedata
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 from gensim.models import KeyedVectors
@@ -30,17 +31,57 @@ def glove_files() -> tuple[Path, Path]:
     return root / "glove_6B_50d_emb.npy", root / "glove_6B_index.parquet"
 
 
+GLOVE_BLOCK_ROWS = 25_000
+
+
 def load_glove() -> KeyedVectors:
     """The real GloVe 6B 50-d vectors (400,000 words), from the package's files; no download."""
     import pyarrow.parquet as pq
 
     matrix_path, index_path = glove_files()
-    vectors = np.load(matrix_path)  # (400000, 50) float32
-    words = pq.read_table(index_path, columns=["index"]).column("index").to_pylist()
-    kv = KeyedVectors(vectors.shape[1])
-    kv.add_vectors(words, vectors)
+    # ParquetFile.read, not read_table: read_table goes through pyarrow.dataset, which adds ~45 MiB.
+    words = pq.ParquetFile(index_path).read(columns=["index"], use_threads=False).column("index").to_pylist()
+    kv = None
+    # add_vectors makes three copies of what it is given (mask, astype, vstack). Giving it 25,000 rows
+    # at a time, read straight from the file, keeps the peak near two copies of the matrix, not five.
+    for start, block in npy_row_blocks(matrix_path, GLOVE_BLOCK_ROWS):
+        if kv is None:
+            kv = KeyedVectors(block.shape[1])
+        kv.add_vectors(words[start:start + len(block)], block)
     kv.fill_norms()
     return kv
+
+
+def npy_row_blocks(path: Path, rows: int) -> Iterator[tuple[int, np.ndarray]]:
+    """(first row, block) over a 2-D .npy file, `rows` rows at a time, by plain reads (never unpickled).
+
+    Works for both layouts; the GloVe file is stored column by column (Fortran order).
+    """
+    with open(path, "rb") as f:
+        major, _ = np.lib.format.read_magic(f)
+        read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+        shape, fortran_order, dtype = read_header(f)
+        if len(shape) != 2 or dtype.hasobject:
+            raise VectorFileError(f"{path.name} is not a 2-D matrix of numbers.")
+        n, d = shape
+        data_start = f.tell()
+
+        def read(first: int, count: int) -> np.ndarray:
+            f.seek(data_start + first * dtype.itemsize)
+            values = np.fromfile(f, dtype=dtype, count=count)  # (count,)
+            if values.size != count:
+                raise VectorFileError(f"{path.name} ends early: expected {n} rows of {d} numbers.")
+            return values
+
+        for start in range(0, n, rows):
+            count = min(rows, n - start)
+            if fortran_order:
+                block = np.empty((count, d), dtype=dtype)  # (count, d)
+                for j in range(d):
+                    block[:, j] = read(j * n + start, count)
+            else:
+                block = read(start * d, count * d).reshape(count, d)  # (count, d)
+            yield start, block
 
 
 def load_vectors(path: str | os.PathLike, fmt: str | None = None) -> KeyedVectors:

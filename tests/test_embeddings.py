@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from attnviz.embeddings import (
-    MAX_UPLOAD_BYTES, VectorFileError, embed, load_uploaded, load_vectors, nearest_words, tokenize,
-    vectors_from_settings,
+    MAX_UPLOAD_BYTES, VectorFileError, embed, glove_files, load_uploaded, load_vectors, nearest_words,
+    npy_row_blocks, tokenize, vectors_from_settings,
 )
 
 DOG = "When he saw his owner, the dog was happy, so he wagged his tail"
@@ -17,6 +17,39 @@ def test_real_glove_has_400000_words(glove):
     assert glove.vector_size == 50
     assert glove.norms is not None and glove.norms.shape == (400_000,)
     assert glove.most_similar("dog", topn=1)[0][0] == "cat"
+
+
+def test_glove_rows_match_the_packaged_matrix_and_index(glove):
+    import pyarrow.parquet as pq
+
+    matrix_path, index_path = glove_files()
+    matrix = np.load(matrix_path)  # (400000, 50), read whole by numpy: an independent reader
+    words = pq.read_table(index_path).column("index").to_pylist()
+    assert glove.index_to_key == words
+    np.testing.assert_array_equal(glove.vectors, matrix)
+    np.testing.assert_allclose(glove.norms, np.linalg.norm(matrix, axis=1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("rows", [1, 3, 7, 50])
+def test_npy_row_blocks_reads_both_layouts(tmp_path, order, rows):
+    matrix = np.asarray(np.arange(7 * 4, dtype=np.float32).reshape(7, 4), order=order)  # (7, 4)
+    path = tmp_path / "m.npy"
+    np.save(path, matrix)
+    blocks = list(npy_row_blocks(path, rows))
+    assert [start for start, _ in blocks] == list(range(0, 7, rows))
+    np.testing.assert_array_equal(np.concatenate([block for _, block in blocks]), matrix)
+
+
+def test_npy_row_blocks_rejects_truncated_and_object_files(tmp_path):
+    path = tmp_path / "m.npy"
+    np.save(path, np.ones((10, 3), dtype=np.float32))
+    path.write_bytes(path.read_bytes()[:-8])
+    with pytest.raises(VectorFileError, match="ends early"):
+        list(npy_row_blocks(path, 4))
+    np.save(path, np.array([["a", None]], dtype=object))
+    with pytest.raises(VectorFileError, match="not a 2-D matrix of numbers"):
+        list(npy_row_blocks(path, 4))
 
 
 def test_tokenizer_on_the_dog_sentence(glove):

@@ -64,7 +64,8 @@ def dot_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
 
 def scaled_dot_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     _check_same_dim(query, key, "scaled_dot")
-    return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., Tq, Tk)
+    # Scaling the (Tq, d) queries, not the (Tq, Tk) product, saves a pass over the largest tensor.
+    return (query / math.sqrt(query.shape[-1])) @ key.transpose(-2, -1)  # (..., Tq, Tk)
 
 
 def cosine_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
@@ -154,7 +155,7 @@ def key_mask(n_key: int, hidden: list[int] | tuple[int, ...], device=None) -> to
 
 @dataclass
 class AttentionResult:
-    scores: torch.Tensor  # (..., Tq, Tk) the scoring function's output, before temperature, mask and softmax
+    scores: torch.Tensor | None  # (..., Tq, Tk) the scoring function's output, before temperature, mask and softmax; None unless need_scores
     weights: torch.Tensor  # (..., Tq, Tk) rows sum to 1, or to 0 where every key is masked
     output: torch.Tensor  # (..., Tq, dv) weights @ value
     allowed: torch.Tensor  # (..., Tq, Tk) bool, True where the query may attend to the key
@@ -170,12 +171,15 @@ def attend(
     is_causal: bool = False,
     temperature: float = 1.0,
     hard: bool = False,
+    need_scores: bool = True,
 ) -> AttentionResult:
     """weights = softmax(a(Q, K) / temperature) over the allowed keys; output = weights @ V.
 
     hard=True replaces the softmax with a one-hot at the highest allowed score. Ties go to the
     first (leftmost) key, which is torch.argmax's rule. A query whose every key is masked gets
     all-zero weights and a zero output instead of the NaN a plain softmax would give.
+    need_scores=False returns no scores and computes the weights in the scores' memory: one
+    (..., Tq, Tk) tensor instead of two, which is what long inputs need.
     """
     if not temperature > 0:
         raise ValueError(f"temperature must be positive, got {temperature}")
@@ -183,11 +187,17 @@ def attend(
         raise ValueError(f"key and value need the same number of rows, got {key.shape[-2]} and {value.shape[-2]}")
     scorer = scoring if isinstance(scoring, Scorer) else make_scorer(scoring, query.shape[-1], key.shape[-1])
     scores = scorer(query, key)  # (..., Tq, Tk)
-    logits = scores if temperature == 1.0 else scores / temperature  # (..., Tq, Tk)
+    # In-place steps save whole (..., Tq, Tk) tensors, but autograd (pooling fits σ) needs the originals.
+    no_graph = not scores.requires_grad
+    logits = scores  # (..., Tq, Tk)
+    writable = no_graph and not need_scores  # may logits' memory be overwritten?
+    if temperature != 1.0:
+        logits = logits.div_(temperature) if writable else logits / temperature  # (..., Tq, Tk)
+        writable = no_graph
     if mask is None and not is_causal:
         # Nothing is masked: skip the mask tensors, which cost as much memory traffic as the softmax.
         allowed = torch.ones((), dtype=torch.bool, device=scores.device).expand(scores.shape)  # (..., Tq, Tk) view
-        weights = _one_hot_max(logits) if hard else torch.softmax(logits, dim=-1)  # (..., Tq, Tk)
+        weights = _normalise(logits, hard, writable)  # (..., Tq, Tk)
     else:
         allowed = torch.ones_like(scores, dtype=torch.bool)  # (..., Tq, Tk)
         if mask is not None:
@@ -195,16 +205,27 @@ def attend(
         if is_causal:
             allowed = allowed & causal_mask(scores.shape[-2], scores.shape[-1], scores.device)
         # A masked key gets -inf, so exp() gives it exactly zero weight.
-        logits = logits.masked_fill(~allowed, float("-inf"))  # (..., Tq, Tk)
-        weights = _one_hot_max(logits) if hard else torch.softmax(logits, dim=-1)  # (..., Tq, Tk)
-        any_allowed = allowed.any(-1, keepdim=True)  # (..., Tq, 1)
-        weights = torch.where(any_allowed, weights, torch.zeros_like(weights))  # (..., Tq, Tk)
+        logits = _fill(logits, ~allowed, float("-inf"), writable)  # (..., Tq, Tk)
+        weights = _normalise(logits, hard, no_graph)  # (..., Tq, Tk)
+        weights = _fill(weights, ~allowed.any(-1, keepdim=True), 0.0, no_graph)  # (..., Tq, Tk) fully masked rows: 0
     output = weights @ value  # (..., Tq, dv)
-    return AttentionResult(scores=scores, weights=weights, output=output, allowed=allowed)
+    return AttentionResult(scores=scores if need_scores else None, weights=weights, output=output, allowed=allowed)
 
 
-def _one_hot_max(logits: torch.Tensor) -> torch.Tensor:
-    return F.one_hot(logits.argmax(-1), logits.shape[-1]).to(logits.dtype)  # (..., Tq, Tk)
+def _fill(x: torch.Tensor, where: torch.Tensor, value: float, in_place: bool) -> torch.Tensor:
+    return x.masked_fill_(where, value) if in_place else x.masked_fill(where, value)
+
+
+def _normalise(logits: torch.Tensor, hard: bool, in_place: bool) -> torch.Tensor:
+    """Softmax over the last dimension, or the one-hot of its argmax; in_place may overwrite logits."""
+    if hard:
+        best = logits.argmax(-1, keepdim=True)  # (..., Tq, 1)
+        one_hot = logits.zero_() if in_place else torch.zeros_like(logits)  # (..., Tq, Tk)
+        return one_hot.scatter_(-1, best, 1.0)
+    if in_place and logits.device.type == "cpu":
+        # The CPU kernel reads a whole row before it writes that row, so its output may alias its input.
+        return torch.ops.aten._softmax.out(logits, -1, False, out=logits)  # (..., Tq, Tk)
+    return torch.softmax(logits, dim=-1)  # (..., Tq, Tk)
 
 
 def entropy(weights: torch.Tensor) -> torch.Tensor:

@@ -54,6 +54,43 @@ def test_matches_sdpa(case):
     torch.testing.assert_close(ours.output, expected)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", ["plain", "temperature", "mask", "causal", "fully_masked_row", "hard", "hard_masked"])
+def test_without_scores_gives_the_same_weights_and_output(case, dtype):
+    q, k, v = qkv(tq=6, tk=9, dtype=dtype)
+    mask = torch.rand(2, 6, 9) > 0.4 if "mask" in case else None
+    if case == "fully_masked_row":
+        mask = torch.ones(6, 9, dtype=torch.bool)
+        mask[3] = False
+    kwargs = dict(mask=mask, is_causal=case == "causal", temperature=0.5 if case == "temperature" else 1.0,
+                  hard=case.startswith("hard"))
+    full = attend(q, k, v, **kwargs)
+    lean = attend(q, k, v, need_scores=False, **kwargs)
+    assert lean.scores is None
+    torch.testing.assert_close(lean.weights, full.weights)
+    torch.testing.assert_close(lean.output, full.output)
+    if case in ("plain", "temperature", "causal"):  # independent check: SDPA's output, and softmax written out
+        expected = F.scaled_dot_product_attention(q, k, v, is_causal=case == "causal", scale=1 / math.sqrt(8) / kwargs["temperature"])
+        torch.testing.assert_close(lean.output, expected)
+    if case == "plain":
+        logits = q @ k.transpose(-2, -1) / math.sqrt(8)
+        torch.testing.assert_close(lean.weights, logits.exp() / logits.exp().sum(-1, keepdim=True))
+
+
+def test_gradients_flow_through_attend():
+    q, k, v = (t.requires_grad_() for t in qkv())
+    mask = torch.rand(2, 5, 7) > 0.3
+    mask[..., 0] = True
+    for kwargs in (dict(), dict(mask=mask, temperature=0.7), dict(is_causal=True, need_scores=False)):
+        ours = attend(q, k, v, **kwargs).output.sum()
+        expected = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=kwargs.get("mask"), is_causal=kwargs.get("is_causal", False),
+            scale=1 / math.sqrt(8) / kwargs.get("temperature", 1.0)).sum()
+        grads = torch.autograd.grad(ours, (q, k, v))
+        for got, want in zip(grads, torch.autograd.grad(expected, (q, k, v))):
+            torch.testing.assert_close(got, want)
+
+
 def test_rows_sum_to_one_and_masked_weights_are_zero():
     q, k, v = qkv()
     mask = key_mask(7, [1, 4])

@@ -30,17 +30,19 @@ def positions(ticktext: list[str]) -> list[str]:
 
 
 def _finite(z: np.ndarray) -> np.ndarray:
-    z = np.asarray(z, dtype=float)
+    z = np.asarray(z)
+    if not np.issubdtype(z.dtype, np.floating):
+        z = z.astype(float)
     if not np.isfinite(z).all():
         raise ValueError("A matrix with NaN or infinite values cannot be drawn.")
     return z
 
 
-def _axis(ticktext: list[str]) -> dict:
-    """A category axis over positions(ticktext), showing the plain labels; long axes label every k-th."""
-    n = len(ticktext)
-    step = max(1, math.ceil(n / 48))
-    return dict(type="category", tickmode="array", tickvals=positions(ticktext)[::step], ticktext=ticktext[::step], showgrid=False)
+def _axis(ticktext: list[str], names: list[str] | None = None) -> dict:
+    """A category axis over `names` (default positions(ticktext)), showing the plain labels; long axes label every k-th."""
+    names = positions(ticktext) if names is None else names
+    step = max(1, math.ceil(len(ticktext) / 48))
+    return dict(type="category", tickmode="array", tickvals=names[::step], ticktext=ticktext[::step], showgrid=False)
 
 
 def _weights_trace(weights, scores, row_labels, col_labels, **trace) -> go.Heatmap:
@@ -123,16 +125,26 @@ def matrix_heatmap(
     return fig
 
 
-def weight_bars(weights: np.ndarray, tokens: list[str], *, oov=None, title: str = "", highlight: int | None = None) -> go.Figure:
-    """One query's weights over the keys, in order; the `highlight` bar (say, the hard pick) stands out."""
+def weight_bars(
+    weights: np.ndarray, tokens: list[str], *, oov=None, title: str = "", highlight: int | None = None, top: int | None = None
+) -> go.Figure:
+    """One query's weights over the keys, in sentence order; the `highlight` bar (say, the hard pick) stands out.
+
+    With `top`, only the `top` largest weights are drawn (still in sentence order): a long input has
+    too many keys for one bar each.
+    """
     text = labels(tokens, oov)
     weights = _finite(weights)  # (Tk,)
-    colours = ["#d55e00" if i == highlight else "#0072b2" for i in range(len(text))]
+    keys = np.arange(len(text))  # (Tk,)
+    if top is not None and len(text) > top:
+        keys = np.sort(np.argsort(-weights, kind="stable")[:top])  # (top,) ties go to the earlier key
+    names = positions(text)
+    shown = [names[i] for i in keys]
     fig = go.Figure(go.Bar(
-        x=positions(text), y=weights, marker_color=colours,
+        x=shown, y=weights[keys], marker_color=["#d55e00" if i == highlight else "#0072b2" for i in keys],
         hovertemplate="key %{x}<br>weight: %{y:.3f}<extra></extra>",
     ))
-    fig.update_layout(title=title, xaxis=_axis(text), yaxis=dict(title="weight", range=[0, 1]), height=320)
+    fig.update_layout(title=title, xaxis=_axis([text[i] for i in keys], shown), yaxis=dict(title="weight", range=[0, 1]), height=320)
     return fig
 
 
@@ -189,9 +201,11 @@ def block_overview(weights: np.ndarray, tokens: list[str], *, max_blocks: int = 
     n_rows, n_cols = weights.shape
     b = max(1, math.ceil(max(n_rows, n_cols) / max_blocks))
     rows, cols = math.ceil(n_rows / b), math.ceil(n_cols / b)
-    padded = np.zeros((rows * b, cols * b))
-    padded[:n_rows, :n_cols] = weights
-    blocks = padded.reshape(rows, b, cols, b).max(axis=(1, 3))  # (rows, cols)
+    if (n_rows, n_cols) != (rows * b, cols * b):  # pad with 0, which never wins a max of weights ≥ 0
+        padded = np.zeros((rows * b, cols * b), dtype=weights.dtype)  # (rows·b, cols·b)
+        padded[:n_rows, :n_cols] = weights
+        weights = padded
+    blocks = weights.reshape(rows, b, cols, b).max(axis=(1, 3))  # (rows, cols)
     text = labels(tokens)
 
     def span(i: int, n: int) -> str:

@@ -48,7 +48,8 @@ class View:
 
     @cached_property
     def mean_weights(self) -> np.ndarray:
-        return self.weights.mean(0)  # (n, n), computed once: a page reads it several times
+        """The head average (n, n), computed once: a page reads it several times. One head: no copy."""
+        return self.weights[0] if len(self.weights) == 1 else self.weights.mean(0)
 
     @property
     def blocked_rows(self) -> list[int]:
@@ -88,7 +89,7 @@ def run(x: np.ndarray, config: Config, device: torch.device | None = None) -> Vi
         temperature=config.temperature, hard=config.hard,
     )
     att = result.attention
-    mixture = att.weights.mean(0) @ x_t  # (n, n) @ (n, d_model) -> (n, d_model)
+    mixture = (att.weights @ x_t).mean(0)  # (H, n, n) @ (n, d_model) -> (H, n, d_model) -> (n, d_model)
 
     def cpu(t: torch.Tensor) -> np.ndarray:
         return t.detach().cpu().numpy()

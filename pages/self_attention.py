@@ -16,6 +16,7 @@ from pages._common import stop, load_url_state, save_url_state, word_vectors
 MAX_TOKENS = int(os.environ.get("ATTNVIZ_MAX_TOKENS", "4096"))  # a setting: see README
 FULL_LIMIT = 256  # above this many tokens the heatmap becomes a block overview plus a zoom window
 STEPS_LIMIT = 64  # the step-by-step walk draws n×n matrices up to this size
+BARS_LIMIT = 64  # above this many keys the query inspector draws only the largest weights
 DEFAULT_TEXT = "When he saw his owner, the dog was happy, so he wagged his tail"
 SCHEMA = {
     "text": Param(DEFAULT_TEXT, text),
@@ -50,7 +51,9 @@ SCORING_HELP = {
 }
 
 
-@st.cache_data(max_entries=8, show_spinner="Computing attention…")
+# A resource cache, not st.cache_data: the result is only read, and cache_data would pickle and unpickle
+# its n×n matrices on every rerun (180 ms at 4,096 tokens).
+@st.cache_resource(max_entries=8, show_spinner="Computing attention…")
 def compute(_kv, vectors_id: str, sentence: str, drop_punctuation: bool, oov: str, config: Config):
     tokens = tokenize(sentence, drop_punctuation=drop_punctuation)
     if not tokens or len(tokens) > MAX_TOKENS:
@@ -193,8 +196,9 @@ if st.session_state.get("query", 0) >= len(tokens):  # the sentence got shorter
 query = st.selectbox("Query word", list(range(len(tokens))), key="query", format_func=lambda i: f"{i} · {tokens[i]}")
 row = view.mean_weights[query]
 bars, facts = st.columns([3, 2])
-bars.plotly_chart(figures.weight_bars(row, tokens, oov=oov, title="Weights of this query over the keys"
-                                      + (" (average over heads)" if config.heads > 1 else "")),
+top = BARS_LIMIT if n > BARS_LIMIT else None
+title = (f"The {BARS_LIMIT} largest weights of this query, in sentence order" if top else "Weights of this query over the keys")
+bars.plotly_chart(figures.weight_bars(row, tokens, oov=oov, top=top, title=title + (" (average over heads)" if config.heads > 1 else "")),
                   key="bars", width="stretch")
 with facts:
     allowed = int(view.allowed[query].sum())

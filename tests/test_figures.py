@@ -80,6 +80,26 @@ def test_weight_bars_highlight_the_hard_pick():
     assert list(fig.data[0].marker.color) == ["#0072b2", "#d55e00", "#0072b2"]
 
 
+def test_weight_bars_top_keeps_the_largest_weights_in_sentence_order():
+    w = np.random.default_rng(3).random(200)
+    w[[5, 150]] = 2.0  # the two largest
+    fig = figures.weight_bars(w, [f"t{i}" for i in range(200)], top=10, highlight=150)
+    keys = sorted(np.argsort(w)[-10:])
+    assert list(fig.data[0].x) == [f"#{i} t{i}" for i in keys]
+    np.testing.assert_array_equal(np.asarray(fig.data[0].y), w[keys])
+    assert list(fig.data[0].marker.color).count("#d55e00") == 1 and fig.data[0].marker.color[keys.index(150)] == "#d55e00"
+    assert set(fig.layout.xaxis.tickvals) <= set(fig.data[0].x)
+
+
+def test_block_overview_pads_a_ragged_edge_and_keeps_float32():
+    w = np.random.default_rng(4).random((10, 10)).astype(np.float32)
+    fig = figures.block_overview(w, [f"t{i}" for i in range(10)], max_blocks=4)  # b = 3: blocks 0-2, 3-5, 6-8, 9
+    z = np.asarray(fig.data[0].z)
+    assert z.shape == (4, 4) and z.dtype == np.float32
+    assert z[3, 3] == w[9, 9] and z[1, 3] == w[3:6, 9].max() and z[0, 0] == w[:3, :3].max()
+    assert fig.data[0].y[3] == "#9 t9"
+
+
 def test_block_overview_takes_each_blocks_maximum_and_names_its_ranges():
     w = np.random.default_rng(2).random((300, 300))
     fig = figures.block_overview(w, [f"t{i}" for i in range(300)], max_blocks=100)

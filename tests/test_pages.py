@@ -124,6 +124,8 @@ def test_long_input_draws_an_overview_and_a_full_resolution_zoom():
     moved = decode(json.loads(at.get("plotly_chart")[1].proto.spec)["data"][0]["z"])
     np.testing.assert_allclose(moved[:32], zoom[32:], rtol=1e-6)  # the window slid down by 32 rows
     assert "step-by-step" in messages(at)
+    bars = json.loads(at.get("plotly_chart")[2].proto.spec)["data"][0]
+    assert len(bars["x"]) == 64 and "largest weights" in json.loads(at.get("plotly_chart")[2].proto.spec)["layout"]["title"]["text"]
 
 
 def test_html_like_text_is_shown_as_text():

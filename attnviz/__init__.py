@@ -1,5 +1,6 @@
 """attnviz: see and understand the attention mechanism. The core library; it never imports streamlit."""
 
+import importlib
 import os
 
 # torch reads this once, at its first allocation, so it is set before torch is imported. Tensors of 2 MB
@@ -7,11 +8,16 @@ import os
 # n = 4,096) costs a fifth of what 4 KB pages cost, which made up half of the engine's time at that size.
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
+_EXPORTS = {
+    "AttentionResult": "attention", "attend": "attention", "make_projections": "attention",
+    "make_scorer": "attention", "multi_head": "attention", "pick_device": "attention",
+    "embed": "embeddings", "load_glove": "embeddings", "load_vectors": "embeddings", "tokenize": "embeddings",
+}
+__all__ = sorted(_EXPORTS)
 
-from attnviz.attention import AttentionResult, attend, make_projections, make_scorer, multi_head, pick_device
-from attnviz.embeddings import embed, load_glove, load_vectors, tokenize
 
-__all__ = [
-    "AttentionResult", "attend", "embed", "load_glove", "load_vectors", "make_projections", "make_scorer",
-    "multi_head", "pick_device", "tokenize",
-]
+def __getattr__(name: str):
+    """Exports load on first use, so `import attnviz.figures` does not wait for torch and gensim."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'attnviz' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"attnviz.{_EXPORTS[name]}"), name)

@@ -8,12 +8,6 @@ import re
 import sys
 
 import streamlit as st
-from gensim.models import KeyedVectors
-
-from attnviz.embeddings import (
-    MAX_UPLOAD_BYTES, VECTOR_FORMATS, VectorFileError, load_glove, load_uploaded, load_vectors, vectors_from_settings,
-)
-from attnviz.urlstate import Param, encode_params, parse_params
 
 
 def _leave_legacy_page_mode() -> None:
@@ -34,6 +28,34 @@ def _leave_legacy_page_mode() -> None:
 
 
 _leave_legacy_page_mode()
+
+
+def _draw_plotly_while_importing():
+    """On a cold server the imports below (torch, gensim) take seconds, and only then would the first
+    chart ask the browser for plotly.js (4.7 MB to fetch and compile). An empty chart drawn first makes
+    the browser do that meanwhile. Returns its slot, to clear, or None on a warm server."""
+    if "torch" in sys.modules:
+        return None
+    slot = st.empty()
+    slot.plotly_chart({"data": [{"type": "scatter", "x": [], "y": []}], "layout": {"title": {"text": "Loading GloVe and the attention engine…"}, "height": 80,
+                                              "xaxis": {"visible": False}, "yaxis": {"visible": False}}},
+                      config={"staticPlot": True})
+    return slot
+
+
+_loading = _draw_plotly_while_importing()
+
+# These imports come after the chart above on purpose (see _draw_plotly_while_importing).
+import torch  # noqa: E402, F401  every page computes with it
+from gensim.models import KeyedVectors  # noqa: E402
+
+from attnviz.embeddings import (  # noqa: E402
+    MAX_UPLOAD_BYTES, VECTOR_FORMATS, VectorFileError, load_glove, load_uploaded, load_vectors, vectors_from_settings,
+)
+from attnviz.urlstate import Param, encode_params, parse_params  # noqa: E402
+
+if _loading is not None:
+    _loading.empty()
 
 GLOVE_LABEL = "GloVe 6B 50-d (built in, 400,000 words)"
 URL_TEXT_LIMIT = 2000  # characters; longer text is not put in the URL

@@ -5,13 +5,14 @@ import os
 import numpy as np
 import streamlit as st
 
+# pages._common first: on a cold server it sets the browser loading plotly.js while torch and gensim import.
+from pages._common import load_url_state, md_escape, save_url_state, stop, word_vectors
 from attnviz import figures
 from attnviz.attention import FORMULAS, SCORING_NAMES
 from attnviz.embeddings import OOV_POLICIES, embed, nearest_words, tokenize
 from attnviz.export import figure_html, weights_csv
 from attnviz.selfattention import MASKS, Config, run, steps, temperature_grid
 from attnviz.urlstate import Param, boolean, choice, encode_bool, encode_int_list, int_list, int_range, nearest, text
-from pages._common import stop, load_url_state, save_url_state, word_vectors
 
 MAX_TOKENS = int(os.environ.get("ATTNVIZ_MAX_TOKENS", "4096"))  # a setting: see README
 FULL_LIMIT = 256  # above this many tokens the heatmap becomes a block overview plus a zoom window
@@ -40,6 +41,7 @@ SCHEMA = {
     "zr": Param(0, int_range(0, 100_000)),
     "zc": Param(0, int_range(0, 100_000)),
     "zw": Param(64, int_range(8, 128)),
+    "steps": Param(False, boolean, encode_bool),
 }
 SCORING_HELP = {
     "dot": "q·k: the raw dot product.",
@@ -209,29 +211,28 @@ with facts:
     st.latex(r"m_i = \sum_j \alpha_{ij}\, x_j" + (r" = o_i" if projection == "identity" else ""))
     neighbours = nearest_words(kv, view.mixture[query])
     if neighbours:
-        st.dataframe({"word": [w for w, _ in neighbours], "cosine": [round(s, 3) for _, s in neighbours]},
-                     hide_index=True)
+        # A Markdown table, not st.dataframe: the landing page then needs neither pandas nor the grid's scripts.
+        st.markdown("| word | cosine |\n|---|---|\n" + "\n".join(f"| {md_escape(w)} | {c:.3f} |" for w, c in neighbours))
     else:
         st.write("The mix is the zero vector (its row is fully masked or all its keys are zero), so it has no neighbours.")
 
-st.subheader("Step by step")
+walk = st.expander("Step by step: every matrix from X to αV, with its formula and shape", key="steps", on_change="rerun")
 if n > STEPS_LIMIT:
-    st.info(f"The step-by-step walk draws every n×n matrix, so it is shown up to {STEPS_LIMIT} tokens; this text has {n}.")
-    save_url_state(SCHEMA)
-    st.stop()
-head = 0
-if config.heads > 1:
-    if st.session_state.get("head", 0) >= config.heads:
-        st.session_state.head = 0
-    head = st.selectbox("Head", list(range(config.heads)), key="head")
-dims = figures.dims
-token_labels = figures.labels(tokens, oov)
-for i, step in enumerate(steps(view, head)):
-    st.markdown(f"**{i + 1}. {step.title}**")
-    st.latex(step.latex)
-    rows = token_labels if step.rows == "tokens" else dims(step.matrix.shape[0])
-    cols = token_labels if step.cols == "tokens" else dims(step.matrix.shape[1])
-    st.plotly_chart(figures.matrix_heatmap(step.matrix, rows, cols, title=step.title, bounded=step.bounded, palette=palette),
-                    key=f"step_{i}", width="stretch")
+    walk.info(f"The step-by-step walk draws every n×n matrix, so it is shown up to {STEPS_LIMIT} tokens; this text has {n}.")
+elif walk.open:  # built only when open: its figures would otherwise slow every rerun
+    with walk:
+        head = 0
+        if config.heads > 1:
+            if st.session_state.get("head", 0) >= config.heads:
+                st.session_state.head = 0
+            head = st.selectbox("Head", list(range(config.heads)), key="head")
+        token_labels = figures.labels(tokens, oov)
+        for i, step in enumerate(steps(view, head)):
+            st.markdown(f"**{i + 1}. {step.title}**")
+            st.latex(step.latex)
+            rows = token_labels if step.rows == "tokens" else figures.dims(step.matrix.shape[0])
+            cols = token_labels if step.cols == "tokens" else figures.dims(step.matrix.shape[1])
+            st.plotly_chart(figures.matrix_heatmap(step.matrix, rows, cols, title=step.title, bounded=step.bounded, palette=palette),
+                            key=f"step_{i}", width="stretch")
 
 save_url_state(SCHEMA)

@@ -128,6 +128,33 @@ def test_long_input_draws_an_overview_and_a_full_resolution_zoom():
     assert len(bars["x"]) == 64 and "largest weights" in json.loads(at.get("plotly_chart")[2].proto.spec)["layout"]["title"]["text"]
 
 
+def test_step_walk_is_built_only_when_open_and_matches_the_engine():
+    closed = page({"text": "the dog ran"})
+    assert len(closed.get("plotly_chart")) == 2  # the heatmap and the query's bars only
+    at = page({"text": "the dog ran", "steps": "1"})
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    titles = [c["layout"]["title"]["text"] for c in charts[2:]]
+    assert titles[0].startswith("Input X") and "(3×50)" in titles[0] and any(t.startswith("Weights") for t in titles)
+    weights = decode(charts[[i for i, t in enumerate(titles) if t.startswith("Weights")][0] + 2]["data"][0]["z"])
+    np.testing.assert_allclose(weights, heatmap(at)["z"], rtol=1e-6)
+    assert any("\\mathbb{R}^{3 \\times 3}" in e.value for e in at.get("latex"))
+
+
+def test_nearest_words_table_lists_the_mixtures_neighbours(glove):
+    from attnviz.embeddings import embed, nearest_words, tokenize
+
+    at = page({"text": "the dog ran", "query": "1"})
+    x = embed(tokenize("the dog ran"), glove).vectors.astype(np.float64)  # (3, 50)
+    logits = x @ x.T / np.sqrt(50)
+    alpha = np.exp(logits - logits.max(1, keepdims=True))
+    alpha /= alpha.sum(1, keepdims=True)
+    expected = nearest_words(glove, (alpha[1] @ x).astype(np.float32))
+    table = next(m.value for m in at.markdown if m.value.startswith("| word | cosine |"))
+    rows = [line.split("|")[1:3] for line in table.splitlines()[2:]]
+    assert [w.strip() for w, _ in rows] == [w for w, _ in expected]
+    np.testing.assert_allclose([float(c) for _, c in rows], [c for _, c in expected], atol=1e-3)
+
+
 def test_html_like_text_is_shown_as_text():
     at = page({"text": "<script>alert(1)</script> dog <b>"})
     assert not at.exception

@@ -222,8 +222,9 @@ def _normalise(logits: torch.Tensor, hard: bool, in_place: bool) -> torch.Tensor
         best = logits.argmax(-1, keepdim=True)  # (..., Tq, 1)
         one_hot = logits.zero_() if in_place else torch.zeros_like(logits)  # (..., Tq, Tk)
         return one_hot.scatter_(-1, best, 1.0)
-    if in_place and logits.device.type == "cpu":
-        # The CPU kernel reads a whole row before it writes that row, so its output may alias its input.
+    if in_place and logits.device.type == "cpu" and logits.is_contiguous():
+        # On contiguous rows the CPU kernel reads a whole row before it writes it, so its output may alias
+        # its input. (Not on strided input: a scorer may return a transposed view.)
         return torch.ops.aten._softmax.out(logits, -1, False, out=logits)  # (..., Tq, Tk)
     return torch.softmax(logits, dim=-1)  # (..., Tq, Tk)
 

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from attnviz.attention import (
-    additive, attend, causal_mask, entropy, general, key_mask, make_projections, make_scorer, multi_head,
+    Scorer, additive, attend, causal_mask, entropy, general, key_mask, make_projections, make_scorer, multi_head,
 )
 
 torch.manual_seed(0)
@@ -75,6 +75,17 @@ def test_without_scores_gives_the_same_weights_and_output(case, dtype):
     if case == "plain":
         logits = q @ k.transpose(-2, -1) / math.sqrt(8)
         torch.testing.assert_close(lean.weights, logits.exp() / logits.exp().sum(-1, keepdim=True))
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_without_scores_handles_a_scorer_that_returns_a_strided_view(masked):
+    q, k, v = qkv(dtype=torch.float32)
+    transposed = Scorer("dot_transposed", "", lambda q, k: (k @ q.transpose(-2, -1)).transpose(-2, -1))  # not contiguous
+    mask = torch.rand(2, 5, 7) > 0.4 if masked else None
+    lean = attend(q, k, v, scoring=transposed, need_scores=False, mask=mask, temperature=0.5)
+    full = attend(q, k, v, scoring="dot", mask=mask, temperature=0.5)
+    torch.testing.assert_close(lean.weights, full.weights)
+    torch.testing.assert_close(lean.output, full.output)
 
 
 def test_gradients_flow_through_attend():

@@ -137,6 +137,6 @@ def softmax_entropy(dims, *, keys: int, queries: int, scaled: bool, seed: int) -
     for d in dims:
         q = torch.randn(queries, d, generator=generator, dtype=torch.float64)  # (M, d)
         k = torch.randn(keys, d, generator=generator, dtype=torch.float64)  # (N, d)
-        scores = q @ k.T / (math.sqrt(d) if scaled else 1.0)  # (M, N)
-        out.append(float(entropy(torch.softmax(scores, -1)).mean()))
+        weights = attend(q, k, k, scoring="scaled_dot" if scaled else "dot", need_scores=False).weights  # (M, N)
+        out.append(float(entropy(weights).mean()))
     return np.array(out)

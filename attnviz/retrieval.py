@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnviz.attention import attend, entropy, gaussian, make_scorer
+from attnviz.attention import attend, entropy, make_scorer
 from attnviz.embeddings import tokenize
 
 ENCODERS = ("glove", "ngram", "numeric")
@@ -156,10 +156,6 @@ def value_matrix(values: list[str], kind: str, kv=None) -> tuple[np.ndarray, lis
     raise ValueError(f"Unknown value kind '{kind}'. Choose one of: {', '.join(VALUE_KINDS)}.")
 
 
-def scorer(similarity: str, dim: int, sigma: float = 1.0):
-    return gaussian(sigma) if similarity == "gaussian" else make_scorer(similarity, dim, dim)
-
-
 @dataclass
 class Retrieval:
     exact: list[int]  # record indices whose key equals the query exactly (duplicates allowed)
@@ -187,7 +183,7 @@ def retrieve(
     key_vectors, _ = encode(keys, encoder, kv)  # (N, d)
     query_vectors, known = encode(queries, encoder, kv)  # (M, d)
     q, k, v = (torch.from_numpy(np.asarray(a, np.float32)) for a in (query_vectors, key_vectors, values))
-    score_fn = scorer(similarity, k.shape[-1], sigma)
+    score_fn = make_scorer(similarity, k.shape[-1], k.shape[-1], sigma=sigma)
     soft = attend(q, k, v, scoring=score_fn, temperature=temperature)  # weights (M, N)
     hard = attend(q, k, v, scoring=score_fn, hard=True)
     return Retrieval(

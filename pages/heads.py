@@ -49,7 +49,7 @@ st.caption("One colour per head (Okabe–Ito, distinct for colour-blind readers)
 
 st.header("Head summaries")
 mean_col, max_col = st.columns(2)
-mean_col.plotly_chart(attention_heatmap(view.weights.mean(0), tokens, title="Average over heads (rows sum to 1)"), key="mean", width="stretch")
+mean_col.plotly_chart(attention_heatmap(view.mean_weights, tokens, title="Average over heads (rows sum to 1)"), key="mean", width="stretch")
 max_col.plotly_chart(attention_heatmap(view.weights.max(0), tokens, title="Maximum over heads (rows need not sum to 1)"), key="max", width="stretch")
 
 st.header("Layers and rollout")

@@ -6,6 +6,8 @@ import hashlib
 import os
 import re
 import sys
+import zlib
+from typing import Any, Callable
 
 import streamlit as st
 
@@ -76,11 +78,13 @@ def _uploaded(digest: str, _data: bytes, filename: str, fmt: str | None) -> Keye
     return load_uploaded(_data, filename, fmt)
 
 
-def word_vectors() -> tuple[KeyedVectors, str] | None:
-    """The sidebar's vector source; (vectors, an id for caches), or None after showing why not."""
+def word_vectors(where=None) -> tuple[KeyedVectors, str] | None:
+    """The vector source picker, drawn in `where` (default: the sidebar); (vectors, an id for caches), or
+    None after showing why not. Pages draw their other controls first, so none is lost while it waits."""
+    where = where or st.sidebar
     path, fmt = vectors_from_settings(sys.argv, dict(os.environ))
     sources = [GLOVE_LABEL] + ([f"File from settings: {os.path.basename(path)}"] if path else []) + ["Upload a file"]
-    source = st.sidebar.radio(
+    source = where.radio(
         "Word vectors", sources, key="vectors",
         help="GloVe ships with the app. You can also upload GloVe text (no header) or word2vec text/binary.",
     )
@@ -89,21 +93,21 @@ def word_vectors() -> tuple[KeyedVectors, str] | None:
     try:
         if source.startswith("File from settings"):
             return _vectors_at(path, fmt), f"path:{path}:{fmt}"
-        return _upload_picker()
+        return _upload_picker(where)
     except VectorFileError as error:
-        st.sidebar.error(md_escape(str(error)))
+        where.error(md_escape(str(error)))
         return None
 
 
-def _upload_picker() -> tuple[KeyedVectors, str] | None:
-    upload = st.sidebar.file_uploader(
+def _upload_picker(where) -> tuple[KeyedVectors, str] | None:
+    upload = where.file_uploader(
         f"Vector file (at most {MAX_UPLOAD_BYTES // 2**20} MiB)", type=["txt", "vec", "bin"], key="vector_file",
         help="One word per line followed by its numbers (GloVe), the same with a 'count dim' first line "
         "(word2vec text), or word2vec binary (.bin). Files are parsed, never unpickled.",
     )
-    fmt = st.sidebar.selectbox("Format", ["auto", *VECTOR_FORMATS], key="vector_format")
+    fmt = where.selectbox("Format", ["auto", *VECTOR_FORMATS], key="vector_format")
     if upload is None:
-        st.sidebar.info("Choose a file to use your own vectors.")
+        where.info("Choose a file to use your own vectors.")
         return None
     data = upload.getvalue()
     digest = hashlib.sha256(data).hexdigest()
@@ -111,18 +115,35 @@ def _upload_picker() -> tuple[KeyedVectors, str] | None:
 
 
 def load_url_state(schema: dict[str, Param]) -> None:
-    """Fill session state from the URL once per session and page, before the widgets are drawn."""
-    marker = "_url_loaded_" + ",".join(schema)
-    if marker in st.session_state:
-        return
-    st.session_state[marker] = True
-    for name, value in parse_params(st.query_params.to_dict(), schema).items():
+    """Put this page's controls into session state before its widgets are drawn.
+
+    On entering the page (first visit, or back from another page), the values come from the URL when it
+    names any of them, else from what the page showed last in this session, else the defaults.
+    After a run that stopped early (an upload still to choose, a message), the widgets it did not draw have
+    lost their state, or kept a value their re-drawn widget would not show: every control is set again
+    through the session-state API, which also sends the value to the browser.
+    """
+    page = _page_id(schema)
+    saved = st.session_state.setdefault(_SAVED, {})
+    if st.session_state.get(_CURRENT) != page:
+        st.session_state[_CURRENT] = page
+        params = st.query_params.to_dict()
+        from_url = any(name in params for name in schema) or page not in saved
+        values = parse_params(params, schema) if from_url else saved[page]
+    else:
+        last = saved.get(page, {})
+        stopped = st.session_state.pop(_STOPPED, None) == page
+        values = {name: st.session_state[name] if name in st.session_state else value
+                  for name, value in last.items() if stopped or name not in st.session_state}
+    for name, value in values.items():
         st.session_state[name] = value
 
 
 def save_url_state(schema: dict[str, Param]) -> None:
-    """Mirror every control into the URL, so a copied link reproduces this view."""
+    """Mirror every control into the URL, so a copied link reproduces this view, and keep them for the
+    session (see load_url_state)."""
     values = {name: st.session_state.get(name, param.default) for name, param in schema.items()}
+    st.session_state.setdefault(_SAVED, {})[_page_id(schema)] = values
     params = encode_params(values, schema)
     if len(params.get("text", "")) > URL_TEXT_LIMIT:
         params.pop("text")
@@ -131,11 +152,64 @@ def save_url_state(schema: dict[str, Param]) -> None:
         st.query_params.from_dict(params)
 
 
+_SAVED, _CURRENT, _STOPPED = "_saved_controls", "_current_page", "_stopped_early"
+
+
+def _page_id(schema: dict[str, Param]) -> str:
+    return ",".join(schema)
+
+
+def held(name: str, options_id, clean: Callable[[Any], Any], make: Callable[..., Any]):
+    """A widget whose options depend on the input (a word position, a window): its value survives any edit.
+
+    The value lives under `name` as plain data (a position, never a label), and `clean` turns a stored
+    value into one the current options allow (keep the position where it still exists, else a default).
+    The widget itself is keyed by `options_id` (what its options are), so when the input changes them a
+    fresh widget is drawn, rather than one whose dead label the browser would send back.
+    `make(key=..., on_change=..., args=...)` draws the widget.
+    """
+    value = clean(st.session_state.get(name))
+    key = f"_{name}_{zlib.crc32(repr(options_id).encode('utf-8')):08x}"
+    st.session_state[key] = value  # the callback below has already copied any change the person made
+    value = clean(make(key=key, on_change=_adopt, args=(key, name)))
+    st.session_state[name] = value
+    return value
+
+
+def _adopt(widget_key: str, name: str) -> None:
+    st.session_state[name] = st.session_state[widget_key]
+
+
+def position_select(container, label: str, names: list[str], name: str, *, first: tuple[int, str] | None = None, **kwargs) -> int:
+    """A select box over the positions 0 … len(names)-1, shown as "i · name", holding the position (an int).
+
+    `first` = (value, label) adds one option before the positions, such as (-1, "every word"); it is the
+    default, else position 0 is.
+    """
+    options = ([first[0]] if first else []) + list(range(len(names)))
+    default = options[0]
+
+    def label_of(i: int) -> str:
+        return first[1] if first and i == first[0] else f"{i} · {names[i]}"
+
+    def clean(value) -> int:
+        return value if isinstance(value, int) and value in options else default
+
+    return held(name, (first, names), clean,
+                lambda **widget: container.selectbox(label, options, format_func=label_of, **widget, **kwargs))
+
+
+def clamp(low: int, high: int, default: int) -> Callable[[Any], int]:
+    """A `clean` for integer widgets: an int is clamped into [low, high], anything else becomes `default`."""
+    return lambda v: min(max(v, low), high) if isinstance(v, int) and not isinstance(v, bool) else default
+
+
 def stop(message: str, schema: dict[str, Param], *, error: bool = False) -> None:
     """End this run with a calm message (st.info), or st.error for input that cannot be used; the URL
     still mirrors the controls, so the link reproduces what the person sees."""
     (st.error if error else st.info)(md_escape(message))  # messages may quote the user's own text
     save_url_state(schema)
+    st.session_state[_STOPPED] = _page_id(schema)
     st.stop()
 
 

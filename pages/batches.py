@@ -8,7 +8,7 @@ from attnviz.encdec import bmm_items, pad_batch, padding_mask
 from attnviz.embeddings import embed, tokenize
 from attnviz.figures import attention_heatmap, dims, matrix_heatmap
 from attnviz.urlstate import Param, int_range, text
-from pages._common import stop, glove, load_url_state, save_url_state
+from pages._common import clamp, glove, held, load_url_state, save_url_state, stop
 
 MAX_SENTENCES, MAX_TOKENS = 8, 64
 SCHEMA = {
@@ -53,9 +53,7 @@ for b, s in enumerate(sentences):
 st.header("Batch matrix multiplication")
 st.latex(r"\mathrm{BMM}(Q, K^\top) = [Q_1 K_1^\top, \dots, Q_n K_n^\top],\quad Q \in \mathbb{R}^{n \times a \times b},\ K^\top \in \mathbb{R}^{n \times b \times c} \Rightarrow \mathbb{R}^{n \times a \times c}")
 st.latex(r"n = %d,\ a = %d,\ b = %d,\ c = %d" % (B, T, d, T))
-if st.session_state.item >= B:
-    st.session_state.item = 0
-item = st.select_slider("Batch item", list(range(B)), key="item") if B > 1 else 0
+item = held("item", B, clamp(0, B - 1, 0), lambda **widget: st.select_slider("Batch item", list(range(B)), **widget)) if B > 1 else 0
 keys_t = x.transpose(1, 2)  # (B, d, T)
 products = bmm_items(x, keys_t)  # B × (T, T)
 left, middle, right = st.columns(3)

@@ -8,7 +8,7 @@ from attnviz.embeddings import embed, tokenize
 from attnviz.figures import HEAD_COLOURS, attention_heatmap, line_view
 from attnviz.selfattention import Config, run
 from attnviz.urlstate import Param, choice, int_range, text
-from pages._common import stop, glove, load_url_state, save_url_state
+from pages._common import glove, load_url_state, position_select, save_url_state, stop
 
 MAX_TOKENS = 64
 SCHEMA = {
@@ -40,10 +40,7 @@ if all(embedded.oov):
 view = run(embedded.vectors, Config(projection="random", heads=heads, d_k=16, seed=seed))
 
 st.header("Line view")
-if st.session_state.focus >= len(tokens):
-    st.session_state.focus = -1
-focus = st.selectbox("Show the lines of", [-1, *range(len(tokens))], key="focus",
-                     format_func=lambda i: "every word" if i < 0 else f"{i} · {tokens[i]}")
+focus = position_select(st, "Show the lines of", tokens, "focus", first=(-1, "every word"))
 st.plotly_chart(line_view(view.weights, tokens, query=None if focus < 0 else focus, oov=embedded.oov), key="lines", width="stretch")
 st.caption("One colour per head (Okabe–Ito, distinct for colour-blind readers); lines under weight 0.01 are left out.")
 

@@ -6,7 +6,7 @@ import numpy as np
 import streamlit as st
 
 # pages._common first: on a cold server it sets the browser loading plotly.js while torch and gensim import.
-from pages._common import load_url_state, md_escape, save_url_state, stop, word_vectors
+from pages._common import clamp, held, load_url_state, md_escape, position_select, save_url_state, stop, word_vectors
 from attnviz import figures
 from attnviz.attention import FORMULAS, SCORING_NAMES
 from attnviz.embeddings import OOV_POLICIES, embed, nearest_words, tokenize
@@ -18,6 +18,7 @@ MAX_TOKENS = int(os.environ.get("ATTNVIZ_MAX_TOKENS", "4096"))  # a setting: see
 FULL_LIMIT = 256  # above this many tokens the heatmap becomes a block overview plus a zoom window
 STEPS_LIMIT = 64  # the step-by-step walk draws n×n matrices up to this size
 BARS_LIMIT = 64  # above this many keys the query inspector draws only the largest weights
+ZOOM_SIZES = [8, 16, 32, 64, 128]  # the long-input zoom window's sizes
 DEFAULT_TEXT = "When he saw his owner, the dog was happy, so he wagged his tail"
 SCHEMA = {
     "text": Param(DEFAULT_TEXT, text),
@@ -40,7 +41,7 @@ SCHEMA = {
     "palette": Param("viridis", choice(figures.PALETTES)),
     "zr": Param(0, int_range(0, 100_000)),
     "zc": Param(0, int_range(0, 100_000)),
-    "zw": Param(64, int_range(8, 128)),
+    "zw": Param(64, nearest(ZOOM_SIZES)),
     "steps": Param(False, boolean, encode_bool),
 }
 SCORING_HELP = {
@@ -72,11 +73,7 @@ st.write(
     "every word (a key, one column). A row shows how a word splits its attention; each row sums to 1."
 )
 load_url_state(SCHEMA)
-loaded = word_vectors()
-if loaded is None:
-    st.stop()
-kv, vectors_id = loaded
-
+vectors_slot = st.sidebar.container()  # filled after the controls, so none is lost while an upload waits
 sentence = st.text_area("Sentence", key="text", max_chars=200_000, height=80,
                         help=f"Up to {MAX_TOKENS:,} tokens; paste a page of prose to see a long input.")
 
@@ -119,6 +116,10 @@ with st.sidebar:
     )
     st.selectbox("Palette", list(figures.PALETTES), key="palette", help="All three read well with colour blindness.")
 
+loaded = word_vectors(vectors_slot)
+if loaded is None:
+    stop("Choose the word vectors in the sidebar to see the attention.", SCHEMA)
+kv, vectors_id = loaded
 if not sentence.strip():
     stop("Type a sentence above to see its attention.", SCHEMA)
 
@@ -145,29 +146,26 @@ if any(oov):
     )
     st.code(" ".join(unknown), language=None)
 
+n = len(tokens)
 if config.mask == "keys":
-    # The stored choice may name positions past the end of a shorter sentence.
-    st.session_state.hide = [i for i in st.session_state.get("hide", []) if i < len(tokens)]
-    st.multiselect(
-        "Keys to hide", list(range(len(tokens))), key="hide", format_func=lambda i: f"{i} · {tokens[i]}",
-        help="No query may attend to these words. If a word hides every key, its row is all zero.",
-    )
+    held("hide", tokens, lambda v: [i for i in v if isinstance(i, int) and 0 <= i < n] if isinstance(v, list) else [],
+         lambda **widget: st.multiselect(
+             "Keys to hide", list(range(n)), format_func=lambda i: f"{i} · {tokens[i]}", **widget,
+             help="No query may attend to these words. If a word hides every key, its row is all zero."))
 if view.blocked_rows:
     st.info(f"{len(view.blocked_rows)} query row(s) have every key masked, so their weights and output are all zero (no NaN).")
 
 st.caption(f"{len(tokens)} tokens · d_model = {view.x.shape[1]} · computed with torch on **{view.device}**")
 palette = st.session_state.palette
-n = len(tokens)
 if n > FULL_LIMIT:
     st.plotly_chart(figures.block_overview(view.mean_weights, tokens, palette=palette), key="heatmap", width="stretch")
     st.caption("The overview shows each block's largest weight, so no strong link disappears. "
                "Open any window at full resolution below.")
     z_left, z_middle, z_right = st.columns(3)
-    size = z_right.select_slider("Window size", [8, 16, 32, 64, 128], key="zw")
-    for key in ("zr", "zc"):  # keep the window inside the matrix
-        st.session_state[key] = min(st.session_state.get(key, 0), n - size)
-    r0 = z_left.number_input("First query row", 0, n - size, step=size // 2, key="zr")
-    c0 = z_middle.number_input("First key column", 0, n - size, step=size // 2, key="zc")
+    size = z_right.select_slider("Window size", ZOOM_SIZES, key="zw")
+    r0, c0 = (held(name, (n, size), clamp(0, n - size, 0),  # the window stays inside the matrix
+                   lambda **widget: column.number_input(label, 0, n - size, step=size // 2, **widget))
+              for name, column, label in (("zr", z_left, "First query row"), ("zc", z_middle, "First key column")))
     window = (slice(r0, r0 + size), slice(c0, c0 + size))
     figure = figures.attention_heatmap(
         view.mean_weights[window], tokens[window[0]], tokens[window[1]], scores=view.scores[0][window] if config.heads == 1 else None,
@@ -193,9 +191,7 @@ down_right.download_button("Download figure (HTML)", lambda: figure_html(figure)
                            on_click="ignore", help="The figure above (the zoom window for long inputs), as a standalone page that works offline.")
 
 st.subheader("Query inspector")
-if st.session_state.get("query", 0) >= len(tokens):  # the sentence got shorter
-    st.session_state.query = 0
-query = st.selectbox("Query word", list(range(len(tokens))), key="query", format_func=lambda i: f"{i} · {tokens[i]}")
+query = position_select(st, "Query word", tokens, "query")
 row = view.mean_weights[query]
 bars, facts = st.columns([3, 2])
 top = BARS_LIMIT if n > BARS_LIMIT else None
@@ -223,9 +219,8 @@ elif walk.open:  # built only when open: its figures would otherwise slow every 
     with walk:
         head = 0
         if config.heads > 1:
-            if st.session_state.get("head", 0) >= config.heads:
-                st.session_state.head = 0
-            head = st.selectbox("Head", list(range(config.heads)), key="head")
+            head = held("head", config.heads, clamp(0, config.heads - 1, 0),
+                        lambda **widget: st.selectbox("Head", list(range(config.heads)), **widget))
         token_labels = figures.labels(tokens, oov)
         for i, step in enumerate(steps(view, head)):
             st.markdown(f"**{i + 1}. {step.title}**")

@@ -35,6 +35,13 @@ def page(params=None) -> AppTest:
     return at.run()
 
 
+def held(widgets, name: str):
+    """The one widget that holds `name`: pages._common.held keys it "_<name>_<options id>"."""
+    matches = [w for w in widgets if str(w.key).startswith(f"_{name}_")]
+    assert len(matches) == 1, [w.key for w in widgets]
+    return matches[0]
+
+
 def messages(at) -> str:
     return " ".join(e.value for kind in (at.error, at.warning, at.info) for e in kind)
 
@@ -120,7 +127,7 @@ def test_long_input_draws_an_overview_and_a_full_resolution_zoom():
     assert "Overview" in specs[0]["layout"]["title"]["text"]
     zoom = decode(specs[1]["data"][0]["z"])
     assert zoom.shape == (64, 64)
-    at.number_input(key="zr").set_value(32).run()
+    held(at.number_input, "zr").set_value(32).run()
     moved = decode(json.loads(at.get("plotly_chart")[1].proto.spec)["data"][0]["z"])
     np.testing.assert_allclose(moved[:32], zoom[32:], rtol=1e-6)  # the window slid down by 32 rows
     assert "step-by-step" in messages(at)
@@ -288,7 +295,7 @@ def test_batches_page_padding_and_bmm():
     at = run_page("batches.py")
     assert not at.exception and "exactly zero" in " ".join(s.value for s in at.success)
     before = decode(chart_data(at, -1)[0]["z"])
-    at.select_slider(key="item").set_value(1).run()
+    held(at.select_slider, "item").set_value(1).run()
     assert decode(chart_data(at, -1)[0]["z"]).shape == before.shape and not np.array_equal(decode(chart_data(at, -1)[0]["z"]), before)
     at.text_area(key="batch").input("   ").run()
     assert "at least one sentence" in messages(at)
@@ -299,7 +306,7 @@ def test_batches_page_padding_and_bmm():
 def test_heads_page_controls_change_the_data():
     at = run_page("heads.py")
     assert not at.exception
-    at.selectbox(key="focus").set_value(3).run()
+    held(at.selectbox, "focus").set_value(3).run()
     line_traces = [t for t in chart_data(at, 0) if t.get("mode") == "lines" and t.get("showlegend") is False]
     assert line_traces and {y for t in line_traces for y in list(t["y"])[0::3]} == {3}
     rollout_before = decode(chart_data(at, -1)[0]["z"])

@@ -1,91 +1,10 @@
-"""End-to-end: the real app served by `streamlit run`, driven in headless Chromium through playwright.
-
-.ci/run installs Debian's chromium; screenshots land in screenshots/ (git-ignored).
-"""
-
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
+"""End-to-end: the default view, typing, a control, hover, every page and URL parameters in headless Chromium."""
 
 import pytest
-from playwright.sync_api import sync_playwright
 
-ROOT = Path(__file__).resolve().parents[2]
-SHOTS = ROOT / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]
+from driver import SHOTS, plots, wait_for_heatmap
+
 PAGES = ["", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server():
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.25)
-    else:
-        process.kill()
-        pytest.fail("streamlit did not start within 60 s")
-    yield url
-    process.terminate()
-    process.wait(10)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    SHOTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    yield context.new_page()
-    context.close()
-
-
-PLOT_DATA = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => gd._fullData.map(t => ({
-    type: t.type, y: Array.from(t.y || []), z: t.z ? Array.from(t.z, row => Array.from(row)) : null})))"""
-
-
-def plots(page, count=1, timeout=60_000):
-    page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {count}", timeout=timeout)
-    page.wait_for_timeout(500)
-    return page.evaluate(PLOT_DATA)
-
-
-def wait_for_heatmap(page, predicate, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        data = plots(page)
-        if data and data[0] and predicate(data[0][0]):
-            return data[0][0]
-        page.wait_for_timeout(250)
-    raise AssertionError("the heatmap never showed the expected data")
 
 
 def test_default_heatmap_is_drawn(server, page):

@@ -1,0 +1,106 @@
+"""Helpers for the end-to-end tests: the real app served by `streamlit run`, driven in headless Chromium.
+
+.ci/run installs Debian's chromium; screenshots land in screenshots/ (git-ignored).
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(env: dict | None = None) -> tuple[subprocess.Popen, str]:
+    """`streamlit run app.py` on a free local port; (process, base URL) once its health check answers."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
+                return process, url
+        except OSError:
+            time.sleep(0.25)
+    process.kill()
+    pytest.fail("streamlit did not start within 60 s")
+
+
+PLOT_DATA = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => gd._fullData.map(t => ({
+    type: t.type, y: Array.from(t.y || []), z: t.z ? Array.from(t.z, row => Array.from(row)) : null})))"""
+
+
+def plots(page, count=1, timeout=60_000):
+    page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {count}", timeout=timeout)
+    page.wait_for_timeout(500)
+    return page.evaluate(PLOT_DATA)
+
+
+def wait_for_heatmap(page, predicate, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        data = plots(page)
+        if data and data[0] and predicate(data[0][0]):
+            return data[0][0]
+        page.wait_for_timeout(250)
+    raise AssertionError("the heatmap never showed the expected data")
+
+
+def exceptions(page) -> list[str]:
+    """The text of every exception box on the page."""
+    return page.locator('[data-testid="stException"]').all_inner_texts()
+
+
+def settle(page, timeout=60_000):
+    """Wait for the rerun a click or an edit started to finish."""
+    page.wait_for_timeout(400)
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
+    page.wait_for_timeout(200)
+
+
+def widget(page, testid: str, label: str):
+    """The one widget of this kind (stSelectbox, stRadio, ...) whose label is `label`."""
+    return page.get_by_test_id(testid).filter(has=page.get_by_text(label, exact=True))
+
+
+def shown_value(page, testid: str, label: str) -> str:
+    """What a select box (its combobox input) or a slider (its thumb) shows."""
+    box = widget(page, testid, label)
+    if testid == "stSelectbox":
+        return box.get_by_role("combobox").input_value()
+    return box.get_by_role("slider").get_attribute("aria-valuetext")
+
+
+def choose(page, label: str, option: str):
+    """Pick `option` in the select box labelled `label`."""
+    widget(page, "stSelectbox", label).get_by_role("button", name="Open").click()
+    page.get_by_role("option", name=option, exact=True).click()
+    settle(page)
+
+
+def type_into(page, label: str, text: str, submit: str = "Control+Enter"):
+    box = page.get_by_role("textbox", name=label)
+    box.fill(text)
+    box.press(submit)
+    settle(page)

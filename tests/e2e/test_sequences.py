@@ -1,0 +1,149 @@
+"""What a person does in a row: type, click, type again, pick, upload, reload. Every widget must keep showing
+the value the computation used, no exception box may appear, and the URL must describe what is on screen."""
+
+from urllib.parse import parse_qs, urlparse
+
+from driver import choose, exceptions, settle, shown_value, type_into, wait_for_heatmap, widget
+
+SENTENCES = ["the cat sat on the mat", "a dog ran to a tall tree", "birds fly"]
+
+
+def url_params(page) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
+
+
+def first_rows(trace, words):
+    return trace["y"][: len(words)] == [f"#{i} {w}" for i, w in enumerate(words)]
+
+
+def test_retyping_then_clicking_on_self_attention(server, page):
+    page.goto(server)
+    wait_for_heatmap(page, lambda t: len(t["y"]) == 16)
+
+    type_into(page, "Sentence", SENTENCES[0])
+    wait_for_heatmap(page, lambda t: first_rows(t, ["the", "cat"]))
+    widget(page, "stRadio", "Mask").get_by_text("causal", exact=True).click()
+    trace = wait_for_heatmap(page, lambda t: len(t["y"]) == 6 and t["z"][0][1] == 0)
+    assert exceptions(page) == []
+    assert shown_value(page, "stSelectbox", "Query word") == "0 · the"
+    choose(page, "Query word", "3 · on")
+
+    type_into(page, "Sentence", SENTENCES[1])  # still has a position 3: the query keeps it
+    wait_for_heatmap(page, lambda t: first_rows(t, ["a", "dog"]))
+    assert shown_value(page, "stSelectbox", "Query word") == "3 · to"
+    page.get_by_text("Hard attention (one-hot argmax)").click()
+    trace = wait_for_heatmap(page, lambda t: first_rows(t, ["a", "dog"]) and all(max(row) == 1 for row in t["z"]))
+    assert exceptions(page) == []
+    assert shown_value(page, "stSelectbox", "Query word") == "3 · to"
+
+    type_into(page, "Sentence", SENTENCES[2])  # position 3 is gone: back to the first word
+    wait_for_heatmap(page, lambda t: first_rows(t, ["birds", "fly"]))
+    choose(page, "Scoring function a(q, k)", "cosine")
+    trace = wait_for_heatmap(page, lambda t: len(t["y"]) == 2)
+    assert exceptions(page) == []
+    assert shown_value(page, "stSelectbox", "Query word") == "0 · birds"
+    assert shown_value(page, "stSelectbox", "Scoring function a(q, k)") == "cosine"
+    assert url_params(page) == {"text": "birds fly", "mask": "causal", "hard": "1", "scoring": "cosine"}
+
+    page.reload()  # the link alone reproduces the view
+    assert wait_for_heatmap(page, lambda t: len(t["y"]) == 2)["z"] == trace["z"]
+    assert page.get_by_role("textbox", name="Sentence").input_value() == "birds fly"
+    assert exceptions(page) == []
+
+
+def test_hidden_keys_follow_a_shorter_sentence(server, page):
+    page.goto(f"{server}/?text=the+cat+sat+on+the+mat&mask=keys&hide=1,4")
+    trace = wait_for_heatmap(page, lambda t: len(t["y"]) == 6)
+    assert all(row[1] == 0 and row[4] == 0 for row in trace["z"])
+    type_into(page, "Sentence", "a dog ran")  # key 4 no longer exists; key 1 still does
+    trace = wait_for_heatmap(page, lambda t: len(t["y"]) == 3)
+    assert all(row[1] == 0 for row in trace["z"])
+    assert url_params(page)["hide"] == "1"
+    widget(page, "stRadio", "Mask").get_by_text("causal", exact=True).click()
+    settle(page)
+    assert exceptions(page) == []
+
+
+def test_retyping_then_clicking_on_heads(server, page):
+    page.goto(f"{server}/heads")
+    page.wait_for_selector(".js-plotly-plot")
+    type_into(page, "Sentence", SENTENCES[0], submit="Enter")
+    choose(page, "Show the lines of", "3 · on")
+    assert exceptions(page) == []
+
+    type_into(page, "Sentence", SENTENCES[1], submit="Enter")
+    assert shown_value(page, "stSelectbox", "Show the lines of") == "3 · to"
+    widget(page, "stRadio", "Layer projections").get_by_text("random", exact=True).click()
+    settle(page)
+    assert exceptions(page) == []
+    assert shown_value(page, "stSelectbox", "Show the lines of") == "3 · to"
+
+    type_into(page, "Sentence", SENTENCES[2], submit="Enter")
+    assert shown_value(page, "stSelectbox", "Show the lines of") == "every word"
+    choose(page, "Show the lines of", "1 · fly")
+    assert exceptions(page) == []
+    assert url_params(page) == {"text": "birds fly", "focus": "1", "lmode": "random"}
+
+
+def upload(page, path):
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(path))
+    settle(page)
+
+
+def test_uploading_vectors_keeps_every_other_control(server, page, tmp_path):
+    words = "when he saw his owner , the dog was happy so wagged tail".split()
+    vectors = tmp_path / "my_vectors.txt"
+    vectors.write_text("".join(f"{w} {i % 3 + 1} {(-1) ** i} {i / 10}\n" for i, w in enumerate(words)))
+    page.goto(f"{server}/?scoring=cosine&temp=0.5")
+    glove_trace = wait_for_heatmap(page, lambda t: len(t["y"]) == 16)
+    before = url_params(page)
+
+    widget(page, "stRadio", "Word vectors").get_by_text("Upload a file", exact=True).click()
+    settle(page)
+    upload(page, vectors)
+    trace = wait_for_heatmap(page, lambda t: len(t["y"]) == 16 and t["z"] != glove_trace["z"])
+    assert exceptions(page) == []
+    assert page.get_by_role("textbox", name="Sentence").input_value().startswith("When he saw his owner")
+    assert shown_value(page, "stSelectbox", "Scoring function a(q, k)") == "cosine"
+    assert shown_value(page, "stSlider", "Temperature τ (log scale)") == "0.5"
+    assert url_params(page) == before
+
+    page.get_by_text("Hard attention (one-hot argmax)").click()  # the next click applies the values shown
+    hard = wait_for_heatmap(page, lambda t: t["z"] != trace["z"])
+    assert all(max(row) == 1 for row in hard["z"])
+    assert url_params(page) == {**before, "hard": "1"}
+    assert exceptions(page) == []
+
+
+def test_uploading_records_keeps_the_query(server, page, tmp_path):
+    records = tmp_path / "people.csv"
+    records.write_text("key,value\nZhang,Aston\nLipton,Zachary\nSmola,Alex\n")
+    page.goto(f"{server}/kv_database?q=Lipto")
+    page.wait_for_selector(".js-plotly-plot")
+    choose(page, "Records", "Your own records (CSV)")
+    assert page.get_by_role("textbox", name="Query").count() == 0 or \
+        page.get_by_role("textbox", name="Query").input_value() == "Lipto"
+    upload(page, records)
+    page.wait_for_selector(".js-plotly-plot")
+    assert exceptions(page) == []
+    assert page.get_by_role("textbox", name="Query").input_value() == "Lipto"
+    assert url_params(page) == {"q": "Lipto", "preset": "Your own records (CSV)"}
+    assert "Lipton" in page.get_by_test_id("stDataFrame").first.inner_text() or page.get_by_text("Lipton").count() > 0
+
+
+def test_switching_pages_and_back_keeps_the_view(server, page):
+    page.goto(f"{server}/?text=the+cat+sat")
+    wait_for_heatmap(page, lambda t: len(t["y"]) == 3)
+    choose(page, "Scoring function a(q, k)", "cosine")
+    choose(page, "Query word", "2 · sat")
+    page.get_by_test_id("stSidebarNav").get_by_text("Heads and layers").click()
+    page.get_by_role("textbox", name="Sentence").wait_for()
+    settle(page)
+    assert page.get_by_role("textbox", name="Sentence").input_value().startswith("When he saw")  # its own text
+    page.get_by_test_id("stSidebarNav").get_by_text("Self-attention").click()
+    wait_for_heatmap(page, lambda t: len(t["y"]) == 3)
+    settle(page)
+    assert shown_value(page, "stSelectbox", "Scoring function a(q, k)") == "cosine"
+    assert shown_value(page, "stSelectbox", "Query word") == "2 · sat"
+    assert url_params(page) == {"text": "the cat sat", "scoring": "cosine", "query": "2"}
+    assert exceptions(page) == []

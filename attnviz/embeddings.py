@@ -14,7 +14,9 @@ from typing import Iterator
 import numpy as np
 from gensim.models import KeyedVectors
 
-MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+# 50 MB as Streamlit's uploader counts it (1 MB = 1,000,000 bytes, except on Windows where it allows 1,048,576):
+# the same files pass the browser and this check everywhere, and the messages say the same number.
+MAX_UPLOAD_BYTES = 50_000_000
 VECTOR_FORMATS = ("glove", "word2vec", "word2vec-bin")
 OOV_POLICIES = ("zero", "random", "drop")
 
@@ -84,25 +86,70 @@ def npy_row_blocks(path: Path, rows: int) -> Iterator[tuple[int, np.ndarray]]:
             yield start, block
 
 
-def load_vectors(path: str | os.PathLike, fmt: str | None = None) -> KeyedVectors:
-    """GloVe text (no header), word2vec text or word2vec binary, by `fmt` or guessed from the file."""
+def load_vectors(path: str | os.PathLike, fmt: str | None = None, *, name: str | None = None) -> KeyedVectors:
+    """GloVe text (no header), word2vec text or word2vec binary, by `fmt` or guessed from the file.
+
+    `name` is the file's name in messages (an upload's own name, not its temporary path). A word that
+    appears again keeps its first vector; `kv.duplicates_skipped` says how many repeats were left out.
+    """
     path = Path(path)
+    name = name or path.name
     if not path.is_file():
         raise VectorFileError(f"No vector file at {path}.")
     fmt = fmt or guess_format(path)
     if fmt not in VECTOR_FORMATS:
         raise VectorFileError(f"Unknown vector format '{fmt}'. Choose one of: {', '.join(VECTOR_FORMATS)}.")
+    check_header(path, fmt, name)
     try:
         kv = KeyedVectors.load_word2vec_format(
             str(path), binary=fmt == "word2vec-bin", no_header=fmt == "glove", unicode_errors="replace"
         )
     except Exception as error:  # gensim raises many kinds on a malformed file; all mean "cannot parse"
-        raise VectorFileError(f"Could not read {path.name} as {fmt} vectors: {error}") from error
+        raise VectorFileError(f"Could not read {name} as {fmt} vectors: {str(error) or type(error).__name__}.") from error
+    kv = without_repeats(kv)
     if len(kv) == 0:
-        raise VectorFileError(f"{path.name} holds no vectors.")
+        raise VectorFileError(f"{name} holds no vectors.")
     if not np.isfinite(kv.vectors).all():
-        raise VectorFileError(f"{path.name} has NaN or infinite numbers in its vectors.")
+        raise VectorFileError(f"{name} has NaN or infinite numbers in its vectors.")
     kv.fill_norms()
+    return kv
+
+
+def check_header(path: Path, fmt: str, name: str) -> None:
+    """Refuse, before gensim allocates anything, an empty file or a header that claims more than the file holds.
+
+    gensim sizes its matrix from the 'count dim' header, so a 20-byte file claiming 10^11 rows would
+    ask for terabytes. Each number takes at least 2 bytes in text ("0 ") and 4 in binary.
+    """
+    size = path.stat().st_size
+    if size == 0:
+        raise VectorFileError(f"{name} is empty.")
+    if fmt == "glove":
+        return
+    with open(path, "rb") as f:
+        header = f.readline(200).split()
+    if len(header) != 2 or not all(part.isdigit() for part in header):
+        raise VectorFileError(f"{name} should start with a 'count dim' line for {fmt} vectors, such as '400000 50'.")
+    count, dim = (int(part) for part in header)
+    if count < 1 or dim < 1:
+        raise VectorFileError(f"{name}'s header says {count} words of {dim} numbers; both must be at least 1.")
+    least = count * dim * (4 if fmt == "word2vec-bin" else 2)
+    if least > size:
+        raise VectorFileError(
+            f"{name}'s header says {count:,} words of {dim:,} numbers, which needs at least {least:,} bytes, "
+            f"but the file has {size:,}. Fix the first line to the real count and size."
+        )
+
+
+def without_repeats(kv: KeyedVectors) -> KeyedVectors:
+    """gensim keeps the first vector of a repeated word and leaves an empty (None) slot for each repeat."""
+    keep = [i for i, word in enumerate(kv.index_to_key) if word is not None]
+    repeats = len(kv.index_to_key) - len(keep)
+    if repeats:
+        clean = KeyedVectors(kv.vector_size)
+        clean.add_vectors([kv.index_to_key[i] for i in keep], kv.vectors[keep])
+        kv = clean
+    kv.duplicates_skipped = repeats
     return kv
 
 
@@ -119,14 +166,18 @@ def load_uploaded(data: bytes, filename: str, fmt: str | None = None) -> KeyedVe
     """Parse an uploaded vector file (never unpickled), with the size cap checked first."""
     if len(data) > MAX_UPLOAD_BYTES:
         raise VectorFileError(
-            f"{filename} is {len(data) / 2**20:.1f} MiB; the upload limit is {MAX_UPLOAD_BYTES / 2**20:.0f} MiB. "
+            f"{filename} is {len(data):,} bytes; the upload limit is {upload_limit_text()}. "
             "For larger files, pass a path with ATTNVIZ_VECTORS (see README)."
         )
     suffix = Path(filename).suffix or ".txt"
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / f"upload{suffix}"
         path.write_bytes(data)
-        return load_vectors(path, fmt)
+        return load_vectors(path, fmt, name=filename)
+
+
+def upload_limit_text() -> str:
+    return f"{MAX_UPLOAD_BYTES // 1_000_000} MB ({MAX_UPLOAD_BYTES:,} bytes)"
 
 
 def vectors_from_settings(argv: list[str], environ: dict[str, str]) -> tuple[str | None, str | None]:

@@ -19,9 +19,13 @@ OOV_MARK = " ⟨oov⟩"
 
 
 def labels(tokens: list[str], oov: list[bool] | None = None) -> list[str]:
-    """Tokens escaped for plotly, with unknown words marked."""
+    """Tokens escaped for plotly, with unknown words marked.
+
+    Only &, < and > are escaped: plotly reads its own small set of HTML entities, and &quot; is not among
+    them, so an escaped double quote would show as the literal text "&quot;".
+    """
     oov = oov or [False] * len(tokens)
-    return [html.escape(t) + (OOV_MARK if o else "") for t, o in zip(tokens, oov)]
+    return [html.escape(t, quote=False) + (OOV_MARK if o else "") for t, o in zip(tokens, oov)]
 
 
 def positions(ticktext: list[str]) -> list[str]:

@@ -23,6 +23,10 @@ VALUE_KINDS = ("numeric", "categorical", "word", "text")
 NGRAM_DIM = 512
 MAX_RECORDS = 2000
 MAX_CSV_BYTES = 1024 * 1024
+# Numeric keys, values and queries stay within ±1e15: the engine computes in float32 (up to 3.4e38), and a
+# Gaussian score squares a difference of two such numbers and divides it by 2σ²τ (σ, τ down to 0.05, 0.01).
+NUMBER_LIMIT = 1e15
+NUMBER_RULE = "a number from -1e15 to 1e15"
 
 # name: (records, key encoder, similarity, value kind, example query)
 PRESETS = {
@@ -72,14 +76,15 @@ def clean_records(frame: pd.DataFrame, *, numeric_keys: bool, numeric_values: bo
         if numeric:
             bad = [i for i, v in enumerate(frame[column]) if not is_number(v)]
             if bad:
-                raise RecordError(f"Row {bad[0] + 1}: the {column} '{frame[column][bad[0]]}' is not a number.")
+                raise RecordError(f"Row {bad[0] + 1}: the {column} '{frame[column][bad[0]]}' is not {NUMBER_RULE}.")
     return frame
 
 
 def is_number(text: str) -> bool:
+    """True for a finite number within ±NUMBER_LIMIT."""
     try:
-        return bool(np.isfinite(float(text)))
-    except ValueError:
+        return abs(float(text)) <= NUMBER_LIMIT  # False for NaN, inf and 1e400
+    except (ValueError, TypeError):
         return False
 
 
@@ -202,6 +207,7 @@ def entropy_curve(scores: np.ndarray, temperatures: np.ndarray) -> np.ndarray:
 
 def pca_2d(points: np.ndarray) -> np.ndarray:
     """Project rows (n, d) onto their first two principal components (n, 2); pads with zeros when d < 2."""
+    points = np.asarray(points, np.float64)  # (n, d) float64: squares of float32-sized numbers stay finite
     centred = points - points.mean(0)  # (n, d)
     _, _, vt = np.linalg.svd(centred, full_matrices=False)
     projected = centred @ vt[:2].T  # (n, ≤2)

@@ -11,6 +11,21 @@ import torch
 from attnviz.attention import FORMULAS, entropy, key_mask, make_projections, make_scorer, multi_head, pick_device
 
 MASKS = ("none", "causal", "keys")
+MAX_TOKENS = 4096  # the memory budget is measured at this size (README, bench/bench_memory.py)
+
+
+def max_tokens_setting(value: str | None) -> tuple[int, str | None]:
+    """The token cap from the ATTNVIZ_MAX_TOKENS setting: (cap, None), or (MAX_TOKENS, why the value was not used)."""
+    if value is None or not value.strip():
+        return MAX_TOKENS, None
+    try:
+        cap = int(value.strip())
+    except ValueError:
+        cap = None
+    if cap is None or not 1 <= cap <= MAX_TOKENS:
+        return MAX_TOKENS, (f"The setting ATTNVIZ_MAX_TOKENS={value!r} is not a whole number from 1 to {MAX_TOKENS:,}, "
+                            f"so the cap is {MAX_TOKENS:,} tokens.")
+    return cap, None
 
 
 @dataclass(frozen=True)

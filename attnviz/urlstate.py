@@ -1,11 +1,13 @@
 """URL query parameters <-> control values, so a copied link reproduces a view. No streamlit here.
 
-A schema maps each parameter name to a Param. Parsing never raises: a missing or malformed value
-falls back to the default, so a hand-edited link still opens.
+A schema maps each parameter name to a Param. Parsing never raises, so a hand-edited link still opens:
+a missing value, a non-number, NaN or infinity gives the default; a finite number outside what the control
+offers gives the nearest value it does offer.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -28,18 +30,36 @@ def choice(options) -> Callable[[str], Any]:
     return parse
 
 
+def number(text: str) -> float:
+    """A finite float; ValueError for anything else (NaN, inf, 1e400, words)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return value
+
+
 def nearest(options) -> Callable[[str], float]:
-    """A float snapped to the nearest offered option (a slider's steps)."""
+    """A number snapped to the nearest offered option (a select slider's steps)."""
     options = tuple(options)
-    return lambda text: min(options, key=lambda o: abs(o - float(text)))
+    low, high = min(options), max(options)
+
+    def parse(text: str) -> float:
+        value = min(max(number(text), low), high)  # clamped first: from 1e300 every option is equally far
+        return min(options, key=lambda o: abs(o - value))
+
+    return parse
 
 
-def int_range(low: int, high: int) -> Callable[[str], int]:
+def int_range(low: int, high: int, step: int = 1) -> Callable[[str], int]:
+    """A number rounded to the nearest low + k·step, then clamped into [low, high]."""
+
     def parse(text: str) -> int:
-        value = int(text)
-        if not low <= value <= high:
-            raise ValueError(text)
-        return value
+        try:
+            value = int(text)  # exact for integers of any size
+        except ValueError:
+            value = number(text)
+        k = round((min(max(value, low), high) - low) / step)
+        return min(low + k * step, high)
 
     return parse
 
@@ -64,6 +84,11 @@ def encode_int_list(values) -> str:
 
 def text(value: str) -> str:
     return value
+
+
+def bounded_text(limit: int) -> Callable[[str], str]:
+    """Text cut to the first `limit` characters, the most its box accepts."""
+    return lambda value: value[:limit]
 
 
 def parse_params(params: Mapping[str, str], schema: Mapping[str, Param]) -> dict[str, Any]:

@@ -52,7 +52,8 @@ import torch  # noqa: E402, F401  every page computes with it
 from gensim.models import KeyedVectors  # noqa: E402
 
 from attnviz.embeddings import (  # noqa: E402
-    MAX_UPLOAD_BYTES, VECTOR_FORMATS, VectorFileError, load_glove, load_uploaded, load_vectors, vectors_from_settings,
+    MAX_UPLOAD_BYTES, VECTOR_FORMATS, VectorFileError, load_glove, load_uploaded, load_vectors, upload_limit_text,
+    vectors_from_settings,
 )
 from attnviz.urlstate import Param, encode_params, parse_params  # noqa: E402
 
@@ -91,17 +92,21 @@ def word_vectors(where=None) -> tuple[KeyedVectors, str] | None:
     if source == GLOVE_LABEL:
         return glove(), "glove"
     try:
-        if source.startswith("File from settings"):
-            return _vectors_at(path, fmt), f"path:{path}:{fmt}"
-        return _upload_picker(where)
+        picked = ((_vectors_at(path, fmt), f"path:{path}:{fmt}") if source.startswith("File from settings")
+                  else _upload_picker(where))
     except VectorFileError as error:
         where.error(md_escape(str(error)))
         return None
+    repeats = getattr(picked[0], "duplicates_skipped", 0) if picked else 0
+    if repeats:
+        where.warning(f"{repeats:,} repeated word(s) skipped: each word keeps the first vector the file gives it.")
+    return picked
 
 
 def _upload_picker(where) -> tuple[KeyedVectors, str] | None:
     upload = where.file_uploader(
-        f"Vector file (at most {MAX_UPLOAD_BYTES // 2**20} MiB)", type=["txt", "vec", "bin"], key="vector_file",
+        f"Vector file (at most {upload_limit_text()})", type=["txt", "vec", "bin"], key="vector_file",
+        max_upload_size=MAX_UPLOAD_BYTES // 1_000_000,
         help="One word per line followed by its numbers (GloVe), the same with a 'count dim' first line "
         "(word2vec text), or word2vec binary (.bin). Files are parsed, never unpickled.",
     )

@@ -7,12 +7,12 @@ from attnviz.attention import attend
 from attnviz.encdec import bmm_items, pad_batch, padding_mask
 from attnviz.embeddings import embed, tokenize
 from attnviz.figures import attention_heatmap, dims, matrix_heatmap
-from attnviz.urlstate import Param, int_range, text
+from attnviz.urlstate import Param, bounded_text, int_range
 from pages._common import clamp, glove, held, load_url_state, save_url_state, stop
 
-MAX_SENTENCES, MAX_TOKENS = 8, 64
+MAX_SENTENCES, MAX_TOKENS, BATCH_CHARS = 8, 64, 5000
 SCHEMA = {
-    "batch": Param("the dog wagged its tail\na cat sat\nwhen he saw his owner the dog was happy", text),
+    "batch": Param("the dog wagged its tail\na cat sat\nwhen he saw his owner the dog was happy", bounded_text(BATCH_CHARS)),
     "item": Param(0, int_range(0, MAX_SENTENCES - 1)),
 }
 
@@ -21,7 +21,7 @@ st.write("Sentences of different lengths are padded with zeros to the longest on
          "batch. The padding mask hides the padding keys, so they receive exactly zero weight.")
 load_url_state(SCHEMA)
 kv = glove()
-lines = [line for line in st.text_area("One sentence per line", key="batch", height=120, max_chars=5000).splitlines() if line.strip()]
+lines = [line for line in st.text_area("One sentence per line", key="batch", height=120, max_chars=BATCH_CHARS).splitlines() if line.strip()]
 if not lines:
     stop("Type at least one sentence.", SCHEMA)
 if len(lines) > MAX_SENTENCES:

@@ -5,13 +5,13 @@ import streamlit as st
 from attnviz.encdec import alignment, encoder_decoder, pad_batch
 from attnviz.embeddings import embed, tokenize
 from attnviz.figures import attention_heatmap
-from attnviz.urlstate import Param, choice, int_range, text
+from attnviz.urlstate import Param, bounded_text, choice, int_range
 from pages._common import stop, glove, load_url_state, save_url_state
 
-MAX_TOKENS = 64
+MAX_TOKENS, SENTENCE_CHARS = 64, 2000
 SCHEMA = {
-    "src": Param("the black cat sat on the mat", text),
-    "tgt": Param("a cat sat on a black mat", text),
+    "src": Param("the black cat sat on the mat", bounded_text(SENTENCE_CHARS)),
+    "tgt": Param("a cat sat on a black mat", bounded_text(SENTENCE_CHARS)),
     "scoring": Param("dot", choice(["scaled_dot", "dot", "cosine"])),
     "k": Param(3, int_range(1, 10)),
 }
@@ -22,8 +22,8 @@ st.write("The encoder reads the source sentence; the decoder reads the target se
          "through cross-attention. Projections are the identity, so the weights come from GloVe alone.")
 load_url_state(SCHEMA)
 kv = glove()
-source_text = st.text_input("Source sentence (encoder)", key="src", max_chars=2000)
-target_text = st.text_input("Target sentence (decoder)", key="tgt", max_chars=2000)
+source_text = st.text_input("Source sentence (encoder)", key="src", max_chars=SENTENCE_CHARS)
+target_text = st.text_input("Target sentence (decoder)", key="tgt", max_chars=SENTENCE_CHARS)
 scoring = st.sidebar.selectbox("Scoring", ["scaled_dot", "dot", "cosine"], key="scoring",
                                help="dot gives the sharpest alignment on raw GloVe vectors; cosine scores lie in [-1, 1] and give flat weights.")
 k = st.sidebar.slider("Top-k source words per target word", 1, 10, key="k")

@@ -7,12 +7,12 @@ from attnviz.encdec import layer_stack, rollout
 from attnviz.embeddings import embed, tokenize
 from attnviz.figures import HEAD_COLOURS, attention_heatmap, line_view
 from attnviz.selfattention import Config, run
-from attnviz.urlstate import Param, choice, int_range, text
+from attnviz.urlstate import Param, bounded_text, choice, int_range
 from pages._common import glove, load_url_state, position_select, save_url_state, stop
 
-MAX_TOKENS = 64
+MAX_TOKENS, SENTENCE_CHARS = 64, 2000
 SCHEMA = {
-    "text": Param("When he saw his owner, the dog was happy, so he wagged his tail", text),
+    "text": Param("When he saw his owner, the dog was happy, so he wagged his tail", bounded_text(SENTENCE_CHARS)),
     "heads": Param(4, int_range(1, len(HEAD_COLOURS))),
     "seed": Param(0, int_range(0, 2**31 - 1)),
     "focus": Param(-1, int_range(-1, MAX_TOKENS - 1)),
@@ -23,7 +23,7 @@ SCHEMA = {
 st.title("Heads and layers")
 load_url_state(SCHEMA)
 kv = glove()
-sentence = st.text_input("Sentence", key="text", max_chars=2000)
+sentence = st.text_input("Sentence", key="text", max_chars=SENTENCE_CHARS)
 with st.sidebar:
     heads = st.slider("Heads H (random projections, d_k = 16)", 1, len(HEAD_COLOURS), key="heads")
     seed = st.number_input("Seed", 0, 2**31 - 1, key="seed")

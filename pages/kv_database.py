@@ -8,18 +8,19 @@ from attnviz.attention import FORMULAS
 from attnviz.embeddings import nearest_words
 from attnviz.figures import labels, weight_bars
 from attnviz.retrieval import (
-    ENCODERS, PRESETS, SIMILARITIES, VALUE_KINDS, RecordError, clean_records, entropy_curve, is_number, parse_csv, pca_2d,
+    ENCODERS, NUMBER_RULE, PRESETS, SIMILARITIES, VALUE_KINDS, RecordError, clean_records, entropy_curve, is_number, parse_csv, pca_2d,
     records_frame, retrieve, value_matrix,
 )
 from attnviz.selfattention import temperature_grid
-from attnviz.urlstate import Param, choice, nearest, text
+from attnviz.urlstate import Param, bounded_text, choice, nearest
 from pages._common import stop, glove, load_url_state, save_url_state
 
 UPLOAD = "Your own records (CSV)"
+QUERY_CHARS = 200
 SIGMAS = [0.05, 0.1, 0.25, 0.5, 1.0, 2.0]
 SCHEMA = {
     "preset": Param(next(iter(PRESETS)), choice([*PRESETS, UPLOAD])),
-    "q": Param("Li", text),
+    "q": Param("Li", bounded_text(QUERY_CHARS)),
     "encoder": Param("ngram", choice(ENCODERS)),
     "sim": Param("cosine", choice(SIMILARITIES)),
     "tau": Param(0.1, nearest(temperature_grid())),
@@ -79,12 +80,12 @@ try:
     records = clean_records(edited, numeric_keys=encoder == "numeric", numeric_values=kind == "numeric")
 except RecordError as error:
     stop(str(error), SCHEMA, error=True)
-query = st.text_input("Query", key="q", max_chars=200)
+query = st.text_input("Query", key="q", max_chars=QUERY_CHARS)
 if not query.strip():
     stop("Type a query to look it up.", SCHEMA)
 keys, values = records.key.tolist(), records.value.tolist()
 if encoder == "numeric" and not is_number(query):
-    stop("The numeric key encoder needs a number as the query, such as 3.4.", SCHEMA, error=True)
+    stop(f"The numeric key encoder needs {NUMBER_RULE} as the query, such as 3.4.", SCHEMA, error=True)
 
 V, columns = value_matrix(values, kind, kv)
 result = retrieve([query], keys, V, encoder=encoder, similarity=similarity, temperature=st.session_state.tau,

@@ -13,7 +13,7 @@ from pages._common import load_url_state, save_url_state
 BANDWIDTHS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0]
 SCHEMA = {
     "n": Param(40, int_range(2, 400)),
-    "noise": Param(3000, int_range(0, 20000)),
+    "noise": Param(3000, int_range(0, 20000, step=500)),
     "f": Param("saturating", choice(TRUE_FUNCTIONS)),
     "seed": Param(0, int_range(0, 2**31 - 1)),
     "kernel": Param("gaussian", choice(KERNELS)),

@@ -8,16 +8,17 @@ import torch
 from attnviz.attention import FORMULAS, SCORING_NAMES, attend, make_scorer
 from attnviz.figures import attention_heatmap
 from attnviz.pooling import dot_variance, softmax_entropy
-from attnviz.urlstate import Param, int_range
+from attnviz.urlstate import Param, int_range, nearest
 from pages._common import load_url_state, save_url_state
 
+SAMPLES = [1000, 2000, 4000, 8000, 16000]
 SCHEMA = {
     "m": Param(5, int_range(1, 32)),
     "n": Param(7, int_range(1, 32)),
     "dq": Param(8, int_range(1, 256)),
     "dk": Param(8, int_range(1, 256)),
     "seed": Param(0, int_range(0, 2**31 - 1)),
-    "samples": Param(4000, int_range(100, 50000)),
+    "samples": Param(4000, nearest(SAMPLES)),
 }
 DIMS = [2, 4, 8, 16, 32, 64, 128, 256, 512]
 
@@ -39,7 +40,7 @@ with st.sidebar:
     st.slider("Query size d_q", 1, 256, key="dq")
     st.slider("Key size d_k", 1, 256, key="dk", help="Make it differ from d_q: only general and additive can score then.")
     st.number_input("Seed", 0, 2**31 - 1, key="seed")
-    st.select_slider("Samples for the √d plots", [1000, 2000, 4000, 8000, 16000], key="samples")
+    st.select_slider("Samples for the √d plots", SAMPLES, key="samples")
 state = st.session_state
 generator = torch.Generator().manual_seed(state.seed)
 query = torch.randn(state.m, state.dq, generator=generator)  # (m, dq)

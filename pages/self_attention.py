@@ -11,17 +11,18 @@ from attnviz import figures
 from attnviz.attention import FORMULAS, SCORING_NAMES
 from attnviz.embeddings import OOV_POLICIES, embed, nearest_words, tokenize
 from attnviz.export import figure_html, weights_csv
-from attnviz.selfattention import MASKS, Config, run, steps, temperature_grid
-from attnviz.urlstate import Param, boolean, choice, encode_bool, encode_int_list, int_list, int_range, nearest, text
+from attnviz.selfattention import MASKS, Config, max_tokens_setting, run, steps, temperature_grid
+from attnviz.urlstate import Param, boolean, choice, encode_bool, encode_int_list, int_list, int_range, nearest, bounded_text
 
-MAX_TOKENS = int(os.environ.get("ATTNVIZ_MAX_TOKENS", "4096"))  # a setting: see README
+MAX_TOKENS, MAX_TOKENS_PROBLEM = max_tokens_setting(os.environ.get("ATTNVIZ_MAX_TOKENS"))  # a setting: see README
 FULL_LIMIT = 256  # above this many tokens the heatmap becomes a block overview plus a zoom window
 STEPS_LIMIT = 64  # the step-by-step walk draws n×n matrices up to this size
 BARS_LIMIT = 64  # above this many keys the query inspector draws only the largest weights
 ZOOM_SIZES = [8, 16, 32, 64, 128]  # the long-input zoom window's sizes
+TEXT_CHARS = 200_000  # the sentence box accepts this many characters
 DEFAULT_TEXT = "When he saw his owner, the dog was happy, so he wagged his tail"
 SCHEMA = {
-    "text": Param(DEFAULT_TEXT, text),
+    "text": Param(DEFAULT_TEXT, bounded_text(TEXT_CHARS)),
     "punct": Param(False, boolean, encode_bool),
     "oov": Param("zero", choice(OOV_POLICIES)),
     "scoring": Param("scaled_dot", choice(SCORING_NAMES)),
@@ -57,9 +58,9 @@ SCORING_HELP = {
 # A resource cache, not st.cache_data: the result is only read, and cache_data would pickle and unpickle
 # its n×n matrices on every rerun (180 ms at 4,096 tokens).
 @st.cache_resource(max_entries=8, show_spinner="Computing attention…")
-def compute(_kv, vectors_id: str, sentence: str, drop_punctuation: bool, oov: str, config: Config):
+def compute(_kv, vectors_id: str, sentence: str, drop_punctuation: bool, oov: str, config: Config, max_tokens: int):
     tokens = tokenize(sentence, drop_punctuation=drop_punctuation)
-    if not tokens or len(tokens) > MAX_TOKENS:
+    if not tokens or len(tokens) > max_tokens:
         return tokens, None, None
     embedded = embed(tokens, _kv, oov=oov, seed=config.seed)
     if not embedded.tokens or all(embedded.oov):
@@ -74,7 +75,7 @@ st.write(
 )
 load_url_state(SCHEMA)
 vectors_slot = st.sidebar.container()  # filled after the controls, so none is lost while an upload waits
-sentence = st.text_area("Sentence", key="text", max_chars=200_000, height=80,
+sentence = st.text_area("Sentence", key="text", max_chars=TEXT_CHARS, height=80,
                         help=f"Up to {MAX_TOKENS:,} tokens; paste a page of prose to see a long input.")
 
 with st.sidebar:
@@ -129,7 +130,9 @@ config = Config(
     heads=st.session_state.heads if random_proj else 1, mask=st.session_state.mask, hidden=tuple(st.session_state.get("hide", [])),
     sigma=st.session_state.sigma, additive_hidden=st.session_state.h,
 )
-tokens, embedded, view = compute(kv, vectors_id, sentence, st.session_state.punct, st.session_state.oov, config)
+if MAX_TOKENS_PROBLEM:
+    st.warning(MAX_TOKENS_PROBLEM)
+tokens, embedded, view = compute(kv, vectors_id, sentence, st.session_state.punct, st.session_state.oov, config, MAX_TOKENS)
 if not tokens:
     stop("The sentence has no words or punctuation we can use. Type some words.", SCHEMA)
 if len(tokens) > MAX_TOKENS:

@@ -125,15 +125,48 @@ def test_upload_is_parsed_not_unpickled(tmp_path):
         load_uploaded(pickle.dumps({"cat": [1, 2, 3]}), "evil.bin")
 
 
-@pytest.mark.parametrize("content", [b"", b"cat 1 2 3\ndog 1 2\n", b"cat one two\n", b"2 3\ncat 1 2 3\n", b"cat nan 1 2\n"])
-def test_malformed_files_raise_a_clear_error(content):
-    with pytest.raises(VectorFileError, match="v.txt|upload"):
-        load_uploaded(content, "v.txt")
+@pytest.mark.parametrize("content, message", [
+    (b"", "my vectors.txt is empty"),
+    (b"cat 1 2 3\ndog 1 2\n", "Could not read my vectors.txt as glove vectors: .+"),
+    (b"cat one two\n", "Could not read my vectors.txt as glove vectors: .+"),
+    (b"2 3\ncat 1 2 3\n", "Could not read my vectors.txt as word2vec vectors: .+"),
+    (b"2 300\ncat 1 2 3\n", "my vectors.txt's header says 2 words of 300 numbers, which needs at least 1,200 bytes"),
+    (b"cat nan 1 2\n", "my vectors.txt has NaN or infinite numbers"),
+    (b"100000000000 50\ncat 1 2 3\n", "header says 100,000,000,000 words of 50 numbers, .+ but the file has 26"),
+    (b"0 3\n", "both must be at least 1"),
+])
+def test_malformed_files_get_a_whole_message_naming_the_users_file(content, message):
+    with pytest.raises(VectorFileError, match=message) as error:
+        load_uploaded(content, "my vectors.txt")
+    assert "upload.txt" not in str(error.value) and not str(error.value).endswith(": ")
 
 
-def test_upload_size_cap():
-    with pytest.raises(VectorFileError, match="limit"):
-        load_uploaded(b"x" * (MAX_UPLOAD_BYTES + 1), "huge.txt")
+def test_a_header_claiming_billions_of_rows_is_refused_before_any_allocation():
+    import tracemalloc
+
+    tracemalloc.start()
+    with pytest.raises(VectorFileError, match="header says"):
+        load_uploaded(b"100000000000 3\ncat 1 2 3\n", "v.bin")
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 10 * 2**20
+
+
+@pytest.mark.parametrize("header", ["", "3 3\n"])
+def test_repeated_words_keep_their_first_vector(header):
+    kv = load_uploaded(f"{header}the 1 2 3\ncat 4 5 6\nthe 7 8 9\n".encode(), "dup.txt")
+    assert kv.index_to_key == ["the", "cat"] and kv.duplicates_skipped == 1
+    np.testing.assert_array_equal(kv["the"], [1, 2, 3])
+    np.testing.assert_allclose(kv.norms, np.linalg.norm(kv.vectors, axis=1))
+
+
+def test_upload_size_cap_is_exactly_the_stated_limit():
+    assert MAX_UPLOAD_BYTES == 50_000_000
+    line = b"the 1 2 3"
+    exact = line + b" " * (MAX_UPLOAD_BYTES - len(line) - 1) + b"\n"  # one word; trailing blanks are ignored
+    assert len(load_uploaded(exact, "big.txt")) == 1
+    with pytest.raises(VectorFileError, match="50,000,001 bytes; the upload limit is 50 MB \\(50,000,000 bytes\\)"):
+        load_uploaded(exact + b" ", "big.txt")
 
 
 def test_vector_path_from_settings():

@@ -36,6 +36,11 @@ def test_user_text_is_escaped():
     assert all("<b>" not in t for t in fig.layout.xaxis.ticktext)
 
 
+def test_quotes_are_left_as_quotes():
+    # plotly has no &quot; entity: an escaped quote would be drawn as the text "&quot;"
+    assert figures.labels(['say "hi"', "it's", "a&b"]) == ['say "hi"', "it's", "a&amp;b"]
+
+
 def test_nan_never_reaches_a_chart():
     w = weights()[0]
     w[1, 1] = np.nan

@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 from attnviz.retrieval import (
-    PRESETS, RecordError, clean_records, encode, entropy_curve, ngram_vector, parse_csv, records_frame, retrieve,
+    PRESETS, RecordError, clean_records, encode, entropy_curve, ngram_vector, parse_csv, pca_2d, records_frame, retrieve,
     value_matrix,
 )
 
@@ -100,6 +100,18 @@ def test_bad_tables_say_what_is_wrong():
         clean_records(records_frame([("a", "1"), ("", "2")]), numeric_keys=False, numeric_values=False)
     with pytest.raises(RecordError, match="'abc' is not a number"):
         clean_records(records_frame([("1", "1"), ("2", "abc")]), numeric_keys=True, numeric_values=True)
+    for huge in ("1e20", "1e308", "-1e16", "1e400", "inf", "nan"):
+        with pytest.raises(RecordError, match=f"'{huge}' is not a number from -1e15 to 1e15"):
+            clean_records(records_frame([("1", "1"), ("2", huge)]), numeric_keys=True, numeric_values=True)
+
+
+def test_the_largest_allowed_numbers_give_finite_weights_and_outputs():
+    keys, values = ["-1e15", "0", "1e15"], np.array([[1e15], [-1e15], [1e15]], np.float32)
+    for similarity in ("scaled_dot", "cosine", "gaussian"):
+        result = retrieve(["1e15"], keys, values, encoder="numeric", similarity=similarity, temperature=0.01, sigma=0.05)
+        for array in (result.scores, result.soft_weights, result.soft_output, result.hard_output):
+            assert np.isfinite(array).all(), similarity
+        assert np.isfinite(pca_2d(np.vstack([result.key_vectors, result.query_vectors]))).all()
     table = clean_records(pd.DataFrame({"key": ["a", None, " b "], "value": ["x", None, "y"]}), numeric_keys=False, numeric_values=False)
     assert table.key.tolist() == ["a", "b"]
 

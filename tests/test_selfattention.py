@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from attnviz.embeddings import embed, tokenize
-from attnviz.selfattention import Config, run, steps, temperature_grid
+from attnviz.selfattention import Config, max_tokens_setting, run, steps, temperature_grid
 
 DOG = "When he saw his owner, the dog was happy, so he wagged his tail"
 
@@ -92,3 +92,14 @@ def test_row_entropy_of_the_head_average(x):
     row = view.weights.mean(0)[5]
     assert view.entropy(5) == pytest.approx(-(row * np.log(row)).sum(), rel=1e-5)
     np.testing.assert_array_equal(view.mean_weights, view.weights.mean(0))
+
+
+@pytest.mark.parametrize("value, cap, problem", [
+    (None, 4096, False), ("", 4096, False), ("512", 512, False), (" 64 ", 64, False), ("4096", 4096, False),
+    ("abc", 4096, True), ("0", 4096, True), ("-5", 4096, True), ("4097", 4096, True), ("1e3", 4096, True), ("nan", 4096, True),
+])
+def test_max_tokens_setting_is_validated(value, cap, problem):
+    got, why = max_tokens_setting(value)
+    assert got == cap and (why is not None) == problem
+    if problem:
+        assert repr(value) in why and "1 to 4,096" in why

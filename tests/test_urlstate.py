@@ -1,4 +1,6 @@
-from attnviz.urlstate import Param, boolean, choice, encode_bool, encode_int_list, encode_params, int_list, int_range, nearest, parse_params, text
+import pytest
+
+from attnviz.urlstate import Param, boolean, bounded_text, choice, encode_bool, encode_int_list, encode_params, int_list, int_range, nearest, parse_params, text
 
 SCHEMA = {
     "text": Param("hello", text),
@@ -21,6 +23,29 @@ def test_defaults_are_left_out_of_links():
 
 
 def test_malformed_values_fall_back_to_defaults():
-    parsed = parse_params({"scoring": "evil", "temp": "abc", "heads": "99", "hard": "maybe", "hide": "1,x"}, SCHEMA)
+    parsed = parse_params({"scoring": "evil", "temp": "abc", "heads": "x", "hard": "maybe", "hide": "1,x"}, SCHEMA)
     assert parsed == {"text": "hello", "scoring": "dot", "temp": 1.0, "heads": 1, "hard": False, "hide": []}
-    assert parse_params({"temp": "0.3"}, SCHEMA)["temp"] == 0.1
+
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "Infinity", "1e400", "-1e400", "", " ", "0x10", "1,5"])
+def test_non_numbers_nan_and_infinity_give_the_default(value):
+    parsed = parse_params({"temp": value, "heads": value}, SCHEMA)
+    assert parsed["temp"] == 1.0 and parsed["heads"] == 1
+
+
+@pytest.mark.parametrize("value, temp, heads", [
+    ("0.3", 0.1, 1), ("-5", 0.1, 1), ("1e300", 10.0, 8), ("99", 10.0, 8), ("4.4", 1.0, 4), ("4.6", 1.0, 5),
+    ("100000000000000000000000000", 10.0, 8), ("0", 0.1, 1),
+])
+def test_finite_numbers_give_the_nearest_allowed_value(value, temp, heads):
+    parsed = parse_params({"temp": value, "heads": value}, SCHEMA)
+    assert (parsed["temp"], parsed["heads"]) == (temp, heads)
+
+
+def test_stepped_integers_snap_to_a_step():
+    parse = int_range(0, 20000, step=500)
+    assert [parse(v) for v in ("1234", "1250.1", "-3", "19999", "7e9")] == [1000, 1500, 0, 20000, 20000]
+
+
+def test_text_is_cut_to_what_its_box_accepts():
+    assert bounded_text(5)("abcdefgh") == "abcde" and bounded_text(5)("ab") == "ab"

@@ -83,14 +83,38 @@ def general(matrix: torch.Tensor) -> Scorer:
     return Scorer("general", FORMULAS["general"], fn)
 
 
+# A pairwise scorer builds a (..., rows, Tk, width) tensor before it reduces it to scores. At 4,096 tokens
+# that is gigabytes at once, so it is built a block of query rows at a time, within this many bytes.
+PAIRWISE_BLOCK_BYTES = 64 * 2**20
+
+
+def by_query_rows(query: torch.Tensor, key: torch.Tensor, width: int, pairwise) -> torch.Tensor:
+    """pairwise(query rows, key) -> (..., rows, Tk) over blocks of query rows whose (..., rows, Tk, width)
+    intermediate fits PAIRWISE_BLOCK_BYTES. Every score is computed exactly as in one call over all rows."""
+    batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2])
+    n_query, n_key = query.shape[-2], key.shape[-2]
+    per_row = math.prod(batch) * n_key * width * query.element_size()
+    rows = max(1, PAIRWISE_BLOCK_BYTES // max(per_row, 1))
+    if rows >= n_query:
+        return pairwise(query, key)  # (..., Tq, Tk)
+    scores = query.new_empty(*batch, n_query, n_key)  # (..., Tq, Tk)
+    for start in range(0, n_query, rows):
+        scores[..., start:start + rows, :] = pairwise(query[..., start:start + rows, :], key)  # (..., rows, Tk)
+    return scores
+
+
 def additive(w_query: torch.Tensor, w_key: torch.Tensor, w: torch.Tensor) -> Scorer:
     """wᵀ tanh(W_q q + W_k k) with W_q (h, d_q), W_k (h, d_k), w (h,)."""
 
     def fn(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
         q_hidden = query @ w_query.to(query).T  # (..., Tq, h)
         k_hidden = key @ w_key.to(key).T  # (..., Tk, h)
-        hidden = torch.tanh(q_hidden.unsqueeze(-2) + k_hidden.unsqueeze(-3))  # (..., Tq, Tk, h)
-        return hidden @ w.to(query)  # (..., Tq, Tk)
+
+        def pairwise(q_rows: torch.Tensor, k_all: torch.Tensor) -> torch.Tensor:
+            hidden = torch.tanh(q_rows.unsqueeze(-2) + k_all.unsqueeze(-3))  # (..., rows, Tk, h)
+            return hidden @ w.to(query)  # (..., rows, Tk)
+
+        return by_query_rows(q_hidden, k_hidden, w.shape[0], pairwise)  # (..., Tq, Tk)
 
     return Scorer("additive", FORMULAS["additive"], fn)
 
@@ -100,13 +124,15 @@ def gaussian(sigma: float = 1.0) -> Scorer:
     if not sigma > 0:
         raise ValueError(f"sigma must be positive, got {sigma}")
 
+    def pairwise(q_rows: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        diff = q_rows.unsqueeze(-2) - key.unsqueeze(-3)  # (..., rows, Tk, d)
+        return -(diff**2).sum(-1) / (2 * sigma**2)  # (..., rows, Tk)
+
     def fn(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
         _check_same_dim(query, key, "gaussian")
-        diff = query.unsqueeze(-2) - key.unsqueeze(-3)  # (..., Tq, Tk, d)
-        return -(diff**2).sum(-1) / (2 * sigma**2)  # (..., Tq, Tk)
+        return by_query_rows(query, key, query.shape[-1], pairwise)  # (..., Tq, Tk)
 
     return Scorer("gaussian", FORMULAS["gaussian"], fn)
-
 
 
 def xavier(rows: int, cols: int, generator: torch.Generator, dtype=torch.float32) -> torch.Tensor:
@@ -308,6 +334,23 @@ class MultiHeadResult:
     output: torch.Tensor  # (..., Tq, d_out)
 
 
+def project_heads(
+    x_query: torch.Tensor, x_key: torch.Tensor, projections: Projections
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Q, K, V split into heads: (..., H, Tq, dk), (..., H, Tk, dk), (..., H, Tk, dv)."""
+    p, heads = projections, projections.heads
+    query = _split_heads(_project(x_query, p.w_query, p.b_query), heads)  # (..., H, Tq, dk)
+    key = _split_heads(_project(x_key, p.w_key, p.b_key), heads)  # (..., H, Tk, dk)
+    value = _split_heads(_project(x_key, p.w_value, p.b_value), heads)  # (..., H, Tk, dv)
+    return query, key, value
+
+
+def combine_heads(head_output: torch.Tensor, projections: Projections) -> tuple[torch.Tensor, torch.Tensor]:
+    """(concat, output): the heads' outputs (..., H, Tq, dv) side by side (..., Tq, H*dv), then W_o (+ b_o)."""
+    concat = head_output.transpose(-3, -2).flatten(-2)  # (..., Tq, H*dv)
+    return concat, _project(concat, projections.w_out, projections.b_out)  # (..., Tq, d_out)
+
+
 def multi_head(
     x_query: torch.Tensor, x_key: torch.Tensor, projections: Projections, **attend_kwargs
 ) -> MultiHeadResult:
@@ -317,11 +360,7 @@ def multi_head(
     (pass the same tensor for self-attention). `attend_kwargs` go to `attend`; a mask broadcasts
     over the head dimension.
     """
-    p, heads = projections, projections.heads
-    query = _split_heads(_project(x_query, p.w_query, p.b_query), heads)  # (..., H, Tq, dk)
-    key = _split_heads(_project(x_key, p.w_key, p.b_key), heads)  # (..., H, Tk, dk)
-    value = _split_heads(_project(x_key, p.w_value, p.b_value), heads)  # (..., H, Tk, dv)
+    query, key, value = project_heads(x_query, x_key, projections)  # (..., H, T, dk)
     result = attend(query, key, value, **attend_kwargs)
-    concat = result.output.transpose(-3, -2).flatten(-2)  # (..., Tq, H*dv)
-    output = _project(concat, p.w_out, p.b_out)  # (..., Tq, d_out)
+    concat, output = combine_heads(result.output, projections)  # (..., Tq, H*dv), (..., Tq, d_out)
     return MultiHeadResult(query, key, value, result, concat, output)

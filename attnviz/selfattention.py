@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 import torch
 
-from attnviz.attention import FORMULAS, entropy, key_mask, make_projections, make_scorer, multi_head, pick_device
+from attnviz.attention import (
+    FORMULAS, Scorer, attend, combine_heads, entropy, key_mask, make_projections, make_scorer, pick_device, project_heads,
+)
 
 MASKS = ("none", "causal", "keys")
 MAX_TOKENS = 4096  # the memory budget is measured at this size (README, bench/bench_memory.py)
@@ -44,9 +45,22 @@ class Config:
     additive_hidden: int = 16  # h of additive scoring
 
 
+class ScoresOverflow(ValueError):
+    """The scores left float32's range (±3.4e38), so no weights can be computed; `rows` are the inputs
+    with the longest vectors, longest first."""
+
+    def __init__(self, rows: list[int], longest: float):
+        super().__init__(f"The attention scores overflow float32: input vectors up to length {longest:.3g} are too large.")
+        self.rows, self.longest = rows, longest
+
+
 @dataclass
 class View:
-    """Numpy copies of what the engine computed. H heads, n tokens."""
+    """Numpy copies of what the engine computed. H heads, n tokens.
+
+    Built with keep_heads=False (long inputs), a View keeps no (H, n, n) matrix: weights and scores are
+    None, mean_weights is the head average, and scores_block recomputes any window's scores.
+    """
 
     config: Config
     device: str
@@ -54,17 +68,14 @@ class View:
     query: np.ndarray  # (H, n, dk)
     key: np.ndarray  # (H, n, dk)
     value: np.ndarray  # (H, n, dv)
-    scores: np.ndarray  # (H, n, n)
-    weights: np.ndarray  # (H, n, n)
+    scores: np.ndarray | None  # (H, n, n), or None
+    weights: np.ndarray | None  # (H, n, n), or None
+    mean_weights: np.ndarray  # (n, n) the average over heads; with one head, the head's own weights
     allowed: np.ndarray  # (n, n) bool
     head_output: np.ndarray  # (H, n, dv)
     output: np.ndarray  # (n, d_out)
-    mixture: np.ndarray = field(repr=False)  # (n, d_model) head-mean weights @ X
-
-    @cached_property
-    def mean_weights(self) -> np.ndarray:
-        """The head average (n, n), computed once: a page reads it several times. One head: no copy."""
-        return self.weights[0] if len(self.weights) == 1 else self.weights.mean(0)
+    mixture: np.ndarray = field(repr=False)  # (n, d_model) mean_weights @ X
+    scorer: Scorer = field(repr=False, default=None)
 
     @property
     def blocked_rows(self) -> list[int]:
@@ -74,6 +85,19 @@ class View:
     def entropy(self, query: int) -> float:
         """Entropy (nats) of one query's row of the head-averaged weights."""
         return float(entropy(torch.from_numpy(self.mean_weights[query])))
+
+    def scores_block(self, head: int, rows: slice, cols: slice) -> np.ndarray:
+        """The scores a(q_i, k_j) of one head for a window of queries and keys (rows, cols)."""
+        if self.scores is not None:
+            return self.scores[head][rows, cols]
+        query, key = torch.from_numpy(self.query[head][rows]), torch.from_numpy(self.key[head][cols])  # (r, dk), (c, dk)
+        return self.scorer(query, key).numpy()  # (r, c)
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the arrays (a broadcast array, such as an all-True mask, counts one element)."""
+        arrays = [a for a in vars(self).values() if isinstance(a, np.ndarray)]
+        return sum(a.itemsize if 0 in a.strides else a.nbytes for a in arrays)
 
 
 def build_mask(config: Config, n: int) -> tuple[torch.Tensor | None, bool]:
@@ -85,8 +109,13 @@ def build_mask(config: Config, n: int) -> tuple[torch.Tensor | None, bool]:
     return None, False
 
 
-def run(x: np.ndarray, config: Config, device: torch.device | None = None) -> View:
-    """Self-attention of the rows of x (n, d_model) under `config`, on `device` (default: the best one)."""
+def run(x: np.ndarray, config: Config, device: torch.device | None = None, *, keep_heads: bool = True) -> View:
+    """Self-attention of the rows of x (n, d_model) under `config`, on `device` (default: the best one).
+
+    keep_heads=False attends one head at a time and keeps only the head average: memory grows with one
+    (n, n) matrix, not H of them, and no scores matrix is kept. Raises ScoresOverflow when the scores
+    leave float32's range.
+    """
     device = device or pick_device()
     n, d_model = x.shape
     projections = make_projections(
@@ -97,24 +126,47 @@ def run(x: np.ndarray, config: Config, device: torch.device | None = None) -> Vi
         config.scoring, d_head, d_head, seed=config.seed, hidden=config.additive_hidden, sigma=config.sigma
     )
     mask, is_causal = build_mask(config, n)
+    options = dict(scoring=scorer, mask=None if mask is None else mask.to(device), is_causal=is_causal,
+                   temperature=config.temperature, hard=config.hard)
     x_t = torch.as_tensor(x, dtype=torch.float32, device=device)  # (n, d_model)
-    result = multi_head(
-        x_t, x_t, projections,
-        scoring=scorer, mask=None if mask is None else mask.to(device), is_causal=is_causal,
-        temperature=config.temperature, hard=config.hard,
-    )
-    att = result.attention
-    mixture = (att.weights @ x_t).mean(0)  # (H, n, n) @ (n, d_model) -> (H, n, d_model) -> (n, d_model)
+    query, key, value = project_heads(x_t, x_t, projections)  # (H, n, dk), (H, n, dk), (H, n, dv)
+    if keep_heads:
+        att = attend(query, key, value, **options)  # weights (H, n, n)
+        _check_finite(att.weights, x)
+        scores, weights, allowed, head_output = att.scores, att.weights, att.allowed[0], att.output
+        mean = weights[0] if config.heads == 1 else weights.mean(0)  # (n, n)
+    else:
+        scores = weights = None
+        mean, outputs = None, []
+        for h in range(config.heads):
+            att = attend(query[h], key[h], value[h], need_scores=False, **options)  # weights (n, n)
+            _check_finite(att.weights, x)
+            mean = att.weights if mean is None else mean.add_(att.weights)  # (n, n) a sum, for now
+            outputs.append(att.output)  # (n, dv)
+            allowed = att.allowed
+        if config.heads > 1:
+            mean.div_(config.heads)  # (n, n)
+        head_output = torch.stack(outputs)  # (H, n, dv)
+    _, output = combine_heads(head_output, projections)  # (n, d_out)
+    mixture = mean @ x_t  # (n, n) @ (n, d_model) -> (n, d_model)
 
-    def cpu(t: torch.Tensor) -> np.ndarray:
-        return t.detach().cpu().numpy()
+    def cpu(t: torch.Tensor | None) -> np.ndarray | None:
+        return None if t is None else t.detach().cpu().numpy()
 
     return View(
         config=config, device=str(device), x=np.asarray(x, dtype=np.float32),
-        query=cpu(result.query), key=cpu(result.key), value=cpu(result.value),
-        scores=cpu(att.scores), weights=cpu(att.weights), allowed=cpu(att.allowed[0]),
-        head_output=cpu(att.output), output=cpu(result.output), mixture=cpu(mixture),
+        query=cpu(query), key=cpu(key), value=cpu(value), scores=cpu(scores), weights=cpu(weights),
+        mean_weights=cpu(mean), allowed=cpu(allowed), head_output=cpu(head_output), output=cpu(output),
+        mixture=cpu(mixture), scorer=scorer,
     )
+
+
+def _check_finite(weights: torch.Tensor, x: np.ndarray) -> None:
+    """Scores past float32's range turn the softmax into NaN: say which inputs are too large instead."""
+    if not torch.isfinite(weights).all():
+        lengths = np.linalg.norm(np.asarray(x, np.float64), axis=1)  # (n,) float64: float32 would overflow too
+        order = [int(i) for i in np.argsort(-lengths, kind="stable")]
+        raise ScoresOverflow(order, float(lengths[order[0]]))
 
 
 # ---------------------------------------------------------------- step by step

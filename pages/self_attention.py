@@ -6,19 +6,16 @@ import numpy as np
 import streamlit as st
 
 # pages._common first: on a cold server it sets the browser loading plotly.js while torch and gensim import.
-from pages._common import clamp, held, load_url_state, md_escape, position_select, save_url_state, stop, word_vectors
+from pages._common import held, load_url_state, md_escape, position_select, save_url_state, stop, word_vectors
+from pages._explorer import FULL_LIMIT, ZOOM_SIZES, Request, compute, downloads, overflow_message, step_walk, zoom_window
 from attnviz import figures
 from attnviz.attention import FORMULAS, SCORING_NAMES
-from attnviz.embeddings import OOV_POLICIES, embed, nearest_words, tokenize
-from attnviz.export import figure_html, weights_csv
-from attnviz.selfattention import MASKS, Config, max_tokens_setting, run, steps, temperature_grid
-from attnviz.urlstate import Param, boolean, choice, encode_bool, encode_int_list, int_list, int_range, nearest, bounded_text
+from attnviz.embeddings import OOV_POLICIES, nearest_words
+from attnviz.selfattention import MASKS, Config, max_tokens_setting, temperature_grid
+from attnviz.urlstate import Param, boolean, bounded_text, choice, encode_bool, encode_int_list, int_list, int_range, nearest
 
 MAX_TOKENS, MAX_TOKENS_PROBLEM = max_tokens_setting(os.environ.get("ATTNVIZ_MAX_TOKENS"))  # a setting: see README
-FULL_LIMIT = 256  # above this many tokens the heatmap becomes a block overview plus a zoom window
-STEPS_LIMIT = 64  # the step-by-step walk draws n×n matrices up to this size
 BARS_LIMIT = 64  # above this many keys the query inspector draws only the largest weights
-ZOOM_SIZES = [8, 16, 32, 64, 128]  # the long-input zoom window's sizes
 TEXT_CHARS = 200_000  # the sentence box accepts this many characters
 DEFAULT_TEXT = "When he saw his owner, the dog was happy, so he wagged his tail"
 SCHEMA = {
@@ -53,19 +50,6 @@ SCORING_HELP = {
     "additive": "wᵀtanh(W_q q + W_k k): a one-hidden-layer MLP of size h (seeded random).",
     "gaussian": "−‖q−k‖²/2σ²: closer vectors get higher scores (kernel regression).",
 }
-
-
-# A resource cache, not st.cache_data: the result is only read, and cache_data would pickle and unpickle
-# its n×n matrices on every rerun (180 ms at 4,096 tokens).
-@st.cache_resource(max_entries=8, show_spinner="Computing attention…")
-def compute(_kv, vectors_id: str, sentence: str, drop_punctuation: bool, oov: str, config: Config, max_tokens: int):
-    tokens = tokenize(sentence, drop_punctuation=drop_punctuation)
-    if not tokens or len(tokens) > max_tokens:
-        return tokens, None, None
-    embedded = embed(tokens, _kv, oov=oov, seed=config.seed)
-    if not embedded.tokens or all(embedded.oov):
-        return tokens, embedded, None
-    return tokens, embedded, run(embedded.vectors, config)
 
 
 st.title("Self-attention explorer")
@@ -132,11 +116,15 @@ config = Config(
 )
 if MAX_TOKENS_PROBLEM:
     st.warning(MAX_TOKENS_PROBLEM)
-tokens, embedded, view = compute(kv, vectors_id, sentence, st.session_state.punct, st.session_state.oov, config, MAX_TOKENS)
+request = Request(vectors_id, sentence, st.session_state.punct, st.session_state.oov, config, MAX_TOKENS)
+computed = compute(kv, request)
+tokens, embedded, view = computed.tokens, computed.embedded, computed.view
 if not tokens:
     stop("The sentence has no words or punctuation we can use. Type some words.", SCHEMA)
 if len(tokens) > MAX_TOKENS:
-    stop(f"The text has {len(tokens):,} tokens; the limit is {MAX_TOKENS}. Shorten it and try again.", SCHEMA, error=True)
+    stop(f"The text has {len(tokens):,} tokens; the limit is {MAX_TOKENS:,}. Shorten it and try again.", SCHEMA, error=True)
+if computed.overflow:
+    stop(overflow_message(computed), SCHEMA, error=True)
 if view is None:
     stop("None of these words are in the vocabulary, so there is nothing to attend to. Try ordinary English words.", SCHEMA, error=True)
 
@@ -164,34 +152,15 @@ if n > FULL_LIMIT:
     st.plotly_chart(figures.block_overview(view.mean_weights, tokens, palette=palette), key="heatmap", width="stretch")
     st.caption("The overview shows each block's largest weight, so no strong link disappears. "
                "Open any window at full resolution below.")
-    z_left, z_middle, z_right = st.columns(3)
-    size = z_right.select_slider("Window size", ZOOM_SIZES, key="zw")
-    r0, c0 = (held(name, (n, size), clamp(0, n - size, 0),  # the window stays inside the matrix
-                   lambda **widget: column.number_input(label, 0, n - size, step=size // 2, **widget))
-              for name, column, label in (("zr", z_left, "First query row"), ("zc", z_middle, "First key column")))
-    window = (slice(r0, r0 + size), slice(c0, c0 + size))
-    figure = figures.attention_heatmap(
-        view.mean_weights[window], tokens[window[0]], tokens[window[1]], scores=view.scores[0][window] if config.heads == 1 else None,
-        row_oov=oov[window[0]], col_oov=oov[window[1]], palette=palette,
-        title=f"Zoom: queries {r0}–{r0 + size - 1} × keys {c0}–{c0 + size - 1} at full resolution",
-    )
-    st.plotly_chart(figure, key="zoom", width="stretch")
-    shown = view.mean_weights
+    figure = zoom_window(view, tokens, oov, palette)
 elif config.heads == 1:
     figure = figures.attention_heatmap(view.weights[0], tokens, scores=view.scores[0], row_oov=oov, palette=palette,
                                        title=f"Attention weights α ({n} queries × {n} keys)")
     st.plotly_chart(figure, key="heatmap", width="stretch")
-    shown = view.weights[0]
 else:
     figure = figures.head_grid(view.weights, tokens, scores=view.scores, oov=oov, palette=palette)
     st.plotly_chart(figure, key="heatmap", width="stretch")
-    shown = view.mean_weights
-
-down_left, down_right = st.columns(2)
-down_left.download_button("Download weights (CSV)", lambda: weights_csv(shown, tokens), "attention_weights.csv", "text/csv",
-                          on_click="ignore", help="The full matrix; with several heads, the head average.")
-down_right.download_button("Download figure (HTML)", lambda: figure_html(figure), "attention.html", "text/html",
-                           on_click="ignore", help="The figure above (the zoom window for long inputs), as a standalone page that works offline.")
+downloads(kv, request, figure)
 
 st.subheader("Query inspector")
 query = position_select(st, "Query word", tokens, "query")
@@ -215,22 +184,5 @@ with facts:
     else:
         st.write("The mix is the zero vector (its row is fully masked or all its keys are zero), so it has no neighbours.")
 
-walk = st.expander("Step by step: every matrix from X to αV, with its formula and shape", key="steps", on_change="rerun")
-if n > STEPS_LIMIT:
-    walk.info(f"The step-by-step walk draws every n×n matrix, so it is shown up to {STEPS_LIMIT} tokens; this text has {n}.")
-elif walk.open:  # built only when open: its figures would otherwise slow every rerun
-    with walk:
-        head = 0
-        if config.heads > 1:
-            head = held("head", config.heads, clamp(0, config.heads - 1, 0),
-                        lambda **widget: st.selectbox("Head", list(range(config.heads)), **widget))
-        token_labels = figures.labels(tokens, oov)
-        for i, step in enumerate(steps(view, head)):
-            st.markdown(f"**{i + 1}. {step.title}**")
-            st.latex(step.latex)
-            rows = token_labels if step.rows == "tokens" else figures.dims(step.matrix.shape[0])
-            cols = token_labels if step.cols == "tokens" else figures.dims(step.matrix.shape[1])
-            st.plotly_chart(figures.matrix_heatmap(step.matrix, rows, cols, title=step.title, bounded=step.bounded, palette=palette),
-                            key=f"step_{i}", width="stretch")
-
+step_walk(view, tokens, oov, palette)
 save_url_state(SCHEMA)

@@ -4,8 +4,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from attnviz import attention
 from attnviz.attention import (
-    Scorer, additive, attend, causal_mask, entropy, general, key_mask, make_projections, make_scorer, multi_head,
+    Scorer, additive, attend, causal_mask, entropy, general, key_mask, make_projections, make_scorer, multi_head, xavier,
 )
 
 torch.manual_seed(0)
@@ -225,3 +226,40 @@ def test_projections_are_seeded_and_use_notes_shapes():
     x = torch.randn(4, 50)
     r = multi_head(x, x, a)
     torch.testing.assert_close(r.query[0], (x @ a.w_query + a.b_query)[:, :8])
+
+
+@pytest.mark.parametrize("name", ["gaussian", "additive"])
+@pytest.mark.parametrize("batch", [(), (3,)])
+def test_pairwise_scorers_in_row_blocks_equal_the_formula(monkeypatch, name, batch):
+    generator = torch.Generator().manual_seed(4)
+    query = torch.randn(*batch, 37, 6, generator=generator)  # (..., Tq, d)
+    key = torch.randn(*batch, 29, 6, generator=generator)  # (..., Tk, d)
+    scorer = make_scorer(name, 6, 6, seed=2, hidden=5, sigma=0.7)
+    if name == "gaussian":
+        expected = -((query[..., :, None, :] - key[..., None, :, :]) ** 2).sum(-1) / (2 * 0.7**2)  # (..., Tq, Tk)
+    else:
+        generator = torch.Generator().manual_seed(2)
+        w_query = xavier(5, 6, generator)  # (h, dq): make_scorer draws W_q, W_k, w in this order
+        w_key = xavier(5, 6, generator)  # (h, dk)
+        w = xavier(5, 1, generator)[:, 0]  # (h,)
+        expected = torch.tanh((query @ w_query.T)[..., :, None, :] + (key @ w_key.T)[..., None, :, :]) @ w  # (..., Tq, Tk)
+    whole = scorer(query, key)
+    monkeypatch.setattr(attention, "PAIRWISE_BLOCK_BYTES", 1)  # one query row per block
+    one_row = scorer(query, key)
+    monkeypatch.setattr(attention, "PAIRWISE_BLOCK_BYTES", 7 * 29 * 6 * 4 * max(1, math.prod(batch)))  # 7 rows, ragged end
+    seven_rows = scorer(query, key)
+    for scores in (whole, one_row, seven_rows):
+        torch.testing.assert_close(scores, expected, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(one_row, whole, rtol=0, atol=1e-6)
+
+
+def test_row_blocks_bound_the_intermediate(monkeypatch):
+    calls = []
+    monkeypatch.setattr(attention, "PAIRWISE_BLOCK_BYTES", 10 * 50 * 8 * 4)
+
+    def pairwise(q_rows, key):
+        calls.append(q_rows.shape[-2])
+        return q_rows @ key.T
+
+    attention.by_query_rows(torch.ones(95, 8), torch.ones(50, 8), 8, pairwise)
+    assert calls == [10] * 9 + [5]

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from attnviz import figures
-from attnviz.export import figure_html, weights_csv
+from attnviz.export import figure_html, weights_csv, weights_npy
 
 TOKENS = ["he", "saw", "he", "<b>x</b>"]
 
@@ -68,10 +68,32 @@ def test_matrix_heatmap_labels_shape_and_centres_signed_values():
 
 def test_weights_csv_round_trips_and_defuses_formulas():
     w = weights()[0]
-    text = weights_csv(w, ["=cmd", "b", "c", "d"])
+    text = weights_csv(w, ["=cmd", "b,\"q\"", "c", "d"]).decode("utf-8")
     rows = list(csv.reader(io.StringIO(text)))
-    assert rows[0] == ["query \\ key", "'=cmd", "b", "c", "d"]
+    assert rows[0] == ["query \\ key", "'=cmd", 'b,"q"', "c", "d"]
+    assert [r[0] for r in rows[1:]] == ["'=cmd", 'b,"q"', "c", "d"]
     np.testing.assert_allclose(np.array([[float(v) for v in r[1:]] for r in rows[1:]]), w, rtol=1e-5)
+
+
+def test_weights_csv_cells_are_printf_scientific_with_six_digits():
+    rng = np.random.default_rng(3)
+    edge = [0.0, 1.0, 1e-45, 1e-30, 0.1, 1e-3, 9.999996e-5, 9.999994e-5, 0.5, 2.4414062e-4, 0.99999997]
+    w = np.concatenate([edge, rng.random(300) ** 9]).astype(np.float32).reshape(1, -1)  # (1, 311)
+    cells = weights_csv(w, ["q"], [f"k{j}" for j in range(w.shape[1])]).decode().splitlines()[1].split(",")[1:]
+    assert cells == ["%.5e" % v for v in w[0].astype(np.float64)]
+
+
+def test_weights_csv_refuses_what_is_not_a_weight():
+    for bad in (np.array([[0.5, -0.1]]), np.array([[0.5, np.nan]])):
+        with pytest.raises(ValueError, match="weights"):
+            weights_csv(bad, ["q"], ["a", "b"])
+
+
+def test_weights_npy_holds_the_float32_matrix():
+    w = weights()[0]
+    loaded = np.load(io.BytesIO(weights_npy(w)), allow_pickle=False)
+    assert loaded.dtype == np.float32 and loaded.shape == (4, 4)
+    np.testing.assert_array_equal(loaded, w.astype(np.float32))
 
 
 def test_figure_html_is_standalone():

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from attnviz.embeddings import embed, tokenize
-from attnviz.selfattention import Config, max_tokens_setting, run, steps, temperature_grid
+from attnviz.selfattention import Config, ScoresOverflow, max_tokens_setting, run, steps, temperature_grid
 
 DOG = "When he saw his owner, the dog was happy, so he wagged his tail"
 
@@ -103,3 +103,31 @@ def test_max_tokens_setting_is_validated(value, cap, problem):
     assert got == cap and (why is not None) == problem
     if problem:
         assert repr(value) in why and "1 to 4,096" in why
+
+
+@pytest.mark.parametrize("config", [
+    Config(), Config(scoring="gaussian", sigma=2.0, mask="causal"),
+    Config(scoring="additive", projection="random", heads=3, d_k=4, bias=True, additive_hidden=7),
+    Config(projection="random", heads=4, d_k=5, mask="keys", hidden=(1, 3), temperature=0.5),
+    Config(scoring="cosine", projection="random", heads=2, d_k=3, hard=True),
+])
+def test_one_head_at_a_time_equals_all_heads_at_once(config):
+    x = np.random.default_rng(1).standard_normal((9, 6)).astype(np.float32)  # (n, d_model)
+    full, light = run(x, config), run(x, config, keep_heads=False)
+    assert light.weights is None and light.scores is None
+    for name in ("mean_weights", "head_output", "output", "mixture", "allowed"):
+        np.testing.assert_allclose(getattr(light, name), getattr(full, name), rtol=1e-5, atol=1e-6, err_msg=name)
+    np.testing.assert_allclose(full.mean_weights, full.weights.mean(0), rtol=1e-6)
+    window = (slice(2, 7), slice(1, 5))
+    for head in range(config.heads):
+        np.testing.assert_allclose(light.scores_block(head, *window), full.scores[head][window], rtol=1e-5, atol=1e-5)
+    assert light.nbytes < full.nbytes
+
+
+def test_scores_past_float32_name_the_largest_inputs():
+    x = np.ones((4, 3), np.float32)  # (n, d)
+    x[2] = 1e19  # q·k = 3e38 fits float32, but ÷τ = 0.01 does not
+    with pytest.raises(ScoresOverflow) as error:
+        run(x, Config(scoring="dot", temperature=0.01))
+    assert error.value.rows[0] == 2 and error.value.longest == pytest.approx(math.sqrt(3) * 1e19)
+    assert run(x, Config(scoring="cosine")).weights is not None  # cosine divides the lengths out first

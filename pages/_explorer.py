@@ -1,0 +1,138 @@
+"""The self-attention explorer's heavier parts: the cached computation, the long-input zoom window, the
+downloads and the step-by-step walk. pages/self_attention.py reads the controls and lays these out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+
+from attnviz import figures
+from attnviz.cache import ByteBudgetCache
+from attnviz.embeddings import Embedded, embed, tokenize
+from attnviz.export import figure_html, weights_csv, weights_npy
+from attnviz.selfattention import Config, ScoresOverflow, View, run, steps
+from pages._common import clamp, held
+
+FULL_LIMIT = 256  # above this many tokens: one head at a time, and a block overview plus a zoom window
+STEPS_LIMIT = 64  # the step-by-step walk draws n×n matrices up to this size
+ZOOM_SIZES = [8, 16, 32, 64, 128]  # the long-input zoom window's sizes
+# Computed views of every session share this many bytes; one of 4,096 tokens with eight heads of 128 is ~130 MB.
+VIEW_CACHE_BYTES = 256 * 2**20
+
+
+@dataclass(frozen=True)
+class Request:
+    """Everything a computed view depends on: the cache key, and what a download recomputes from."""
+
+    vectors_id: str
+    sentence: str
+    drop_punctuation: bool
+    oov: str
+    config: Config
+    max_tokens: int
+
+
+@dataclass
+class Computed:
+    tokens: list[str]  # as tokenized, before the OOV policy
+    embedded: Embedded | None  # None: no tokens, or too many
+    view: View | None  # None: nothing to attend to, or the scores overflowed
+    overflow: ScoresOverflow | None = None
+
+    @property
+    def nbytes(self) -> int:
+        held_bytes = 0 if self.embedded is None else self.embedded.vectors.nbytes
+        return held_bytes + (0 if self.view is None else self.view.nbytes)
+
+
+@st.cache_resource
+def _views() -> ByteBudgetCache:
+    return ByteBudgetCache(VIEW_CACHE_BYTES, lambda computed: computed.nbytes)
+
+
+def compute(kv, request: Request) -> Computed:
+    """The view for `request`, from the shared byte-bounded cache or computed now."""
+    with st.spinner("Computing attention…"):
+        return _views().get(request, lambda: _compute(kv, request))
+
+
+def _compute(kv, r: Request) -> Computed:
+    tokens = tokenize(r.sentence, drop_punctuation=r.drop_punctuation)
+    if not tokens or len(tokens) > r.max_tokens:
+        return Computed(tokens, None, None)
+    embedded = embed(tokens, kv, oov=r.oov, seed=r.config.seed)
+    if not embedded.tokens or all(embedded.oov):
+        return Computed(tokens, embedded, None)
+    try:
+        return Computed(tokens, embedded, run(embedded.vectors, r.config, keep_heads=len(embedded.tokens) <= FULL_LIMIT))
+    except ScoresOverflow as overflow:
+        return Computed(tokens, embedded, None, overflow)
+
+
+def overflow_message(computed: Computed) -> str:
+    error, tokens = computed.overflow, computed.embedded.tokens
+    words = ", ".join(f"'{tokens[i]}'" for i in error.rows[:3])
+    return (f"The scores are larger than float32 can hold (about 3.4e38), so the softmax has no answer. "
+            f"The longest vectors belong to {words} (length up to {error.longest:.3g}). Use vectors of ordinary "
+            "size (GloVe's are under 10 long), cosine scoring, or a larger temperature τ.")
+
+
+def zoom_window(view: View, tokens: list[str], oov: list[bool], palette: str):
+    """The long-input zoom: its controls, and the window's heatmap at full resolution. Returns the figure."""
+    n = len(tokens)
+    z_left, z_middle, z_right = st.columns(3)
+    size = z_right.select_slider("Window size", ZOOM_SIZES, key="zw")
+    r0, c0 = (held(name, (n, size), clamp(0, n - size, 0),  # the window stays inside the matrix
+                   lambda **widget: column.number_input(label, 0, n - size, step=size // 2, **widget))
+              for name, column, label in (("zr", z_left, "First query row"), ("zc", z_middle, "First key column")))
+    rows, cols = slice(r0, r0 + size), slice(c0, c0 + size)
+    scores = view.scores_block(0, rows, cols) if view.config.heads == 1 else None
+    figure = figures.attention_heatmap(
+        view.mean_weights[rows, cols], tokens[rows], tokens[cols], scores=scores, row_oov=oov[rows], col_oov=oov[cols],
+        palette=palette, title=f"Zoom: queries {r0}–{r0 + size - 1} × keys {c0}–{c0 + size - 1} at full resolution",
+    )
+    st.plotly_chart(figure, key="zoom", width="stretch")
+    return figure
+
+
+def downloads(kv, request: Request, figure) -> None:
+    """The weights (CSV, float32 .npy) and the figure (HTML). Each file is built only when its button is
+    clicked, from the request (the view comes back from the cache, or is computed again), so no session
+    holds a copy of an n×n matrix for a download it may never make."""
+
+    def matrix() -> tuple[np.ndarray, list[str]]:
+        computed = compute(kv, request)
+        return computed.view.mean_weights, computed.embedded.tokens
+
+    left, middle, right = st.columns(3)
+    about = "The full matrix; with several heads, the head average."
+    left.download_button("Download weights (CSV)", lambda: weights_csv(*matrix()), "attention_weights.csv", "text/csv",
+                         on_click="ignore", help=about)
+    middle.download_button("Download weights (.npy, float32)", lambda: weights_npy(matrix()[0]), "attention_weights.npy",
+                           "application/octet-stream", on_click="ignore", help=about + " Read it with numpy.load.")
+    right.download_button("Download figure (HTML)", lambda: figure_html(figure), "attention.html", "text/html",
+                          on_click="ignore", help="The figure above (the zoom window for long inputs), as a standalone page that works offline.")
+
+
+def step_walk(view: View, tokens: list[str], oov: list[bool], palette: str) -> None:
+    """Every matrix from X to αV with its formula and shape, built only while its expander is open."""
+    n, heads = len(tokens), view.config.heads
+    walk = st.expander("Step by step: every matrix from X to αV, with its formula and shape", key="steps", on_change="rerun")
+    if n > STEPS_LIMIT:
+        walk.info(f"The step-by-step walk draws every n×n matrix, so it is shown up to {STEPS_LIMIT} tokens; this text has {n}.")
+        return
+    if not walk.open:  # its figures would otherwise slow every rerun
+        return
+    with walk:
+        head = held("head", heads, clamp(0, heads - 1, 0),
+                    lambda **widget: st.selectbox("Head", list(range(heads)), **widget)) if heads > 1 else 0
+        token_labels = figures.labels(tokens, oov)
+        for i, step in enumerate(steps(view, head)):
+            st.markdown(f"**{i + 1}. {step.title}**")
+            st.latex(step.latex)
+            rows = token_labels if step.rows == "tokens" else figures.dims(step.matrix.shape[0])
+            cols = token_labels if step.cols == "tokens" else figures.dims(step.matrix.shape[1])
+            st.plotly_chart(figures.matrix_heatmap(step.matrix, rows, cols, title=step.title, bounded=step.bounded, palette=palette),
+                            key=f"step_{i}", width="stretch")

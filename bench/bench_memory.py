@@ -18,6 +18,7 @@ import argparse
 import datetime
 import platform
 import sys
+import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlencode
@@ -39,8 +40,9 @@ HEAVY = {
     "dot, 8 heads of d_k = 128, causal": {"scoring": "dot", "proj": "random", "heads": "8", "dk": "128", "mask": "causal"},
 }
 # Done when the overview is drawn, or a message box says why not.
-DONE = """() => !!document.querySelector('[data-testid="stAlert"]') || Array.from(document.querySelectorAll('.js-plotly-plot'))
-    .some(gd => gd.layout && gd.layout.title && String(gd.layout.title.text).startsWith('Overview'))"""
+DONE = """() => Array.from(document.querySelectorAll('[data-testid="stAlert"]')).some(a => a.innerText.trim())
+    || Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd => gd.layout && gd.layout.title && String(gd.layout.title.text).includes('Overview'))"""
+ANY_CHART = "() => document.querySelectorAll('.js-plotly-plot').length > 0"
 
 
 def status(pid: int, field: str) -> float:
@@ -69,7 +71,7 @@ def texts(words: list[str], count: int, first_seed: int) -> list[str]:
     return [" ".join(np.random.default_rng(first_seed + k).choice(words, N)) for k in range(count)]
 
 
-def open_and_wait(browser, url: str, paste: str | None = None, timeout=600_000):
+def open_and_wait(browser, url: str, paste: str | None = None, done: str = DONE, timeout=600_000):
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     page.goto(url)
@@ -78,7 +80,7 @@ def open_and_wait(browser, url: str, paste: str | None = None, timeout=600_000):
         box = page.get_by_role("textbox", name="Sentence")
         box.fill(paste)
         box.press("Control+Enter")
-    page.wait_for_function(DONE, timeout=timeout)
+    page.wait_for_function(done, timeout=timeout)
     return context, page
 
 
@@ -98,20 +100,58 @@ def heavy_links(browser, server: Server, pid: int, text: str) -> list[tuple]:
     return rows
 
 
+FILES = {"CSV": "Download weights (CSV)", ".npy": "Download weights (.npy, float32)"}
+REFERENCE = """
+import streamlit as st
+for label, size in {sizes!r}:
+    st.download_button(label, lambda size=size: bytes(size), label.replace(" ", "_"), on_click="ignore")
+"""
+
+
+def timed_download(page, button: str) -> tuple[float, float, int]:
+    """(seconds until the browser asks for the built file, seconds until it is saved, bytes) for one click."""
+    asked = []
+
+    def on_request(request):
+        if "/media/" in request.url and "/static/" not in request.url:
+            asked.append(time.perf_counter())
+
+    page.on("request", on_request)
+    started = time.perf_counter()
+    with page.expect_download(timeout=300_000) as download:
+        page.get_by_role("button", name=button).click()
+    size = Path(download.value.path()).stat().st_size
+    saved = time.perf_counter() - started
+    page.remove_listener("request", on_request)
+    return (asked[0] - started if asked else float("nan")), saved, size
+
+
 def downloads(browser, server: Server, pid: int, text: str) -> list[tuple]:
+    """attnviz's downloads at 4,096 tokens, then a bare one-button app delivering the same numbers of bytes."""
     context, page = open_and_wait(browser, f"{server.url}/?{urlencode({'text': text})}")
     rows = []
-    for label in ("Download weights (CSV)", "Download weights (.npy, float32)"):
+    for label in FILES.values():
         before = status(pid, "VmRSS")
         reset_peak(pid)
-        started = time.perf_counter()
-        with page.expect_download(timeout=300_000) as download:
-            page.get_by_role("button", name=label).click()
-        size = Path(download.value.path()).stat().st_size
-        seconds = time.perf_counter() - started
-        rows.append((label, seconds, size / 1e6, status(pid, "VmHWM") - before))
-        print(f"  {label}: {seconds:.2f} s, {size / 1e6:.0f} MB, peak +{rows[-1][3]:.0f} MiB", flush=True)
+        ready, saved, size = timed_download(page, label)
+        rows.append((label, ready, saved, size / 1e6, status(pid, "VmHWM") - before))
+        print(f"  {label}: ready {ready:.2f} s, saved {saved:.2f} s, {size / 1e6:.0f} MB, peak +{rows[-1][4]:.0f} MiB", flush=True)
     context.close()
+    with tempfile.TemporaryDirectory() as folder:
+        script = Path(folder) / "reference.py"
+        names = [f"as many bytes as the {kind}" for kind in FILES]
+        script.write_text(REFERENCE.format(sizes=[(name, int(row[3] * 1e6)) for name, row in zip(names, rows)]))
+        reference = Server(script)
+        try:
+            page = browser.new_page()
+            page.goto(reference.url)
+            for name, (_, _, _, mb, _) in zip(names, list(rows)):
+                page.get_by_role("button", name=name).wait_for()
+                ready, saved, _ = timed_download(page, name)
+                rows.append((f"bare one-button app, {mb:.0f} MB of bytes", ready, saved, mb, float("nan")))
+            page.close()
+        finally:
+            reference.stop()
     return rows
 
 
@@ -123,7 +163,7 @@ def session_round(browser, server: Server, pid: int, pastes: list[str], ttl: int
         context.close()
     time.sleep(ttl + 5)
     after_ttl = status(pid, "VmRSS")
-    context, _ = open_and_wait(browser, server.url + "/?text=the+dog+ran")  # the session store is used again
+    context, _ = open_and_wait(browser, server.url + "/?text=the+dog+ran", done=ANY_CHART)  # the session store is used again
     context.close()
     time.sleep(5)
     return open_rss, after_ttl, status(pid, "VmRSS")
@@ -161,9 +201,10 @@ def main() -> None:
     print("| heavy link (4,096 tokens) | peak growth | seconds to drawn | resident after | outcome |\n|---|---|---|---|---|")
     for label, peak, seconds, after, outcome in heavy:
         print(f"| {label} | {peak:.0f} MiB | {seconds:.1f} s | {after:.0f} MiB | {outcome} |")
-    print("\n| download at 4,096 tokens | seconds | size | peak growth |\n|---|---|---|---|")
-    for label, seconds, mb, peak in files:
-        print(f"| {label} | {seconds:.2f} s | {mb:.0f} MB | {peak:.0f} MiB |")
+    print("\n| download at 4,096 tokens | click → file built, browser asks for it | click → file saved | size | peak growth |"
+          "\n|---|---|---|---|---|")
+    for label, ready, saved, mb, peak in files:
+        print(f"| {label} | {ready:.2f} s | {saved:.2f} s | {mb:.0f} MB | {'' if peak != peak else f'{peak:.0f} MiB'} |")
     print(f"\n| {args.sessions} sessions of 4,096 tokens | all open | after the TTL | after one more session | growth over the round |"
           "\n|---|---|---|---|---|")
     for name, (opened, ttl_rss, final), base in (("round 1", first, start), ("round 2", second, first[2])):

@@ -51,29 +51,14 @@ def specs(at) -> list[dict]:
     return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
 
 
-def numbers(value):
-    """Every number in a chart's data: plain JSON numbers and plotly's typed arrays {dtype, bdata}."""
-    if isinstance(value, dict):
-        if "bdata" in value and "dtype" in value:
-            yield from np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"]).astype(float)
-        else:
-            for item in value.values():
-                yield from numbers(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from numbers(item)
-    elif isinstance(value, float):
-        yield value
-
-
-def strings(value):
-    if isinstance(value, dict):
-        for item in value.values():
-            yield from strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from strings(item)
-    elif isinstance(value, str):
+def leaves(value):
+    """Every leaf of a chart spec, with plotly's typed arrays {dtype, bdata} decoded into their numbers."""
+    if isinstance(value, dict) and "bdata" in value and "dtype" in value:
+        yield from np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"]).astype(float)
+    elif isinstance(value, (dict, list)):
+        for item in value.values() if isinstance(value, dict) else value:
+            yield from leaves(item)
+    else:
         yield value
 
 
@@ -81,8 +66,8 @@ def check(at: AppTest, expect: str) -> None:
     assert not at.exception, at.exception
     charts = specs(at)
     for spec in charts:
-        assert all(np.isfinite(x) for x in numbers(spec["data"])), "NaN or infinity in a chart's data"
-        raw = [s for s in strings(spec) if any(tag in s.lower() for tag in RAW_HTML)]
+        assert all(np.isfinite(x) for x in leaves(spec["data"]) if isinstance(x, float)), "NaN or infinity in a chart's data"
+        raw = [s for s in leaves(spec) if isinstance(s, str) and any(tag in s.lower() for tag in RAW_HTML)]
         assert not raw, f"raw HTML in a chart: {raw[:2]}"
     if expect == DRAWN:
         assert charts, messages(at)

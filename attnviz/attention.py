@@ -27,12 +27,19 @@ def pick_device() -> torch.device:
 
 SCORING_NAMES = ("dot", "scaled_dot", "cosine", "general", "additive", "gaussian")
 
+# The parameters' shapes, said beside each formula (kept out of it so it fits a narrow column).
+PARAMETERS = {
+    "general": "M: d_q × d_k, seeded random.",
+    "additive": "W_q: h × d_q, W_k: h × d_k, w: length h; seeded random.",
+    "gaussian": "σ: the kernel's width.",
+    "scaled_dot": "d: the length of q and k.",
+}
 FORMULAS = {
     "dot": r"a(q,k) = q^\top k",
     "scaled_dot": r"a(q,k) = \frac{q^\top k}{\sqrt{d}}",
     "cosine": r"a(q,k) = \frac{q^\top k}{\lVert q \rVert\,\lVert k \rVert}",
-    "general": r"a(q,k) = q^\top M k,\quad M \in \mathbb{R}^{d_q \times d_k}",
-    "additive": r"a(q,k) = w^\top \tanh(W_q q + W_k k),\ w \in \mathbb{R}^{h}",
+    "general": r"a(q,k) = q^\top M k",
+    "additive": r"a(q,k) = w^\top \tanh(W_q q + W_k k)",
     "gaussian": r"a(q,k) = -\frac{\lVert q-k \rVert^2}{2\sigma^2}",
 }
 

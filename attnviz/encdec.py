@@ -69,12 +69,13 @@ def encoder_decoder(
 
 
 def alignment(weights: np.ndarray, source_tokens: list[str], k: int = 3) -> list[dict]:
-    """For each target row of cross weights (T_out, T_in): its top-k source words and its entropy (nats)."""
+    """For each target row of cross weights (T_out, T_in): its top-k source words as (position, word, weight),
+    and its entropy (nats). Ties go to the earlier word."""
     rows_entropy = entropy(torch.as_tensor(weights)).numpy()  # (T_out,)
     out = []
     for row, h in zip(weights, rows_entropy):
         top = np.argsort(-row, kind="stable")[:k]
-        out.append({"top": [(source_tokens[j], float(row[j])) for j in top], "entropy": float(h)})
+        out.append({"top": [(int(j), source_tokens[j], float(row[j])) for j in top], "entropy": float(h)})
     return out
 
 

@@ -2,12 +2,18 @@
 
 Tokens may repeat ("his" twice), so axes are numeric positions with the tokens as tick text, and
 user text is HTML-escaped because plotly renders a subset of HTML tags in labels and hovers.
+
+Layout rules that keep every text readable (tests/e2e/test_layout.py checks them in a browser):
+queries run down the left axis and keys along the bottom, in vertical labels thinned to what the
+figure's width holds; colour-bar titles stand beside the bar; long tokens are cut in tick labels and
+given whole on hover.
 """
 
 from __future__ import annotations
 
 import html
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
@@ -16,6 +22,19 @@ from plotly.subplots import make_subplots
 PALETTES = {"viridis": "Viridis", "cividis": "Cividis", "greys": "Greys"}  # all colourblind-safe
 DIVERGING = "PuOr"  # for signed matrices; colourblind-safe, centred on 0
 OOV_MARK = " ⟨oov⟩"
+# Colour scales for weights: what the colour of a cell means. Hover always gives the true weight.
+SCALES = {
+    "row": "per row (each query's largest weight = 1)",
+    "max": "0 → the largest weight shown",
+    "absolute": "0 → 1 (comparable across figures)",
+    "sqrt": "√ stretch, 0 → the largest weight shown",
+}
+# Pixels of plot area a figure gets at 1280×800, the smallest screen we lay out for, by the share of the
+# page it is drawn in; a vertical tick label needs LABEL_PX of it.
+PLOT_PX = {"full": 520, "half": 200, "third": 100}
+LABEL_PX = 15
+TICK_CHARS = 18  # longer tokens are cut in tick labels (hover shows them whole)
+CLICK_LIMIT = 64  # up to this many queries a heatmap gets its click layer (one invisible point per cell)
 
 
 def labels(tokens: list[str], oov: list[bool] | None = None) -> list[str]:
@@ -28,9 +47,16 @@ def labels(tokens: list[str], oov: list[bool] | None = None) -> list[str]:
     return [html.escape(t, quote=False) + (OOV_MARK if o else "") for t, o in zip(tokens, oov)]
 
 
-def positions(ticktext: list[str]) -> list[str]:
-    """Unique category names "#i label", so a repeated word keeps its own row and column."""
-    return [f"#{i} {t}" for i, t in enumerate(ticktext)]
+def positions(ticktext: list[str], start: int = 0) -> list[str]:
+    """Unique category names "#i label", so a repeated word keeps its own row and column; i counts from
+    `start`, the first token's position in the sentence."""
+    return [f"#{start + i} {t}" for i, t in enumerate(ticktext)]
+
+
+def _short(label: str) -> str:
+    """An escaped label cut to TICK_CHARS characters of its text (never inside an entity such as &amp;)."""
+    text = html.unescape(label)
+    return label if len(text) <= TICK_CHARS else html.escape(text[: TICK_CHARS - 1], quote=False) + "…"
 
 
 def _finite(z: np.ndarray) -> np.ndarray:
@@ -42,161 +68,183 @@ def _finite(z: np.ndarray) -> np.ndarray:
     return z
 
 
-def _axis(ticktext: list[str], names: list[str] | None = None) -> dict:
-    """A category axis over `names` (default positions(ticktext)), showing the plain labels; long axes label every k-th."""
-    names = positions(ticktext) if names is None else names
-    step = max(1, math.ceil(len(ticktext) / 48))
-    return dict(type="category", tickmode="array", tickvals=names[::step], ticktext=ticktext[::step], showgrid=False)
+def _axis(ticktext: list[str], names: list[str], budget: int) -> dict:
+    """A category axis over `names` showing the plain labels, at most `budget` of them (every k-th)."""
+    step = max(1, math.ceil(len(ticktext) / max(budget, 1)))
+    return dict(type="category", tickmode="array", tickvals=names[::step], ticktext=[_short(t) for t in ticktext[::step]],
+                showgrid=False, automargin=True)
 
 
-def _weights_trace(weights, scores, row_labels, col_labels, **trace) -> go.Heatmap:
-    """Numpy arrays throughout: plotly sends them as compact binary instead of validating nested lists."""
-    score_line = "" if scores is None else "<br>score: %{customdata:.3f}"
+def _keys_axis(ticktext: list[str], names: list[str], width: str, title: str | None = "key") -> dict:
+    """The bottom axis of keys (or dimensions): vertical labels, as many as the figure's width holds."""
+    axis = _axis(ticktext, names, PLOT_PX[width] // LABEL_PX)
+    return dict(axis, side="bottom", tickangle=-90, title=title)
+
+
+def _rows_axis(ticktext: list[str], names: list[str], height: int, title: str | None = "query") -> dict:
+    """The left axis of queries (or rows), top to bottom, as many labels as the height holds."""
+    return dict(_axis(ticktext, names, (height - 160) // LABEL_PX), autorange="reversed", title=title)
+
+
+def _side(n: int) -> int:
+    return int(min(900, max(360, 160 + 22 * n)))
+
+
+def _colorbar(title: str, **extra) -> dict:
+    return dict(title=dict(text=title, side="right"), thickness=14, **extra)
+
+
+# ---------------------------------------------------------------- colour scales
+
+
+@dataclass(frozen=True)
+class ColourScale:
+    """How weights map to colour: `show(w)` gives the values to colour, on zmin 0 … zmax 1 (or `top`)."""
+
+    name: str
+    top: float  # the largest weight shown
+
+    def show(self, weights: np.ndarray) -> np.ndarray:
+        w = np.asarray(weights, np.float32)
+        if self.name == "row":
+            row_max = w.max(-1, keepdims=True)  # (..., rows, 1)
+            return np.divide(w, row_max, out=np.zeros_like(w), where=row_max > 0)
+        if self.name == "sqrt":
+            return np.sqrt(w / self.top)
+        return w
+
+    @property
+    def zmax(self) -> float:
+        return self.top if self.name == "max" else 1.0
+
+    def colorbar(self, what: str = "weight") -> dict:
+        if self.name == "row":
+            return _colorbar(f"{what} ÷ its row's largest")
+        if self.name == "max":
+            return _colorbar(f"{what}, 0 → max {self.top:.3g}")
+        if self.name == "sqrt":
+            ticks = [t for t in (0, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0) if t <= self.top] + [self.top]
+            return _colorbar(f"{what} (√ scale), 0 → max {self.top:.3g}", tickvals=[math.sqrt(t / self.top) for t in ticks],
+                             ticktext=[f"{t:.3g}" for t in ticks])
+        return _colorbar(f"{what}, 0 → 1")
+
+
+def colour_scale(scale: str, *matrices: np.ndarray) -> ColourScale:
+    """The colour scale `scale` (a key of SCALES) for weights drawn together, sharing one colour bar."""
+    if scale not in SCALES:
+        raise ValueError(f"Unknown colour scale '{scale}'. Choose one of: {', '.join(SCALES)}.")
+    top = max((float(np.max(m)) for m in matrices if np.size(m)), default=0.0)
+    return ColourScale(scale, top if top > 0 else 1.0)
+
+
+# ---------------------------------------------------------------- attention heatmaps
+
+
+def _weights_trace(weights, scores, row_names, col_names, colours: ColourScale, **trace) -> go.Heatmap:
+    """z is what the colour scale shows; customdata keeps the true weight (and score) for hover.
+
+    Numpy arrays throughout: plotly sends them as compact binary instead of validating nested lists.
+    """
+    weights = _finite(weights).astype(np.float32)  # (rows, cols)
+    if scores is None:
+        custom, score_line = weights[..., None], ""  # (rows, cols, 1)
+    else:
+        custom, score_line = np.stack([weights, _finite(scores).astype(np.float32)], -1), "<br>score: %{customdata[1]:.4~g}"
     return go.Heatmap(
-        z=_finite(weights).astype(np.float32), x=positions(col_labels), y=positions(row_labels),
-        customdata=None if scores is None else _finite(scores).astype(np.float32),
-        hovertemplate="query %{y}<br>key %{x}<br>weight: %{z:.3f}" + score_line + "<extra></extra>",
+        z=colours.show(weights), x=col_names, y=row_names, customdata=custom,
+        hovertemplate="query %{y}<br>key %{x}<br>weight: %{customdata[0]:.4~g}" + score_line + "<extra></extra>",
         **trace,
+    )
+
+
+def _click_layer(weights, scores, row_names, col_names, row_start: int, col_start: int) -> go.Scatter:
+    """One invisible point per cell, carrying its (query, key) positions in the sentence: plotly reports
+    clicks on scatter points but not on heatmap cells. It also carries the hover, as the nearest point is
+    the cell's own."""
+    rows, cols = np.indices(weights.shape)  # (rows, cols) each
+    custom = [rows.ravel() + row_start, cols.ravel() + col_start, np.asarray(weights, np.float32).ravel()]
+    score_line = ""
+    if scores is not None:
+        custom.append(np.asarray(scores, np.float32).ravel())
+        score_line = "<br>score: %{customdata[3]:.4~g}"
+    return go.Scatter(
+        x=np.asarray(col_names, dtype=object)[cols.ravel()], y=np.asarray(row_names, dtype=object)[rows.ravel()],
+        mode="markers", marker=dict(symbol="square", size=12, opacity=0.01, color="#000000"),
+        # plain lists: a typed array would come back from a click as {"0": …, "1": …} instead of a list
+        customdata=np.stack(custom, -1).astype(np.float32).tolist(), showlegend=False, name="cells",
+        hovertemplate="query %{y}<br>key %{x}<br>weight: %{customdata[2]:.4~g}" + score_line + "<br>click: inspect this query<extra></extra>",
     )
 
 
 def attention_heatmap(
     weights: np.ndarray, row_tokens: list[str], col_tokens: list[str] | None = None, *,
     scores: np.ndarray | None = None, row_oov=None, col_oov=None, title: str = "", palette: str = "viridis",
+    scale: str = "row", width: str = "full", row_start: int = 0, col_start: int = 0, clickable: bool = False,
 ) -> go.Figure:
     """Weights (Tq, Tk): queries are rows, top to bottom in sentence order; keys are columns.
-    Hover gives query, key, weight to 3 decimals and the raw score. The colour bar runs 0 → 1."""
+
+    `scale` picks what colour means (SCALES); hover gives query, key, the true weight and the raw score.
+    `width` is the share of the page the figure gets ("full", "half", "third"), which sets how many key
+    labels fit. row_start and col_start number a window of a longer sentence by its own positions.
+    `clickable` adds a click layer: a click on a cell selects the point (query, key) = customdata[0:2].
+    """
     rows = labels(row_tokens, row_oov)
     cols = labels(col_tokens if col_tokens is not None else row_tokens, col_oov if col_tokens is not None else row_oov)
-    trace = _weights_trace(
-        weights, scores, rows, cols, zmin=0, zmax=1, colorscale=PALETTES[palette], colorbar=dict(title="weight")
-    )
-    fig = go.Figure(trace)
+    row_names, col_names = positions(rows, row_start), positions(cols, col_start)
+    colours = colour_scale(scale, weights)
+    heatmap = _weights_trace(weights, scores, row_names, col_names, colours, zmin=0, zmax=colours.zmax,
+                             colorscale=PALETTES[palette], colorbar=colours.colorbar())
+    clickable = clickable and len(rows) <= CLICK_LIMIT
+    if clickable:
+        heatmap.hoverinfo = "skip"  # the click layer above it carries the hover
+    fig = go.Figure(heatmap)
+    if clickable:
+        fig.add_trace(_click_layer(weights, scores, row_names, col_names, row_start, col_start))
+    height = _side(len(rows))
     fig.update_layout(
-        title=title, xaxis=dict(title="key", side="top", **_axis(cols)),
-        yaxis=dict(title="query", autorange="reversed", **_axis(rows)), height=_side(len(rows)),
+        title=title, height=height, xaxis=_keys_axis(cols, col_names, width), yaxis=_rows_axis(rows, row_names, height),
+        hoverdistance=-1 if clickable else 20, margin=dict(t=60 if title else 30),
     )
     return fig
 
 
-def _side(n: int) -> int:
-    return int(min(900, max(360, 140 + 22 * n)))
-
-
 def head_grid(
-    weights: np.ndarray, tokens: list[str], *, scores: np.ndarray | None = None, oov=None, palette: str = "viridis"
+    weights: np.ndarray, tokens: list[str], *, scores: np.ndarray | None = None, oov=None, palette: str = "viridis",
+    scale: str = "row",
 ) -> go.Figure:
-    """Small multiples: one heatmap per head (H, n, n) and the head average, on one 0 → 1 colour bar."""
+    """Small multiples: one heatmap per head (H, n, n) and the head average, on one colour bar.
+
+    Tick labels sit on the grid's outer edges only (keys under the bottom row, queries left of the first
+    column), so no subplot's labels run into the next one's title.
+    """
     heads = weights.shape[0]
     panels = [(f"head {h}", weights[h], None if scores is None else scores[h]) for h in range(heads)]
     panels.append(("average over heads", weights.mean(0), None))
     cols = min(3, len(panels))
     nrows = math.ceil(len(panels) / cols)
-    fig = make_subplots(rows=nrows, cols=cols, subplot_titles=[p[0] for p in panels], horizontal_spacing=0.06, vertical_spacing=0.16)
     text = labels(tokens, oov)
+    names = positions(text)
+    panel_px = min(420, max(240, 120 + 12 * len(tokens)))
+    label_px = 8 * min(TICK_CHARS, max(len(t) for t in text)) + 30  # the vertical key labels under a panel
+    height = nrows * panel_px + label_px + 60
+    fig = make_subplots(rows=nrows, cols=cols, subplot_titles=[p[0] for p in panels], horizontal_spacing=0.04,
+                        vertical_spacing=min(0.3, 50 / height))
+    colours = colour_scale(scale, *(p[1] for p in panels))
     for i, (_, w, s) in enumerate(panels):
         r, c = divmod(i, cols)
-        fig.add_trace(_weights_trace(w, s, text, text, coloraxis="coloraxis"), row=r + 1, col=c + 1)
-        fig.update_xaxes(**_axis(text), row=r + 1, col=c + 1)
-        fig.update_yaxes(autorange="reversed", **_axis(text), row=r + 1, col=c + 1)
+        fig.add_trace(_weights_trace(w, s, names, names, colours, coloraxis="coloraxis"), row=r + 1, col=c + 1)
+        bottom = i + cols >= len(panels)  # nothing drawn below this panel
+        fig.update_xaxes(**_keys_axis(text, names, "third", title=None), showticklabels=bottom, row=r + 1, col=c + 1)
+        fig.update_yaxes(**_rows_axis(text, names, panel_px + 160, title=None), showticklabels=c == 0, row=r + 1, col=c + 1)
     fig.update_layout(
-        coloraxis=dict(cmin=0, cmax=1, colorscale=PALETTES[palette], colorbar=dict(title="weight")),
-        height=nrows * min(520, max(300, 100 + 14 * len(tokens))),
+        coloraxis=dict(cmin=0, cmax=colours.zmax, colorscale=PALETTES[palette], colorbar=colours.colorbar()),
+        height=height, margin=dict(t=40, b=label_px),
     )
     return fig
 
 
-def matrix_heatmap(
-    matrix: np.ndarray, row_labels: list[str], col_labels: list[str], *, title: str = "",
-    bounded: bool = False, palette: str = "viridis",
-) -> go.Figure:
-    """Any labelled matrix; signed values use a diverging scale centred on 0, [0, 1] values the palette."""
-    z = _finite(matrix)  # (rows, cols)
-    if bounded:
-        colour = dict(zmin=0, zmax=1, colorscale=PALETTES[palette])
-    else:
-        extent = float(np.abs(z).max()) or 1.0
-        colour = dict(zmin=-extent, zmax=extent, colorscale=DIVERGING)
-    fig = go.Figure(go.Heatmap(
-        z=z, x=positions(col_labels), y=positions(row_labels), **colour,
-        hovertemplate="row %{y}<br>column %{x}<br>value: %{z:.4f}<extra></extra>",
-    ))
-    fig.update_layout(
-        title=dict(text=f"{title}  ({z.shape[0]}×{z.shape[1]})"), height=_side(len(row_labels)) * 2 // 3,
-        xaxis=dict(side="top", **_axis(col_labels)), yaxis=dict(autorange="reversed", **_axis(row_labels)),
-        margin=dict(t=70),
-    )
-    return fig
-
-
-def weight_bars(
-    weights: np.ndarray, tokens: list[str], *, oov=None, title: str = "", highlight: int | None = None, top: int | None = None
-) -> go.Figure:
-    """One query's weights over the keys, in sentence order; the `highlight` bar (say, the hard pick) stands out.
-
-    With `top`, only the `top` largest weights are drawn (still in sentence order): a long input has
-    too many keys for one bar each.
-    """
-    text = labels(tokens, oov)
-    weights = _finite(weights)  # (Tk,)
-    keys = np.arange(len(text))  # (Tk,)
-    if top is not None and len(text) > top:
-        keys = np.sort(np.argsort(-weights, kind="stable")[:top])  # (top,) ties go to the earlier key
-    names = positions(text)
-    shown = [names[i] for i in keys]
-    fig = go.Figure(go.Bar(
-        x=shown, y=weights[keys], marker_color=["#d55e00" if i == highlight else "#0072b2" for i in keys],
-        hovertemplate="key %{x}<br>weight: %{y:.3f}<extra></extra>",
-    ))
-    fig.update_layout(title=title, xaxis=_axis([text[i] for i in keys], shown), yaxis=dict(title="weight", range=[0, 1]), height=320)
-    return fig
-
-
-def dims(n: int) -> list[str]:
-    """Column labels for the feature dimensions of a matrix."""
-    return [f"d{i}" for i in range(n)]
-
-
-# Okabe–Ito: eight colours that stay distinct under the common colour-vision deficiencies.
-HEAD_COLOURS = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000")
-
-
-def line_view(weights: np.ndarray, tokens: list[str], *, query: int | None = None, oov=None, min_weight: float = 0.01) -> go.Figure:
-    """bertviz-style lines from each query (left) to each key (right), opacity = weight, one colour per head.
-
-    weights (H, n, n). `query` isolates one token's lines. Lines are grouped by head and by tenths of
-    weight, so the figure has at most 10·H line traces however long the sentence.
-    """
-    heads, n, _ = weights.shape
-    if heads > len(HEAD_COLOURS):
-        raise ValueError(f"The line view has {len(HEAD_COLOURS)} distinct head colours; got {heads} heads.")
-    weights = _finite(weights)
-    text = labels(tokens, oov)
-    fig = go.Figure()
-    rows = range(n) if query is None else [query]
-    for h in range(heads):
-        for tenth in range(10):
-            xs, ys = [], []
-            for i in rows:
-                for j in range(n):
-                    w = weights[h, i, j]
-                    if w >= min_weight and min(int(w * 10), 9) == tenth:
-                        xs += [0, 1, None]
-                        ys += [i, j, None]
-            if xs:
-                fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=HEAD_COLOURS[h], width=2),
-                                         opacity=(tenth + 0.5) / 10, hoverinfo="skip", showlegend=False, legendgroup=f"h{h}"))
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=HEAD_COLOURS[h], width=3), name=f"head {h}", legendgroup=f"h{h}"))
-    for side in (0, 1):
-        fig.add_trace(go.Scatter(x=[side] * n, y=list(range(n)), mode="text", text=text, showlegend=False,
-                                 textposition="middle left" if side == 0 else "middle right",
-                                 hovertemplate=("query" if side == 0 else "key") + " #%{y} %{text}<extra></extra>"))
-    fig.update_layout(xaxis=dict(visible=False, range=[-0.6, 1.6]), yaxis=dict(visible=False, autorange="reversed"),
-                      height=max(300, 24 * n + 80), title="Lines: query (left) → key (right), opacity = weight")
-    return fig
-
-
-def block_overview(weights: np.ndarray, tokens: list[str], *, max_blocks: int = 128, palette: str = "viridis") -> go.Figure:
+def block_overview(weights: np.ndarray, tokens: list[str], *, max_blocks: int = 128, palette: str = "viridis",
+                   scale: str = "row") -> go.Figure:
     """A light overview of a large (n, n) matrix: the maximum weight in each b×b block, b = ⌈n / max_blocks⌉.
 
     Max rather than mean, so a single strong link stays visible. Hover names the block's token ranges.
@@ -209,24 +257,189 @@ def block_overview(weights: np.ndarray, tokens: list[str], *, max_blocks: int = 
         padded = np.zeros((rows * b, cols * b), dtype=weights.dtype)  # (rows·b, cols·b)
         padded[:n_rows, :n_cols] = weights
         weights = padded
-    blocks = weights.reshape(rows, b, cols, b).max(axis=(1, 3))  # (rows, cols)
+    blocks = weights.reshape(rows, b, cols, b).max(axis=(1, 3)).astype(np.float32)  # (rows, cols)
     text = labels(tokens)
 
     def span(i: int, n: int) -> str:
         lo, hi = i * b, min(n, (i + 1) * b) - 1
-        return f"#{lo}–{hi} {text[lo]} … {text[hi]}" if hi > lo else f"#{lo} {text[lo]}"
+        return f"#{lo}–{hi} {_short(text[lo])} … {_short(text[hi])}" if hi > lo else f"#{lo} {_short(text[lo])}"
 
     row_names = [span(i, n_rows) for i in range(rows)]
     col_names = [span(j, n_cols) for j in range(cols)]
+    colours = colour_scale(scale, blocks)
     fig = go.Figure(go.Heatmap(
-        z=blocks.astype(np.float32), x=col_names, y=row_names, zmin=0, zmax=1, colorscale=PALETTES[palette],
-        colorbar=dict(title="max weight"),
-        hovertemplate="queries %{y}<br>keys %{x}<br>max weight in block: %{z:.3f}<extra></extra>",
+        z=colours.show(blocks), x=col_names, y=row_names, zmin=0, zmax=colours.zmax, colorscale=PALETTES[palette],
+        customdata=blocks, colorbar=colours.colorbar("block max"),
+        hovertemplate="queries %{y}<br>keys %{x}<br>max weight in block: %{customdata:.4~g}<extra></extra>",
     ))
-    step = max(1, math.ceil(rows / 16))
+    height = 700
     fig.update_layout(
-        title=f"Overview: max weight per {b}×{b} block ({n_rows} × {n_cols} tokens)", height=700,
-        xaxis=dict(type="category", tickmode="array", tickvals=col_names[::step], ticktext=[c.split(" ")[0] for c in col_names[::step]], side="top"),
-        yaxis=dict(type="category", autorange="reversed", tickmode="array", tickvals=row_names[::step], ticktext=[r.split(" ")[0] for r in row_names[::step]]),
+        title=f"Overview: max weight per {b}×{b} block ({n_rows} × {n_cols} tokens)", height=height,
+        xaxis=dict(_keys_axis([c.split(" ")[0] for c in col_names], col_names, "full", title="keys"), type="category"),
+        yaxis=dict(_rows_axis([r.split(" ")[0] for r in row_names], row_names, height, title="queries"), type="category"),
     )
+    return fig
+
+
+def matrix_heatmap(
+    matrix: np.ndarray, row_labels: list[str], col_labels: list[str], *, title: str = "",
+    bounded: bool = False, palette: str = "viridis", width: str = "full", height: int | None = None,
+) -> go.Figure:
+    """Any labelled matrix; signed values use a diverging scale centred on 0, [0, 1] values the palette."""
+    z = _finite(matrix)  # (rows, cols)
+    if bounded:
+        colour = dict(zmin=0, zmax=1, colorscale=PALETTES[palette])
+    else:
+        extent = float(np.abs(z).max()) or 1.0
+        colour = dict(zmin=-extent, zmax=extent, colorscale=DIVERGING)
+    row_names, col_names = positions(row_labels), positions(col_labels)
+    height = height or max(300, _side(len(row_labels)) * 2 // 3)
+    fig = go.Figure(go.Heatmap(
+        z=z, x=col_names, y=row_names, **colour, colorbar=_colorbar("value"),
+        hovertemplate="row %{y}<br>column %{x}<br>value: %{z:.4f}<extra></extra>",
+    ))
+    fig.update_layout(
+        title=dict(text=f"{title}  ({z.shape[0]}×{z.shape[1]})"), height=height,
+        xaxis=_keys_axis(col_labels, col_names, width, title=None), yaxis=_rows_axis(row_labels, row_names, height, title=None),
+        margin=dict(t=50),
+    )
+    return fig
+
+
+def weight_bars(
+    weights: np.ndarray, tokens: list[str], *, oov=None, title: str = "", highlight: int | None = None, top: int | None = None,
+    start: int = 0,
+) -> go.Figure:
+    """One query's weights over the keys, one horizontal bar per key in sentence order, top to bottom; the
+    `highlight` bar (say, the hard pick) stands out.
+
+    With `top`, only the `top` largest weights are drawn (still in sentence order): a long input has
+    too many keys for one bar each.
+    """
+    text = labels(tokens, oov)
+    weights = _finite(weights)  # (Tk,)
+    keys = np.arange(len(text))  # (Tk,)
+    if top is not None and len(text) > top:
+        keys = np.sort(np.argsort(-weights, kind="stable")[:top])  # (top,) ties go to the earlier key
+    names = positions(text, start)
+    shown = [names[i] for i in keys]
+    height = 110 + max(6, len(keys)) * (24 if len(keys) <= 16 else 16)
+    fig = go.Figure(go.Bar(
+        y=shown, x=weights[keys], orientation="h", marker_color=["#d55e00" if i == highlight else "#0072b2" for i in keys],
+        hovertemplate="key %{y}<br>weight: %{x:.4~g}<extra></extra>",
+    ))
+    fig.update_layout(
+        title=title, height=height, margin=dict(t=50),
+        yaxis=_rows_axis([text[i] for i in keys], shown, height, title=None),
+        xaxis=dict(title="weight", range=[0, max(1e-9, float(weights.max())) * 1.05], automargin=True),
+    )
+    return fig
+
+
+def dims(n: int) -> list[str]:
+    """Column labels for the feature dimensions of a matrix."""
+    return [f"d{i}" for i in range(n)]
+
+
+# ---------------------------------------------------------------- the line view
+
+# Okabe–Ito: eight colours that stay distinct under the common colour-vision deficiencies.
+HEAD_COLOURS = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000")
+LINE_ROW_PX = 22
+
+
+def line_view(weights: np.ndarray, tokens: list[str], *, query: int | None = None, heads: list[int] | None = None,
+              oov=None, min_share: float = 0.02) -> go.Figure:
+    """bertviz-style lines from each query (left) to each key (right), one Okabe–Ito colour per head.
+
+    weights (H, n, n). Opacity and width grow with the weight relative to the largest weight shown, so
+    the pattern reads at any sentence length; lines under `min_share` of it are left out. `query` picks one
+    word: its lines stand out and the others fade. `heads` picks the heads drawn (default: all). The
+    query words carry their position in customdata, so a click on one picks it.
+    """
+    n_heads, n, _ = weights.shape
+    if n_heads > len(HEAD_COLOURS):
+        raise ValueError(f"The line view has {len(HEAD_COLOURS)} distinct head colours; got {n_heads} heads.")
+    weights = _finite(weights)
+    heads = list(range(n_heads)) if heads is None else heads
+    rows = range(n) if query is None else [query]
+    top = max(float(weights[np.ix_(heads, list(rows))].max()), 1e-12)
+    fig = go.Figure()
+    for h in heads:
+        for i in range(n):
+            focused = query is None or i == query
+            if not focused and query is not None:
+                continue
+            _add_lines(fig, weights[h, i] / top, i, HEAD_COLOURS[h], min_share)
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=HEAD_COLOURS[h], width=4), name=f"head {h}"))
+    if query is not None:  # the other words' lines, faded, for context
+        for h in heads:
+            for i in range(n):
+                if i != query:
+                    _add_lines(fig, weights[h, i] / top, i, HEAD_COLOURS[h], min_share, fade=0.12)
+    text = [_short(t) for t in labels(tokens, oov)]
+    bold = [f"<b>{t}</b>" if i == query else t for i, t in enumerate(text)]
+    fig.add_trace(go.Scatter(x=[0] * n, y=list(range(n)), mode="text+markers", text=bold, textposition="middle left",
+                             marker=dict(size=10, color="#888888"), customdata=list(range(n)), showlegend=False, name="queries",
+                             textfont=dict(size=14), hovertemplate="query #%{y} %{text}<br>click: show its lines<extra></extra>"))
+    fig.add_trace(go.Scatter(x=[1] * n, y=list(range(n)), mode="text+markers", text=text, textposition="middle right",
+                             marker=dict(size=6, color="#888888"), showlegend=False, name="keys", textfont=dict(size=14),
+                             hovertemplate="key #%{y} %{text}<extra></extra>"))
+    fig.update_layout(
+        xaxis=dict(visible=False, range=[-0.75, 1.75], fixedrange=True), yaxis=dict(visible=False, autorange="reversed", fixedrange=True),
+        height=max(320, LINE_ROW_PX * n + 110), margin=dict(t=70, b=10, l=10, r=10),
+        legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0.5, xanchor="center"),
+        hovermode="closest",
+    )
+    return fig
+
+
+def _add_lines(fig: go.Figure, shares: np.ndarray, i: int, colour: str, min_share: float, fade: float = 1.0) -> None:
+    """The lines of query i to every key whose weight is at least min_share of the largest shown, grouped
+    by tenths of that share (one trace per tenth: opacity and width from the tenth)."""
+    for tenth in range(10):
+        keys = [j for j, s in enumerate(shares) if s >= min_share and min(int(s * 10), 9) == tenth]
+        if not keys:
+            continue
+        xs = [v for _ in keys for v in (0, 1, None)]
+        ys = [v for j in keys for v in (i, j, None)]
+        strength = (tenth + 1) / 10
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=colour, width=0.5 + 3.5 * strength),
+                                 opacity=fade * (0.15 + 0.85 * strength), hoverinfo="skip", showlegend=False))
+
+
+# ---------------------------------------------------------------- the key–value database
+
+
+def pca_scatter(points: np.ndarray, key_labels: list[str], query_label: str, weights: np.ndarray) -> go.Figure:
+    """Keys and the query on their first two principal components (points (N+1, 2), the query last), each
+    key sized and coloured by its soft weight. Key names are drawn beside their points; crowded ones still
+    name themselves on hover."""
+    keys = labels(key_labels)
+    fig = go.Figure([
+        go.Scatter(x=points[:-1, 0], y=points[:-1, 1], mode="markers+text", text=[_short(k) for k in keys], textposition="top center",
+                   marker=dict(size=8 + 40 * weights, color=weights, colorscale="Viridis", cmin=0, cmax=1,
+                               colorbar=_colorbar("soft weight")),
+                   customdata=np.stack([weights, np.arange(len(keys))], -1), name="keys",
+                   hovertemplate="key #%{customdata[1]:.0f} %{text}<br>weight: %{customdata[0]:.4~g}<extra></extra>"),
+        go.Scatter(x=points[-1:, 0], y=points[-1:, 1], mode="markers", marker=dict(size=14, symbol="x", color="#d55e00"),
+                   name="query", text=labels([query_label]), hovertemplate="query %{text}<extra></extra>"),
+    ])
+    fig.update_layout(title="Query and keys (PCA, size ∝ weight)", height=380, margin=dict(t=50),
+                      xaxis=dict(title="PC 1", automargin=True), yaxis=dict(title="PC 2", automargin=True),
+                      legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def entropy_curve(taus: np.ndarray, curve: np.ndarray, tau: float, n_keys: int) -> go.Figure:
+    """Entropy of the soft weights against τ, with the chosen τ and ln N (the plain average) marked."""
+    fig = go.Figure([
+        go.Scatter(x=taus, y=curve, mode="lines", name="entropy", hovertemplate="τ = %{x:.3g}<br>entropy = %{y:.3f} nats<extra></extra>"),
+        go.Scatter(x=[tau, tau], y=[0, float(np.log(n_keys))], mode="lines", line=dict(dash="dash", color="#d55e00"), name=f"τ = {tau:g}"),
+        go.Scatter(x=[taus[0], taus[-1]], y=[float(np.log(n_keys))] * 2, mode="lines", line=dict(dash="dot", color="#888888"),
+                   name=f"ln N = {np.log(n_keys):.3f}: plain average"),
+    ])
+    fig.update_layout(title="Entropy of the soft weights against τ", height=340, margin=dict(t=50),
+                      xaxis=dict(type="log", title="τ (log scale)"), yaxis=dict(title="entropy (nats)"),
+                      legend=dict(orientation="h", y=-0.3))
     return fig

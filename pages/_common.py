@@ -79,9 +79,10 @@ def _uploaded(digest: str, _data: bytes, filename: str, fmt: str | None) -> Keye
     return load_uploaded(_data, filename, fmt)
 
 
-def word_vectors(where=None) -> tuple[KeyedVectors, str] | None:
-    """The vector source picker, drawn in `where` (default: the sidebar); (vectors, an id for caches), or
-    None after showing why not. Pages draw their other controls first, so none is lost while it waits."""
+def word_vectors(where=None) -> tuple[KeyedVectors, str, str] | None:
+    """The vector source picker, drawn in `where` (default: the sidebar); (vectors, an id for caches, their
+    name for people), or None after showing why not. Pages draw their other controls first, so none is
+    lost while it waits."""
     where = where or st.sidebar
     path, fmt = vectors_from_settings(sys.argv, dict(os.environ))
     sources = [GLOVE_LABEL] + ([f"File from settings: {os.path.basename(path)}"] if path else []) + ["Upload a file"]
@@ -90,9 +91,9 @@ def word_vectors(where=None) -> tuple[KeyedVectors, str] | None:
         help="GloVe ships with the app. You can also upload GloVe text (no header) or word2vec text/binary.",
     )
     if source == GLOVE_LABEL:
-        return glove(), "glove"
+        return glove(), "glove", "GloVe 6B 50-d"
     try:
-        picked = ((_vectors_at(path, fmt), f"path:{path}:{fmt}") if source.startswith("File from settings")
+        picked = ((_vectors_at(path, fmt), f"path:{path}:{fmt}", os.path.basename(path)) if source.startswith("File from settings")
                   else _upload_picker(where))
     except VectorFileError as error:
         where.error(md_escape(str(error)))
@@ -103,7 +104,7 @@ def word_vectors(where=None) -> tuple[KeyedVectors, str] | None:
     return picked
 
 
-def _upload_picker(where) -> tuple[KeyedVectors, str] | None:
+def _upload_picker(where) -> tuple[KeyedVectors, str, str] | None:
     upload = where.file_uploader(
         f"Vector file (at most {upload_limit_text()})", type=["txt", "vec", "bin"], key="vector_file",
         max_upload_size=MAX_UPLOAD_BYTES // 1_000_000,
@@ -116,7 +117,7 @@ def _upload_picker(where) -> tuple[KeyedVectors, str] | None:
         return None
     data = upload.getvalue()
     digest = hashlib.sha256(data).hexdigest()
-    return _uploaded(digest, data, upload.name, None if fmt == "auto" else fmt), f"upload:{digest}:{fmt}"
+    return _uploaded(digest, data, upload.name, None if fmt == "auto" else fmt), f"upload:{digest}:{fmt}", upload.name
 
 
 def load_url_state(schema: dict[str, Param]) -> None:
@@ -207,6 +208,28 @@ def position_select(container, label: str, names: list[str], name: str, *, first
 def clamp(low: int, high: int, default: int) -> Callable[[Any], int]:
     """A `clean` for integer widgets: an int is clamped into [low, high], anything else becomes `default`."""
     return lambda v: min(max(v, low), high) if isinstance(v, int) and not isinstance(v, bool) else default
+
+
+def clicked(chart_key: str, index: int = 0) -> int | None:
+    """The position a click on a chart's point carries (its customdata, or customdata[index]); None when the
+    chart's selection holds no such point."""
+    points = st.session_state[chart_key].selection.points
+    data = points[0].get("customdata") if points else None
+    if isinstance(data, dict):  # a typed array arrives as {"0": …, "1": …}
+        data = [data[k] for k in sorted(data, key=int)]
+    if isinstance(data, list):
+        data = data[index] if len(data) > index else None
+    return int(data) if isinstance(data, (int, float)) else None
+
+
+def scale_select(where=None) -> str:
+    """The colour-scale picker (URL parameter `scale`), in `where` (default: the sidebar)."""
+    from attnviz.figures import SCALES
+
+    return (where or st.sidebar).selectbox(
+        "Colour scale", list(SCALES), format_func=SCALES.get, key="scale",
+        help="What a cell's colour means. Per row shows where each word looks; 0 → 1 compares figures; "
+             "√ stretch lifts the small weights of long texts. Hover always gives the true weight.")
 
 
 def stop(message: str, schema: dict[str, Param], *, error: bool = False) -> None:

@@ -79,8 +79,9 @@ def overflow_message(computed: Computed) -> str:
             "size (GloVe's are under 10 long), cosine scoring, or a larger temperature τ.")
 
 
-def zoom_window(view: View, tokens: list[str], oov: list[bool], palette: str):
-    """The long-input zoom: its controls, and the window's heatmap at full resolution. Returns the figure."""
+def zoom_window(view: View, tokens: list[str], oov: list[bool], palette: str, scale: str, on_click):
+    """The long-input zoom: its controls, and the window's heatmap at full resolution, its axes numbered by
+    the sentence's own positions. A click on a cell calls on_click("zoom"). Returns the figure."""
     n = len(tokens)
     z_left, z_middle, z_right = st.columns(3)
     size = z_right.select_slider("Window size", ZOOM_SIZES, key="zw")
@@ -91,9 +92,10 @@ def zoom_window(view: View, tokens: list[str], oov: list[bool], palette: str):
     scores = view.scores_block(0, rows, cols) if view.config.heads == 1 else None
     figure = figures.attention_heatmap(
         view.mean_weights[rows, cols], tokens[rows], tokens[cols], scores=scores, row_oov=oov[rows], col_oov=oov[cols],
-        palette=palette, title=f"Zoom: queries {r0}–{r0 + size - 1} × keys {c0}–{c0 + size - 1} at full resolution",
+        palette=palette, scale=scale, row_start=r0, col_start=c0, clickable=True,
+        title=f"Zoom: queries {r0}–{r0 + size - 1} × keys {c0}–{c0 + size - 1}, full resolution",
     )
-    st.plotly_chart(figure, key="zoom", width="stretch")
+    st.plotly_chart(figure, key="zoom", width="stretch", on_select=lambda: on_click("zoom"), selection_mode="points")
     return figure
 
 

@@ -6,20 +6,22 @@ import torch
 from attnviz.attention import attend
 from attnviz.encdec import bmm_items, pad_batch, padding_mask
 from attnviz.embeddings import embed, tokenize
-from attnviz.figures import attention_heatmap, dims, matrix_heatmap
-from attnviz.urlstate import Param, bounded_text, int_range
-from pages._common import clamp, glove, held, load_url_state, save_url_state, stop
+from attnviz.figures import SCALES, attention_heatmap, dims, matrix_heatmap
+from attnviz.urlstate import Param, bounded_text, choice, int_range
+from pages._common import clamp, glove, held, load_url_state, save_url_state, scale_select, stop
 
 MAX_SENTENCES, MAX_TOKENS, BATCH_CHARS = 8, 64, 5000
 SCHEMA = {
     "batch": Param("the dog wagged its tail\na cat sat\nwhen he saw his owner the dog was happy", bounded_text(BATCH_CHARS)),
     "item": Param(0, int_range(0, MAX_SENTENCES - 1)),
+    "scale": Param("row", choice(SCALES)),
 }
 
 st.title("Batches and padding")
 st.write("Sentences of different lengths are padded with zeros to the longest one and stacked into one "
          "batch. The padding mask hides the padding keys, so they receive exactly zero weight.")
 load_url_state(SCHEMA)
+scale_select()
 kv = glove()
 lines = [line for line in st.text_area("One sentence per line", key="batch", height=120, max_chars=BATCH_CHARS).splitlines() if line.strip()]
 if not lines:
@@ -36,7 +38,7 @@ B, T, d = x.shape
 st.latex(r"X \in \mathbb{R}^{B \times T \times d} = %d \times %d \times %d,\quad \text{mask} \in \{0,1\}^{B \times 1 \times T \times T} = %d \times 1 \times %d \times %d" % (B, T, d, B, T, T))
 padded_tokens = [s.tokens + ["⟨pad⟩"] * (T - len(s.tokens)) for s in sentences]
 st.plotly_chart(matrix_heatmap(valid.float().numpy(), [f"sentence {b}" for b in range(B)], [str(t) for t in range(T)],
-                               title="Padding mask per sentence (1 = real token, 0 = padding)", bounded=True),
+                               title="Padding mask (1 = real token, 0 = padding)", bounded=True),
                 key="padding", width="stretch")
 padding_weight = float(result.weights.masked_select(~mask[:, 0]).abs().max()) if (~mask).any() else 0.0
 st.success(f"Largest weight on any padding key in the batch: {padding_weight:.1f} (exactly zero).")
@@ -45,7 +47,8 @@ columns = st.columns(min(B, 3))
 for b, s in enumerate(sentences):
     n = len(s.tokens)
     with columns[b % len(columns)]:
-        st.plotly_chart(attention_heatmap(result.weights[b, :n, :n].numpy(), s.tokens, title=f"sentence {b} ({n} real of {T})"),
+        st.plotly_chart(attention_heatmap(result.weights[b, :n, :n].numpy(), s.tokens, title=f"sentence {b}: {n} of {T} real",
+                                          scale=st.session_state.scale, width="third"),
                         key=f"sentence_{b}", width="stretch")
         if n < T:
             st.caption(f"{T - n} padding query row(s) not drawn: they are not real words.")
@@ -57,10 +60,12 @@ item = held("item", B, clamp(0, B - 1, 0), lambda **widget: st.select_slider("Ba
 keys_t = x.transpose(1, 2)  # (B, d, T)
 products = bmm_items(x, keys_t)  # B × (T, T)
 left, middle, right = st.columns(3)
-left.plotly_chart(matrix_heatmap(x[item].numpy(), padded_tokens[item], dims(d), title=f"Q_{item}"), key="bmm_q", width="stretch")
-middle.plotly_chart(matrix_heatmap(keys_t[item].numpy(), dims(d), padded_tokens[item], title=f"K_{item}ᵀ"), key="bmm_k", width="stretch")
-right.plotly_chart(matrix_heatmap(products[item].numpy(), padded_tokens[item], padded_tokens[item], title=f"Q_{item} K_{item}ᵀ"),
+same = dict(width="third", height=460)  # one height for the row, whatever each matrix's shape
+left.plotly_chart(matrix_heatmap(x[item].numpy(), padded_tokens[item], dims(d), title=f"Q_{item}", **same), key="bmm_q", width="stretch")
+middle.plotly_chart(matrix_heatmap(keys_t[item].numpy(), dims(d), padded_tokens[item], title=f"K_{item}ᵀ", **same), key="bmm_k", width="stretch")
+right.plotly_chart(matrix_heatmap(products[item].numpy(), padded_tokens[item], padded_tokens[item], title=f"Q_{item} K_{item}ᵀ", **same),
                    key="bmm_out", width="stretch")
+st.caption("Labels are thinned where they would not fit; hover names every row and column.")
 st.caption(f"torch.bmm on the whole batch gives the same {B} × {T} × {T} numbers: largest difference "
            f"{float((torch.bmm(x, keys_t) - torch.stack(products)).abs().max()):.1e}.")
 save_url_state(SCHEMA)

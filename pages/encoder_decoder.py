@@ -4,9 +4,9 @@ import streamlit as st
 
 from attnviz.encdec import alignment, encoder_decoder, pad_batch
 from attnviz.embeddings import embed, tokenize
-from attnviz.figures import attention_heatmap
+from attnviz.figures import SCALES, attention_heatmap
 from attnviz.urlstate import Param, bounded_text, choice, int_range
-from pages._common import stop, glove, load_url_state, save_url_state
+from pages._common import glove, load_url_state, save_url_state, scale_select, stop
 
 MAX_TOKENS, SENTENCE_CHARS = 64, 2000
 SCHEMA = {
@@ -14,6 +14,7 @@ SCHEMA = {
     "tgt": Param("a cat sat on a black mat", bounded_text(SENTENCE_CHARS)),
     "scoring": Param("dot", choice(["scaled_dot", "dot", "cosine"])),
     "k": Param(3, int_range(1, 10)),
+    "scale": Param("row", choice(SCALES)),
 }
 
 st.title("Encoder–decoder attention")
@@ -27,6 +28,7 @@ target_text = st.text_input("Target sentence (decoder)", key="tgt", max_chars=SE
 scoring = st.sidebar.selectbox("Scoring", ["scaled_dot", "dot", "cosine"], key="scoring",
                                help="dot gives the sharpest alignment on raw GloVe vectors; cosine scores lie in [-1, 1] and give flat weights.")
 k = st.sidebar.slider("Top-k source words per target word", 1, 10, key="k")
+scale_select()
 source, target = tokenize(source_text), tokenize(target_text)
 if not source or not target:
     stop("Type both a source and a target sentence.", SCHEMA)
@@ -40,26 +42,32 @@ x_out, valid_out = pad_batch([tgt.vectors])
 views = encoder_decoder(x_in, valid_in, x_out, valid_out, scoring=scoring)
 t_in, t_out = len(source), len(target)
 
-enc, dec, cross = st.columns(3)
-with enc:
-    st.subheader("Encoder self-attention")
-    st.caption("mask (B, 1, T_in, T_in) = (1, 1, %d, %d)" % (t_in, t_in))
-    st.plotly_chart(attention_heatmap(views.encoder[0, 0].numpy(), source, row_oov=src.oov), key="encoder", width="stretch")
-with dec:
-    st.subheader("Decoder causal self-attention")
-    st.caption("mask (B, 1, T_out, T_out) = (1, 1, %d, %d)" % (t_out, t_out))
-    st.plotly_chart(attention_heatmap(views.decoder[0, 0].numpy(), target, row_oov=tgt.oov), key="decoder", width="stretch")
-    st.caption("Above the diagonal is the future: blocked, weight exactly 0.")
-with cross:
-    st.subheader("Cross-attention")
-    st.caption("mask (B, 1, T_out, T_in) = (1, 1, %d, %d)" % (t_out, t_in))
-    st.plotly_chart(attention_heatmap(views.cross[0, 0].numpy(), target, source, row_oov=tgt.oov, col_oov=src.oov),
-                    key="cross", width="stretch")
-    st.caption("Rows: target words (queries). Columns: source words (keys and values from the memory).")
+scale = st.session_state.scale
+st.caption("Mask shapes (B, 1, T_q, T_k): B sentences in the batch (here 1), 1 mask shared by every head, "
+           "T_q query positions, T_k key positions. 1 = may attend.")
+PANELS = [
+    ("Encoder self-attention", r"H = \mathrm{softmax}\big(a(X_s, X_s)\big)\,X_s", (t_in, t_in), "encoder",
+     views.encoder, source, source, src.oov, src.oov, "source × source"),
+    ("Decoder, causal", r"D = \mathrm{softmax}\big(a(X_t, X_t),\ j \le i\big)\,X_t", (t_out, t_out), "decoder",
+     views.decoder, target, target, tgt.oov, tgt.oov, "target × target"),
+    ("Cross-attention", r"\alpha = \mathrm{softmax}\big(a(D, H)\big),\ \alpha H", (t_out, t_in), "cross",
+     views.cross, target, source, tgt.oov, src.oov, "target × source"),
+]
+for column, (name, formula, (t_q, t_k), key, weights, rows_tokens, cols_tokens, row_oov, col_oov, axes) in zip(st.columns(3), PANELS):
+    with column:
+        st.subheader(name)
+        st.latex(formula)
+        st.caption(f"mask (B, 1, T_q, T_k) = (1, 1, {t_q}, {t_k})")
+        st.plotly_chart(attention_heatmap(weights[0, 0].numpy(), rows_tokens, cols_tokens, row_oov=row_oov, col_oov=col_oov,
+                                          title=axes, scale=scale, width="third"), key=key, width="stretch")
+st.caption("Encoder: every source word sees every source word. Decoder: above the diagonal is the future, blocked, "
+           "weight exactly 0. Cross-attention: rows are target words (queries), columns source words; keys and values "
+           "are the encoder's output H, the memory. X_s, X_t: the sentences' GloVe rows; a: the chosen scoring function.")
 
 st.subheader("Alignment: which source words each target word reads")
 rows = alignment(views.cross[0, 0].numpy(), source, k)
-st.dataframe({"target word": target,
-              "top source words": [", ".join(f"{w} ({p:.2f})" for w, p in r["top"]) for r in rows],
+st.dataframe({"target word": [f"#{i} {w}" for i, w in enumerate(target)],
+              "top source words": [", ".join(f"#{j} {w} ({p:.2f})" for j, w, p in r["top"]) for r in rows],
               "entropy (nats)": [round(r["entropy"], 3) for r in rows]}, hide_index=True)
+st.caption("Entropy in nats (natural logarithm): 0 = the word reads one source word; ln T_in = it reads all evenly.")
 save_url_state(SCHEMA)

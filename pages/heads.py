@@ -5,10 +5,10 @@ import torch
 
 from attnviz.encdec import layer_stack, rollout
 from attnviz.embeddings import embed, tokenize
-from attnviz.figures import HEAD_COLOURS, attention_heatmap, line_view
+from attnviz.figures import HEAD_COLOURS, SCALES, attention_heatmap, line_view
 from attnviz.selfattention import Config, run
 from attnviz.urlstate import Param, bounded_text, choice, int_range
-from pages._common import glove, load_url_state, position_select, save_url_state, stop
+from pages._common import clamp, clicked, glove, held, load_url_state, position_select, save_url_state, scale_select, stop
 
 MAX_TOKENS, SENTENCE_CHARS = 64, 2000
 SCHEMA = {
@@ -18,6 +18,8 @@ SCHEMA = {
     "focus": Param(-1, int_range(-1, MAX_TOKENS - 1)),
     "layers": Param(3, int_range(1, 6)),
     "lmode": Param("identity", choice(["identity", "random"])),
+    "lhead": Param(-1, int_range(-1, len(HEAD_COLOURS) - 1)),
+    "scale": Param("row", choice(SCALES)),
 }
 
 st.title("Heads and layers")
@@ -25,10 +27,12 @@ load_url_state(SCHEMA)
 kv = glove()
 sentence = st.text_input("Sentence", key="text", max_chars=SENTENCE_CHARS)
 with st.sidebar:
-    heads = st.slider("Heads H (random projections, d_k = 16)", 1, len(HEAD_COLOURS), key="heads")
+    heads = st.slider("Heads H (random projections, d_k = 16)", 1, len(HEAD_COLOURS), key="heads",
+                      help="d_k: the length of each head's query and key vectors.")
     seed = st.number_input("Seed", 0, 2**31 - 1, key="seed")
     layers = st.slider("Layers L", 1, 6, key="layers")
     mode = st.radio("Layer projections", ["identity", "random"], key="lmode", horizontal=True)
+    scale_select(st)
 tokens = tokenize(sentence)
 if not tokens:
     stop("Type a sentence.", SCHEMA)
@@ -40,14 +44,36 @@ if all(embedded.oov):
 view = run(embedded.vectors, Config(projection="random", heads=heads, d_k=16, seed=seed))
 
 st.header("Line view")
-focus = position_select(st, "Show the lines of", tokens, "focus", first=(-1, "every word"))
-st.plotly_chart(line_view(view.weights, tokens, query=None if focus < 0 else focus, oov=embedded.oov), key="lines", width="stretch")
-st.caption("One colour per head (Okabe–Ito, distinct for colour-blind readers); lines under weight 0.01 are left out.")
+st.write("Each line joins a query word (left) to a key word (right); the stronger the weight, the bolder the line.")
+pick_word, pick_heads = st.columns(2)
+focus = position_select(pick_word, "Show the lines of", tokens, "focus", first=(-1, "every word"))
+shown = held("lhead", heads, clamp(-1, heads - 1, -1),
+             lambda **widget: pick_heads.selectbox("Heads shown", [-1, *range(heads)], **widget,
+                                                   format_func=lambda h: "all heads together" if h < 0 else f"head {h} alone"))
+
+
+def pick_focus() -> None:
+    """A click on a query word (left) shows its lines; a second click on it shows every word's again."""
+    word = clicked("lines")
+    if word is not None:
+        st.session_state.focus = -1 if word == st.session_state.get("focus") else word
+
+
+st.plotly_chart(line_view(view.weights, tokens, query=None if focus < 0 else focus, heads=None if shown < 0 else [shown],
+                          oov=embedded.oov),
+                key="lines", width="stretch", on_select=pick_focus, selection_mode="points")
+st.caption("Click a word on the left to see its lines alone. Opacity and width grow with each weight relative to the "
+           "largest one drawn. One colour per head, from the Okabe–Ito set, which colour-blind readers can tell apart.")
 
 st.header("Head summaries")
+scale = st.session_state.scale
 mean_col, max_col = st.columns(2)
-mean_col.plotly_chart(attention_heatmap(view.mean_weights, tokens, title="Average over heads (rows sum to 1)"), key="mean", width="stretch")
-max_col.plotly_chart(attention_heatmap(view.weights.max(0), tokens, title="Maximum over heads (rows need not sum to 1)"), key="max", width="stretch")
+mean_col.plotly_chart(attention_heatmap(view.mean_weights, tokens, title="Average over heads", scale=scale, width="half"),
+                      key="mean", width="stretch")
+mean_col.caption("Each row sums to 1.")
+max_col.plotly_chart(attention_heatmap(view.weights.max(0), tokens, title="Maximum over heads", scale=scale, width="half"),
+                     key="max", width="stretch")
+max_col.caption("Rows need not sum to 1: each cell is its strongest head's weight.")
 
 st.header("Layers and rollout")
 st.latex(r"h^{(l)} = \mathrm{LayerNorm}\big(h^{(l-1)} + \mathrm{Attention}(h^{(l-1)})\big),\quad "
@@ -55,9 +81,11 @@ st.latex(r"h^{(l)} = \mathrm{LayerNorm}\big(h^{(l-1)} + \mathrm{Attention}(h^{(l
 per_layer = layer_stack(torch.from_numpy(embedded.vectors), layers, mode=mode, seed=seed)
 columns = st.columns(min(layers, 3))
 for l, weights in enumerate(per_layer):
-    columns[l % len(columns)].plotly_chart(attention_heatmap(weights.numpy(), tokens, title=f"layer {l + 1}"),
-                                           key=f"layer_{l}", width="stretch")
-st.plotly_chart(attention_heatmap(rollout(per_layer).numpy(), tokens, title=f"Rollout through {layers} layer(s)"),
+    columns[l % len(columns)].plotly_chart(
+        attention_heatmap(weights.numpy(), tokens, title=f"layer {l + 1}", scale=scale, width="third" if layers > 2 else "half"),
+        key=f"layer_{l}", width="stretch")
+st.plotly_chart(attention_heatmap(rollout(per_layer).numpy(), tokens, title=f"Rollout through {layers} layer(s)", scale=scale),
                 key="rollout", width="stretch")
-st.caption("Rollout (Abnar & Zuidema) follows attention through the residual connections: how much each input word reaches each output position.")
+st.caption("Rollout (Abnar & Zuidema, 2020) follows attention through the residual connections: how much each input "
+           "word reaches each output position. Ã adds the identity because each layer also passes its input on unchanged.")
 save_url_state(SCHEMA)

@@ -1,16 +1,16 @@
 """Key–value database: exact lookup, hard retrieval and soft retrieval of the same query, side by side."""
 
 import numpy as np
-import plotly.graph_objects as go
 import streamlit as st
 
 from attnviz.attention import FORMULAS
 from attnviz.embeddings import nearest_words
-from attnviz.figures import labels, weight_bars
+from attnviz.figures import entropy_curve, pca_scatter, weight_bars
 from attnviz.retrieval import (
-    ENCODERS, NUMBER_RULE, PRESETS, SIMILARITIES, VALUE_KINDS, RecordError, clean_records, entropy_curve, is_number, parse_csv, pca_2d,
+    ENCODERS, NUMBER_RULE, PRESETS, SIMILARITIES, VALUE_KINDS, RecordError, clean_records, is_number, parse_csv, pca_2d,
     records_frame, retrieve, value_matrix,
 )
+from attnviz.retrieval import entropy_curve as entropy_curve_of
 from attnviz.selfattention import temperature_grid
 from attnviz.urlstate import Param, bounded_text, choice, nearest
 from pages._common import stop, glove, load_url_state, save_url_state
@@ -96,10 +96,15 @@ hard_index = int(result.hard_weights[0].argmax())
 soft = result.soft_weights[0]
 
 
+def readable(number: float) -> str:
+    """64,000 rather than 6.4e+04: whole thousands with separators, small numbers to 4 significant digits."""
+    return f"{number:,.0f}" if abs(number) >= 1000 else f"{number:.4g}"
+
+
 def show_output(output: np.ndarray) -> None:
     """The retrieved value for each value kind, as plain text (user text is never rendered as HTML)."""
     if kind == "numeric":
-        st.metric("value", f"{output[0]:,.4g}")
+        st.metric("value", readable(output[0]))
     elif kind == "word":
         st.dataframe({"nearest word": [w for w, _ in nearest_words(kv, output, 5)]}, hide_index=True)
     else:
@@ -133,27 +138,14 @@ with soft_col:
 
 key_labels = [f"{k} → {v}" for k, v in zip(keys, values)]
 bars, space = st.columns(2)
-bars.plotly_chart(weight_bars(soft, key_labels, highlight=hard_index, title="Soft weights per record (orange: the hard pick)"),
-                  key="weights", width="stretch")
+bars.plotly_chart(weight_bars(soft, key_labels, highlight=hard_index, title="Soft weight of each record"), key="weights", width="stretch")
+bars.caption("Orange: the record hard retrieval picks.")
 points = pca_2d(np.vstack([result.key_vectors, result.query_vectors]))  # (N+1, 2)
-scatter = go.Figure([
-    go.Scatter(x=points[:-1, 0], y=points[:-1, 1], mode="markers+text", text=labels(keys), textposition="top center",
-               marker=dict(size=8 + 40 * soft, color=soft, colorscale="Viridis", cmin=0, cmax=1),
-               customdata=soft, hovertemplate="%{text}<br>weight: %{customdata:.3f}<extra></extra>", name="keys"),
-    go.Scatter(x=points[-1:, 0], y=points[-1:, 1], mode="markers+text", text=labels([query]), textposition="bottom center",
-               marker=dict(size=14, symbol="x", color="#d55e00"), name="query", hoverinfo="text"),
-])
-scatter.update_layout(title="Query and keys, first two principal components (marker size ∝ weight)", height=360)
-space.plotly_chart(scatter, key="pca", width="stretch")
-
+space.plotly_chart(pca_scatter(points, keys, query, soft), key="pca", width="stretch")
+space.caption("PCA: the two directions along which the key vectors vary most. Crowded keys name themselves on hover.")
 taus = np.logspace(-2, 2, 81)
-curve = entropy_curve(result.scores[0], taus)
-entropy_fig = go.Figure(go.Scatter(x=taus, y=curve, mode="lines", name="entropy",
-                                   hovertemplate="τ = %{x:.3g}<br>entropy = %{y:.3f} nats<extra></extra>"))
-entropy_fig.add_vline(x=st.session_state.tau, line_dash="dash", annotation_text=f"τ = {st.session_state.tau:g}")
-entropy_fig.add_hline(y=float(np.log(len(keys))), line_dash="dot", annotation_text="ln N: plain average")
-entropy_fig.update_layout(title="Entropy of the soft weights against τ: 0 = hard retrieval, ln N = plain average",
-                          xaxis=dict(type="log", title="τ"), yaxis=dict(title="entropy (nats)"), height=320)
-st.plotly_chart(entropy_fig, key="entropy", width="stretch")
+st.plotly_chart(entropy_curve(taus, entropy_curve_of(result.scores[0], taus), st.session_state.tau, len(keys)),
+                key="entropy", width="stretch")
+st.caption("0 = hard retrieval (all weight on one record); ln N = the plain average of all N records.")
 st.latex(r"H(\alpha) = -\sum_i \alpha_i \ln \alpha_i \in [0, \ln N],\ N = %d" % len(keys))
 save_url_state(SCHEMA)

@@ -5,10 +5,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from attnviz.attention import pick_device
-from attnviz.figures import attention_heatmap
+from attnviz.figures import SCALES, attention_heatmap
 from attnviz.pooling import KERNELS, TRUE_FUNCTIONS, blobs, classify, fit_bandwidth, nadaraya_watson, salary_data
 from attnviz.urlstate import Param, boolean, choice, encode_bool, int_range, nearest
-from pages._common import load_url_state, save_url_state
+from pages._common import load_url_state, save_url_state, scale_select
 
 BANDWIDTHS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0]
 SCHEMA = {
@@ -21,6 +21,7 @@ SCHEMA = {
     "pick": Param(3.0, nearest([round(2 + 0.05 * i, 2) for i in range(41)])),
     "csigma": Param(0.5, nearest(BANDWIDTHS)),
     "chard": Param(False, boolean, encode_bool),
+    "scale": Param("row", choice(SCALES)),
 }
 KERNEL_FORMULAS = {
     "gaussian": r"\alpha(q, x_j) = \mathrm{softmax}_j\!\left(-\frac{(q - x_j)^2}{2\sigma^2}\right)",
@@ -52,6 +53,7 @@ with st.sidebar:
     st.header("Pooling")
     kernel = st.selectbox("Kernel", KERNELS, key="kernel", help="gaussian is softmax attention with score −(q−k)²/2σ².")
     st.select_slider("Bandwidth σ / h (log scale)", BANDWIDTHS, key="bw")
+    scale_select(st)
 state = st.session_state
 x, y = salary_data(state.n, state.noise, state.f, state.seed)
 grid = np.linspace(2.0, 4.0, 201)
@@ -69,25 +71,27 @@ fig = go.Figure([
     go.Scatter(x=grid[~empty], y=fitted[~empty], mode="lines", name="attention pooling", line=dict(color="#d55e00")),
     go.Scatter(x=[query], y=prediction, mode="markers", name=f"f̂({query}) = {prediction[0]:,.0f}", marker=dict(symbol="x", size=14, color="#000000")),
 ])
-fig.update_layout(xaxis_title="GPA", yaxis_title="starting salary", height=420)
+fig.update_layout(xaxis_title="GPA", yaxis=dict(title="starting salary", tickformat=",.0f"), height=420,
+                  legend=dict(orientation="h", y=-0.2))
 st.plotly_chart(fig, key="regression", width="stretch")
 if empty.any():
     st.info(f"{int(empty.sum())} of {len(grid)} grid queries have no training point within the {kernel} kernel's reach, so they have no prediction (not drawn).")
 
 sub = slice(None, None, 8)
 st.plotly_chart(attention_heatmap(weights[sub], [f"{g:.2f}" for g in grid[sub]], [f"{v:.2f}" for v in x],
-                                  title="Weights: queries (GPA grid, every 8th) × keys (training GPAs)"),
+                                  title="Weights: query GPAs × training GPAs", scale=state.scale),
                 key="weights", width="stretch")
+st.caption("Rows: every 8th query GPA of the curve above. Columns: the training points' GPAs, in the order drawn.")
 
 st.subheader("Learning σ (parametric attention pooling)")
 fit = learned_bandwidth(state.n, state.noise, state.f, state.seed)
 left, right = st.columns([2, 1])
 loss_fig = go.Figure(go.Scatter(y=fit.losses, mode="lines", hovertemplate="step %{x}<br>loss %{y:.4f}<extra></extra>"))
-loss_fig.update_layout(title="Leave-one-out loss (standardised salaries) during gradient descent", xaxis_title="step", yaxis_title="loss", height=300)
+loss_fig.update_layout(title="Leave-one-out loss while σ is learned", xaxis_title="Adam step", yaxis_title="loss", height=300)
 left.plotly_chart(loss_fig, key="loss", width="stretch")
 right.metric("Learned σ", f"{fit.sigma:.4f}", help=f"Adam on log σ from σ = {fit.start_sigma}, on {fit.device}.")
 right.metric("Best σ on a grid", f"{fit.grid_sigma:.4f}", help="121 values from 10^-2.5 to 10^0.5, same loss.")
-right.caption(f"Computed with torch on **{fit.device}**.")
+right.caption(f"Computed with torch on **{fit.device}**. The loss is on standardised salaries (mean 0, variance 1).")
 st.latex(r"\mathcal{L}(\sigma) = \frac{1}{n}\sum_i \Big(y_i - \sum_{j \ne i} \alpha_\sigma(x_i, x_j)\, y_j\Big)^2")
 
 st.header("Classification")

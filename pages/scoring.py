@@ -5,11 +5,11 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from attnviz.attention import FORMULAS, SCORING_NAMES, attend, make_scorer
-from attnviz.figures import attention_heatmap
+from attnviz.attention import FORMULAS, PARAMETERS, SCORING_NAMES, attend, make_scorer
+from attnviz.figures import SCALES, attention_heatmap
 from attnviz.pooling import dot_variance, softmax_entropy
-from attnviz.urlstate import Param, int_range, nearest
-from pages._common import load_url_state, save_url_state
+from attnviz.urlstate import Param, choice, int_range, nearest
+from pages._common import load_url_state, save_url_state, scale_select
 
 SAMPLES = [1000, 2000, 4000, 8000, 16000]
 SCHEMA = {
@@ -19,6 +19,7 @@ SCHEMA = {
     "dk": Param(8, int_range(1, 256)),
     "seed": Param(0, int_range(0, 2**31 - 1)),
     "samples": Param(4000, nearest(SAMPLES)),
+    "scale": Param("absolute", choice(SCALES)),
 }
 DIMS = [2, 4, 8, 16, 32, 64, 128, 256, 512]
 
@@ -41,6 +42,7 @@ with st.sidebar:
     st.slider("Key size d_k", 1, 256, key="dk", help="Make it differ from d_q: only general and additive can score then.")
     st.number_input("Seed", 0, 2**31 - 1, key="seed")
     st.select_slider("Samples for the √d plots", SAMPLES, key="samples")
+    scale_select(st)
 state = st.session_state
 generator = torch.Generator().manual_seed(state.seed)
 query = torch.randn(state.m, state.dq, generator=generator)  # (m, dq)
@@ -52,13 +54,16 @@ for start in range(0, len(SCORING_NAMES), 3):
     for column, name in zip(st.columns(3), SCORING_NAMES[start : start + 3]):
         with column:
             st.subheader(name)
-            st.latex(FORMULAS[name])
+            with st.container(height=90, border=False):  # one height for every formula, so the heatmaps line up
+                st.latex(FORMULAS[name])
+                st.caption(PARAMETERS.get(name, "\u00a0"))
             try:
                 result = attend(query, key, value, scoring=make_scorer(name, state.dq, state.dk, seed=state.seed))
             except ValueError as error:
                 st.warning(f"Cannot score: {error}")
                 continue
-            st.plotly_chart(attention_heatmap(result.weights.numpy(), rows, names, scores=result.scores.numpy()),
+            st.plotly_chart(attention_heatmap(result.weights.numpy(), rows, names, scores=result.scores.numpy(),
+                                              scale=state.scale, width="third"),
                             key=f"score_{name}", width="stretch")
 
 st.header("Why divide by √d?")

@@ -6,10 +6,10 @@ import numpy as np
 import streamlit as st
 
 # pages._common first: on a cold server it sets the browser loading plotly.js while torch and gensim import.
-from pages._common import held, load_url_state, md_escape, position_select, save_url_state, stop, word_vectors
+from pages._common import clicked, held, load_url_state, md_escape, position_select, save_url_state, scale_select, stop, word_vectors
 from pages._explorer import FULL_LIMIT, ZOOM_SIZES, Request, compute, downloads, overflow_message, step_walk, zoom_window
 from attnviz import figures
-from attnviz.attention import FORMULAS, SCORING_NAMES
+from attnviz.attention import FORMULAS, PARAMETERS, SCORING_NAMES
 from attnviz.embeddings import OOV_POLICIES, nearest_words
 from attnviz.selfattention import MASKS, Config, max_tokens_setting, temperature_grid
 from attnviz.urlstate import Param, boolean, bounded_text, choice, encode_bool, encode_int_list, int_list, int_range, nearest
@@ -37,6 +37,7 @@ SCHEMA = {
     "query": Param(0, int_range(0, 100_000)),
     "head": Param(0, int_range(0, 7)),
     "palette": Param("viridis", choice(figures.PALETTES)),
+    "scale": Param("row", choice(figures.SCALES)),
     "zr": Param(0, int_range(0, 100_000)),
     "zc": Param(0, int_range(0, 100_000)),
     "zw": Param(64, nearest(ZOOM_SIZES)),
@@ -69,8 +70,11 @@ with st.sidebar:
         help="How a query and a key are compared. " + " ".join(f"{k}: {v}" for k, v in SCORING_HELP.items()),
     )
     st.latex(FORMULAS[scoring])
-    st.select_slider("σ (Gaussian width)", [0.25, 0.5, 1.0, 2.0, 4.0, 8.0], key="sigma", disabled=scoring != "gaussian")
-    st.slider("h (additive hidden size)", 1, 128, key="h", disabled=scoring != "additive")
+    if scoring in PARAMETERS:
+        st.caption(PARAMETERS[scoring])
+    st.select_slider("σ (Gaussian width)", [0.25, 0.5, 1.0, 2.0, 4.0, 8.0], key="sigma", disabled=scoring != "gaussian",
+                     help="Used by gaussian scoring only.")
+    st.slider("h (additive hidden size)", 1, 128, key="h", disabled=scoring != "additive", help="Used by additive scoring only.")
     st.select_slider(
         "Temperature τ (log scale)", temperature_grid(), key="temp",
         help="Scores are divided by τ before the softmax. Small τ sharpens the weights, large τ flattens them.",
@@ -87,12 +91,17 @@ with st.sidebar:
         help="identity: Q = K = V = X. random: Q = XW_q (+b_q), and so on, with seeded Xavier weights.",
     )
     random_proj = projection == "random"
-    st.slider("d_k (size per head)", 1, 128, key="dk", disabled=not random_proj)
+    needs_random = "Needs random projections: choose Mode → random."
+    st.slider("d_k (size per head)", 1, 128, key="dk", disabled=not random_proj,
+              help="d_k: the length of each head's query and key vectors. " + needs_random)
     seeded = random_proj or scoring in ("general", "additive") or st.session_state.get("oov") == "random"
     st.number_input("Seed", 0, 2**31 - 1, key="seed", disabled=not seeded,
-                    help="Seeds the random projections, the general/additive scoring weights and random OOV vectors.")
-    st.checkbox("Biases b_q, b_k, b_v", key="bias", disabled=not random_proj)
-    st.slider("Heads H", 1, 8, key="heads", disabled=not random_proj, help="Several heads need random projections.")
+                    help="Seeds the random projections, the general/additive scoring weights and random OOV vectors; "
+                         "greyed out while none of them is in use.")
+    st.checkbox("Biases b_q, b_k, b_v", key="bias", disabled=not random_proj, help=needs_random)
+    st.slider("Heads H", 1, 8, key="heads", disabled=not random_proj, help="Identity projections would make every head the same. " + needs_random)
+    if not random_proj:
+        st.caption("d_k, biases and heads apply to random projections.")
     st.header("Tokens")
     st.toggle("Drop punctuation", key="punct", help="Remove tokens such as ',' and '.' before embedding.")
     st.radio(
@@ -100,11 +109,12 @@ with st.sidebar:
         help="zero: a zero vector; random: a seeded random vector of typical length; drop: leave the word out.",
     )
     st.selectbox("Palette", list(figures.PALETTES), key="palette", help="All three read well with colour blindness.")
+    scale_select(st)
 
 loaded = word_vectors(vectors_slot)
 if loaded is None:
     stop("Choose the word vectors in the sidebar to see the attention.", SCHEMA)
-kv, vectors_id = loaded
+kv, vectors_id, vectors_name = loaded
 if not sentence.strip():
     stop("Type a sentence above to see its attention.", SCHEMA)
 
@@ -147,19 +157,30 @@ if view.blocked_rows:
     st.info(f"{len(view.blocked_rows)} query row(s) have every key masked, so their weights and output are all zero (no NaN).")
 
 st.caption(f"{len(tokens)} tokens · d_model = {view.x.shape[1]} · computed with torch on **{view.device}**")
-palette = st.session_state.palette
+palette, scale = st.session_state.palette, st.session_state.scale
+
+
+def pick_query(chart_key: str) -> None:
+    """A click on a heatmap cell selects its query (the click layer's customdata[0]) in the inspector."""
+    query = clicked(chart_key)
+    if query is not None:
+        st.session_state.query = query
+
+
 if n > FULL_LIMIT:
-    st.plotly_chart(figures.block_overview(view.mean_weights, tokens, palette=palette), key="heatmap", width="stretch")
+    st.plotly_chart(figures.block_overview(view.mean_weights, tokens, palette=palette, scale=scale), key="overview", width="stretch")
     st.caption("The overview shows each block's largest weight, so no strong link disappears. "
                "Open any window at full resolution below.")
-    figure = zoom_window(view, tokens, oov, palette)
+    figure = zoom_window(view, tokens, oov, palette, scale, pick_query)
 elif config.heads == 1:
-    figure = figures.attention_heatmap(view.weights[0], tokens, scores=view.scores[0], row_oov=oov, palette=palette,
-                                       title=f"Attention weights α ({n} queries × {n} keys)")
-    st.plotly_chart(figure, key="heatmap", width="stretch")
+    figure = figures.attention_heatmap(view.weights[0], tokens, scores=view.scores[0], row_oov=oov, palette=palette, scale=scale,
+                                       title=f"Attention weights α: {n} queries × {n} keys", clickable=True)
+    st.plotly_chart(figure, key="heatmap", width="stretch", on_select=lambda: pick_query("heatmap"), selection_mode="points")
+    if n <= figures.CLICK_LIMIT:
+        st.caption("Click a cell to inspect its query (its row) below.")
 else:
-    figure = figures.head_grid(view.weights, tokens, scores=view.scores, oov=oov, palette=palette)
-    st.plotly_chart(figure, key="heatmap", width="stretch")
+    figure = figures.head_grid(view.weights, tokens, scores=view.scores, oov=oov, palette=palette, scale=scale)
+    st.plotly_chart(figure, key="grid", width="stretch")
 downloads(kv, request, figure)
 
 st.subheader("Query inspector")
@@ -167,15 +188,17 @@ query = position_select(st, "Query word", tokens, "query")
 row = view.mean_weights[query]
 bars, facts = st.columns([3, 2])
 top = BARS_LIMIT if n > BARS_LIMIT else None
-title = (f"The {BARS_LIMIT} largest weights of this query, in sentence order" if top else "Weights of this query over the keys")
-bars.plotly_chart(figures.weight_bars(row, tokens, oov=oov, top=top, title=title + (" (average over heads)" if config.heads > 1 else "")),
-                  key="bars", width="stretch")
+title = (f"Its {BARS_LIMIT} largest weights" if top else "Its weights over the keys") + (", head average" if config.heads > 1 else "")
+bars.plotly_chart(figures.weight_bars(row, tokens, oov=oov, top=top, title=title), key="bars", width="stretch")
+if top:
+    bars.caption(f"The {BARS_LIMIT} largest weights of this query, in sentence order.")
 with facts:
     allowed = int(view.allowed[query].sum())
     st.metric("Entropy of the row (nats)", f"{view.entropy(query):.3f}",
               help="0 means all weight on one key; ln(number of allowed keys) means spread evenly.")
+    st.caption("Entropy measures how spread out the row is. Nats: entropy measured with the natural logarithm.")
     st.latex(r"H(\alpha_i) = -\sum_j \alpha_{ij} \ln \alpha_{ij} \le \ln %d = %.3f" % (max(allowed, 1), np.log(max(allowed, 1))))
-    st.write("Nearest GloVe words to the weighted mix of input vectors:")
+    st.write(f"Nearest words in {vectors_name} to the weighted mix of input vectors:")
     st.latex(r"m_i = \sum_j \alpha_{ij}\, x_j" + (r" = o_i" if projection == "identity" else ""))
     neighbours = nearest_words(kv, view.mixture[query])
     if neighbours:

@@ -17,14 +17,15 @@ def weights():
 
 def test_heatmap_rows_are_queries_in_order_and_hover_carries_numbers():
     w, s = weights()
-    fig = figures.attention_heatmap(w, TOKENS, scores=s, row_oov=[False, True, False, False])
+    fig = figures.attention_heatmap(w, TOKENS, scores=s, row_oov=[False, True, False, False], scale="absolute")
     trace = fig.data[0]
     np.testing.assert_allclose(np.asarray(trace.z), w, rtol=1e-6)
-    np.testing.assert_allclose(np.asarray(trace.customdata), s, rtol=1e-6)  # the raw score behind each cell
+    np.testing.assert_allclose(np.asarray(trace.customdata)[..., 0], w, rtol=1e-6)  # the true weight behind each cell
+    np.testing.assert_allclose(np.asarray(trace.customdata)[..., 1], s, rtol=1e-6)  # and the raw score
     assert fig.layout.yaxis.autorange == "reversed"  # row 0 (the first word) on top
     assert (trace.zmin, trace.zmax) == (0, 1)
     assert trace.colorscale[0][1] == "#440154"  # viridis, colourblind-safe
-    assert "%{z:.3f}" in trace.hovertemplate and "%{customdata:.3f}" in trace.hovertemplate
+    assert "weight: %{customdata[0]" in trace.hovertemplate and "score: %{customdata[1]" in trace.hovertemplate
     assert list(trace.y)[1] == "#1 saw" + figures.OOV_MARK and list(trace.x)[2] == "#2 he"
     # the repeated "he" stays two columns, both labelled "he"
     assert len(set(trace.x)) == 4 and list(fig.layout.xaxis.ticktext)[::2] == ["he", "he"]
@@ -52,10 +53,13 @@ def test_nan_never_reaches_a_chart():
 
 def test_head_grid_has_each_head_and_the_average():
     w = np.random.default_rng(1).random((3, 4, 4))
-    fig = figures.head_grid(w, TOKENS)
+    fig = figures.head_grid(w, TOKENS, scale="max")
     assert len(fig.data) == 4
-    np.testing.assert_allclose(np.asarray(fig.data[3].z), w.mean(0))
-    assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == 1
+    np.testing.assert_allclose(np.asarray(fig.data[3].z), w.mean(0), rtol=1e-6)
+    assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == pytest.approx(w.max())  # one bar for all panels
+    # labels only on the outer edges: keys under the bottom panels, queries left of the first column
+    assert [fig.layout[f"xaxis{i or ''}"].showticklabels for i in ("", 2, 3, 4)] == [False, True, True, True]
+    assert [fig.layout[f"yaxis{i or ''}"].showticklabels for i in ("", 2, 3, 4)] == [True, False, False, True]
     assert [a.text for a in fig.layout.annotations][-1] == "average over heads"
 
 
@@ -105,6 +109,7 @@ def test_figure_html_is_standalone():
 def test_weight_bars_highlight_the_hard_pick():
     fig = figures.weight_bars(np.array([0.1, 0.7, 0.2]), ["a", "b", "c"], highlight=1)
     assert list(fig.data[0].marker.color) == ["#0072b2", "#d55e00", "#0072b2"]
+    assert fig.data[0].orientation == "h" and list(fig.data[0].y) == ["#0 a", "#1 b", "#2 c"]
 
 
 def test_weight_bars_top_keeps_the_largest_weights_in_sentence_order():
@@ -112,15 +117,15 @@ def test_weight_bars_top_keeps_the_largest_weights_in_sentence_order():
     w[[5, 150]] = 2.0  # the two largest
     fig = figures.weight_bars(w, [f"t{i}" for i in range(200)], top=10, highlight=150)
     keys = sorted(np.argsort(w)[-10:])
-    assert list(fig.data[0].x) == [f"#{i} t{i}" for i in keys]
-    np.testing.assert_array_equal(np.asarray(fig.data[0].y), w[keys])
+    assert list(fig.data[0].y) == [f"#{i} t{i}" for i in keys]
+    np.testing.assert_array_equal(np.asarray(fig.data[0].x), w[keys])
     assert list(fig.data[0].marker.color).count("#d55e00") == 1 and fig.data[0].marker.color[keys.index(150)] == "#d55e00"
-    assert set(fig.layout.xaxis.tickvals) <= set(fig.data[0].x)
+    assert set(fig.layout.yaxis.tickvals) <= set(fig.data[0].y)
 
 
 def test_block_overview_pads_a_ragged_edge_and_keeps_float32():
     w = np.random.default_rng(4).random((10, 10)).astype(np.float32)
-    fig = figures.block_overview(w, [f"t{i}" for i in range(10)], max_blocks=4)  # b = 3: blocks 0-2, 3-5, 6-8, 9
+    fig = figures.block_overview(w, [f"t{i}" for i in range(10)], max_blocks=4, scale="absolute")  # b = 3: blocks 0-2, 3-5, 6-8, 9
     z = np.asarray(fig.data[0].z)
     assert z.shape == (4, 4) and z.dtype == np.float32
     assert z[3, 3] == w[9, 9] and z[1, 3] == w[3:6, 9].max() and z[0, 0] == w[:3, :3].max()
@@ -130,8 +135,78 @@ def test_block_overview_pads_a_ragged_edge_and_keeps_float32():
 def test_block_overview_takes_each_blocks_maximum_and_names_its_ranges():
     w = np.random.default_rng(2).random((300, 300))
     fig = figures.block_overview(w, [f"t{i}" for i in range(300)], max_blocks=100)
-    z = np.asarray(fig.data[0].z)
+    z = np.asarray(fig.data[0].customdata)  # the true block maxima; z is coloured per row by default
     assert z.shape == (100, 100)
     np.testing.assert_allclose(z[4, 7], w[12:15, 21:24].max(), rtol=1e-6)
     assert fig.data[0].y[4] == "#12–14 t12 … t14"
     assert len(fig.to_json()) < 2_000_000
+
+
+@pytest.mark.parametrize("scale", list(figures.SCALES))
+def test_colour_scales_map_weights_and_say_so(scale):
+    w = np.array([[0.7, 0.2, 0.1], [0.05, 0.05, 0.9], [0.0, 0.0, 0.0]])  # the last row fully masked
+    trace = figures.attention_heatmap(w, ["a", "b", "c"], scale=scale).data[0]
+    z, bar = np.asarray(trace.z), trace.colorbar.title.text
+    expected = {
+        "absolute": w,
+        "max": w,
+        "row": np.array([[1, 2 / 7, 1 / 7], [1 / 18, 1 / 18, 1], [0, 0, 0]]),
+        "sqrt": np.sqrt(w / 0.9),
+    }[scale]
+    np.testing.assert_allclose(z, expected, rtol=1e-6, atol=1e-7)
+    assert trace.zmax == pytest.approx(0.9 if scale == "max" else 1.0)
+    assert {"absolute": "0 → 1", "max": "max 0.9", "row": "row's largest", "sqrt": "√ scale"}[scale] in bar
+    assert trace.colorbar.title.side == "right"  # beside the bar, never on its top tick
+    np.testing.assert_allclose(np.asarray(trace.customdata)[..., 0], w, rtol=1e-6)  # hover keeps the true weight
+    if scale == "sqrt":  # the bar's ticks name true weights at their stretched places
+        ticks = dict(zip(trace.colorbar.ticktext, trace.colorbar.tickvals))
+        assert ticks["0.5"] == pytest.approx(np.sqrt(0.5 / 0.9))
+
+
+def test_click_layer_carries_sentence_positions_and_the_hover():
+    w, s = weights()
+    fig = figures.attention_heatmap(w, TOKENS, scores=s, clickable=True, row_start=100, col_start=7)
+    heatmap, layer = fig.data
+    assert heatmap.hoverinfo == "skip" and fig.layout.hoverdistance == -1
+    custom = np.asarray(layer.customdata)  # (n·n, 4): query, key, weight, score
+    assert custom.shape == (16, 4)
+    row, col = 2, 3
+    point = custom[row * 4 + col]
+    assert point[:2].tolist() == [100 + row, 7 + col]
+    assert point[2] == pytest.approx(w[row, col]) and point[3] == pytest.approx(s[row, col])
+    assert list(layer.y)[row * 4 + col] == "#102 he" and list(layer.x)[row * 4 + col] == "#10 &lt;b&gt;x&lt;/b&gt;"
+    assert "weight: %{customdata[2]" in layer.hovertemplate and "score: %{customdata[3]" in layer.hovertemplate
+    many = figures.attention_heatmap(np.full((70, 70), 1 / 70), [f"t{i}" for i in range(70)], clickable=True)
+    assert len(many.data) == 1  # above CLICK_LIMIT the select box picks the query
+
+
+def test_keys_run_along_the_bottom_in_vertical_labels_thinned_to_the_width():
+    n = 60
+    tokens = [f"word{i}" for i in range(n)]
+    w = np.full((n, n), 1 / n)
+    full = figures.attention_heatmap(w, tokens).layout.xaxis
+    third = figures.attention_heatmap(w, tokens, width="third").layout.xaxis
+    assert full.side == "bottom" and full.tickangle == -90
+    assert len(full.tickvals) <= figures.PLOT_PX["full"] // figures.LABEL_PX
+    assert len(third.tickvals) <= figures.PLOT_PX["third"] // figures.LABEL_PX < len(full.tickvals)
+    long = figures.attention_heatmap(np.ones((1, 1)), ["x" * 500]).layout.xaxis.ticktext[0]
+    assert len(long) == figures.TICK_CHARS and long.endswith("…")
+    tag = figures.attention_heatmap(np.ones((1, 1)), ["<b>" * 10]).layout.xaxis.ticktext[0]
+    assert tag == "&lt;b&gt;" * 5 + "&lt;b…"  # cut by its text, never inside an entity
+
+
+def test_line_view_scales_to_the_largest_weight_shown_and_fades_the_rest():
+    w = np.zeros((2, 3, 3))
+    w[0, 0] = [0.02, 0.03, 0.01]  # small weights: still drawn strongly, as they are the largest shown
+    w[1, 0] = [0.0, 0.0, 0.03]
+    w[:, 1:] = 1 / 3
+    fig = figures.line_view(w, ["a", "b", "c"], query=0)
+    lines = [t for t in fig.data if t.mode == "lines" and t.showlegend is False]
+    strongest = max(lines, key=lambda t: t.opacity)
+    assert strongest.opacity == pytest.approx(1.0) and strongest.line.width == pytest.approx(4.0)
+    faded = [t for t in lines if 1 in list(t.y)[0::3] or 2 in list(t.y)[0::3]]
+    assert faded and max(t.opacity for t in faded) <= 0.12 + 1e-9  # the other words' lines fade
+    one_head = figures.line_view(w, ["a", "b", "c"], heads=[1])
+    assert {t.line.color for t in one_head.data if t.mode == "lines"} == {figures.HEAD_COLOURS[1]}
+    words = next(t for t in fig.data if t.name == "queries")
+    assert list(words.customdata) == [0, 1, 2] and words.text[0] == "<b>a</b>"

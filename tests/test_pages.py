@@ -23,9 +23,10 @@ def decode(value):
 
 
 def heatmap(at) -> dict:
-    """The first chart's first trace, with z decoded to a numpy array."""
+    """The first chart's first trace, with "weights": the true weights it carries for hover (its z is what the
+    colour scale shows)."""
     trace = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
-    return {**trace, "z": decode(trace["z"])}
+    return {**trace, "z": decode(trace["z"]), "weights": decode(trace["customdata"])[..., 0]}
 
 
 def page(params=None) -> AppTest:
@@ -63,7 +64,7 @@ def test_default_sentence_heatmap():
     data = heatmap(at)
     assert data["z"].shape == (16, 16)
     assert data["zmin"] == 0 and data["zmax"] == 1
-    np.testing.assert_allclose(data["z"].sum(1), 1, rtol=1e-5)
+    np.testing.assert_allclose(data["weights"].sum(1), 1, rtol=1e-5)
     assert "computed with torch on" in " ".join(c.value for c in at.caption)
 
 
@@ -132,7 +133,7 @@ def test_long_input_draws_an_overview_and_a_full_resolution_zoom():
     np.testing.assert_allclose(moved[:32], zoom[32:], rtol=1e-6)  # the window slid down by 32 rows
     assert "step-by-step" in messages(at)
     bars = json.loads(at.get("plotly_chart")[2].proto.spec)["data"][0]
-    assert len(bars["x"]) == 64 and "largest weights" in json.loads(at.get("plotly_chart")[2].proto.spec)["layout"]["title"]["text"]
+    assert len(bars["y"]) == 64 and "64 largest weights" in " ".join(c.value for c in at.caption)
 
 
 def test_step_walk_is_built_only_when_open_and_matches_the_engine():
@@ -143,7 +144,7 @@ def test_step_walk_is_built_only_when_open_and_matches_the_engine():
     titles = [c["layout"]["title"]["text"] for c in charts[2:]]
     assert titles[0].startswith("Input X") and "(3×50)" in titles[0] and any(t.startswith("Weights") for t in titles)
     weights = decode(charts[[i for i, t in enumerate(titles) if t.startswith("Weights")][0] + 2]["data"][0]["z"])
-    np.testing.assert_allclose(weights, heatmap(at)["z"], rtol=1e-6)
+    np.testing.assert_allclose(weights, heatmap(at)["weights"], rtol=1e-6)
     assert any("\\mathbb{R}^{3 \\times 3}" in e.value for e in at.get("latex"))
 
 
@@ -198,14 +199,14 @@ def soft_table(at):
 def test_kv_query_and_tau_change_the_output():
     at = kv_page()
     assert not at.exception
-    bars = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["y"]
+    bars = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["x"]
     at.text_input(key="q").input("Smol").run()
     assert not at.exception
-    after = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["y"]
+    after = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["x"]
     assert not np.array_equal(decode(bars), decode(after))
     assert "Alex" in soft_table(at)["value"].iloc[0]
     at.select_slider(key="tau").set_value(100.0).run()
-    spread = decode(json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["y"])
+    spread = decode(json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["x"])
     np.testing.assert_allclose(spread, 1 / 6, atol=0.01)  # τ → ∞: the plain average
 
 
@@ -307,7 +308,7 @@ def test_heads_page_controls_change_the_data():
     at = run_page("heads.py")
     assert not at.exception
     held(at.selectbox, "focus").set_value(3).run()
-    line_traces = [t for t in chart_data(at, 0) if t.get("mode") == "lines" and t.get("showlegend") is False]
+    line_traces = [t for t in chart_data(at, 0) if t.get("mode") == "lines" and t.get("showlegend") is False and t["opacity"] > 0.12]
     assert line_traces and {y for t in line_traces for y in list(t["y"])[0::3]} == {3}
     rollout_before = decode(chart_data(at, -1)[0]["z"])
     at.slider(key="layers").set_value(5).run()

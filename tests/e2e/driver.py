@@ -47,8 +47,11 @@ def start_server(env: dict | None = None) -> tuple[subprocess.Popen, str]:
     pytest.fail("streamlit did not start within 60 s")
 
 
+# Each chart's traces: type, y, z (what the colour scale shows) and, for heatmaps, w: the true weights they carry
+# in customdata[..][..][0] for hover.
 PLOT_DATA = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => gd._fullData.map(t => ({
-    type: t.type, y: Array.from(t.y || []), z: t.z ? Array.from(t.z, row => Array.from(row)) : null})))"""
+    type: t.type, y: Array.from(t.y || []), z: t.z ? Array.from(t.z, row => Array.from(row)) : null,
+    w: t.type === 'heatmap' && t.customdata ? Array.from(t.customdata, row => Array.from(row, cell => cell[0])) : null})))"""
 
 
 def plots(page, count=1, timeout=60_000):
@@ -94,7 +97,9 @@ def shown_value(page, testid: str, label: str) -> str:
 
 def choose(page, label: str, option: str):
     """Pick `option` in the select box labelled `label`."""
-    widget(page, "stSelectbox", label).get_by_role("button", name="Open").click()
+    box = widget(page, "stSelectbox", label)
+    box.evaluate("element => element.scrollIntoView({block: 'center'})")  # at the viewport's edge it will not open
+    box.get_by_role("button", name="Open").click()
     page.get_by_role("option", name=option, exact=True).click()
     settle(page)
 
@@ -103,4 +108,17 @@ def type_into(page, label: str, text: str, submit: str = "Control+Enter"):
     box = page.get_by_role("textbox", name=label)
     box.fill(text)
     box.press(submit)
+    settle(page)
+
+
+def click_point(page, chart: int, x: float, y: float):
+    """Click the point at data coordinates (x, y) of the chart-th plotly chart (a category axis counts its
+    categories 0, 1, 2, …), through plotly's own axis mapping."""
+    where = page.evaluate("""([chart, x, y]) => { const gd = document.querySelectorAll('.js-plotly-plot')[chart];
+        gd.scrollIntoView({block: 'center'});
+        const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
+        return [box.left + xa._offset + xa.l2p(x), box.top + ya._offset + ya.l2p(y)]; }""", [chart, x, y])
+    page.mouse.move(*where)
+    page.wait_for_timeout(300)
+    page.mouse.click(*where)
     settle(page)

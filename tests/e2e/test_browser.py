@@ -2,7 +2,7 @@
 
 import pytest
 
-from driver import SHOTS, plots, wait_for_heatmap
+from driver import SHOTS, choose, click_point, plots, settle, shown_value, wait_for_heatmap
 
 PAGES = ["", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads"]
 
@@ -11,7 +11,7 @@ def test_default_heatmap_is_drawn(server, page):
     page.goto(server)
     trace = wait_for_heatmap(page, lambda t: len(t["y"]) == 16)
     assert trace["type"] == "heatmap" and trace["y"][:3] == ["#0 when", "#1 he", "#2 saw"]
-    assert all(abs(sum(row) - 1) < 1e-4 for row in trace["z"])
+    assert all(abs(sum(row) - 1) < 1e-4 for row in trace["w"])
     page.screenshot(path=str(SHOTS / "self_attention.png"))
 
 
@@ -29,7 +29,7 @@ def test_changing_a_control_changes_the_drawn_data(server, page):
     page.goto(server)
     before = wait_for_heatmap(page, lambda t: len(t["y"]) == 16)["z"]
     page.get_by_text("Hard attention (one-hot argmax)").click()
-    after = wait_for_heatmap(page, lambda t: t["z"] != before)["z"]
+    after = wait_for_heatmap(page, lambda t: t["z"] != before)["w"]
     assert all(sorted(row)[-1] == 1 and sum(row) == 1 for row in after)
 
 
@@ -57,3 +57,30 @@ def test_url_parameters_reproduce_the_view(server, page):
     assert trace["z"][0][1] == 0 and trace["z"][0][2] == 0  # causal: the first word sees only itself
     assert page.get_by_text("cosine").count() > 0
     assert "scoring=cosine" in page.url and "mask=causal" in page.url
+
+
+def test_clicking_a_cell_inspects_its_query(server, page):
+    page.goto(f"{server}/?text=the+cat+sat+on+the+mat")
+    wait_for_heatmap(page, lambda t: len(t["y"]) == 6)
+    assert shown_value(page, "stSelectbox", "Query word") == "0 · the"
+    click_point(page, 0, 1, 3)  # key 1 ("cat"), query 3 ("on")
+    assert shown_value(page, "stSelectbox", "Query word") == "3 · on"
+    assert "query=3" in page.url
+    bars = plots(page)[1][0]  # the inspector's bars: one per key, the clicked query's row
+    assert bars["y"][:2] == ["#0 the", "#1 cat"]
+    choose(page, "Query word", "5 · mat")  # the select box still works after a click
+    assert "query=5" in page.url
+    click_point(page, 0, 0, 2)
+    assert shown_value(page, "stSelectbox", "Query word") == "2 · sat"
+
+
+def test_clicking_a_word_in_the_line_view_shows_its_lines(server, page):
+    page.goto(f"{server}/heads?text=the+cat+sat+on+the+mat")
+    page.wait_for_selector(".js-plotly-plot")
+    settle(page)
+    click_point(page, 0, 0, 2)  # the query word "sat", left column
+    assert shown_value(page, "stSelectbox", "Show the lines of") == "2 · sat"
+    lines = [t for t in plots(page)[0] if t["type"] == "scatter"]
+    assert lines and "focus=2" in page.url
+    click_point(page, 0, 0, 2)  # again: every word's lines
+    assert shown_value(page, "stSelectbox", "Show the lines of") == "every word"

@@ -32,7 +32,7 @@ def test_retyping_then_clicking_on_self_attention(server, page):
     wait_for_heatmap(page, lambda t: first_rows(t, ["a", "dog"]))
     assert shown_value(page, "stSelectbox", "Query word") == "3 · to"
     page.get_by_text("Hard attention (one-hot argmax)").click()
-    trace = wait_for_heatmap(page, lambda t: first_rows(t, ["a", "dog"]) and all(max(row) == 1 for row in t["z"]))
+    trace = wait_for_heatmap(page, lambda t: first_rows(t, ["a", "dog"]) and all(max(row) == 1 for row in t["w"]))
     assert exceptions(page) == []
     assert shown_value(page, "stSelectbox", "Query word") == "3 · to"
 
@@ -110,7 +110,7 @@ def test_uploading_vectors_keeps_every_other_control(server, page, tmp_path):
 
     page.get_by_text("Hard attention (one-hot argmax)").click()  # the next click applies the values shown
     hard = wait_for_heatmap(page, lambda t: t["z"] != trace["z"])
-    assert all(max(row) == 1 for row in hard["z"])
+    assert all(max(row) == 1 for row in hard["w"])
     assert url_params(page) == {**before, "hard": "1"}
     assert exceptions(page) == []
 

@@ -1,0 +1,61 @@
+"""No two texts in a chart overlap, and none is cut off by the chart's box: every page, at 1280×800 and
+1920×1080, in its default state and with a 40-token sentence."""
+
+import pytest
+
+from driver import SHOTS, settle
+
+SIZES = [(1280, 800), (1920, 1080)]
+PAGES = ["", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads"]
+FORTY = ("when he saw his owner at the door, the dog was so happy that he ran in circles and wagged his tail "
+         "while the cat watched from the top of the old red sofa by the big bright window")  # 40 tokens
+SENTENCE_PARAM = {"": "text", "heads": "text", "encoder_decoder": "src", "batches": "batch"}
+
+# Every visible text element of every plotly chart, with its box, and the chart's own box. Scatter data labels
+# (the key–value PCA's words) are left out: crowded points also name themselves on hover.
+TEXT_BOXES = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map((gd, chart) => {
+  const frame = gd.getBoundingClientRect();
+  const texts = Array.from(gd.querySelectorAll('svg text')).filter(t => {
+    if (!t.textContent.trim() || t.closest('.hoverlayer') || t.closest('.textpoint')) return false;
+    const style = getComputedStyle(t);
+    return style.display !== 'none' && style.visibility !== 'hidden' && +style.opacity !== 0 && +(t.getAttribute('opacity') ?? 1) !== 0;
+  }).map(t => { const b = t.getBoundingClientRect();
+    return {text: t.textContent.trim().slice(0, 40), x0: b.left, y0: b.top, x1: b.right, y1: b.bottom}; })
+    .filter(b => b.x1 - b.x0 > 0.5 && b.y1 - b.y0 > 0.5);
+  return {chart, frame: {x0: frame.left, y0: frame.top, x1: frame.right, y1: frame.bottom}, texts};
+})"""
+SLACK = 1.0  # px: glyph boxes of neighbouring labels may touch
+
+
+def problems(charts) -> list[str]:
+    found = []
+    for chart in charts:
+        f, texts = chart["frame"], chart["texts"]
+        for t in texts:
+            if t["x0"] < f["x0"] - SLACK or t["x1"] > f["x1"] + SLACK or t["y0"] < f["y0"] - SLACK or t["y1"] > f["y1"] + SLACK:
+                found.append(f"chart {chart['chart']}: '{t['text']}' is cut off by the chart's box")
+        for i, a in enumerate(texts):
+            for b in texts[i + 1:]:
+                if min(a["x1"], b["x1"]) - max(a["x0"], b["x0"]) > SLACK and min(a["y1"], b["y1"]) - max(a["y0"], b["y0"]) > SLACK:
+                    found.append(f"chart {chart['chart']}: '{a['text']}' overlaps '{b['text']}'")
+    return found
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("path", PAGES)
+@pytest.mark.parametrize("forty", [False, True], ids=["default", "40 tokens"])
+def test_no_text_overlaps_or_is_cut_off(browser, server, path, size, forty):
+    if forty and path not in SENTENCE_PARAM:
+        pytest.skip("this page has no sentence")
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    page = context.new_page()
+    query = f"?{SENTENCE_PARAM[path]}={FORTY.replace(' ', '+')}" if forty else ""
+    page.goto(f"{server}/{path}{query}")
+    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+    settle(page)
+    page.wait_for_timeout(1500)  # plotly's automargin settles after the first draw
+    found = problems(page.evaluate(TEXT_BOXES))
+    if found:
+        page.screenshot(path=str(SHOTS / f"overlap_{path or 'home'}_{size[0]}_{'40' if forty else 'default'}.png"), full_page=True)
+    context.close()
+    assert not found, "\n".join(found[:25]) + (f"\n… and {len(found) - 25} more" if len(found) > 25 else "")

@@ -23,12 +23,7 @@ PALETTES = {"viridis": "Viridis", "cividis": "Cividis", "greys": "Greys"}  # all
 DIVERGING = "PuOr"  # for signed matrices; colourblind-safe, centred on 0
 OOV_MARK = " ⟨oov⟩"
 # Colour scales for weights: what the colour of a cell means. Hover always gives the true weight.
-SCALES = {
-    "row": "per row (each query's largest weight = 1)",
-    "max": "0 → the largest weight shown",
-    "absolute": "0 → 1 (comparable across figures)",
-    "sqrt": "√ stretch, 0 → the largest weight shown",
-}
+SCALES = {"row": "per row", "max": "0 → largest shown", "absolute": "0 → 1", "sqrt": "√ stretch"}
 # Pixels of plot area a figure gets at 1280×800, the smallest screen we lay out for, by the share of the
 # page it is drawn in; a vertical tick label needs LABEL_PX of it.
 PLOT_PX = {"full": 520, "half": 200, "third": 100}
@@ -87,7 +82,7 @@ def _rows_axis(ticktext: list[str], names: list[str], height: int, title: str | 
 
 
 def _side(n: int) -> int:
-    return int(min(900, max(360, 160 + 22 * n)))
+    return int(min(900, max(420, 200 + 26 * n)))
 
 
 def _colorbar(title: str, **extra) -> dict:
@@ -386,12 +381,15 @@ def line_view(weights: np.ndarray, tokens: list[str], *, query: int | None = Non
                              marker=dict(size=6, color="#888888"), showlegend=False, name="keys", textfont=dict(size=14),
                              hovertemplate="key #%{y} %{text}<extra></extra>"))
     fig.update_layout(
-        xaxis=dict(visible=False, range=[-0.75, 1.75], fixedrange=True), yaxis=dict(visible=False, autorange="reversed", fixedrange=True),
+        xaxis=dict(visible=False, range=[-0.45, 1.45], fixedrange=True), yaxis=dict(visible=False, autorange="reversed", fixedrange=True),
         height=max(320, LINE_ROW_PX * n + 110), margin=dict(t=70, b=10, l=10, r=10),
         legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0.5, xanchor="center"),
         hovermode="closest",
     )
     return fig
+
+
+FADED = "other words' lines"  # the name of the faded traces drawn for context around a chosen word
 
 
 def _add_lines(fig: go.Figure, shares: np.ndarray, i: int, colour: str, min_share: float, fade: float = 1.0) -> None:
@@ -403,9 +401,11 @@ def _add_lines(fig: go.Figure, shares: np.ndarray, i: int, colour: str, min_shar
             continue
         xs = [v for _ in keys for v in (0, 1, None)]
         ys = [v for j in keys for v in (i, j, None)]
-        strength = (tenth + 1) / 10
+        # Squared, so that near-uniform heads (most random ones) stay a light mesh and the strong links stand out.
+        strength = ((tenth + 1) / 10) ** 2
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=colour, width=0.5 + 3.5 * strength),
-                                 opacity=fade * (0.15 + 0.85 * strength), hoverinfo="skip", showlegend=False))
+                                 opacity=fade * (0.06 + 0.94 * strength), hoverinfo="skip", showlegend=False,
+                                 name=FADED if fade < 1 else "lines"))
 
 
 # ---------------------------------------------------------------- the key–value database

@@ -228,8 +228,10 @@ def scale_select(where=None) -> str:
 
     return (where or st.sidebar).selectbox(
         "Colour scale", list(SCALES), format_func=SCALES.get, key="scale",
-        help="What a cell's colour means. Per row shows where each word looks; 0 → 1 compares figures; "
-             "√ stretch lifts the small weights of long texts. Hover always gives the true weight.")
+        help="What a cell's colour means. Per row: each query's largest weight is 1, which shows where each word "
+             "looks. 0 → largest shown: one scale for the whole figure. 0 → 1: comparable across figures. √ stretch: "
+             "0 → largest shown on a square-root scale, which lifts the small weights of long texts. "
+             "Hover always gives the true weight.")
 
 
 def stop(message: str, schema: dict[str, Param], *, error: bool = False) -> None:

@@ -61,9 +61,9 @@ keys_t = x.transpose(1, 2)  # (B, d, T)
 products = bmm_items(x, keys_t)  # B × (T, T)
 left, middle, right = st.columns(3)
 same = dict(width="third", height=460)  # one height for the row, whatever each matrix's shape
-left.plotly_chart(matrix_heatmap(x[item].numpy(), padded_tokens[item], dims(d), title=f"Q_{item}", **same), key="bmm_q", width="stretch")
-middle.plotly_chart(matrix_heatmap(keys_t[item].numpy(), dims(d), padded_tokens[item], title=f"K_{item}ᵀ", **same), key="bmm_k", width="stretch")
-right.plotly_chart(matrix_heatmap(products[item].numpy(), padded_tokens[item], padded_tokens[item], title=f"Q_{item} K_{item}ᵀ", **same),
+left.plotly_chart(matrix_heatmap(x[item].numpy(), padded_tokens[item], dims(d), title=f"Q<sub>{item}</sub>", **same), key="bmm_q", width="stretch")
+middle.plotly_chart(matrix_heatmap(keys_t[item].numpy(), dims(d), padded_tokens[item], title=f"K<sub>{item}</sub>ᵀ", **same), key="bmm_k", width="stretch")
+right.plotly_chart(matrix_heatmap(products[item].numpy(), padded_tokens[item], padded_tokens[item], title=f"Q<sub>{item}</sub> K<sub>{item}</sub>ᵀ", **same),
                    key="bmm_out", width="stretch")
 st.caption("Labels are thinned where they would not fit; hover names every row and column.")
 st.caption(f"torch.bmm on the whole batch gives the same {B} × {T} × {T} numbers: largest difference "

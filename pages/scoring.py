@@ -54,9 +54,9 @@ for start in range(0, len(SCORING_NAMES), 3):
     for column, name in zip(st.columns(3), SCORING_NAMES[start : start + 3]):
         with column:
             st.subheader(name)
-            with st.container(height=90, border=False):  # one height for every formula, so the heatmaps line up
-                st.latex(FORMULAS[name])
-                st.caption(PARAMETERS.get(name, "\u00a0"))
+            # One height for every formula and every caption, so the heatmaps line up.
+            st.container(height=80, border=False).latex(FORMULAS[name])
+            st.container(height=45, border=False).caption(PARAMETERS.get(name, "\u00a0"))
             try:
                 result = attend(query, key, value, scoring=make_scorer(name, state.dq, state.dk, seed=state.seed))
             except ValueError as error:

@@ -198,7 +198,7 @@ with facts:
               help="0 means all weight on one key; ln(number of allowed keys) means spread evenly.")
     st.caption("Entropy measures how spread out the row is. Nats: entropy measured with the natural logarithm.")
     st.latex(r"H(\alpha_i) = -\sum_j \alpha_{ij} \ln \alpha_{ij} \le \ln %d = %.3f" % (max(allowed, 1), np.log(max(allowed, 1))))
-    st.write(f"Nearest words in {vectors_name} to the weighted mix of input vectors:")
+    st.write(f"Nearest words in {md_escape(vectors_name)} to the weighted mix of input vectors:")
     st.latex(r"m_i = \sum_j \alpha_{ij}\, x_j" + (r" = o_i" if projection == "identity" else ""))
     neighbours = nearest_words(kv, view.mixture[query])
     if neighbours:

@@ -4,7 +4,7 @@ import torch
 
 from attnviz.attention import attend, make_projections, multi_head
 from attnviz.encdec import alignment, bmm_items, decoder_mask, encoder_decoder, layer_stack, pad_batch, padding_mask, rollout
-from attnviz.figures import HEAD_COLOURS, line_view
+from attnviz.figures import FADED, HEAD_COLOURS, line_view
 
 torch.manual_seed(0)
 
@@ -89,7 +89,8 @@ def test_line_view_colours_heads_distinctly_and_isolates_a_query():
     assert colours == set(HEAD_COLOURS[:3])
     alone = line_view(w, ["a", "b", "c", "d", "e"], query=2)
     lines = [t for t in alone.data if t.mode == "lines" and t.showlegend is False]
-    assert {y for t in lines if t.opacity > 0.12 for y in t.y[0::3]} == {2}  # its lines stand out
-    assert {y for t in lines if t.opacity <= 0.12 for y in t.y[0::3]} == {0, 1, 3, 4}  # the others fade
+    assert {y for t in lines if t.name != FADED for y in t.y[0::3]} == {2}  # its lines stand out
+    assert {y for t in lines if t.name == FADED for y in t.y[0::3]} == {0, 1, 3, 4}  # the others fade
+    assert max(t.opacity for t in lines if t.name == FADED) <= 0.12 < max(t.opacity for t in lines if t.name != FADED)
     with pytest.raises(ValueError, match="distinct"):
         line_view(np.ones((9, 2, 2)) / 2, ["a", "b"])

@@ -204,8 +204,9 @@ def test_line_view_scales_to_the_largest_weight_shown_and_fades_the_rest():
     lines = [t for t in fig.data if t.mode == "lines" and t.showlegend is False]
     strongest = max(lines, key=lambda t: t.opacity)
     assert strongest.opacity == pytest.approx(1.0) and strongest.line.width == pytest.approx(4.0)
-    faded = [t for t in lines if 1 in list(t.y)[0::3] or 2 in list(t.y)[0::3]]
-    assert faded and max(t.opacity for t in faded) <= 0.12 + 1e-9  # the other words' lines fade
+    assert {y for t in lines if t.name != figures.FADED for y in list(t.y)[0::3]} == {0}
+    faded = [t for t in lines if t.name == figures.FADED]
+    assert {y for t in faded for y in list(t.y)[0::3]} == {1, 2} and max(t.opacity for t in faded) <= 0.12 + 1e-9
     one_head = figures.line_view(w, ["a", "b", "c"], heads=[1])
     assert {t.line.color for t in one_head.data if t.mode == "lines"} == {figures.HEAD_COLOURS[1]}
     words = next(t for t in fig.data if t.name == "queries")

@@ -1,6 +1,7 @@
 """Every page under streamlit's AppTest: it runs, its controls change the drawn data, bad input gets a message."""
 
 import base64
+import re
 import json
 from pathlib import Path
 
@@ -308,7 +309,7 @@ def test_heads_page_controls_change_the_data():
     at = run_page("heads.py")
     assert not at.exception
     held(at.selectbox, "focus").set_value(3).run()
-    line_traces = [t for t in chart_data(at, 0) if t.get("mode") == "lines" and t.get("showlegend") is False and t["opacity"] > 0.12]
+    line_traces = [t for t in chart_data(at, 0) if t.get("mode") == "lines" and t.get("showlegend") is False and t.get("name") == "lines"]
     assert line_traces and {y for t in line_traces for y in list(t["y"])[0::3]} == {3}
     rollout_before = decode(chart_data(at, -1)[0]["z"])
     at.slider(key="layers").set_value(5).run()
@@ -322,3 +323,59 @@ def test_messages_quoting_user_text_render_it_literally():
     at.text_area(key="records_paste").input("3.0,50000\n3.5,[x](https://example.com) **bold**").run()
     shown = at.error[0].value
     assert r"\[x\]\(https://example\.com\) \*\*bold\*\*" in shown
+
+
+# ---------------------------------------------------------------- exact, readable labels
+
+
+def test_encoder_decoder_names_each_attention_its_formula_and_mask_shape():
+    at = run_page("encoder_decoder.py", {"src": "the black cat sat", "tgt": "a cat sat on a mat"})
+    assert [h.value for h in at.subheader][:3] == ["Encoder self-attention", "Decoder, causal", "Cross-attention"]
+    formulas = [f.value for f in at.latex]
+    assert any(r"a(X_s, X_s)" in f for f in formulas) and any(r"j \le i" in f for f in formulas) and any("a(D, H)" in f for f in formulas)
+    captions = " ".join(c.value for c in at.caption)
+    for shape in ("(1, 1, 4, 4)", "(1, 1, 6, 6)", "(1, 1, 6, 4)"):
+        assert f"mask (B, 1, T_q, T_k) = {shape}" in captions
+    assert "1 mask shared by every head" in captions  # the shape explained in words
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    assert titles == ["source × source", "target × target", "target × source"]
+    table = at.dataframe[0].value
+    assert table["target word"].tolist()[:2] == ["#0 a", "#1 cat"]
+    assert table["top source words"].str.match(r"^#\d+ \w+ \(\d\.\d\d\)").all()  # every word with its position
+
+
+def test_money_reads_as_money():
+    at = kv_page({"preset": "GPA → starting salary", "encoder": "numeric", "sim": "gaussian", "kind": "numeric", "q": "3.5"})
+    values = [m.value for m in at.metric]
+    assert values and all(re.fullmatch(r"\d{2},\d{3}", v) for v in values), values  # 64,000, not 6.4e+04
+    regression = json.loads(run_page("pooling.py").get("plotly_chart")[0].proto.spec)
+    assert regression["layout"]["yaxis"]["tickformat"] == ",.0f"
+
+
+def test_the_inspector_names_the_vectors_in_use(tmp_path, monkeypatch):
+    path = tmp_path / "my_vectors.txt"
+    path.write_text("the 1 0 0\ndog 0 1 0\nran 0 0 1\n")
+    monkeypatch.setenv("ATTNVIZ_VECTORS", str(path))
+    at = page({"text": "the dog ran"})
+    assert "Nearest words in GloVe 6B 50\\-d" in " ".join(m.value for m in at.markdown)
+    at.radio(key="vectors").set_value(at.radio(key="vectors").options[1]).run()
+    assert "Nearest words in my\\_vectors\\.txt" in " ".join(m.value for m in at.markdown)  # the name, Markdown-escaped
+
+
+def test_the_zoom_window_counts_from_the_sentences_own_positions():
+    words = "when he saw his owner the dog was happy so he wagged his tail".split()
+    at = page({"text": " ".join(words[i % len(words)] for i in range(600)), "zr": "200", "zc": "300", "zw": "16"})
+    zoom = json.loads(at.get("plotly_chart")[1].proto.spec)["data"]
+    assert zoom[0]["y"][0] == f"#200 {words[200 % len(words)]}" and zoom[0]["x"][0] == f"#300 {words[300 % len(words)]}"
+    cells = zoom[1]  # the click layer: a click picks the sentence's own position
+    assert cells["customdata"][0][:2] == [200, 300]
+
+
+def test_greyed_out_controls_say_why():
+    at = page()
+    for slider in (at.slider(key="dk"), at.slider(key="heads")):
+        assert slider.disabled and "random projections" in slider.help
+    assert at.checkbox(key="bias").disabled and "random projections" in at.checkbox(key="bias").help
+    assert at.select_slider(key="sigma").disabled and "gaussian" in at.select_slider(key="sigma").help
+    assert at.slider(key="h").disabled and "additive" in at.slider(key="h").help
+    assert "d_k, biases and heads apply to random projections" in " ".join(c.value for c in at.caption)

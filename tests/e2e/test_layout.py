@@ -55,7 +55,7 @@ def test_no_text_overlaps_or_is_cut_off(browser, server, path, size, forty):
     settle(page)
     page.wait_for_timeout(1500)  # plotly's automargin settles after the first draw
     found = problems(page.evaluate(TEXT_BOXES))
-    if found:
-        page.screenshot(path=str(SHOTS / f"overlap_{path or 'home'}_{size[0]}_{'40' if forty else 'default'}.png"), full_page=True)
+    shot = f"{path or 'self_attention'}_{size[0]}x{size[1]}{'_40_tokens' if forty else ''}.png"
+    page.screenshot(path=str(SHOTS / shot), full_page=True)  # docs/pages/ holds the 1920×1080 ones
     context.close()
     assert not found, "\n".join(found[:25]) + (f"\n… and {len(found) - 25} more" if len(found) > 25 else "")

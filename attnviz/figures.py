@@ -367,11 +367,12 @@ def line_view(weights: np.ndarray, tokens: list[str], *, query: int | None = Non
                 continue
             _add_lines(fig, weights[h, i] / top, i, HEAD_COLOURS[h], min_share)
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=HEAD_COLOURS[h], width=4), name=f"head {h}"))
-    if query is not None:  # the other words' lines, faded, for context
+    if query is not None:  # the other words' strongest lines, faded, for context; all of them would be a grey wash
+        context_top = max(float(weights[heads].max()), 1e-12)
         for h in heads:
             for i in range(n):
                 if i != query:
-                    _add_lines(fig, weights[h, i] / top, i, HEAD_COLOURS[h], min_share, fade=0.12)
+                    _add_lines(fig, weights[h, i] / context_top, i, HEAD_COLOURS[h], 0.5, fade=0.1)
     text = [_short(t) for t in labels(tokens, oov)]
     bold = [f"<b>{t}</b>" if i == query else t for i, t in enumerate(text)]
     fig.add_trace(go.Scatter(x=[0] * n, y=list(range(n)), mode="text+markers", text=bold, textposition="middle left",

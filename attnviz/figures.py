@@ -432,7 +432,7 @@ def pca_scatter(points: np.ndarray, key_labels: list[str], query_label: str, wei
     return fig
 
 
-def entropy_curve(taus: np.ndarray, curve: np.ndarray, tau: float, n_keys: int) -> go.Figure:
+def entropy_against_tau(taus: np.ndarray, curve: np.ndarray, tau: float, n_keys: int) -> go.Figure:
     """Entropy of the soft weights against τ, with the chosen τ and ln N (the plain average) marked."""
     fig = go.Figure([
         go.Scatter(x=taus, y=curve, mode="lines", name="entropy", hovertemplate="τ = %{x:.3g}<br>entropy = %{y:.3f} nats<extra></extra>"),

@@ -75,7 +75,7 @@ class View:
     head_output: np.ndarray  # (H, n, dv)
     output: np.ndarray  # (n, d_out)
     mixture: np.ndarray = field(repr=False)  # (n, d_model) mean_weights @ X
-    scorer: Scorer = field(repr=False, default=None)
+    scorer: Scorer | None = field(repr=False, default=None)
 
     @property
     def blocked_rows(self) -> list[int]:

@@ -55,6 +55,7 @@ from attnviz.embeddings import (  # noqa: E402
     MAX_UPLOAD_BYTES, VECTOR_FORMATS, VectorFileError, load_glove, load_uploaded, load_vectors, upload_limit_text,
     vectors_from_settings,
 )
+from attnviz.figures import SCALES  # noqa: E402
 from attnviz.urlstate import Param, encode_params, parse_params  # noqa: E402
 
 if _loading is not None:
@@ -210,22 +211,18 @@ def clamp(low: int, high: int, default: int) -> Callable[[Any], int]:
     return lambda v: min(max(v, low), high) if isinstance(v, int) and not isinstance(v, bool) else default
 
 
-def clicked(chart_key: str, index: int = 0) -> int | None:
-    """The position a click on a chart's point carries (its customdata, or customdata[index]); None when the
+def clicked(chart_key: str) -> int | None:
+    """The position a click on a chart's point carries (its customdata, or the first item of it); None when the
     chart's selection holds no such point."""
     points = st.session_state[chart_key].selection.points
     data = points[0].get("customdata") if points else None
-    if isinstance(data, dict):  # a typed array arrives as {"0": …, "1": …}
-        data = [data[k] for k in sorted(data, key=int)]
     if isinstance(data, list):
-        data = data[index] if len(data) > index else None
+        data = data[0] if data else None
     return int(data) if isinstance(data, (int, float)) else None
 
 
 def scale_select(where=None) -> str:
     """The colour-scale picker (URL parameter `scale`), in `where` (default: the sidebar)."""
-    from attnviz.figures import SCALES
-
     return (where or st.sidebar).selectbox(
         "Colour scale", list(SCALES), format_func=SCALES.get, key="scale",
         help="What a cell's colour means. Per row: each query's largest weight is 1, which shows where each word "

@@ -54,8 +54,7 @@ def _views() -> ByteBudgetCache:
 
 def compute(kv, request: Request) -> Computed:
     """The view for `request`, from the shared byte-bounded cache or computed now."""
-    with st.spinner("Computing attention…"):
-        return _views().get(request, lambda: _compute(kv, request))
+    return _views().get(request, lambda: _compute(kv, request))
 
 
 def _compute(kv, r: Request) -> Computed:

@@ -5,12 +5,11 @@ import streamlit as st
 
 from attnviz.attention import FORMULAS
 from attnviz.embeddings import nearest_words
-from attnviz.figures import entropy_curve, pca_scatter, weight_bars
+from attnviz.figures import entropy_against_tau, pca_scatter, weight_bars
 from attnviz.retrieval import (
-    ENCODERS, NUMBER_RULE, PRESETS, SIMILARITIES, VALUE_KINDS, RecordError, clean_records, is_number, parse_csv, pca_2d,
+    ENCODERS, NUMBER_RULE, PRESETS, SIMILARITIES, VALUE_KINDS, RecordError, clean_records, entropy_curve, is_number, parse_csv, pca_2d,
     records_frame, retrieve, value_matrix,
 )
-from attnviz.retrieval import entropy_curve as entropy_curve_of
 from attnviz.selfattention import temperature_grid
 from attnviz.urlstate import Param, bounded_text, choice, nearest
 from pages._common import stop, glove, load_url_state, save_url_state
@@ -144,7 +143,7 @@ points = pca_2d(np.vstack([result.key_vectors, result.query_vectors]))  # (N+1, 
 space.plotly_chart(pca_scatter(points, keys, query, soft), key="pca", width="stretch")
 space.caption("PCA: the two directions along which the key vectors vary most. Crowded keys name themselves on hover.")
 taus = np.logspace(-2, 2, 81)
-st.plotly_chart(entropy_curve(taus, entropy_curve_of(result.scores[0], taus), st.session_state.tau, len(keys)),
+st.plotly_chart(entropy_against_tau(taus, entropy_curve(result.scores[0], taus), st.session_state.tau, len(keys)),
                 key="entropy", width="stretch")
 st.caption("0 = hard retrieval (all weight on one record); ln N = the plain average of all N records.")
 st.latex(r"H(\alpha) = -\sum_i \alpha_i \ln \alpha_i \in [0, \ln N],\ N = %d" % len(keys))

@@ -127,7 +127,8 @@ config = Config(
 if MAX_TOKENS_PROBLEM:
     st.warning(MAX_TOKENS_PROBLEM)
 request = Request(vectors_id, sentence, st.session_state.punct, st.session_state.oov, config, MAX_TOKENS)
-computed = compute(kv, request)
+with st.spinner("Computing attention…"):
+    computed = compute(kv, request)
 tokens, embedded, view = computed.tokens, computed.embedded, computed.view
 if not tokens:
     stop("The sentence has no words or punctuation we can use. Type some words.", SCHEMA)

@@ -9,5 +9,6 @@ pages = [
     st.Page("pages/encoder_decoder.py", title="Encoder–decoder", icon=":material/swap_horiz:"),
     st.Page("pages/batches.py", title="Batches", icon=":material/stacks:"),
     st.Page("pages/heads.py", title="Heads and layers", icon=":material/hub:"),
+    st.Page("pages/trained.py", title="Trained model", icon=":material/model_training:"),
 ]
 st.navigation(pages).run()

@@ -175,6 +175,7 @@ def attention_heatmap(
     weights: np.ndarray, row_tokens: list[str], col_tokens: list[str] | None = None, *,
     scores: np.ndarray | None = None, row_oov=None, col_oov=None, title: str = "", palette: str = "viridis",
     scale: str = "row", width: str = "full", row_start: int = 0, col_start: int = 0, clickable: bool = False,
+    colours: ColourScale | None = None,
 ) -> go.Figure:
     """Weights (Tq, Tk): queries are rows, top to bottom in sentence order; keys are columns.
 
@@ -182,11 +183,12 @@ def attention_heatmap(
     `width` is the share of the page the figure gets ("full", "half", "third"), which sets how many key
     labels fit. row_start and col_start number a window of a longer sentence by its own positions.
     `clickable` adds a click layer: a click on a cell selects the point (query, key) = customdata[0:2].
+    `colours` shares one colour scale between figures drawn side by side (see colour_scale); it overrides `scale`.
     """
     rows = labels(row_tokens, row_oov)
     cols = labels(col_tokens if col_tokens is not None else row_tokens, col_oov if col_tokens is not None else row_oov)
     row_names, col_names = positions(rows, row_start), positions(cols, col_start)
-    colours = colour_scale(scale, weights)
+    colours = colours or colour_scale(scale, weights)
     heatmap = _weights_trace(weights, scores, row_names, col_names, colours, zmin=0, zmax=colours.zmax,
                              colorscale=PALETTES[palette], colorbar=colours.colorbar())
     clickable = clickable and len(rows) <= CLICK_LIMIT
@@ -238,21 +240,29 @@ def head_grid(
     return fig
 
 
+def block_max(weights: np.ndarray, max_blocks: int) -> tuple[np.ndarray, int]:
+    """(blocks, b): the maximum of each b×b block of the last two dimensions, b = ⌈n / max_blocks⌉."""
+    weights = _finite(weights)
+    n_rows, n_cols = weights.shape[-2:]
+    b = max(1, math.ceil(max(n_rows, n_cols) / max_blocks))
+    rows, cols = math.ceil(n_rows / b), math.ceil(n_cols / b)
+    if (n_rows, n_cols) != (rows * b, cols * b):  # pad with 0, which never wins a max of weights ≥ 0
+        padded = np.zeros((*weights.shape[:-2], rows * b, cols * b), dtype=weights.dtype)  # (..., rows·b, cols·b)
+        padded[..., :n_rows, :n_cols] = weights
+        weights = padded
+    blocks = weights.reshape(*weights.shape[:-2], rows, b, cols, b).max(axis=(-3, -1))  # (..., rows, cols)
+    return blocks.astype(np.float32), b
+
+
 def block_overview(weights: np.ndarray, tokens: list[str], *, max_blocks: int = 128, palette: str = "viridis",
                    scale: str = "row") -> go.Figure:
     """A light overview of a large (n, n) matrix: the maximum weight in each b×b block, b = ⌈n / max_blocks⌉.
 
     Max rather than mean, so a single strong link stays visible. Hover names the block's token ranges.
     """
-    weights = _finite(weights)
     n_rows, n_cols = weights.shape
-    b = max(1, math.ceil(max(n_rows, n_cols) / max_blocks))
-    rows, cols = math.ceil(n_rows / b), math.ceil(n_cols / b)
-    if (n_rows, n_cols) != (rows * b, cols * b):  # pad with 0, which never wins a max of weights ≥ 0
-        padded = np.zeros((rows * b, cols * b), dtype=weights.dtype)  # (rows·b, cols·b)
-        padded[:n_rows, :n_cols] = weights
-        weights = padded
-    blocks = weights.reshape(rows, b, cols, b).max(axis=(1, 3)).astype(np.float32)  # (rows, cols)
+    blocks, b = block_max(weights, max_blocks)  # (rows, cols)
+    rows, cols = blocks.shape
     text = labels(tokens)
 
     def span(i: int, n: int) -> str:
@@ -344,13 +354,14 @@ LINE_ROW_PX = 22
 
 
 def line_view(weights: np.ndarray, tokens: list[str], *, query: int | None = None, heads: list[int] | None = None,
-              oov=None, min_share: float = 0.02) -> go.Figure:
+              oov=None, min_share: float = 0.02, head_names: list[str] | None = None) -> go.Figure:
     """bertviz-style lines from each query (left) to each key (right), one Okabe–Ito colour per head.
 
     weights (H, n, n). Opacity and width grow with the weight relative to the largest weight shown, so
     the pattern reads at any sentence length; lines under `min_share` of it are left out. `query` picks one
-    word: its lines stand out and the others fade. `heads` picks the heads drawn (default: all). The
-    query words carry their position in customdata, so a click on one picks it.
+    word: its lines stand out and the others fade. `heads` picks the heads drawn (default: all), named
+    `head_names` in the legend (default "head h"). The query words carry their position in customdata,
+    so a click on one picks it.
     """
     n_heads, n, _ = weights.shape
     if n_heads > len(HEAD_COLOURS):
@@ -366,7 +377,7 @@ def line_view(weights: np.ndarray, tokens: list[str], *, query: int | None = Non
             if not focused and query is not None:
                 continue
             _add_lines(fig, weights[h, i] / top, i, HEAD_COLOURS[h], min_share)
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=HEAD_COLOURS[h], width=4), name=f"head {h}"))
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=HEAD_COLOURS[h], width=4), name=head_names[h] if head_names else f"head {h}"))
     if query is not None:  # the other words' strongest lines, faded, for context; all of them would be a grey wash
         context_top = max(float(weights[heads].max()), 1e-12)
         for h in heads:
@@ -443,4 +454,86 @@ def entropy_against_tau(taus: np.ndarray, curve: np.ndarray, tau: float, n_keys:
     fig.update_layout(title="Entropy of the soft weights against τ", height=340, margin=dict(t=50),
                       xaxis=dict(type="log", title="τ (log scale)"), yaxis=dict(title="entropy (nats)"),
                       legend=dict(orientation="h", y=-0.3))
+    return fig
+
+
+# ---------------------------------------------------------------- a trained model's layers × heads
+
+ATLAS_BLOCKS = 32  # a thumbnail shows at most this many rows and columns (block maxima beyond)
+ATLAS_TILE_PX = 84
+
+
+def _pick_layer(fig: go.Figure, xs: np.ndarray, ys: np.ndarray, layers: np.ndarray, heads: np.ndarray, hover: list[str]) -> None:
+    """Invisible points carrying (layer, head) for clicks; with hoverdistance -1 the nearest point takes the
+    hover, so a click anywhere on a head's cell or tile picks that head."""
+    fig.add_trace(go.Scatter(
+        x=xs, y=ys, mode="markers", marker=dict(symbol="square", size=12, opacity=0.01, color="#000000"),
+        customdata=np.stack([layers, heads], -1).tolist(), text=hover, showlegend=False, name="heads",
+        hovertemplate="%{text}<br>click: open this head<extra></extra>",
+    ))
+
+
+def _outline(fig: go.Figure, x0: float, y0: float, x1: float, y1: float) -> None:
+    fig.add_shape(type="rect", x0=x0, y0=y0, x1=x1, y1=y1, line=dict(color="#d55e00", width=3))
+
+
+def head_atlas(weights: np.ndarray, *, chosen: tuple[int, int] | None = None, palette: str = "viridis",
+               scale: str = "row") -> go.Figure:
+    """Every head of every layer as a thumbnail, layers as rows: weights (L, H, n, n).
+
+    Above ATLAS_BLOCKS tokens a thumbnail shows block maxima. `chosen` (layer, head), counted from 0, is
+    outlined. A click on a thumbnail selects a point whose customdata is [layer, head].
+    """
+    blocks, b = block_max(weights, ATLAS_BLOCKS)  # (L, H, r, r)
+    n_layers, n_heads, r, _ = blocks.shape
+    colours = colour_scale(scale, blocks)
+    gap = max(1, r // 5)
+    tile = r + gap
+    z = np.full((n_layers * tile - gap, n_heads * tile - gap), None, dtype=object)  # None: a gap, drawn empty
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            z[layer * tile: layer * tile + r, head * tile: head * tile + r] = colours.show(blocks[layer, head])
+    fig = go.Figure(go.Heatmap(z=z, zmin=0, zmax=colours.zmax, colorscale=PALETTES[palette], hoverinfo="skip",
+                               colorbar=colours.colorbar("block max" if b > 1 else "weight")))
+    centre = (r - 1) / 2
+    layers, heads = np.divmod(np.arange(n_layers * n_heads), n_heads)
+    entropy_note = [f"layer {l + 1}, head {h + 1}" for l, h in zip(layers, heads)]
+    _pick_layer(fig, heads * tile + centre, layers * tile + centre, layers, heads, entropy_note)
+    if chosen is not None:
+        l, h = chosen
+        _outline(fig, h * tile - 0.5 - gap / 2, l * tile - 0.5 - gap / 2, h * tile + r - 0.5 + gap / 2, l * tile + r - 0.5 + gap / 2)
+    n = weights.shape[-1]
+    fig.update_layout(
+        title=f"All {n_layers * n_heads} heads ({n_layers} layers × {n_heads} heads), each {n}×{n}"
+              + (f", max per {b}×{b} block" if b > 1 else ""),
+        height=n_layers * ATLAS_TILE_PX + 130, margin=dict(t=60, b=40), hoverdistance=-1, hovermode="closest",
+        xaxis=dict(tickvals=np.arange(n_heads) * tile + centre, ticktext=[str(h + 1) for h in range(n_heads)], title="head",
+                   showgrid=False, zeroline=False, range=[-0.5 - gap / 2, n_heads * tile - gap / 2 - 0.5]),
+        yaxis=dict(tickvals=np.arange(n_layers) * tile + centre, ticktext=[str(l + 1) for l in range(n_layers)], title="layer",
+                   showgrid=False, zeroline=False, autorange="reversed"),
+    )
+    return fig
+
+
+def layer_head_heatmap(values: np.ndarray, *, title: str, what: str, chosen: tuple[int, int] | None = None,
+                       zmax: float | None = None, palette: str = "viridis") -> go.Figure:
+    """One number per head, (L, H), layers as rows, each cell printed; a click on a cell selects [layer, head]."""
+    values = _finite(values).astype(np.float32)  # (L, H)
+    n_layers, n_heads = values.shape
+    top = zmax if zmax is not None else max(float(values.max()), 1e-12)
+    fig = go.Figure(go.Heatmap(
+        z=values, x=np.arange(1, n_heads + 1), y=np.arange(1, n_layers + 1), zmin=0, zmax=top, colorscale=PALETTES[palette],
+        texttemplate="%{z:.2f}", textfont=dict(size=14), hoverinfo="skip", colorbar=_colorbar(what),
+    ))
+    layers, heads = np.divmod(np.arange(n_layers * n_heads), n_heads)
+    hover = [f"layer {l + 1}, head {h + 1}<br>{html.escape(what)}: {values[l, h]:.4g}" for l, h in zip(layers, heads)]
+    _pick_layer(fig, heads + 1, layers + 1, layers, heads, hover)
+    if chosen is not None:
+        l, h = chosen
+        _outline(fig, h + 0.5, l + 0.5, h + 1.5, l + 1.5)
+    fig.update_layout(
+        title=title, height=n_layers * 56 + 150, margin=dict(t=60), hoverdistance=-1, hovermode="closest",
+        xaxis=dict(title="head", tickmode="linear", dtick=1, showgrid=False, zeroline=False),
+        yaxis=dict(title="layer", tickmode="linear", dtick=1, autorange="reversed", showgrid=False, zeroline=False),
+    )
     return fig

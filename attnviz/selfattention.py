@@ -182,7 +182,7 @@ class Step:
     bounded: bool = False  # values lie in [0, 1]
 
 
-def _shape(matrix: np.ndarray) -> str:
+def shape_latex(matrix: np.ndarray) -> str:
     return r"\in \mathbb{R}^{%d \times %d}" % matrix.shape
 
 
@@ -197,30 +197,30 @@ def steps(view: View, head: int = 0) -> list[Step]:
     scores, weights = view.scores[head], view.weights[head]  # (n, n)
     identity = c.projection == "identity"
     bias = " + b_{%s}" if c.bias and not identity else ""
-    out = [Step("Input X (one GloVe row per token)", r"X " + _shape(view.x), view.x, "tokens", "dims")]
+    out = [Step("Input X (one GloVe row per token)", r"X " + shape_latex(view.x), view.x, "tokens", "dims")]
     for name, matrix in (("Q", q), ("K", k), ("V", v)):
         sub = name.lower()
         formula = f"{name} = X" if identity else f"{name} = XW_{{{sub}}}" + (bias % sub if bias else "")
-        out.append(Step(f"{name} ({'identity' if identity else 'projection'})", f"{formula} {_shape(matrix)}", matrix, "tokens", "dims"))
+        out.append(Step(f"{name} ({'identity' if identity else 'projection'})", f"{formula} {shape_latex(matrix)}", matrix, "tokens", "dims"))
     if c.scoring == "scaled_dot":
-        out.append(Step("Raw dot products", r"QK^\top " + _shape(q @ k.T), q @ k.T, "tokens", "tokens"))
-        out.append(Step("Scaled scores", r"S = \frac{QK^\top}{\sqrt{d_k}},\ d_k = %d\ " % q.shape[1] + _shape(scores), scores, "tokens", "tokens"))
+        out.append(Step("Raw dot products", r"QK^\top " + shape_latex(q @ k.T), q @ k.T, "tokens", "tokens"))
+        out.append(Step("Scaled scores", r"S = \frac{QK^\top}{\sqrt{d_k}},\ d_k = %d\ " % q.shape[1] + shape_latex(scores), scores, "tokens", "tokens"))
     else:
-        out.append(Step(f"Scores ({c.scoring})", r"S_{ij} = a(q_i, k_j),\ " + FORMULAS[c.scoring] + r"\ \ S " + _shape(scores), scores, "tokens", "tokens"))
+        out.append(Step(f"Scores ({c.scoring})", r"S_{ij} = a(q_i, k_j),\ " + FORMULAS[c.scoring] + r"\ \ S " + shape_latex(scores), scores, "tokens", "tokens"))
     if c.temperature != 1.0:
-        out.append(Step("Temperature", r"S / \tau,\ \tau = %g\ " % c.temperature + _shape(scores), scores / c.temperature, "tokens", "tokens"))
+        out.append(Step("Temperature", r"S / \tau,\ \tau = %g\ " % c.temperature + shape_latex(scores), scores / c.temperature, "tokens", "tokens"))
     out.append(Step("Mask (1 = may attend)", r"M \in \{0,1\}^{%d \times %d}" % view.allowed.shape, view.allowed.astype(np.float32), "tokens", "tokens", bounded=True))
     s = "S" if c.temperature == 1.0 else r"S/\tau"
     if c.hard:
         alpha = r"\alpha_{ij} = [\,j = \arg\max_{l:\,M_{il}=1} (%s)_{il}\,]" % s
     else:
         alpha = r"\alpha = \mathrm{softmax}_{\text{row}}(%s \text{ where } M=1,\ -\infty \text{ elsewhere})" % s
-    out.append(Step("Weights", alpha + r"\ " + _shape(weights), weights, "tokens", "tokens", bounded=True))
+    out.append(Step("Weights", alpha + r"\ " + shape_latex(weights), weights, "tokens", "tokens", bounded=True))
     head_out = view.head_output[head]  # (n, dv)
-    out.append(Step("Output", r"O = \alpha V " + _shape(head_out), head_out, "tokens", "dims"))
+    out.append(Step("Output", r"O = \alpha V " + shape_latex(head_out), head_out, "tokens", "dims"))
     if c.heads > 1:
         formula = r"\mathrm{Concat}(O_1, \dots, O_{%d})\, W_o" % c.heads + (" + b_o" if c.bias else "")
-        out.append(Step("Heads combined", formula + " " + _shape(view.output), view.output, "tokens", "dims"))
+        out.append(Step("Heads combined", formula + " " + shape_latex(view.output), view.output, "tokens", "dims"))
     return out
 
 

@@ -100,6 +100,37 @@ def heavy_links(browser, server: Server, pid: int, text: str) -> list[tuple]:
     return rows
 
 
+TRAINED_DONE = """() => Array.from(document.querySelectorAll('[data-testid="stAlert"]')).some(a => a.innerText.trim())
+    || Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd => gd.layout && gd.layout.title && String(gd.layout.title.text).includes('Rollout'))"""
+
+
+def trained_links(browser, server: Server, pid: int, words: list[str]) -> list[tuple]:
+    """The Trained model page at its cap, 512 pieces: the first visit loads the model; later ones do not."""
+    from attnviz import trained
+
+    model = trained.load_model(device="cpu")
+
+    def text(seed: int) -> str:  # common words, cut to 510 pieces + [CLS] and [SEP]
+        ids = trained.tokenize(model, " ".join(np.random.default_rng(seed).choice(words, 600))[:20_000].rsplit(" ", 300)[0]).ids
+        return model.tokenizer.decode(ids[1:511])
+
+    rows = []
+    for label, seed, params in (("first visit (loads the model)", 1, {}), ("another text", 2, {}),
+                                ("another text, read as words", 3, {"unit": "words"})):
+        before = status(pid, "VmRSS")
+        reset_peak(pid)
+        started = time.perf_counter()
+        context, page = open_and_wait(browser, f"{server.url}/trained?{urlencode({'text': text(seed), **params})}", done=TRAINED_DONE)
+        seconds = time.perf_counter() - started
+        message = page.locator('[data-testid="stAlert"]').all_inner_texts()
+        peak = status(pid, "VmHWM") - before
+        context.close()
+        rows.append((f"Trained model, 512 pieces, {label}", peak, seconds, status(pid, "VmRSS"),
+                     "; ".join(m[:60] for m in message) or "drawn"))
+        print(f"  {rows[-1][0]}: peak +{peak:.0f} MiB, {seconds:.1f} s", flush=True)
+    return rows
+
+
 FILES = {"CSV": "Download weights (CSV)", ".npy": "Download weights (.npy, float32)"}
 REFERENCE = """
 import streamlit as st
@@ -173,6 +204,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ttl", type=int, default=120, help="server.disconnectedSessionTTL in seconds")
     parser.add_argument("--sessions", type=int, default=10)
+    parser.add_argument("--only-trained", action="store_true", help="measure only the Trained model page's links")
     args = parser.parse_args()
     words = common_words()
     server = Server(ROOT / "app.py", "--server.disconnectedSessionTTL", str(args.ttl))
@@ -185,7 +217,11 @@ def main() -> None:
             time.sleep(3)
             warm = status(pid, "VmRSS")
             print(f"warm server: {warm:.0f} MiB", flush=True)
-            heavy = heavy_links(browser, server, pid, texts(words, 1, 500)[0])
+            if args.only_trained:
+                for row in trained_links(browser, server, pid, words):
+                    print(f"| {row[0]} | {row[1]:.0f} MiB | {row[2]:.1f} s | {row[3]:.0f} MiB | {row[4]} |")
+                return
+            heavy = heavy_links(browser, server, pid, texts(words, 1, 500)[0]) + trained_links(browser, server, pid, words)
             files = downloads(browser, server, pid, texts(words, 1, 600)[0])
             start = status(pid, "VmRSS")
             first = session_round(browser, server, pid, texts(words, args.sessions, 0), args.ttl)

@@ -41,14 +41,20 @@ def glove_load() -> dict:
 
 def page_build(n_tokens: int) -> dict:
     """Server-side time of one full run of the page script (AppTest), cold (new input) and warm (cached)."""
+    words = "when he saw his owner the dog was happy so he wagged his tail and ran".split()
+    texts = [" ".join(words[(i + run) % len(words)] for i in range(n_tokens)) for run in range(RUNS)]
+    return time_page("self_attention.py", texts)
+
+
+def time_page(name: str, texts: list[str]) -> dict:
+    """Median seconds of a full run of pages/`name` under AppTest for each new text (cold) and of a rerun with
+    the same text (warm), after one run that fills the resource caches (vectors, models)."""
     from streamlit.testing.v1 import AppTest
 
-    words = "when he saw his owner the dog was happy so he wagged his tail and ran".split()
-    page = str(ROOT / "pages" / "self_attention.py")
-    AppTest.from_file(page, default_timeout=120).run()  # loads GloVe into the resource cache once
+    page = str(ROOT / "pages" / name)
+    AppTest.from_file(page, default_timeout=120).run()
     cold, warm = [], []
-    for run in range(RUNS):
-        text = " ".join(words[(i + run) % len(words)] for i in range(n_tokens))  # a new sentence each run: cold
+    for text in texts:
         at = AppTest.from_file(page, default_timeout=120)
         at.query_params["text"] = text
         start = time.perf_counter()

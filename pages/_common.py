@@ -211,14 +211,20 @@ def clamp(low: int, high: int, default: int) -> Callable[[Any], int]:
     return lambda v: min(max(v, low), high) if isinstance(v, int) and not isinstance(v, bool) else default
 
 
-def clicked(chart_key: str) -> int | None:
-    """The position a click on a chart's point carries (its customdata, or the first item of it); None when the
+def clicked_point(chart_key: str) -> list[float] | None:
+    """The numbers a click on a chart's point carries in its customdata (one, or a list); None when the
     chart's selection holds no such point."""
     points = st.session_state[chart_key].selection.points
     data = points[0].get("customdata") if points else None
-    if isinstance(data, list):
-        data = data[0] if data else None
-    return int(data) if isinstance(data, (int, float)) else None
+    data = data if isinstance(data, list) else [data]
+    numbers = [d for d in data if isinstance(d, (int, float)) and not isinstance(d, bool)]
+    return numbers if numbers and len(numbers) == len(data) else None
+
+
+def clicked(chart_key: str) -> int | None:
+    """The position a click on a chart's point carries (its customdata, or the first item of it)."""
+    point = clicked_point(chart_key)
+    return int(point[0]) if point else None
 
 
 def scale_select(where=None) -> str:

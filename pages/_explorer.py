@@ -12,7 +12,7 @@ from attnviz import figures
 from attnviz.cache import ByteBudgetCache
 from attnviz.embeddings import Embedded, embed, tokenize
 from attnviz.export import figure_html, weights_csv, weights_npy
-from attnviz.selfattention import Config, ScoresOverflow, View, run, steps
+from attnviz.selfattention import Config, ScoresOverflow, Step, View, run, steps
 from pages._common import clamp, held
 
 FULL_LIMIT = 256  # above this many tokens: one head at a time, and a block overview plus a zoom window
@@ -129,11 +129,15 @@ def step_walk(view: View, tokens: list[str], oov: list[bool], palette: str) -> N
     with walk:
         head = held("head", heads, clamp(0, heads - 1, 0),
                     lambda **widget: st.selectbox("Head", list(range(heads)), **widget)) if heads > 1 else 0
-        token_labels = figures.labels(tokens, oov)
-        for i, step in enumerate(steps(view, head)):
-            st.markdown(f"**{i + 1}. {step.title}**")
-            st.latex(step.latex)
-            rows = token_labels if step.rows == "tokens" else figures.dims(step.matrix.shape[0])
-            cols = token_labels if step.cols == "tokens" else figures.dims(step.matrix.shape[1])
-            st.plotly_chart(figures.matrix_heatmap(step.matrix, rows, cols, title=step.title, bounded=step.bounded, palette=palette),
-                            key=f"step_{i}", width="stretch")
+        draw_steps(steps(view, head), figures.labels(tokens, oov), palette)
+
+
+def draw_steps(walk: list[Step], token_labels: list[str], palette: str) -> None:
+    """Each step's title, formula and matrix, its rows and columns labelled by token or dimension."""
+    for i, step in enumerate(walk):
+        st.markdown(f"**{i + 1}. {step.title}**")
+        st.latex(step.latex)
+        rows = token_labels if step.rows == "tokens" else figures.dims(step.matrix.shape[0])
+        cols = token_labels if step.cols == "tokens" else figures.dims(step.matrix.shape[1])
+        st.plotly_chart(figures.matrix_heatmap(step.matrix, rows, cols, title=step.title, bounded=step.bounded, palette=palette),
+                        key=f"step_{i}", width="stretch")

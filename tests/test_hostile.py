@@ -141,6 +141,11 @@ URLS = [
     ("batches.py", {"batch": "qzxjvwk\ndog"}, "known word"),
     ("heads.py", {"focus": "999", "layers": "99", "lmode": "evil", "heads": "0"}, DRAWN), ("heads.py", {"text": "dog " * 70}, "at most 64 tokens"),
     ("heads.py", {"text": "qzxjvwk"}, "None of these words"),
+    ("trained.py", {"layer": "99", "head": "-3", "measure": "<script>", "unit": "evil", "query": "1e9", "scale": "nan"}, DRAWN),
+    ("trained.py", {"text": ""}, "Type a sentence"), ("trained.py", {"text": "   \t "}, "Type a sentence"),
+    ("trained.py", {"text": "dog " * 600}, "at most 512 pieces"), ("trained.py", {"text": "... ?!"}, DRAWN),
+    ("trained.py", {"text": "🙂 北京 <b>x</b> &amp; qzxjvwk", "unit": "words", "steps": "1"}, DRAWN),
+    ("trained.py", {"text": "x" * 20_000}, DRAWN),
 ]
 
 

@@ -337,7 +337,7 @@ def test_encoder_decoder_names_each_attention_its_formula_and_mask_shape():
     for shape in ("(1, 1, 4, 4)", "(1, 1, 6, 6)", "(1, 1, 6, 4)"):
         assert f"mask (B, 1, T_q, T_k) = {shape}" in captions
     assert "1 mask shared by every head" in captions  # the shape explained in words
-    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    titles = [str(json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "")) for c in at.get("plotly_chart")]
     assert titles == ["source × source", "target × target", "target × source"]
     table = at.dataframe[0].value
     assert table["target word"].tolist()[:2] == ["#0 a", "#1 cat"]
@@ -379,3 +379,48 @@ def test_greyed_out_controls_say_why():
     assert at.select_slider(key="sigma").disabled and "gaussian" in at.select_slider(key="sigma").help
     assert at.slider(key="h").disabled and "additive" in at.slider(key="h").help
     assert "d_k, biases and heads apply to random projections" in " ".join(c.value for c in at.caption)
+
+
+# ---------------------------------------------------------------- trained model
+
+
+def test_trained_page_controls_change_the_data():
+    from attnviz import trained
+
+    text = "the dog wagged his tail"
+    at = run_page("trained.py", {"text": text})
+    assert not at.exception
+    result = trained.attention(text)
+    atlas, head_map = chart_data(at, 0), chart_data(at, 1)
+    assert "All 72 heads" in json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+    assert np.allclose(decode(head_map[1]["customdata"])[:, 2], result.weights[0, 0].ravel(), atol=1e-6)  # true weights in hover
+    at.selectbox(key="layer").set_value(4).run()
+    at.selectbox(key="head").set_value(7).run()
+    head_map = chart_data(at, 1)
+    assert np.allclose(decode(head_map[1]["customdata"])[:, 2], result.weights[3, 6].ravel(), atol=1e-6)
+    assert at.query_params["layer"] in ("4", ["4"]) and at.query_params["head"] in ("7", ["7"])
+    summary_before = decode(chart_data(at, 4)[0]["z"])
+    at.selectbox(key="measure").set_value("cls").run()
+    summary = decode(chart_data(at, 4)[0]["z"])
+    assert not np.array_equal(summary, summary_before)
+    assert np.allclose(summary, result.weights[..., :, 0].mean(-1), atol=1e-6)
+    held(at.selectbox, "query").set_value(3).run()
+    bars = chart_data(at, 3)[0]
+    assert np.allclose(decode(bars["x"]), result.weights[3, 6, 3], atol=1e-6)
+    at.radio(key="unit").set_value("words").run()
+    assert not at.exception
+    words = trained.words(result.pieces)
+    head_map = chart_data(at, 1)
+    merged = trained.merge_pieces(result.weights[3, 6], words.groups)
+    assert np.allclose(decode(head_map[1]["customdata"])[:, 2], merged.ravel(), atol=1e-6)
+    assert len(words.labels) == len(result.tokens) - 1  # "wagged" is two pieces
+    at.text_input(key="text").input("").run()
+    assert "Type a sentence" in messages(at)
+
+
+def test_trained_page_walk_and_comparison():
+    at = run_page("trained.py", {"text": "the dog was happy", "steps": "1", "layer": "2", "head": "3"})
+    assert not at.exception
+    titles = [str(json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "")) for c in at.get("plotly_chart")]
+    assert any(t.startswith("Q of layer 2, head 3") for t in titles)
+    assert any(t.startswith("Trained: layer 2, head 3") for t in titles) and any(t.startswith("Toy: GloVe") for t in titles)

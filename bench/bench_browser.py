@@ -2,13 +2,14 @@
 against torch SDPA, and the GloVe load. Each figure is a median; rows 1–5 also run a baseline app that
 hands plotly a plain go.Heatmap of the full matrix, in the same run.
 
-Run: python bench/bench_browser.py   (needs /usr/bin/chromium and playwright, as the tests do)
+Run: python bench/bench_browser.py   (needs Chromium, found as the tests find it, and playwright)
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import shutil
 import socket
 import statistics
 import subprocess
@@ -28,6 +29,8 @@ import torch.nn.functional as F  # noqa: E402
 
 from bench.bench_self_attention import glove_load  # noqa: E402
 
+# As tests/e2e/driver.py finds it: ATTNVIZ_CHROMIUM, else chromium on PATH.
+CHROMIUM = os.environ.get("ATTNVIZ_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 WORDS = "when he saw his owner the dog was happy so he wagged his tail and ran to the door".split()
@@ -213,7 +216,7 @@ def main() -> None:
     baseline_script.write_text(BASELINE)
     rows = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         # Alternated, so both apps meet the same state of the machine's page cache, which drifts.
         colds = [(cold_start(browser, ROOT / "app.py"), cold_start(browser, baseline_script)) for _ in range(5)]
         ours, theirs = statistics.median(o for o, _ in colds), statistics.median(t for _, t in colds)

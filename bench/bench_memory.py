@@ -9,7 +9,7 @@ downloads cost at 4,096 tokens, and whether memory comes back after sessions end
   then close; after the session TTL one fresh session connects (Streamlit's session store drops expired
   sessions only when it is next used) and the server's resident memory is read.
 
-Run: python bench/bench_memory.py [--ttl SECONDS] (default 120, Streamlit's own). Needs /usr/bin/chromium.
+Run: python bench/bench_memory.py [--ttl SECONDS] (default 120, Streamlit's own). Needs Chromium (ATTNVIZ_CHROMIUM, else chromium on PATH).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.bench_browser import FLAGS, Server  # noqa: E402
+from bench.bench_browser import CHROMIUM, FLAGS, Server  # noqa: E402
 
 N = 4096
 HEAVY = {
@@ -211,7 +211,7 @@ def main() -> None:
     pid = server.process.pid
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
             context, _ = open_and_wait(browser, server.url, texts(words, 1, 999)[0][:3000])  # warm: imports, GloVe, one long input
             context.close()
             time.sleep(3)

@@ -4,7 +4,7 @@ import numpy as np
 import streamlit as st
 import torch
 
-from pages._common import clamp, clicked, clicked_point, glove, held, load_url_state, position_select, save_url_state, scale_select, stop
+from pages._common import clicked, clicked_point, glove, load_url_state, position_select, save_url_state, scale_select, stop
 from pages._explorer import STEPS_LIMIT, draw_steps
 from attnviz import figures, trained
 from attnviz.attention import entropy

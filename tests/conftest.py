@@ -12,3 +12,25 @@ def glove():
     from attnviz.embeddings import load_glove
 
     return load_glove()
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory):
+    """(venv folder, an empty folder elsewhere): `pip install .` of a copy of this checkout into a fresh virtual
+    environment that reuses the installed dependencies (--system-site-packages, --no-deps), as a user would
+    install it, minus the downloads."""
+    import shutil
+    import subprocess
+    import sys
+
+    base = tmp_path_factory.mktemp("install")
+    source, venv, elsewhere = base / "attnviz", base / "venv", base / "elsewhere"  # a clone named attnviz, as users make
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", "screenshots", "__pycache__", ".pytest_cache", "build",
+                                                                 "*.egg-info", ".benchmarks", ".venv"))
+    elsewhere.mkdir()
+    # --without-pip: the venv runs the system's pip and setuptools, found through --system-site-packages
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--no-index", str(source)], check=True, cwd=base, capture_output=True)
+    shutil.rmtree(source)  # what runs now must come from the install, not the copy
+    return venv, elsewhere

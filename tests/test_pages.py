@@ -393,6 +393,10 @@ def test_trained_page_controls_change_the_data():
     result = trained.attention(text)
     atlas, head_map = chart_data(at, 0), chart_data(at, 1)
     assert "All 72 heads" in json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+    n = len(result.tokens)
+    tiles = np.array(atlas[0]["z"], dtype=float)  # gaps between the thumbnails are null
+    last = result.weights[5, 11]  # the bottom-right thumbnail: layer 6, head 12, per-row colour scale
+    assert np.allclose(tiles[-n:, -n:], last / last.max(-1, keepdims=True), atol=1e-6)
     assert np.allclose(decode(head_map[1]["customdata"])[:, 2], result.weights[0, 0].ravel(), atol=1e-6)  # true weights in hover
     at.selectbox(key="layer").set_value(4).run()
     at.selectbox(key="head").set_value(7).run()

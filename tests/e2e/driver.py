@@ -1,9 +1,12 @@
 """Helpers for the end-to-end tests: the real app served by `streamlit run`, driven in headless Chromium.
 
-.ci/run installs Debian's chromium; screenshots land in screenshots/ (git-ignored).
+Chromium is ATTNVIZ_CHROMIUM, else the first of chromium, chromium-browser, google-chrome on PATH. Without
+one these tests skip, unless ATTNVIZ_REQUIRE_BROWSER=1 (which .ci/run sets): then they fail. Screenshots
+land in screenshots/ (git-ignored).
 """
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -15,7 +18,30 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
+BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome")
+
+
+def find_chromium() -> str | None:
+    """The Chromium to drive: ATTNVIZ_CHROMIUM, else the first of BROWSER_NAMES on PATH; None if none."""
+    chosen = os.environ.get("ATTNVIZ_CHROMIUM")
+    if chosen:
+        return chosen if shutil.which(chosen) else None
+    return next((path for path in map(shutil.which, BROWSER_NAMES) if path), None)
+
+
+def chromium_or_skip() -> str:
+    """find_chromium(), or a skip with the reason (a failure when ATTNVIZ_REQUIRE_BROWSER=1)."""
+    path = find_chromium()
+    if path:
+        return path
+    chosen = os.environ.get("ATTNVIZ_CHROMIUM")
+    reason = (f"ATTNVIZ_CHROMIUM={chosen} is not an executable" if chosen else
+              f"no Chromium: none of {', '.join(BROWSER_NAMES)} is on PATH and ATTNVIZ_CHROMIUM is not set")
+    if os.environ.get("ATTNVIZ_REQUIRE_BROWSER") == "1":
+        pytest.fail(reason + " (ATTNVIZ_REQUIRE_BROWSER=1)")
+    pytest.skip(reason)
+
+
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 
@@ -36,15 +62,22 @@ def start_server(env: dict | None = None) -> tuple[subprocess.Popen, str]:
         env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
+    if healthy(url, 60):
+        return process, url
+    process.kill()
+    pytest.fail("streamlit did not start within 60 s")
+
+
+def healthy(url: str, seconds: float) -> bool:
+    """Whether Streamlit's health endpoint at `url` answers "ok" within `seconds`."""
+    deadline = time.time() + seconds
     while time.time() < deadline:
         try:
             if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
-                return process, url
+                return True
         except OSError:
             time.sleep(0.25)
-    process.kill()
-    pytest.fail("streamlit did not start within 60 s")
+    return False
 
 
 # Each chart's traces: type, y, z (what the colour scale shows) and, for heatmaps, w: the true weights they carry

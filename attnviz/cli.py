@@ -1,0 +1,61 @@
+"""The `attnviz` command: start the app from any directory (`attnviz --help`)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+from attnviz.embeddings import VECTOR_FORMATS
+
+
+def app_script() -> Path:
+    """app.py: from the installed attnviz_app package, else from the checkout this module lives in."""
+    spec = importlib.util.find_spec("attnviz_app")
+    if spec is not None and spec.submodule_search_locations:
+        for folder in spec.submodule_search_locations:
+            if (Path(folder) / "app.py").is_file():
+                return Path(folder) / "app.py"
+    checkout = Path(__file__).resolve().parents[1] / "app.py"
+    if checkout.is_file():
+        return checkout
+    raise SystemExit("attnviz: cannot find app.py; reinstall the package (pip install .).")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="attnviz", description="Start the attnviz app (a Streamlit server) and print its address.")
+    p.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
+    p.add_argument("--address", default=None, help="address to listen on (default: Streamlit's, all interfaces)")
+    p.add_argument("--vectors", metavar="FILE", help="word vectors to use instead of the built-in GloVe 6B 50-d")
+    p.add_argument("--vectors-format", choices=VECTOR_FORMATS, help="format of --vectors (default: from the file)")
+    p.add_argument("--headless", action="store_true", help="do not open a browser")
+    return p
+
+
+def command(args: argparse.Namespace) -> list[str]:
+    """The `streamlit run` command line for these arguments."""
+    line = [sys.executable, "-m", "streamlit", "run", str(app_script()), "--server.port", str(args.port),
+            "--server.headless", "true" if args.headless else "false", "--client.toolbarMode", "viewer",
+            "--browser.gatherUsageStats", "false", "--server.maxUploadSize", "50"]
+    if args.address:
+        line += ["--server.address", args.address]
+    extra = []
+    if args.vectors:
+        extra += ["--vectors", str(Path(args.vectors).expanduser().resolve())]
+    if args.vectors_format:
+        extra += ["--vectors-format", args.vectors_format]
+    return line + (["--", *extra] if extra else [])
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    if args.vectors and not Path(args.vectors).expanduser().is_file():
+        raise SystemExit(f"attnviz: --vectors {args.vectors}: no such file")
+    line = command(args)
+    os.execv(line[0], line)  # the server replaces this process, so Ctrl+C and signals reach it directly
+
+
+if __name__ == "__main__":
+    main()

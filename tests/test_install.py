@@ -1,0 +1,44 @@
+"""`pip install .` gives an importable attnviz and an `attnviz` command, from any directory."""
+
+import subprocess
+
+
+def test_import_from_another_directory(installed):
+    venv, elsewhere = installed
+    out = subprocess.run([str(venv / "bin" / "python"), "-c",
+                          "import attnviz, attnviz.trained, attnviz.cli; print(attnviz.__file__); print(attnviz.cli.app_script())"],
+                         cwd=elsewhere, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0].startswith(str(venv)) and out[0].endswith("attnviz/__init__.py")
+    assert out[1].startswith(str(venv)) and out[1].endswith("attnviz_app/app.py")
+
+
+def test_the_library_works_when_installed(installed):
+    venv, elsewhere = installed
+    code = ("import torch; from attnviz import attend; x = torch.eye(3); "
+            "print(round(float(attend(x, x, x).weights.sum()), 4))")
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", code], cwd=elsewhere, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "3.0"
+
+
+def test_the_command_has_help(installed):
+    venv, elsewhere = installed
+    out = subprocess.run([str(venv / "bin" / "attnviz"), "--help"], cwd=elsewhere, capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("usage: attnviz")
+    for option in ("--port", "--vectors", "--vectors-format", "--headless"):
+        assert option in out.stdout
+
+
+def test_the_command_refuses_a_missing_vectors_file(installed):
+    venv, elsewhere = installed
+    out = subprocess.run([str(venv / "bin" / "attnviz"), "--vectors", "nowhere.txt"], cwd=elsewhere, capture_output=True, text=True)
+    assert out.returncode != 0 and "nowhere.txt: no such file" in out.stderr
+
+
+def test_the_command_line_passes_the_options_to_streamlit(installed):
+    venv, elsewhere = installed
+    (elsewhere / "v.txt").write_text("the 1 2\n")
+    code = ("from attnviz.cli import command, parser; "
+            "print(command(parser().parse_args(['--port', '8502', '--vectors', 'v.txt', '--vectors-format', 'glove'])))")
+    line = subprocess.run([str(venv / "bin" / "python"), "-c", code], cwd=elsewhere, capture_output=True, text=True, check=True).stdout
+    assert "'--server.port', '8502'" in line and "'--client.toolbarMode', 'viewer'" in line
+    assert f"'--', '--vectors', '{elsewhere / 'v.txt'}', '--vectors-format', 'glove'" in line

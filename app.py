@@ -1,6 +1,8 @@
 import streamlit as st
 
-st.set_page_config(page_title="attnviz", layout="wide")
+from pages._present import presenting, settings
+
+st.set_page_config(page_title="attnviz", layout="wide", initial_sidebar_state="collapsed" if presenting() else "auto")
 pages = [
     st.Page("pages/self_attention.py", title="Self-attention", icon=":material/grid_on:", default=True),
     st.Page("pages/kv_database.py", title="Key–value database", icon=":material/database:"),
@@ -11,4 +13,6 @@ pages = [
     st.Page("pages/heads.py", title="Heads and layers", icon=":material/hub:"),
     st.Page("pages/trained.py", title="Trained model", icon=":material/model_training:"),
 ]
-st.navigation(pages).run()
+navigation = st.navigation(pages)
+settings()
+navigation.run()

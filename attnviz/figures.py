@@ -11,6 +11,7 @@ given whole on hover.
 
 from __future__ import annotations
 
+import contextvars
 import html
 import math
 from dataclasses import dataclass
@@ -28,6 +29,14 @@ SCALES = {"row": "per row", "max": "0 → largest shown", "absolute": "0 → 1",
 # page it is drawn in; a vertical tick label needs LABEL_PX of it.
 PLOT_PX = {"full": 520, "half": 200, "third": 100}
 LABEL_PX = 15
+# The label pitch of the figures built in this thread: a Streamlit script run sets it for its session (presenter
+# mode's larger type needs more room per label), so concurrent sessions do not see each other's.
+_label_px = contextvars.ContextVar("label_px", default=LABEL_PX)
+
+
+def set_label_px(px: int) -> None:
+    """Space each tick label takes, in px, for the figures this thread builds from now on."""
+    _label_px.set(px)
 TICK_CHARS = 18  # longer tokens are cut in tick labels (hover shows them whole)
 CLICK_LIMIT = 64  # up to this many queries a heatmap gets its click layer (one invisible point per cell)
 
@@ -72,13 +81,13 @@ def _axis(ticktext: list[str], names: list[str], budget: int) -> dict:
 
 def _keys_axis(ticktext: list[str], names: list[str], width: str, title: str | None = "key") -> dict:
     """The bottom axis of keys (or dimensions): vertical labels, as many as the figure's width holds."""
-    axis = _axis(ticktext, names, PLOT_PX[width] // LABEL_PX)
+    axis = _axis(ticktext, names, PLOT_PX[width] // _label_px.get())
     return dict(axis, side="bottom", tickangle=-90, title=title)
 
 
 def _rows_axis(ticktext: list[str], names: list[str], height: int, title: str | None = "query") -> dict:
     """The left axis of queries (or rows), top to bottom, as many labels as the height holds."""
-    return dict(_axis(ticktext, names, (height - 160) // LABEL_PX), autorange="reversed", title=title)
+    return dict(_axis(ticktext, names, (height - 160) // _label_px.get()), autorange="reversed", title=title)
 
 
 def _side(n: int) -> int:

@@ -57,6 +57,7 @@ from attnviz.embeddings import (  # noqa: E402
 )
 from attnviz.figures import SCALES  # noqa: E402
 from attnviz.urlstate import Param, encode_params, parse_params  # noqa: E402
+from pages._present import PRESENT  # noqa: E402
 
 if _loading is not None:
     _loading.empty()
@@ -152,6 +153,8 @@ def save_url_state(schema: dict[str, Param]) -> None:
     values = {name: st.session_state.get(name, param.default) for name, param in schema.items()}
     st.session_state.setdefault(_SAVED, {})[_page_id(schema)] = values
     params = encode_params(values, schema)
+    if st.session_state.get(PRESENT):
+        params[PRESENT] = "1"
     if len(params.get("text", "")) > URL_TEXT_LIMIT:
         params.pop("text")
         st.caption(f"The text is over {URL_TEXT_LIMIT} characters, so the link does not include it.")

@@ -14,6 +14,7 @@ from attnviz.embeddings import Embedded, embed, tokenize
 from attnviz.export import figure_html, weights_csv, weights_npy
 from attnviz.selfattention import Config, ScoresOverflow, Step, View, run, steps
 from pages._common import clamp, held
+from pages._present import chart
 
 FULL_LIMIT = 256  # above this many tokens: one head at a time, and a block overview plus a zoom window
 STEPS_LIMIT = 64  # the step-by-step walk draws n×n matrices up to this size
@@ -94,7 +95,7 @@ def zoom_window(view: View, tokens: list[str], oov: list[bool], palette: str, sc
         palette=palette, scale=scale, row_start=r0, col_start=c0, clickable=True,
         title=f"Zoom: queries {r0}–{r0 + size - 1} × keys {c0}–{c0 + size - 1}, full resolution",
     )
-    st.plotly_chart(figure, key="zoom", width="stretch", on_select=lambda: on_click("zoom"), selection_mode="points")
+    chart(st, figure, key="zoom", width="stretch", on_select=lambda: on_click("zoom"), selection_mode="points")
     return figure
 
 
@@ -139,5 +140,5 @@ def draw_steps(walk: list[Step], token_labels: list[str], palette: str) -> None:
         st.latex(step.latex)
         rows = token_labels if step.rows == "tokens" else figures.dims(step.matrix.shape[0])
         cols = token_labels if step.cols == "tokens" else figures.dims(step.matrix.shape[1])
-        st.plotly_chart(figures.matrix_heatmap(step.matrix, rows, cols, title=step.title, bounded=step.bounded, palette=palette),
+        chart(st, figures.matrix_heatmap(step.matrix, rows, cols, title=step.title, bounded=step.bounded, palette=palette),
                         key=f"step_{i}", width="stretch")

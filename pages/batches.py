@@ -9,6 +9,7 @@ from attnviz.embeddings import embed, tokenize
 from attnviz.figures import SCALES, attention_heatmap, dims, matrix_heatmap
 from attnviz.urlstate import Param, bounded_text, choice, int_range
 from pages._common import clamp, glove, held, load_url_state, save_url_state, scale_select, stop
+from pages._present import chart
 
 MAX_SENTENCES, MAX_TOKENS, BATCH_CHARS = 8, 64, 5000
 SCHEMA = {
@@ -37,7 +38,7 @@ result = attend(x, x, x, mask=mask[:, 0])  # weights (B, T, T)
 B, T, d = x.shape
 st.latex(r"X \in \mathbb{R}^{B \times T \times d} = %d \times %d \times %d,\quad \text{mask} \in \{0,1\}^{B \times 1 \times T \times T} = %d \times 1 \times %d \times %d" % (B, T, d, B, T, T))
 padded_tokens = [s.tokens + ["⟨pad⟩"] * (T - len(s.tokens)) for s in sentences]
-st.plotly_chart(matrix_heatmap(valid.float().numpy(), [f"sentence {b}" for b in range(B)], [str(t) for t in range(T)],
+chart(st, matrix_heatmap(valid.float().numpy(), [f"sentence {b}" for b in range(B)], [str(t) for t in range(T)],
                                title="Padding mask (1 = real token, 0 = padding)", bounded=True),
                 key="padding", width="stretch")
 padding_weight = float(result.weights.masked_select(~mask[:, 0]).abs().max()) if (~mask).any() else 0.0
@@ -47,7 +48,7 @@ columns = st.columns(min(B, 3))
 for b, s in enumerate(sentences):
     n = len(s.tokens)
     with columns[b % len(columns)]:
-        st.plotly_chart(attention_heatmap(result.weights[b, :n, :n].numpy(), s.tokens, title=f"sentence {b}: {n} of {T} real",
+        chart(st, attention_heatmap(result.weights[b, :n, :n].numpy(), s.tokens, title=f"sentence {b}: {n} of {T} real",
                                           scale=st.session_state.scale, width="third"),
                         key=f"sentence_{b}", width="stretch")
         if n < T:
@@ -61,9 +62,9 @@ keys_t = x.transpose(1, 2)  # (B, d, T)
 products = bmm_items(x, keys_t)  # B × (T, T)
 left, middle, right = st.columns(3)
 same = dict(width="third", height=460)  # one height for the row, whatever each matrix's shape
-left.plotly_chart(matrix_heatmap(x[item].numpy(), padded_tokens[item], dims(d), title=f"Q<sub>{item}</sub>", **same), key="bmm_q", width="stretch")
-middle.plotly_chart(matrix_heatmap(keys_t[item].numpy(), dims(d), padded_tokens[item], title=f"K<sub>{item}</sub>ᵀ", **same), key="bmm_k", width="stretch")
-right.plotly_chart(matrix_heatmap(products[item].numpy(), padded_tokens[item], padded_tokens[item], title=f"Q<sub>{item}</sub> K<sub>{item}</sub>ᵀ", **same),
+chart(left, matrix_heatmap(x[item].numpy(), padded_tokens[item], dims(d), title=f"Q<sub>{item}</sub>", **same), key="bmm_q", width="stretch")
+chart(middle, matrix_heatmap(keys_t[item].numpy(), dims(d), padded_tokens[item], title=f"K<sub>{item}</sub>ᵀ", **same), key="bmm_k", width="stretch")
+chart(right, matrix_heatmap(products[item].numpy(), padded_tokens[item], padded_tokens[item], title=f"Q<sub>{item}</sub> K<sub>{item}</sub>ᵀ", **same),
                    key="bmm_out", width="stretch")
 st.caption("Labels are thinned where they would not fit; hover names every row and column.")
 st.caption(f"torch.bmm on the whole batch gives the same {B} × {T} × {T} numbers: largest difference "

@@ -9,6 +9,7 @@ from attnviz.figures import HEAD_COLOURS, SCALES, attention_heatmap, line_view
 from attnviz.selfattention import Config, run
 from attnviz.urlstate import Param, bounded_text, choice, int_range
 from pages._common import clamp, clicked, glove, held, load_url_state, position_select, save_url_state, scale_select, stop
+from pages._present import chart
 
 MAX_TOKENS, SENTENCE_CHARS = 64, 2000
 SCHEMA = {
@@ -59,7 +60,7 @@ def pick_focus() -> None:
         st.session_state.focus = -1 if word == st.session_state.get("focus") else word
 
 
-st.plotly_chart(line_view(view.weights, tokens, query=None if focus < 0 else focus, heads=None if shown < 0 else [shown],
+chart(st, line_view(view.weights, tokens, query=None if focus < 0 else focus, heads=None if shown < 0 else [shown],
                           oov=embedded.oov),
                 key="lines", width="stretch", on_select=pick_focus, selection_mode="points")
 st.caption("Click a word on the left to see its lines alone. Opacity and width grow with each weight relative to the "
@@ -68,10 +69,10 @@ st.caption("Click a word on the left to see its lines alone. Opacity and width g
 st.header("Head summaries")
 scale = st.session_state.scale
 mean_col, max_col = st.columns(2)
-mean_col.plotly_chart(attention_heatmap(view.mean_weights, tokens, title="Average over heads", scale=scale, width="half"),
+chart(mean_col, attention_heatmap(view.mean_weights, tokens, title="Average over heads", scale=scale, width="half"),
                       key="mean", width="stretch")
 mean_col.caption("Each row sums to 1.")
-max_col.plotly_chart(attention_heatmap(view.weights.max(0), tokens, title="Maximum over heads", scale=scale, width="half"),
+chart(max_col, attention_heatmap(view.weights.max(0), tokens, title="Maximum over heads", scale=scale, width="half"),
                      key="max", width="stretch")
 max_col.caption("Rows need not sum to 1: each cell is its strongest head's weight.")
 
@@ -81,10 +82,10 @@ st.latex(r"h^{(l)} = \mathrm{LayerNorm}\big(h^{(l-1)} + \mathrm{Attention}(h^{(l
 per_layer = layer_stack(torch.from_numpy(embedded.vectors), layers, mode=mode, seed=seed)
 columns = st.columns(min(layers, 3))
 for l, weights in enumerate(per_layer):
-    columns[l % len(columns)].plotly_chart(
+    chart(columns[l % len(columns)], 
         attention_heatmap(weights.numpy(), tokens, title=f"layer {l + 1}", scale=scale, width="third" if layers > 2 else "half"),
         key=f"layer_{l}", width="stretch")
-st.plotly_chart(attention_heatmap(rollout(per_layer).numpy(), tokens, title=f"Rollout through {layers} layer(s)", scale=scale),
+chart(st, attention_heatmap(rollout(per_layer).numpy(), tokens, title=f"Rollout through {layers} layer(s)", scale=scale),
                 key="rollout", width="stretch")
 st.caption("Rollout (Abnar & Zuidema, 2020) follows attention through the residual connections: how much each input "
            "word reaches each output position. Ã adds the identity because each layer also passes its input on unchanged.")

@@ -10,6 +10,7 @@ from attnviz.figures import SCALES, attention_heatmap
 from attnviz.pooling import dot_variance, softmax_entropy
 from attnviz.urlstate import Param, choice, int_range, nearest
 from pages._common import load_url_state, save_url_state, scale_select
+from pages._present import chart
 
 SAMPLES = [1000, 2000, 4000, 8000, 16000]
 SCHEMA = {
@@ -62,7 +63,7 @@ for start in range(0, len(SCORING_NAMES), 3):
             except ValueError as error:
                 st.warning(f"Cannot score: {error}")
                 continue
-            st.plotly_chart(attention_heatmap(result.weights.numpy(), rows, names, scores=result.scores.numpy(),
+            chart(st, attention_heatmap(result.weights.numpy(), rows, names, scores=result.scores.numpy(),
                                               scale=state.scale, width="third"),
                             key=f"score_{name}", width="stretch")
 
@@ -77,13 +78,13 @@ var_fig = go.Figure([
     go.Scatter(x=DIMS, y=DIMS, mode="lines", name="y = d", line=dict(dash="dot")),
 ])
 var_fig.update_layout(xaxis=dict(type="log", title="d"), yaxis=dict(type="log", title="variance"), height=360)
-left.plotly_chart(var_fig, key="variance", width="stretch")
+chart(left, var_fig, key="variance", width="stretch")
 ent_fig = go.Figure([
     go.Scatter(x=DIMS, y=unscaled, mode="markers+lines", name="softmax(q·k)"),
     go.Scatter(x=DIMS, y=scaled, mode="markers+lines", name="softmax(q·k/√d)"),
     go.Scatter(x=DIMS, y=[np.log(32)] * len(DIMS), mode="lines", name="ln 32 (uniform)", line=dict(dash="dot")),
 ])
 ent_fig.update_layout(xaxis=dict(type="log", title="d"), yaxis=dict(title="mean entropy over 32 keys (nats)"), height=360)
-right.plotly_chart(ent_fig, key="entropy", width="stretch")
+chart(right, ent_fig, key="entropy", width="stretch")
 st.latex(r"\mathrm{Var}(q^\top k) = \sum_{i=1}^{d} \mathrm{Var}(q_i k_i) = d \quad\Rightarrow\quad \mathrm{Var}\!\left(\frac{q^\top k}{\sqrt d}\right) = 1")
 save_url_state(SCHEMA)

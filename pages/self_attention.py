@@ -7,6 +7,7 @@ import streamlit as st
 
 # pages._common first: on a cold server it sets the browser loading plotly.js while torch and gensim import.
 from pages._common import clicked, held, load_url_state, md_escape, position_select, save_url_state, scale_select, stop, word_vectors
+from pages._present import chart
 from pages._explorer import FULL_LIMIT, ZOOM_SIZES, Request, compute, downloads, overflow_message, step_walk, zoom_window
 from attnviz import figures
 from attnviz.attention import FORMULAS, PARAMETERS, SCORING_NAMES
@@ -169,19 +170,19 @@ def pick_query(chart_key: str) -> None:
 
 
 if n > FULL_LIMIT:
-    st.plotly_chart(figures.block_overview(view.mean_weights, tokens, palette=palette, scale=scale), key="overview", width="stretch")
+    chart(st, figures.block_overview(view.mean_weights, tokens, palette=palette, scale=scale), key="overview", width="stretch")
     st.caption("The overview shows each block's largest weight, so no strong link disappears. "
                "Open any window at full resolution below.")
     figure = zoom_window(view, tokens, oov, palette, scale, pick_query)
 elif config.heads == 1:
     figure = figures.attention_heatmap(view.weights[0], tokens, scores=view.scores[0], row_oov=oov, palette=palette, scale=scale,
                                        title=f"Attention weights α: {n} queries × {n} keys", clickable=True)
-    st.plotly_chart(figure, key="heatmap", width="stretch", on_select=lambda: pick_query("heatmap"), selection_mode="points")
+    chart(st, figure, key="heatmap", width="stretch", on_select=lambda: pick_query("heatmap"), selection_mode="points")
     if n <= figures.CLICK_LIMIT:
         st.caption("Click a cell to inspect its query (its row) below.")
 else:
     figure = figures.head_grid(view.weights, tokens, scores=view.scores, oov=oov, palette=palette, scale=scale)
-    st.plotly_chart(figure, key="grid", width="stretch")
+    chart(st, figure, key="grid", width="stretch")
 downloads(kv, request, figure)
 
 st.subheader("Query inspector")
@@ -190,7 +191,7 @@ row = view.mean_weights[query]
 bars, facts = st.columns([3, 2])
 top = BARS_LIMIT if n > BARS_LIMIT else None
 title = (f"Its {BARS_LIMIT} largest weights" if top else "Its weights over the keys") + (", head average" if config.heads > 1 else "")
-bars.plotly_chart(figures.weight_bars(row, tokens, oov=oov, top=top, title=title), key="bars", width="stretch")
+chart(bars, figures.weight_bars(row, tokens, oov=oov, top=top, title=title), key="bars", width="stretch")
 if top:
     bars.caption(f"The {BARS_LIMIT} largest weights of this query, in sentence order.")
 with facts:

@@ -5,6 +5,7 @@ import streamlit as st
 import torch
 
 from pages._common import clicked, clicked_point, glove, load_url_state, position_select, save_url_state, scale_select, stop
+from pages._present import chart
 from pages._explorer import STEPS_LIMIT, draw_steps
 from attnviz import figures, trained
 from attnviz.attention import entropy
@@ -92,7 +93,7 @@ def open_head(chart_key: str) -> None:
 
 
 chosen = (layer - 1, head - 1)
-st.plotly_chart(figures.head_atlas(weights, chosen=chosen, scale=scale), key="atlas", width="stretch",
+chart(st, figures.head_atlas(weights, chosen=chosen, scale=scale), key="atlas", width="stretch",
                 on_select=lambda: open_head("atlas"), selection_mode="points")
 st.caption("Layers run down, heads across. Click a head to open it below." + (
     " Each thumbnail shows the largest weight in each block." if weights.shape[-1] > figures.ATLAS_BLOCKS else ""))
@@ -108,14 +109,14 @@ def pick_query() -> None:
         st.session_state.query = query
 
 
-st.plotly_chart(figures.attention_heatmap(head_weights, labels, row_oov=unknown, scale=scale, clickable=True,
+chart(st, figures.attention_heatmap(head_weights, labels, row_oov=unknown, scale=scale, clickable=True,
                                           title=f"Layer {layer}, head {head}: {m} queries × {m} keys"),
                 key="head_map", width="stretch", on_select=pick_query, selection_mode="points")
 st.latex(r"\alpha = \mathrm{softmax}\Big(\frac{(XW_q + b_q)(XW_k + b_k)^\top}{\sqrt{32}}\Big)")
 lines, inspector = st.columns(2)
 with lines:
     if m <= LINES_LIMIT:
-        st.plotly_chart(figures.line_view(head_weights[None], labels, oov=unknown, head_names=[f"layer {layer}, head {head}"]),
+        chart(st, figures.line_view(head_weights[None], labels, oov=unknown, head_names=[f"layer {layer}, head {head}"]),
                         key="lines", width="stretch")
     else:
         st.info(f"The line view draws one row per token, so it is shown up to {LINES_LIMIT}; this text has {m}.")
@@ -123,7 +124,7 @@ with inspector:
     query = position_select(st, "Query", labels, "query")
     row = head_weights[query]  # (m,)
     top = LINES_LIMIT if m > LINES_LIMIT else None
-    st.plotly_chart(figures.weight_bars(row, labels, oov=unknown, top=top, title=f"What {labels[query]!r} looks at"),
+    chart(st, figures.weight_bars(row, labels, oov=unknown, top=top, title=f"What {labels[query]!r} looks at"),
                     key="bars", width="stretch")
     row_entropy = float(entropy(torch.from_numpy(row)))
     st.metric("Entropy of the row (nats)", f"{row_entropy:.3f}", help="0: all weight on one key; ln m: spread evenly.")
@@ -137,7 +138,7 @@ measure = st.selectbox("Measure", list(trained.SUMMARIES), format_func=lambda k:
 summaries = trained.head_summaries(result.weights, pieces.tokens)
 n_pieces = len(pieces.tokens)
 bound = float(np.log(n_pieces)) if measure == "entropy" else 1.0
-st.plotly_chart(figures.layer_head_heatmap(summaries[measure], title=f"Mean {trained.SUMMARIES[measure]}, per head",
+chart(st, figures.layer_head_heatmap(summaries[measure], title=f"Mean {trained.SUMMARIES[measure]}, per head",
                                            what=trained.SUMMARIES[measure], chosen=chosen, zmax=bound),
                 key="summary", width="stretch", on_select=lambda: open_head("summary"), selection_mode="points")
 st.caption({
@@ -152,7 +153,7 @@ st.latex(r"\tilde A_l = 0.5\,\bar A_l + 0.5\,I,\quad R = \tilde A_6 \cdots \tild
 flow = rollout([torch.from_numpy(w.mean(0)) for w in result.weights]).numpy()  # (n, n)
 if unit == "words":
     flow = trained.merge_pieces(flow, words.groups)  # (m, m)
-st.plotly_chart(figures.attention_heatmap(flow, labels, row_oov=unknown, scale=scale, title="Rollout through 6 layers"),
+chart(st, figures.attention_heatmap(flow, labels, row_oov=unknown, scale=scale, title="Rollout through 6 layers"),
                 key="rollout", width="stretch")
 st.caption("How much each input (column) reaches each output position (row) through all six layers, following the "
            "residual connections. Computed on pieces" + (", then read as words." if unit == "words" else "."))
@@ -180,10 +181,10 @@ else:
     shared = figures.colour_scale("max" if scale == "row" else scale, trained_words, toy)
     left, right = st.columns(2)
     trained_labels = [words.labels[i] for i in inner]
-    left.plotly_chart(figures.attention_heatmap(trained_words, trained_labels, colours=shared, width="half",
+    chart(left, figures.attention_heatmap(trained_words, trained_labels, colours=shared, width="half",
                                                 title=f"Trained: layer {layer}, head {head}"), key="vs_trained", width="stretch")
     left.caption("Rows sum to less than 1: the rest of each word's weight goes to [CLS] and [SEP], left out here.")
-    right.plotly_chart(figures.attention_heatmap(toy, glove_tokens, row_oov=embedded.oov, colours=shared, width="half",
+    chart(right, figures.attention_heatmap(toy, glove_tokens, row_oov=embedded.oov, colours=shared, width="half",
                                                  title="Toy: GloVe, Q = K = V = X"), key="vs_toy", width="stretch")
     if [w.lower() for w in trained_labels] != glove_tokens:
         right.caption("The two tokenizers split this text differently, so the rows do not pair one to one.")

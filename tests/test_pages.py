@@ -428,3 +428,43 @@ def test_trained_page_walk_and_comparison():
     titles = [str(json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "")) for c in at.get("plotly_chart")]
     assert any(t.startswith("Q of layer 2, head 3") for t in titles)
     assert any(t.startswith("Trained: layer 2, head 3") for t in titles) and any(t.startswith("Toy: GloVe") for t in titles)
+
+
+# ---------------------------------------------------------------- app-wide settings: chart downloads, presenter mode
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_every_chart_downloads_as_png_at_3x_or_as_svg(name):
+    """app.py's sidebar holds the setting (AppTest's switch_page runs a page without app.py, so the pages are run
+    alone here with the setting in session state)."""
+    for fmt, scale in (("png", 3), ("svg", 1)):
+        at = AppTest.from_file(str(ROOT / "pages" / name), default_timeout=TIMEOUT)
+        if fmt == "svg":
+            at.session_state["figfmt"] = "svg"
+        at.run()
+        assert not at.exception, at.exception
+        charts = at.get("plotly_chart")
+        assert charts, name
+        for chart in charts:
+            options = json.loads(chart.proto.config)["toImageButtonOptions"]
+            assert (options["format"], options["scale"]) == (fmt, scale)
+            assert options["filename"].startswith("attnviz_") and len(options["filename"]) > len("attnviz_")
+
+
+def test_the_sidebar_sets_the_download_format():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT).run()
+    assert json.loads(at.get("plotly_chart")[0].proto.config)["toImageButtonOptions"]["format"] == "png"
+    at.radio(key="figfmt").set_value("svg").run()
+    assert all(json.loads(c.proto.config)["toImageButtonOptions"]["format"] == "svg" for c in at.get("plotly_chart"))
+
+
+def test_presenter_mode_from_the_url_and_the_toggle():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params["present"] = "1"
+    at.run()
+    layout = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
+    assert layout["font"]["size"] >= 16 and layout["xaxis"]["tickfont"]["size"] >= 16 and layout["hoverlabel"]["font"]["size"] >= 16
+    assert at.session_state["present"] and at.query_params["present"] in ("1", ["1"])
+    at.toggle(key="present").set_value(False).run()
+    assert "present" not in at.query_params
+    assert json.loads(at.get("plotly_chart")[0].proto.spec)["layout"].get("font", {}).get("size", 12) < 16

@@ -103,6 +103,15 @@ def wait_for_heatmap(page, predicate, timeout=30):
     raise AssertionError("the heatmap never showed the expected data")
 
 
+def url_has(page, *parts: str, timeout: float = 10) -> bool:
+    """Whether the page's URL comes to contain every one of `parts` within `timeout` seconds: a run updates the
+    URL at its end, after its charts are drawn."""
+    deadline = time.time() + timeout
+    while not all(p in page.url for p in parts) and time.time() < deadline:
+        page.wait_for_timeout(100)
+    return all(p in page.url for p in parts)
+
+
 def exceptions(page) -> list[str]:
     """The text of every exception box on the page."""
     return page.locator('[data-testid="stException"]').all_inner_texts()

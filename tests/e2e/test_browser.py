@@ -2,7 +2,7 @@
 
 import pytest
 
-from driver import SHOTS, choose, click_point, exceptions, plots, settle, shown_value, wait_for_heatmap
+from driver import SHOTS, choose, click_point, exceptions, plots, settle, shown_value, url_has, wait_for_heatmap
 
 PAGES = ["", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads", "trained"]
 
@@ -56,7 +56,7 @@ def test_url_parameters_reproduce_the_view(server, page):
     trace = wait_for_heatmap(page, lambda t: len(t["y"]) == 3)
     assert trace["z"][0][1] == 0 and trace["z"][0][2] == 0  # causal: the first word sees only itself
     assert page.get_by_text("cosine").count() > 0
-    assert "scoring=cosine" in page.url and "mask=causal" in page.url
+    assert url_has(page, "scoring=cosine", "mask=causal")
 
 
 def test_clicking_a_cell_inspects_its_query(server, page):
@@ -65,11 +65,11 @@ def test_clicking_a_cell_inspects_its_query(server, page):
     assert shown_value(page, "stSelectbox", "Query word") == "0 · the"
     click_point(page, 0, 1, 3)  # key 1 ("cat"), query 3 ("on")
     assert shown_value(page, "stSelectbox", "Query word") == "3 · on"
-    assert "query=3" in page.url
+    assert url_has(page, "query=3")
     bars = plots(page)[1][0]  # the inspector's bars: one per key, the clicked query's row
     assert bars["y"][:2] == ["#0 the", "#1 cat"]
     choose(page, "Query word", "5 · mat")  # the select box still works after a click
-    assert "query=5" in page.url
+    assert url_has(page, "query=5")
     click_point(page, 0, 0, 2)
     assert shown_value(page, "stSelectbox", "Query word") == "2 · sat"
 
@@ -81,7 +81,7 @@ def test_clicking_a_word_in_the_line_view_shows_its_lines(server, page):
     click_point(page, 0, 0, 2)  # the query word "sat", left column
     assert shown_value(page, "stSelectbox", "Show the lines of") == "2 · sat"
     lines = [t for t in plots(page)[0] if t["type"] == "scatter"]
-    assert lines and "focus=2" in page.url
+    assert lines and url_has(page, "focus=2")
     click_point(page, 0, 0, 2)  # again: every word's lines
     assert shown_value(page, "stSelectbox", "Show the lines of") == "every word"
 
@@ -95,6 +95,6 @@ def test_trained_atlas_opens_the_clicked_head(server, page):
     assert shown_value(page, "stSelectbox", "Layer") == "1" and shown_value(page, "stSelectbox", "Head") == "1"
     click_point(page, 0, 4 * 6 + 3, 2 * 6 + 1)  # inside layer 3, head 5's tile, off its centre
     assert shown_value(page, "stSelectbox", "Layer") == "3" and shown_value(page, "stSelectbox", "Head") == "5"
-    assert "layer=3" in page.url and "head=5" in page.url
+    assert url_has(page, "layer=3", "head=5")
     assert page.get_by_role("heading", name="Layer 3, head 5").count() == 1
     assert not exceptions(page)

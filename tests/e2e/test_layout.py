@@ -47,15 +47,25 @@ def problems(charts) -> list[str]:
 def test_no_text_overlaps_or_is_cut_off(browser, server, path, size, forty):
     if forty and path not in SENTENCE_PARAM:
         pytest.skip("this page has no sentence")
+    query = f"?{SENTENCE_PARAM[path]}={FORTY.replace(' ', '+')}" if forty else ""
+    shot = f"{path or 'self_attention'}_{size[0]}x{size[1]}{'_40_tokens' if forty else ''}.png"
+    check(browser, f"{server}/{path}{query}", size, shot)  # docs/pages/ holds the 1920×1080 ones
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_presenter_mode_text_does_not_overlap(browser, server, path):
+    """Presenter mode's larger chart text (16 px and more) still fits."""
+    check(browser, f"{server}/{path}?present=1", (1920, 1080), f"{path or 'self_attention'}_presenter_1920x1080.png")
+
+
+def check(browser, url: str, size: tuple[int, int], shot: str) -> None:
     context = browser.new_context(viewport={"width": size[0], "height": size[1]})
     page = context.new_page()
-    query = f"?{SENTENCE_PARAM[path]}={FORTY.replace(' ', '+')}" if forty else ""
-    page.goto(f"{server}/{path}{query}")
+    page.goto(url)
     page.wait_for_selector(".js-plotly-plot", timeout=60_000)
     settle(page)
     page.wait_for_timeout(1500)  # plotly's automargin settles after the first draw
     found = problems(page.evaluate(TEXT_BOXES))
-    shot = f"{path or 'self_attention'}_{size[0]}x{size[1]}{'_40_tokens' if forty else ''}.png"
-    page.screenshot(path=str(SHOTS / shot), full_page=True)  # docs/pages/ holds the 1920×1080 ones
+    page.screenshot(path=str(SHOTS / shot), full_page=True)
     context.close()
     assert not found, "\n".join(found[:25]) + (f"\n… and {len(found) - 25} more" if len(found) > 25 else "")

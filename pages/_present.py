@@ -1,0 +1,65 @@
+"""App-wide settings shown on every page: presenter mode and the figures' download format. Light on purpose:
+app.py imports it before the page config, so it must not wait for torch or gensim."""
+
+import streamlit as st
+
+from attnviz.figures import LABEL_PX, set_label_px
+
+PRESENT = "present"  # session key and URL parameter: presenter mode is on
+FIGURE_FORMAT = "figfmt"  # session key: what the camera button of every chart saves
+FORMATS = {"png": "PNG, 3× size", "svg": "SVG (vector, for papers)"}
+# Large type for a projector: body text 22 px; charts' own text is set per figure (see chart_config).
+PRESENTER_CSS = """<style>
+.stApp [data-testid="stMarkdownContainer"] p, .stApp [data-testid="stMarkdownContainer"] li,
+.stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stWidgetLabel"] p, .stApp input, .stApp textarea,
+.stApp [data-baseweb="select"] div { font-size: 22px !important; }
+.stApp h1 { font-size: 3.2rem !important; }
+</style>"""
+CHART_FONT_PX = 16
+PRESENTER_LABEL_PX = 21  # a 16 px tick label's room: the figures show fewer labels, never overlapping ones
+
+
+def presenting() -> bool:
+    """Presenter mode: on from `?present=1` in any page's URL, or the sidebar toggle; it then stays on for the
+    session, across pages, until switched off. Figures built in this run space their labels for its type."""
+    if PRESENT not in st.session_state:
+        st.session_state[PRESENT] = st.query_params.get(PRESENT) == "1"
+    on = bool(st.session_state[PRESENT])
+    set_label_px(PRESENTER_LABEL_PX if on else LABEL_PX)
+    return on
+
+
+def settings() -> None:
+    """The sidebar's app-wide controls, and the presenter's large type."""
+    st.sidebar.toggle("Presenter mode", key=PRESENT, help="Large type for a projector, the sidebar folded away. "
+                      "The page's link carries it (present=1).")
+    st.sidebar.radio("Chart downloads (the camera button)", list(FORMATS), format_func=FORMATS.get, key=FIGURE_FORMAT,
+                     horizontal=True)
+    if st.session_state[PRESENT]:
+        st.html(PRESENTER_CSS)
+
+
+def chart_config(key: str) -> dict:
+    """plotly's config for a chart: the camera button saves `attnviz_<key>` as PNG at 3× or as SVG."""
+    fmt = st.session_state.get(FIGURE_FORMAT, "png")
+    return {"displaylogo": False,
+            "toImageButtonOptions": {"format": fmt, "scale": 3 if fmt == "png" else 1, "filename": f"attnviz_{key}"}}
+
+
+def chart(where, figure, *, key: str, width: str = "stretch", **kwargs):
+    """st.plotly_chart in `where` (st, a column, an expander) with the download config, and the presenter's
+    chart text (titles, ticks, legends, hover) at CHART_FONT_PX or more."""
+    if st.session_state.get(PRESENT):
+        figure.update_layout(font=dict(size=CHART_FONT_PX), hoverlabel=dict(font=dict(size=CHART_FONT_PX)))
+        figure.update_layout(title_font_size=max(CHART_FONT_PX + 4, figure.layout.title.font.size or 0))
+        # Streamlit's chart theme sets the axes' fonts itself (12 px), so they are set here explicitly.
+        axis_fonts = dict(tickfont=dict(size=CHART_FONT_PX), title_font=dict(size=CHART_FONT_PX))
+        figure.update_xaxes(**axis_fonts)
+        figure.update_yaxes(**axis_fonts)
+        figure.update_layout(legend_font_size=CHART_FONT_PX)
+        for trace in figure.data:  # text drawn as data (the line view's words, printed cell values), colour bars
+            if "textfont" in trace and (trace.textfont.size or 0) < CHART_FONT_PX:
+                trace.textfont.size = CHART_FONT_PX
+            if "colorbar" in trace:
+                trace.colorbar.tickfont.size = CHART_FONT_PX
+    return where.plotly_chart(figure, key=key, width=width, config=chart_config(key), **kwargs)

@@ -14,7 +14,6 @@ matrix on the page is one our engine computed.
 from __future__ import annotations
 
 import json
-import math
 import threading
 import unicodedata
 from dataclasses import dataclass
@@ -26,9 +25,7 @@ import torch
 from attnviz.attention import MultiHeadResult, Projections, entropy, multi_head, pick_device
 from attnviz.selfattention import Step, shape_latex
 
-MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 MAX_TOKENS = 512  # the model's position embeddings, [CLS] and [SEP] included
-SPECIAL_TOKENS = ("[CLS]", "[SEP]")
 UNKNOWN = "[UNK]"
 
 
@@ -77,14 +74,6 @@ class Model:
     layers: list[Layer]
     heads: int
     device: torch.device
-
-    @property
-    def d_model(self) -> int:
-        return self.word_embeddings.shape[1]
-
-    @property
-    def d_head(self) -> int:
-        return self.d_model // self.heads
 
 
 def _linear(weights: dict, name: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -318,11 +307,6 @@ def head_summaries(weights: np.ndarray, tokens: list[str]) -> dict[str, np.ndarr
         "punctuation": weights[..., punct].sum(-1).mean(-1),
         "entropy": entropy(w).mean(-1).numpy(),
     }
-
-
-def uniform_entropy(n: int) -> float:
-    """The largest entropy a row over n keys can have: ln n."""
-    return math.log(n)
 
 
 def head_steps(result: Result, layer: int, head: int) -> list[Step]:

@@ -506,8 +506,8 @@ def head_atlas(weights: np.ndarray, *, chosen: tuple[int, int] | None = None, pa
                                colorbar=colours.colorbar("block max" if b > 1 else "weight")))
     centre = (r - 1) / 2
     layers, heads = np.divmod(np.arange(n_layers * n_heads), n_heads)
-    entropy_note = [f"layer {l + 1}, head {h + 1}" for l, h in zip(layers, heads)]
-    _pick_layer(fig, heads * tile + centre, layers * tile + centre, layers, heads, entropy_note)
+    hover = [f"layer {l + 1}, head {h + 1}" for l, h in zip(layers, heads)]
+    _pick_layer(fig, heads * tile + centre, layers * tile + centre, layers, heads, hover)
     if chosen is not None:
         l, h = chosen
         _outline(fig, h * tile - 0.5 - gap / 2, l * tile - 0.5 - gap / 2, h * tile + r - 0.5 + gap / 2, l * tile + r - 0.5 + gap / 2)

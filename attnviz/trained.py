@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from attnviz.attention import MultiHeadResult, Projections, entropy, multi_head, pick_device
+from attnviz.encdec import rollout
 from attnviz.selfattention import Step, shape_latex
 
 MAX_TOKENS = 512  # the model's position embeddings, [CLS] and [SEP] included
@@ -215,6 +216,9 @@ class Result:
     weights: np.ndarray  # float32 (layers, heads, n, n); each row sums to 1
     hidden: np.ndarray  # float32 (layers + 1, n, d): the embeddings, then each layer's output
     traces: list[LayerTrace]  # on the CPU
+    words: Words  # the pieces grouped into words
+    summaries: dict[str, np.ndarray]  # head_summaries: each (layers, heads)
+    rollout: np.ndarray  # float32 (n, n): rollout of the head-averaged weights through every layer
 
     @property
     def tokens(self) -> list[str]:
@@ -223,15 +227,18 @@ class Result:
     @property
     def nbytes(self) -> int:
         held = [t for trace in self.traces for t in vars(trace).values()]
-        return self.weights.nbytes + self.hidden.nbytes + sum(t.numel() * t.element_size() for t in held)
+        arrays = [self.weights, self.hidden, self.rollout, *self.summaries.values()]
+        return sum(a.nbytes for a in arrays) + sum(t.numel() * t.element_size() for t in held)
 
 
 def run(model: Model, text: str) -> Result:
     pieces = tokenize(model, text)
     hidden, weights, traces = forward(model, pieces.ids)
     cpu = torch.device("cpu")
-    return Result(pieces, torch.stack(weights).cpu().numpy(), torch.stack(hidden).cpu().numpy(),  # (L, H, n, n), (L+1, n, d)
-                  [t.to(cpu) for t in traces])
+    flow = rollout([w.mean(0).cpu() for w in weights]).numpy()  # (n, n)
+    weights = torch.stack(weights).cpu().numpy()  # (L, H, n, n)
+    return Result(pieces, weights, torch.stack(hidden).cpu().numpy(), [t.to(cpu) for t in traces],  # hidden (L+1, n, d)
+                  words(pieces), head_summaries(weights, pieces.tokens), flow)
 
 
 def attention(text: str, model: Model | None = None) -> Result:
@@ -247,6 +254,7 @@ class Words:
     labels: list[str]  # each word's text ([CLS] and [SEP] kept as they are)
     groups: list[list[int]]  # the pieces of each word, in order
     unknown: list[bool]  # a piece of the word is [UNK]
+    special: list[bool]  # the word is [CLS] or [SEP]
 
 
 def words(pieces: Pieces) -> Words:
@@ -261,7 +269,8 @@ def words(pieces: Pieces) -> Words:
         last = w if w is not None else object()
     labels = [pieces.tokens[g[0]] if pieces.words[g[0]] is None else _cut(pieces.text[pieces.spans[g[0]][0]: pieces.spans[g[-1]][1]])
               for g in groups]
-    return Words(labels, groups, [any(pieces.tokens[i] == UNKNOWN for i in g) for g in groups])
+    return Words(labels, groups, [any(pieces.tokens[i] == UNKNOWN for i in g) for g in groups],
+                 [pieces.words[g[0]] is None for g in groups])
 
 
 def merge_pieces(weights: np.ndarray, groups: list[list[int]]) -> np.ndarray:

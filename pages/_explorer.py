@@ -95,7 +95,7 @@ def zoom_window(view: View, tokens: list[str], oov: list[bool], palette: str, sc
         palette=palette, scale=scale, row_start=r0, col_start=c0, clickable=True,
         title=f"Zoom: queries {r0}–{r0 + size - 1} × keys {c0}–{c0 + size - 1}, full resolution",
     )
-    chart(st, figure, key="zoom", width="stretch", on_select=lambda: on_click("zoom"), selection_mode="points")
+    chart(st, figure, key="zoom", on_select=lambda: on_click("zoom"), selection_mode="points")
     return figure
 
 
@@ -141,4 +141,4 @@ def draw_steps(walk: list[Step], token_labels: list[str], palette: str) -> None:
         rows = token_labels if step.rows == "tokens" else figures.dims(step.matrix.shape[0])
         cols = token_labels if step.cols == "tokens" else figures.dims(step.matrix.shape[1])
         chart(st, figures.matrix_heatmap(step.matrix, rows, cols, title=step.title, bounded=step.bounded, palette=palette),
-                        key=f"step_{i}", width="stretch")
+                  key=f"step_{i}")

@@ -60,7 +60,7 @@ for column, (name, formula, (t_q, t_k), key, weights, rows_tokens, cols_tokens, 
         st.latex(formula)
         st.caption(f"mask (B, 1, T_q, T_k) = (1, 1, {t_q}, {t_k})")
         chart(st, attention_heatmap(weights[0, 0].numpy(), rows_tokens, cols_tokens, row_oov=row_oov, col_oov=col_oov,
-                                          title=axes, scale=scale, width="third"), key=key, width="stretch")
+                                    title=axes, scale=scale, width="third"), key=key)
 st.caption("Encoder: every source word sees every source word. Decoder: above the diagonal is the future, blocked, "
            "weight exactly 0. Cross-attention: rows are target words (queries), columns source words; keys and values "
            "are the encoder's output H, the memory. X_s, X_t: the sentences' GloVe rows; a: the chosen scoring function.")

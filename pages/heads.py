@@ -61,8 +61,8 @@ def pick_focus() -> None:
 
 
 chart(st, line_view(view.weights, tokens, query=None if focus < 0 else focus, heads=None if shown < 0 else [shown],
-                          oov=embedded.oov),
-                key="lines", width="stretch", on_select=pick_focus, selection_mode="points")
+                    oov=embedded.oov),
+          key="lines", on_select=pick_focus, selection_mode="points")
 st.caption("Click a word on the left to see its lines alone. Opacity and width grow with each weight relative to the "
            "largest one drawn. One colour per head, from the Okabe–Ito set, which colour-blind readers can tell apart.")
 
@@ -70,10 +70,10 @@ st.header("Head summaries")
 scale = st.session_state.scale
 mean_col, max_col = st.columns(2)
 chart(mean_col, attention_heatmap(view.mean_weights, tokens, title="Average over heads", scale=scale, width="half"),
-                      key="mean", width="stretch")
+                key="mean")
 mean_col.caption("Each row sums to 1.")
 chart(max_col, attention_heatmap(view.weights.max(0), tokens, title="Maximum over heads", scale=scale, width="half"),
-                     key="max", width="stretch")
+               key="max")
 max_col.caption("Rows need not sum to 1: each cell is its strongest head's weight.")
 
 st.header("Layers and rollout")
@@ -84,9 +84,9 @@ columns = st.columns(min(layers, 3))
 for l, weights in enumerate(per_layer):
     chart(columns[l % len(columns)], 
         attention_heatmap(weights.numpy(), tokens, title=f"layer {l + 1}", scale=scale, width="third" if layers > 2 else "half"),
-        key=f"layer_{l}", width="stretch")
+        key=f"layer_{l}")
 chart(st, attention_heatmap(rollout(per_layer).numpy(), tokens, title=f"Rollout through {layers} layer(s)", scale=scale),
-                key="rollout", width="stretch")
+          key="rollout")
 st.caption("Rollout (Abnar & Zuidema, 2020) follows attention through the residual connections: how much each input "
            "word reaches each output position. Ã adds the identity because each layer also passes its input on unchanged.")
 save_url_state(SCHEMA)

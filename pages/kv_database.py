@@ -138,14 +138,14 @@ with soft_col:
 
 key_labels = [f"{k} → {v}" for k, v in zip(keys, values)]
 bars, space = st.columns(2)
-chart(bars, weight_bars(soft, key_labels, highlight=hard_index, title="Soft weight of each record"), key="weights", width="stretch")
+chart(bars, weight_bars(soft, key_labels, highlight=hard_index, title="Soft weight of each record"), key="weights")
 bars.caption("Orange: the record hard retrieval picks.")
 points = pca_2d(np.vstack([result.key_vectors, result.query_vectors]))  # (N+1, 2)
-chart(space, pca_scatter(points, keys, query, soft), key="pca", width="stretch")
+chart(space, pca_scatter(points, keys, query, soft), key="pca")
 space.caption("PCA: the two directions along which the key vectors vary most. Crowded keys name themselves on hover.")
 taus = np.logspace(-2, 2, 81)
 chart(st, entropy_against_tau(taus, entropy_curve(result.scores[0], taus), st.session_state.tau, len(keys)),
-                key="entropy", width="stretch")
+          key="entropy")
 st.caption("0 = hard retrieval (all weight on one record); ln N = the plain average of all N records.")
 st.latex(r"H(\alpha) = -\sum_i \alpha_i \ln \alpha_i \in [0, \ln N],\ N = %d" % len(keys))
 save_url_state(SCHEMA)

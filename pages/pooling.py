@@ -74,14 +74,14 @@ fig = go.Figure([
 ])
 fig.update_layout(xaxis_title="GPA", yaxis=dict(title="starting salary", tickformat=",.0f"), height=420,
                   legend=dict(orientation="h", y=-0.2))
-chart(st, fig, key="regression", width="stretch")
+chart(st, fig, key="regression")
 if empty.any():
     st.info(f"{int(empty.sum())} of {len(grid)} grid queries have no training point within the {kernel} kernel's reach, so they have no prediction (not drawn).")
 
 sub = slice(None, None, 8)
 chart(st, attention_heatmap(weights[sub], [f"{g:.2f}" for g in grid[sub]], [f"{v:.2f}" for v in x],
-                                  title="Weights: query GPAs × training GPAs", scale=state.scale),
-                key="weights", width="stretch")
+                            title="Weights: query GPAs × training GPAs", scale=state.scale),
+          key="weights")
 st.caption("Rows: every 8th query GPA of the curve above. Columns: the training points' GPAs, in the order drawn.")
 
 st.subheader("Learning σ (parametric attention pooling)")
@@ -89,7 +89,7 @@ fit = learned_bandwidth(state.n, state.noise, state.f, state.seed)
 left, right = st.columns([2, 1])
 loss_fig = go.Figure(go.Scatter(y=fit.losses, mode="lines", hovertemplate="step %{x}<br>loss %{y:.4f}<extra></extra>"))
 loss_fig.update_layout(title="Leave-one-out loss while σ is learned", xaxis_title="Adam step", yaxis_title="loss", height=300)
-chart(left, loss_fig, key="loss", width="stretch")
+chart(left, loss_fig, key="loss")
 right.metric("Learned σ", f"{fit.sigma:.4f}", help=f"Adam on log σ from σ = {fit.start_sigma}, on {fit.device}.")
 right.metric("Best σ on a grid", f"{fit.grid_sigma:.4f}", help="121 values from 10^-2.5 to 10^0.5, same loss.")
 right.caption(f"Computed with torch on **{fit.device}**. The loss is on standardised salaries (mean 0, variance 1).")
@@ -114,6 +114,6 @@ for c, colour in enumerate(colours):
     decision.add_trace(go.Scatter(x=points[labels == c, 0], y=points[labels == c, 1], mode="markers", name=f"class {c}",
                                   marker=dict(color=colour, line=dict(color="black", width=1))))
 decision.update_layout(title="Decision map: colour = predicted class, paler = less confident", height=480, yaxis=dict(scaleanchor="x"))
-chart(st, decision, key="classes", width="stretch")
+chart(st, decision, key="classes")
 st.latex(r"p(c \mid q) = \sum_j \alpha(q, x_j)\,[y_j = c]" + (r",\ \alpha = \text{one-hot argmax}" if hard else ""))
 save_url_state(SCHEMA)

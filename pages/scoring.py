@@ -64,8 +64,8 @@ for start in range(0, len(SCORING_NAMES), 3):
                 st.warning(f"Cannot score: {error}")
                 continue
             chart(st, attention_heatmap(result.weights.numpy(), rows, names, scores=result.scores.numpy(),
-                                              scale=state.scale, width="third"),
-                            key=f"score_{name}", width="stretch")
+                                        scale=state.scale, width="third"),
+                      key=f"score_{name}")
 
 st.header("Why divide by √d?")
 st.write("Take q and k with independent entries of mean 0 and variance 1. Then q·k is a sum of d products, "
@@ -78,13 +78,13 @@ var_fig = go.Figure([
     go.Scatter(x=DIMS, y=DIMS, mode="lines", name="y = d", line=dict(dash="dot")),
 ])
 var_fig.update_layout(xaxis=dict(type="log", title="d"), yaxis=dict(type="log", title="variance"), height=360)
-chart(left, var_fig, key="variance", width="stretch")
+chart(left, var_fig, key="variance")
 ent_fig = go.Figure([
     go.Scatter(x=DIMS, y=unscaled, mode="markers+lines", name="softmax(q·k)"),
     go.Scatter(x=DIMS, y=scaled, mode="markers+lines", name="softmax(q·k/√d)"),
     go.Scatter(x=DIMS, y=[np.log(32)] * len(DIMS), mode="lines", name="ln 32 (uniform)", line=dict(dash="dot")),
 ])
 ent_fig.update_layout(xaxis=dict(type="log", title="d"), yaxis=dict(title="mean entropy over 32 keys (nats)"), height=360)
-chart(right, ent_fig, key="entropy", width="stretch")
+chart(right, ent_fig, key="entropy")
 st.latex(r"\mathrm{Var}(q^\top k) = \sum_{i=1}^{d} \mathrm{Var}(q_i k_i) = d \quad\Rightarrow\quad \mathrm{Var}\!\left(\frac{q^\top k}{\sqrt d}\right) = 1")
 save_url_state(SCHEMA)

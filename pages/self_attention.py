@@ -170,19 +170,19 @@ def pick_query(chart_key: str) -> None:
 
 
 if n > FULL_LIMIT:
-    chart(st, figures.block_overview(view.mean_weights, tokens, palette=palette, scale=scale), key="overview", width="stretch")
+    chart(st, figures.block_overview(view.mean_weights, tokens, palette=palette, scale=scale), key="overview")
     st.caption("The overview shows each block's largest weight, so no strong link disappears. "
                "Open any window at full resolution below.")
     figure = zoom_window(view, tokens, oov, palette, scale, pick_query)
 elif config.heads == 1:
     figure = figures.attention_heatmap(view.weights[0], tokens, scores=view.scores[0], row_oov=oov, palette=palette, scale=scale,
                                        title=f"Attention weights α: {n} queries × {n} keys", clickable=True)
-    chart(st, figure, key="heatmap", width="stretch", on_select=lambda: pick_query("heatmap"), selection_mode="points")
+    chart(st, figure, key="heatmap", on_select=lambda: pick_query("heatmap"), selection_mode="points")
     if n <= figures.CLICK_LIMIT:
         st.caption("Click a cell to inspect its query (its row) below.")
 else:
     figure = figures.head_grid(view.weights, tokens, scores=view.scores, oov=oov, palette=palette, scale=scale)
-    chart(st, figure, key="grid", width="stretch")
+    chart(st, figure, key="grid")
 downloads(kv, request, figure)
 
 st.subheader("Query inspector")
@@ -191,7 +191,7 @@ row = view.mean_weights[query]
 bars, facts = st.columns([3, 2])
 top = BARS_LIMIT if n > BARS_LIMIT else None
 title = (f"Its {BARS_LIMIT} largest weights" if top else "Its weights over the keys") + (", head average" if config.heads > 1 else "")
-chart(bars, figures.weight_bars(row, tokens, oov=oov, top=top, title=title), key="bars", width="stretch")
+chart(bars, figures.weight_bars(row, tokens, oov=oov, top=top, title=title), key="bars")
 if top:
     bars.caption(f"The {BARS_LIMIT} largest weights of this query, in sentence order.")
 with facts:

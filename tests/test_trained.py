@@ -174,3 +174,13 @@ def test_a_previous_token_head_exists_on_real_text(results):
 def test_the_gpu_forward_matches_the_cpu(results):
     gpu = trained.run(trained.load_model(device="cuda"), SENTENCES["long"])
     assert np.abs(gpu.weights - results["long"].weights).max() <= 1e-4
+
+
+def test_rollout_is_the_product_written_out(results):
+    result = results["dog"]
+    n = len(result.tokens)
+    expected = np.eye(n)
+    for layer in result.weights.astype(np.float64):  # R = Ã_6 ··· Ã_1, Ã = 0.5 Ā + 0.5 I
+        expected = (0.5 * layer.mean(0) + 0.5 * np.eye(n)) @ expected
+    assert np.allclose(result.rollout, expected, atol=1e-5)
+    assert np.allclose(result.rollout.sum(-1), 1, atol=1e-5)

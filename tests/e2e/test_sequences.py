@@ -4,7 +4,7 @@ the value the computation used, no exception box may appear, and the URL must de
 import time
 from urllib.parse import parse_qs, urlparse
 
-from driver import choose, exceptions, settle, shown_value, type_into, wait_for_heatmap, widget
+from driver import choose, click_point, exceptions, settle, shown_value, type_into, wait_for_heatmap, widget
 
 SENTENCES = ["the cat sat on the mat", "a dog ran to a tall tree", "birds fly"]
 
@@ -161,4 +161,32 @@ def test_switching_pages_and_back_keeps_the_view(server, page):
     assert shown_value(page, "stSelectbox", "Query word") == "2 · sat"
     expected = {"text": "the cat sat", "scoring": "cosine", "query": "2"}
     assert url_becomes(page, expected) == expected
+    assert exceptions(page) == []
+
+
+def test_retyping_clicking_and_switching_pages_on_the_trained_model(server, page):
+    page.goto(f"{server}/trained")
+    page.wait_for_selector(".js-plotly-plot")
+    type_into(page, "Sentence", "the dog wagged his tail", submit="Enter")  # 7 pieces: tiles of 7, gap 1
+    click_point(page, 0, 3 * 8 + 3, 1 * 8 + 3)  # layer 2, head 4
+    assert shown_value(page, "stSelectbox", "Layer") == "2" and shown_value(page, "stSelectbox", "Head") == "4"
+    choose(page, "Query", "3 · wa")
+    assert exceptions(page) == []
+
+    type_into(page, "Sentence", "hello", submit="Enter")  # 3 pieces: position 3 no longer exists; the head stays
+    assert shown_value(page, "stSelectbox", "Query") == "0 · [CLS]"
+    assert shown_value(page, "stSelectbox", "Layer") == "2" and shown_value(page, "stSelectbox", "Head") == "4"
+    widget(page, "stRadio", "Read as").get_by_text("words", exact=True).click()
+    settle(page)
+    assert exceptions(page) == []
+
+    page.get_by_role("link", name="Heads and layers").click()
+    page.wait_for_url("**/heads**")
+    settle(page)
+    page.get_by_role("link", name="Trained model").click()
+    page.wait_for_url("**/trained**")
+    settle(page)
+    expected = {"text": "hello", "layer": "2", "head": "4", "unit": "words"}
+    assert url_becomes(page, expected) == expected
+    assert shown_value(page, "stSelectbox", "Head") == "4"
     assert exceptions(page) == []

@@ -1,5 +1,5 @@
-"""The self-attention explorer's heavier parts: the cached computation, the long-input zoom window, the
-downloads and the step-by-step walk. pages/self_attention.py reads the controls and lays these out."""
+"""The self-attention explorer's heavier parts: the cached computation, the long-input zoom window and the
+step-by-step walk. pages/self_attention.py reads the controls and lays these out."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ import streamlit as st
 from attnviz import figures
 from attnviz.cache import ByteBudgetCache
 from attnviz.embeddings import Embedded, embed, tokenize
-from attnviz.export import figure_html, weights_csv, weights_npy
 from attnviz.selfattention import Config, ScoresOverflow, Step, View, run, steps
 from pages._common import clamp, held
-from pages._present import chart
+from pages._present import Matrix, chart
 
 FULL_LIMIT = 256  # above this many tokens: one head at a time, and a block overview plus a zoom window
 STEPS_LIMIT = 64  # the step-by-step walk draws n×n matrices up to this size
@@ -79,9 +78,9 @@ def overflow_message(computed: Computed) -> str:
             "size (GloVe's are under 10 long), cosine scoring, or a larger temperature τ.")
 
 
-def zoom_window(view: View, tokens: list[str], oov: list[bool], palette: str, scale: str, on_click):
+def zoom_window(view: View, tokens: list[str], oov: list[bool], palette: str, scale: str, on_click) -> None:
     """The long-input zoom: its controls, and the window's heatmap at full resolution, its axes numbered by
-    the sentence's own positions. A click on a cell calls on_click("zoom"). Returns the figure."""
+    the sentence's own positions. A click on a cell calls on_click("zoom")."""
     n = len(tokens)
     z_left, z_middle, z_right = st.columns(3)
     size = z_right.select_slider("Window size", ZOOM_SIZES, key="zw")
@@ -95,27 +94,8 @@ def zoom_window(view: View, tokens: list[str], oov: list[bool], palette: str, sc
         palette=palette, scale=scale, row_start=r0, col_start=c0, clickable=True,
         title=f"Zoom: queries {r0}–{r0 + size - 1} × keys {c0}–{c0 + size - 1}, full resolution",
     )
-    chart(st, figure, key="zoom", on_select=lambda: on_click("zoom"), selection_mode="points")
-    return figure
-
-
-def downloads(kv, request: Request, figure) -> None:
-    """The weights (CSV, float32 .npy) and the figure (HTML). Each file is built only when its button is
-    clicked, from the request (the view comes back from the cache, or is computed again), so no session
-    holds a copy of an n×n matrix for a download it may never make."""
-
-    def matrix() -> tuple[np.ndarray, list[str]]:
-        computed = compute(kv, request)
-        return computed.view.mean_weights, computed.embedded.tokens
-
-    left, middle, right = st.columns(3)
-    about = "The full matrix; with several heads, the head average."
-    left.download_button("Download weights (CSV)", lambda: weights_csv(*matrix()), "attention_weights.csv", "text/csv",
-                         on_click="ignore", help=about)
-    middle.download_button("Download weights (.npy, float32)", lambda: weights_npy(matrix()[0]), "attention_weights.npy",
-                           "application/octet-stream", on_click="ignore", help=about + " Read it with numpy.load.")
-    right.download_button("Download figure (HTML)", lambda: figure_html(figure), "attention.html", "text/html",
-                          on_click="ignore", help="The figure above (the zoom window for long inputs), as a standalone page that works offline.")
+    window = Matrix(view.mean_weights[rows, cols].copy(), tokens[rows], tokens[cols])  # a copy: not the whole n×n
+    chart(st, figure, key="zoom", on_select=lambda: on_click("zoom"), selection_mode="points", matrix=window)
 
 
 def step_walk(view: View, tokens: list[str], oov: list[bool], palette: str) -> None:
@@ -140,5 +120,6 @@ def draw_steps(walk: list[Step], token_labels: list[str], palette: str) -> None:
         st.latex(step.latex)
         rows = token_labels if step.rows == "tokens" else figures.dims(step.matrix.shape[0])
         cols = token_labels if step.cols == "tokens" else figures.dims(step.matrix.shape[1])
+        corner = " \\ ".join("token" if side == "tokens" else "dimension" for side in (step.rows, step.cols))
         chart(st, figures.matrix_heatmap(step.matrix, rows, cols, title=step.title, bounded=step.bounded, palette=palette),
-                  key=f"step_{i}")
+              key=f"step_{i}", matrix=Matrix(step.matrix, rows, cols, corner))

@@ -1,8 +1,13 @@
 """App-wide settings shown on every page: presenter mode and the figures' download format. Light on purpose:
 app.py imports it before the page config, so it must not wait for torch or gensim."""
 
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
 import streamlit as st
 
+from attnviz.export import figure_html, matrix_csv, weights_npy
 from attnviz.figures import LABEL_PX, set_label_px
 
 PRESENT = "present"  # session key and URL parameter: presenter mode is on
@@ -46,9 +51,24 @@ def chart_config(key: str) -> dict:
             "toImageButtonOptions": {"format": fmt, "scale": 3 if fmt == "png" else 1, "filename": f"attnviz_{key}"}}
 
 
-def chart(where, figure, *, key: str, width: str = "stretch", **kwargs):
+@dataclass(frozen=True)
+class Matrix:
+    """The numbers a chart draws, for its downloads: the matrix, or a function that gives it when a download
+    is clicked (so a long input's n×n matrix is not kept for a download nobody makes), and its labels."""
+
+    values: np.ndarray | Callable[[], np.ndarray]  # (rows, cols)
+    rows: list[str]
+    cols: list[str]
+    corner: str = "query \\ key"  # the CSV's top-left cell: what its rows and columns are
+
+    def get(self) -> np.ndarray:
+        return self.values() if callable(self.values) else self.values
+
+
+def chart(where, figure, *, key: str, width: str = "stretch", matrix: Matrix | None = None, **kwargs):
     """st.plotly_chart in `where` (st, a column, an expander) with the download config, and the presenter's
-    chart text (titles, ticks, legends, hover) at CHART_FONT_PX or more."""
+    chart text (titles, ticks, legends, hover) at CHART_FONT_PX or more. With `matrix`, a Download menu
+    under the chart offers its numbers (CSV, float32 .npy) and the figure (standalone HTML)."""
     if st.session_state.get(PRESENT):
         figure.update_layout(font=dict(size=CHART_FONT_PX), hoverlabel=dict(font=dict(size=CHART_FONT_PX)))
         figure.update_layout(title_font_size=max(CHART_FONT_PX + 4, figure.layout.title.font.size or 0))
@@ -62,4 +82,22 @@ def chart(where, figure, *, key: str, width: str = "stretch", **kwargs):
                 trace.textfont.size = CHART_FONT_PX
             if "colorbar" in trace:
                 trace.colorbar.tickfont.size = CHART_FONT_PX
-    return where.plotly_chart(figure, key=key, width=width, config=chart_config(key), **kwargs)
+    drawn = where.plotly_chart(figure, key=key, width=width, config=chart_config(key), **kwargs)
+    if matrix is not None:
+        downloads(where, key, figure, matrix)
+    return drawn
+
+
+def downloads(where, key: str, figure, matrix: Matrix) -> None:
+    """CSV, .npy and HTML of one chart, in a small menu. Each file is built only when its button is clicked."""
+    menu = where.popover("Download", icon=":material/download:", key=f"downloads_{key}",
+                         help="This chart's numbers (CSV, .npy) or the figure as a page that works offline (HTML). "
+                              "PNG or SVG: the camera button on the chart.")
+    name = f"attnviz_{key}"
+    menu.download_button("Numbers (CSV)", lambda: matrix_csv(matrix.get(), matrix.rows, matrix.cols, corner=matrix.corner),
+                         f"{name}.csv", "text/csv", on_click="ignore", key=f"csv_{key}", width="stretch")
+    menu.download_button("Numbers (.npy, float32)", lambda: weights_npy(matrix.get()), f"{name}.npy",
+                         "application/octet-stream", on_click="ignore", key=f"npy_{key}", width="stretch",
+                         help="Read it with numpy.load.")
+    menu.download_button("Figure (HTML)", lambda: figure_html(figure), f"{name}.html", "text/html", on_click="ignore",
+                         key=f"html_{key}", width="stretch", help="A standalone page with plotly.js inside: it opens offline.")

@@ -9,7 +9,7 @@ from attnviz.embeddings import embed, tokenize
 from attnviz.figures import SCALES, attention_heatmap, dims, matrix_heatmap
 from attnviz.urlstate import Param, bounded_text, choice, int_range
 from pages._common import clamp, glove, held, load_url_state, save_url_state, scale_select, stop
-from pages._present import chart
+from pages._present import Matrix, chart
 
 MAX_SENTENCES, MAX_TOKENS, BATCH_CHARS = 8, 64, 5000
 SCHEMA = {
@@ -38,9 +38,10 @@ result = attend(x, x, x, mask=mask[:, 0])  # weights (B, T, T)
 B, T, d = x.shape
 st.latex(r"X \in \mathbb{R}^{B \times T \times d} = %d \times %d \times %d,\quad \text{mask} \in \{0,1\}^{B \times 1 \times T \times T} = %d \times 1 \times %d \times %d" % (B, T, d, B, T, T))
 padded_tokens = [s.tokens + ["⟨pad⟩"] * (T - len(s.tokens)) for s in sentences]
-chart(st, matrix_heatmap(valid.float().numpy(), [f"sentence {b}" for b in range(B)], [str(t) for t in range(T)],
-                         title="Padding mask (1 = real token, 0 = padding)", bounded=True),
-          key="padding")
+sentence_names, places = [f"sentence {b}" for b in range(B)], [str(t) for t in range(T)]
+chart(st, matrix_heatmap(valid.float().numpy(), sentence_names, places, title="Padding mask (1 = real token, 0 = padding)",
+                         bounded=True),
+      key="padding", matrix=Matrix(valid.float().numpy(), sentence_names, places, corner="sentence \\ position"))
 padding_weight = float(result.weights.masked_select(~mask[:, 0]).abs().max()) if (~mask).any() else 0.0
 st.success(f"Largest weight on any padding key in the batch: {padding_weight:.1f} (exactly zero).")
 
@@ -48,9 +49,10 @@ columns = st.columns(min(B, 3))
 for b, s in enumerate(sentences):
     n = len(s.tokens)
     with columns[b % len(columns)]:
-        chart(st, attention_heatmap(result.weights[b, :n, :n].numpy(), s.tokens, title=f"sentence {b}: {n} of {T} real",
-                                    scale=st.session_state.scale, width="third"),
-                  key=f"sentence_{b}")
+        real = result.weights[b, :n, :n].numpy()  # (n, n)
+        chart(st, attention_heatmap(real, s.tokens, title=f"sentence {b}: {n} of {T} real", scale=st.session_state.scale,
+                                    width="third"),
+              key=f"sentence_{b}", matrix=Matrix(real, s.tokens, s.tokens))
         if n < T:
             st.caption(f"{T - n} padding query row(s) not drawn: they are not real words.")
 
@@ -62,10 +64,14 @@ keys_t = x.transpose(1, 2)  # (B, d, T)
 products = bmm_items(x, keys_t)  # B × (T, T)
 left, middle, right = st.columns(3)
 same = dict(width="third", height=460)  # one height for the row, whatever each matrix's shape
-chart(left, matrix_heatmap(x[item].numpy(), padded_tokens[item], dims(d), title=f"Q<sub>{item}</sub>", **same), key="bmm_q")
-chart(middle, matrix_heatmap(keys_t[item].numpy(), dims(d), padded_tokens[item], title=f"K<sub>{item}</sub>ᵀ", **same), key="bmm_k")
-chart(right, matrix_heatmap(products[item].numpy(), padded_tokens[item], padded_tokens[item], title=f"Q<sub>{item}</sub> K<sub>{item}</sub>ᵀ", **same),
-             key="bmm_out")
+words, features = padded_tokens[item], dims(d)
+for where, key, matrix, rows, cols, title in (
+        (left, "bmm_q", x[item], words, features, f"Q<sub>{item}</sub>"),
+        (middle, "bmm_k", keys_t[item], features, words, f"K<sub>{item}</sub>ᵀ"),
+        (right, "bmm_out", products[item], words, words, f"Q<sub>{item}</sub> K<sub>{item}</sub>ᵀ")):
+    corner = " \\ ".join("token" if labels is words else "dimension" for labels in (rows, cols))
+    chart(where, matrix_heatmap(matrix.numpy(), rows, cols, title=title, **same), key=key,
+          matrix=Matrix(matrix.numpy(), rows, cols, corner))
 st.caption("Labels are thinned where they would not fit; hover names every row and column.")
 st.caption(f"torch.bmm on the whole batch gives the same {B} × {T} × {T} numbers: largest difference "
            f"{float((torch.bmm(x, keys_t) - torch.stack(products)).abs().max()):.1e}.")

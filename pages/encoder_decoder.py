@@ -7,7 +7,7 @@ from attnviz.embeddings import embed, tokenize
 from attnviz.figures import SCALES, attention_heatmap
 from attnviz.urlstate import Param, bounded_text, choice, int_range
 from pages._common import glove, load_url_state, save_url_state, scale_select, stop
-from pages._present import chart
+from pages._present import Matrix, chart
 
 MAX_TOKENS, SENTENCE_CHARS = 64, 2000
 SCHEMA = {
@@ -60,7 +60,8 @@ for column, (name, formula, (t_q, t_k), key, weights, rows_tokens, cols_tokens, 
         st.latex(formula)
         st.caption(f"mask (B, 1, T_q, T_k) = (1, 1, {t_q}, {t_k})")
         chart(st, attention_heatmap(weights[0, 0].numpy(), rows_tokens, cols_tokens, row_oov=row_oov, col_oov=col_oov,
-                                    title=axes, scale=scale, width="third"), key=key)
+                                    title=axes, scale=scale, width="third"), key=key,
+              matrix=Matrix(weights[0, 0].numpy(), rows_tokens, cols_tokens))
 st.caption("Encoder: every source word sees every source word. Decoder: above the diagonal is the future, blocked, "
            "weight exactly 0. Cross-attention: rows are target words (queries), columns source words; keys and values "
            "are the encoder's output H, the memory. X_s, X_t: the sentences' GloVe rows; a: the chosen scoring function.")

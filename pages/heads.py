@@ -9,7 +9,7 @@ from attnviz.figures import HEAD_COLOURS, SCALES, attention_heatmap, line_view
 from attnviz.selfattention import Config, run
 from attnviz.urlstate import Param, bounded_text, choice, int_range
 from pages._common import clamp, clicked, glove, held, load_url_state, position_select, save_url_state, scale_select, stop
-from pages._present import chart
+from pages._present import Matrix, chart
 
 MAX_TOKENS, SENTENCE_CHARS = 64, 2000
 SCHEMA = {
@@ -70,10 +70,11 @@ st.header("Head summaries")
 scale = st.session_state.scale
 mean_col, max_col = st.columns(2)
 chart(mean_col, attention_heatmap(view.mean_weights, tokens, title="Average over heads", scale=scale, width="half"),
-                key="mean")
+      key="mean", matrix=Matrix(view.mean_weights, tokens, tokens))
 mean_col.caption("Each row sums to 1.")
-chart(max_col, attention_heatmap(view.weights.max(0), tokens, title="Maximum over heads", scale=scale, width="half"),
-               key="max")
+strongest = view.weights.max(0)  # (n, n)
+chart(max_col, attention_heatmap(strongest, tokens, title="Maximum over heads", scale=scale, width="half"),
+      key="max", matrix=Matrix(strongest, tokens, tokens))
 max_col.caption("Rows need not sum to 1: each cell is its strongest head's weight.")
 
 st.header("Layers and rollout")
@@ -82,11 +83,12 @@ st.latex(r"h^{(l)} = \mathrm{LayerNorm}\big(h^{(l-1)} + \mathrm{Attention}(h^{(l
 per_layer = layer_stack(torch.from_numpy(embedded.vectors), layers, mode=mode, seed=seed)
 columns = st.columns(min(layers, 3))
 for l, weights in enumerate(per_layer):
-    chart(columns[l % len(columns)], 
-        attention_heatmap(weights.numpy(), tokens, title=f"layer {l + 1}", scale=scale, width="third" if layers > 2 else "half"),
-        key=f"layer_{l}")
-chart(st, attention_heatmap(rollout(per_layer).numpy(), tokens, title=f"Rollout through {layers} layer(s)", scale=scale),
-          key="rollout")
+    chart(columns[l % len(columns)],
+          attention_heatmap(weights.numpy(), tokens, title=f"layer {l + 1}", scale=scale, width="third" if layers > 2 else "half"),
+          key=f"layer_{l}", matrix=Matrix(weights.numpy(), tokens, tokens))
+flow = rollout(per_layer).numpy()  # (n, n)
+chart(st, attention_heatmap(flow, tokens, title=f"Rollout through {layers} layer(s)", scale=scale), key="rollout",
+      matrix=Matrix(flow, tokens, tokens, corner="output \\ input"))
 st.caption("Rollout (Abnar & Zuidema, 2020) follows attention through the residual connections: how much each input "
            "word reaches each output position. Ã adds the identity because each layer also passes its input on unchanged.")
 save_url_state(SCHEMA)

@@ -13,7 +13,7 @@ from attnviz.retrieval import (
 from attnviz.selfattention import temperature_grid
 from attnviz.urlstate import Param, bounded_text, choice, nearest
 from pages._common import stop, glove, load_url_state, save_url_state
-from pages._present import chart
+from pages._present import Matrix, chart
 
 UPLOAD = "Your own records (CSV)"
 QUERY_CHARS = 200
@@ -138,10 +138,12 @@ with soft_col:
 
 key_labels = [f"{k} → {v}" for k, v in zip(keys, values)]
 bars, space = st.columns(2)
-chart(bars, weight_bars(soft, key_labels, highlight=hard_index, title="Soft weight of each record"), key="weights")
+chart(bars, weight_bars(soft, key_labels, highlight=hard_index, title="Soft weight of each record"), key="weights",
+      matrix=Matrix(soft[None].copy(), [query], key_labels, corner="query \\ record"))
 bars.caption("Orange: the record hard retrieval picks.")
 points = pca_2d(np.vstack([result.key_vectors, result.query_vectors]))  # (N+1, 2)
-chart(space, pca_scatter(points, keys, query, soft), key="pca")
+chart(space, pca_scatter(points, keys, query, soft), key="pca",
+      matrix=Matrix(points, [*keys, f"query: {query}"], ["PC 1", "PC 2"], corner="point \\ direction"))
 space.caption("PCA: the two directions along which the key vectors vary most. Crowded keys name themselves on hover.")
 taus = np.logspace(-2, 2, 81)
 chart(st, entropy_against_tau(taus, entropy_curve(result.scores[0], taus), st.session_state.tau, len(keys)),

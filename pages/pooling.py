@@ -9,7 +9,7 @@ from attnviz.figures import SCALES, attention_heatmap
 from attnviz.pooling import KERNELS, TRUE_FUNCTIONS, blobs, classify, fit_bandwidth, nadaraya_watson, salary_data
 from attnviz.urlstate import Param, boolean, choice, encode_bool, int_range, nearest
 from pages._common import load_url_state, save_url_state, scale_select
-from pages._present import chart
+from pages._present import Matrix, chart
 
 BANDWIDTHS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0]
 SCHEMA = {
@@ -79,9 +79,9 @@ if empty.any():
     st.info(f"{int(empty.sum())} of {len(grid)} grid queries have no training point within the {kernel} kernel's reach, so they have no prediction (not drawn).")
 
 sub = slice(None, None, 8)
-chart(st, attention_heatmap(weights[sub], [f"{g:.2f}" for g in grid[sub]], [f"{v:.2f}" for v in x],
-                            title="Weights: query GPAs × training GPAs", scale=state.scale),
-          key="weights")
+query_gpas, train_gpas = [f"{g:.2f}" for g in grid[sub]], [f"{v:.2f}" for v in x]
+chart(st, attention_heatmap(weights[sub], query_gpas, train_gpas, title="Weights: query GPAs × training GPAs", scale=state.scale),
+      key="weights", matrix=Matrix(weights[sub], query_gpas, train_gpas, corner="query GPA \\ training GPA"))
 st.caption("Rows: every 8th query GPA of the curve above. Columns: the training points' GPAs, in the order drawn.")
 
 st.subheader("Learning σ (parametric attention pooling)")

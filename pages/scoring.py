@@ -10,7 +10,7 @@ from attnviz.figures import SCALES, attention_heatmap
 from attnviz.pooling import dot_variance, softmax_entropy
 from attnviz.urlstate import Param, choice, int_range, nearest
 from pages._common import load_url_state, save_url_state, scale_select
-from pages._present import chart
+from pages._present import Matrix, chart
 
 SAMPLES = [1000, 2000, 4000, 8000, 16000]
 SCHEMA = {
@@ -65,7 +65,7 @@ for start in range(0, len(SCORING_NAMES), 3):
                 continue
             chart(st, attention_heatmap(result.weights.numpy(), rows, names, scores=result.scores.numpy(),
                                         scale=state.scale, width="third"),
-                      key=f"score_{name}")
+                  key=f"score_{name}", matrix=Matrix(result.weights.numpy(), rows, names))
 
 st.header("Why divide by √d?")
 st.write("Take q and k with independent entries of mean 0 and variance 1. Then q·k is a sum of d products, "

@@ -7,8 +7,8 @@ import streamlit as st
 
 # pages._common first: on a cold server it sets the browser loading plotly.js while torch and gensim import.
 from pages._common import clicked, held, load_url_state, md_escape, position_select, save_url_state, scale_select, stop, word_vectors
-from pages._present import chart
-from pages._explorer import FULL_LIMIT, ZOOM_SIZES, Request, compute, downloads, overflow_message, step_walk, zoom_window
+from pages._present import Matrix, chart
+from pages._explorer import FULL_LIMIT, ZOOM_SIZES, Request, compute, overflow_message, step_walk, zoom_window
 from attnviz import figures
 from attnviz.attention import FORMULAS, PARAMETERS, SCORING_NAMES
 from attnviz.embeddings import OOV_POLICIES, nearest_words
@@ -169,21 +169,24 @@ def pick_query(chart_key: str) -> None:
         st.session_state.query = query
 
 
+# The whole matrix (the head average), fetched from the cache or computed again only when a download is clicked.
+everything = Matrix(lambda: compute(kv, request).view.mean_weights, tokens, tokens)
 if n > FULL_LIMIT:
-    chart(st, figures.block_overview(view.mean_weights, tokens, palette=palette, scale=scale), key="overview")
-    st.caption("The overview shows each block's largest weight, so no strong link disappears. "
-               "Open any window at full resolution below.")
-    figure = zoom_window(view, tokens, oov, palette, scale, pick_query)
+    chart(st, figures.block_overview(view.mean_weights, tokens, palette=palette, scale=scale), key="overview",
+          matrix=everything)
+    st.caption("The overview shows each block's largest weight, so no strong link disappears; its downloads hold "
+               "every weight. Open any window at full resolution below.")
+    zoom_window(view, tokens, oov, palette, scale, pick_query)
 elif config.heads == 1:
     figure = figures.attention_heatmap(view.weights[0], tokens, scores=view.scores[0], row_oov=oov, palette=palette, scale=scale,
                                        title=f"Attention weights α: {n} queries × {n} keys", clickable=True)
-    chart(st, figure, key="heatmap", on_select=lambda: pick_query("heatmap"), selection_mode="points")
+    chart(st, figure, key="heatmap", on_select=lambda: pick_query("heatmap"), selection_mode="points", matrix=everything)
     if n <= figures.CLICK_LIMIT:
         st.caption("Click a cell to inspect its query (its row) below.")
 else:
-    figure = figures.head_grid(view.weights, tokens, scores=view.scores, oov=oov, palette=palette, scale=scale)
-    chart(st, figure, key="grid")
-downloads(kv, request, figure)
+    chart(st, figures.head_grid(view.weights, tokens, scores=view.scores, oov=oov, palette=palette, scale=scale), key="grid",
+          matrix=everything)
+    st.caption("The grid's downloads hold the average over heads; the step-by-step walk below has each head's.")
 
 st.subheader("Query inspector")
 query = position_select(st, "Query word", tokens, "query")
@@ -191,7 +194,8 @@ row = view.mean_weights[query]
 bars, facts = st.columns([3, 2])
 top = BARS_LIMIT if n > BARS_LIMIT else None
 title = (f"Its {BARS_LIMIT} largest weights" if top else "Its weights over the keys") + (", head average" if config.heads > 1 else "")
-chart(bars, figures.weight_bars(row, tokens, oov=oov, top=top, title=title), key="bars")
+chart(bars, figures.weight_bars(row, tokens, oov=oov, top=top, title=title), key="bars",
+      matrix=Matrix(row[None].copy(), [tokens[query]], tokens))
 if top:
     bars.caption(f"The {BARS_LIMIT} largest weights of this query, in sentence order.")
 with facts:

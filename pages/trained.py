@@ -5,7 +5,7 @@ import streamlit as st
 import torch
 
 from pages._common import clicked, clicked_point, glove, load_url_state, position_select, save_url_state, scale_select, stop
-from pages._present import chart
+from pages._present import Matrix, chart
 from pages._explorer import STEPS_LIMIT, draw_steps
 from attnviz import figures, trained
 from attnviz.attention import entropy
@@ -116,7 +116,7 @@ def pick_query() -> None:
 
 chart(st, figures.attention_heatmap(head_weights, labels, row_oov=unknown, scale=scale, clickable=True,
                                     title=f"Layer {layer}, head {head}: {m} queries × {m} keys"),
-          key="head_map", on_select=pick_query, selection_mode="points")
+          key="head_map", on_select=pick_query, selection_mode="points", matrix=Matrix(head_weights.copy(), labels, labels))  # a copy: not all 72 heads
 st.latex(r"\alpha = \mathrm{softmax}\Big(\frac{(XW_q + b_q)(XW_k + b_k)^\top}{\sqrt{32}}\Big)")
 lines, inspector = st.columns(2)
 with lines:
@@ -130,7 +130,7 @@ with inspector:
     row = head_weights[query]  # (m,)
     top = LINES_LIMIT if m > LINES_LIMIT else None
     chart(st, figures.weight_bars(row, labels, oov=unknown, top=top, title=f"What {labels[query]!r} looks at"),
-              key="bars")
+          key="bars", matrix=Matrix(row[None].copy(), [labels[query]], labels))
     row_entropy = float(entropy(torch.from_numpy(row)))
     st.metric("Entropy of the row (nats)", f"{row_entropy:.3f}", help="0: all weight on one key; ln m: spread evenly.")
     st.latex(r"H(\alpha_i) = -\sum_j \alpha_{ij} \ln \alpha_{ij} \le \ln %d = %.3f" % (m, np.log(m)))
@@ -145,7 +145,9 @@ n_pieces = len(pieces.tokens)
 bound = float(np.log(n_pieces)) if measure == "entropy" else 1.0
 chart(st, figures.layer_head_heatmap(summaries[measure], title=f"Mean {trained.SUMMARIES[measure]}, per head",
                                      what=trained.SUMMARIES[measure], chosen=chosen, zmax=bound),
-          key="summary", on_select=lambda: open_head("summary"), selection_mode="points")
+          key="summary", on_select=lambda: open_head("summary"), selection_mode="points",
+          matrix=Matrix(summaries[measure], [f"layer {l}" for l in range(1, 7)], [f"head {h}" for h in range(1, 13)],
+                        corner="layer \\ head"))
 st.caption({
     "cls": "Mean over queries i of α_i,[CLS].", "sep": "Mean over queries i of α_i,[SEP].", "self": "Mean over i of α_ii.",
     "previous": "Mean over queries i ≥ 1 of α_i,i−1.", "next": "Mean over queries i < n−1 of α_i,i+1.",
@@ -159,7 +161,7 @@ flow = result.rollout  # (n, n)
 if unit == "words":
     flow = trained.merge_pieces(flow, words.groups)  # (m, m)
 chart(st, figures.attention_heatmap(flow, labels, row_oov=unknown, scale=scale, title="Rollout through 6 layers"),
-          key="rollout")
+      key="rollout", matrix=Matrix(flow, labels, labels, corner="output \\ input"))
 st.caption("How much each input (column) reaches each output position (row) through all six layers, following the "
            "residual connections. Computed on pieces" + (", then read as words." if unit == "words" else "."))
 
@@ -187,10 +189,12 @@ else:
     left, right = st.columns(2)
     trained_labels = [words.labels[i] for i in inner]
     chart(left, figures.attention_heatmap(trained_words, trained_labels, colours=shared, width="half",
-                                          title=f"Trained: layer {layer}, head {head}"), key="vs_trained")
+                                          title=f"Trained: layer {layer}, head {head}"), key="vs_trained",
+          matrix=Matrix(trained_words, trained_labels, trained_labels))
     left.caption("Rows sum to less than 1: the rest of each word's weight goes to [CLS] and [SEP], left out here.")
     chart(right, figures.attention_heatmap(toy, glove_tokens, row_oov=embedded.oov, colours=shared, width="half",
-                                           title="Toy: GloVe, Q = K = V = X"), key="vs_toy")
+                                           title="Toy: GloVe, Q = K = V = X"), key="vs_toy",
+          matrix=Matrix(toy, glove_tokens, glove_tokens))
     if [w.lower() for w in trained_labels] != glove_tokens:
         right.caption("The two tokenizers split this text differently, so the rows do not pair one to one.")
 save_url_state(SCHEMA)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from attnviz import figures
-from attnviz.export import figure_html, weights_csv, weights_npy
+from attnviz.export import figure_html, matrix_csv, weights_csv, weights_npy
 
 TOKENS = ["he", "saw", "he", "<b>x</b>"]
 
@@ -91,6 +91,22 @@ def test_weights_csv_refuses_what_is_not_a_weight():
     for bad in (np.array([[0.5, -0.1]]), np.array([[0.5, np.nan]])):
         with pytest.raises(ValueError, match="weights"):
             weights_csv(bad, ["q"], ["a", "b"])
+
+
+def test_matrix_csv_writes_signed_and_non_finite_numbers_as_printf_would():
+    rng = np.random.default_rng(4)
+    m = np.concatenate([[-0.0, -1.5, 2.4e7, -9.999996e-5, np.nan, np.inf, -np.inf], rng.normal(0, 30, 293)]).reshape(3, 100)
+    text = matrix_csv(m, ["a", "=b", "c"], [f"d{j}" for j in range(100)], corner="token \\ dim").decode()
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0][:2] == ["token \\ dim", "d0"] and [r[0] for r in rows[1:]] == ["a", "'=b", "c"]
+    expected = [["%.5e" % v if np.isfinite(v) else str(v) for v in row] for row in m]
+    expected[0][0] = "0.00000e+00"  # -0.0 is written as 0
+    assert [r[1:] for r in rows[1:]] == expected
+
+
+def test_matrix_csv_needs_a_label_per_row_and_column():
+    with pytest.raises(ValueError, match="label"):
+        matrix_csv(np.zeros((2, 3)), ["a"], ["x", "y", "z"])
 
 
 def test_weights_npy_holds_the_float32_matrix():

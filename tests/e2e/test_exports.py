@@ -1,0 +1,79 @@
+"""Downloads in Chromium: on every page with a figure, each chart offers PNG/SVG (its camera button) and the
+matrix charts a Download menu; the CSV and .npy a person gets hold the numbers the chart draws."""
+
+import csv
+import io
+
+import numpy as np
+import pytest
+
+from driver import exceptions, plots, settle
+
+# (page, a matrix chart on it, what its trace draws: "w" = the heatmap's true weights, "z" = the heatmap's values,
+# "x" = a bar chart's lengths). scale=absolute on every page, so a heatmap's colour values are its weights too.
+PAGES = [
+    ("", "heatmap", "w"),
+    ("kv_database", "weights", "x"),
+    ("pooling", "weights", "w"),
+    ("scoring", "score_dot", "w"),
+    ("encoder_decoder", "cross", "w"),
+    ("batches", "bmm_q", "z"),
+    ("heads", "rollout", "w"),
+    ("trained", "head_map", "w"),
+]
+DRAWN = """([key, what]) => { const t = document.querySelector(`.st-key-${key} .js-plotly-plot`)._fullData[0];
+    if (what === 'x') return [Array.from(t.x)];
+    if (what === 'z') return Array.from(t.z, row => Array.from(row));
+    return Array.from(t.customdata, row => Array.from(row, cell => cell[0])); }"""
+CAMERA = """() => Array.from(document.querySelectorAll('.js-plotly-plot'), gd => gd._context.toImageButtonOptions)"""
+
+
+def download(page, key: str, kind: str) -> bytes:
+    """Open the chart's Download menu and save one of its files."""
+    menu = page.locator(f".st-key-downloads_{key} button").first
+    if not page.locator(f".st-key-{kind}_{key} button:visible").count():
+        menu.scroll_into_view_if_needed()
+        menu.click()
+    with page.expect_download(timeout=30_000) as event:
+        page.locator(f".st-key-{kind}_{key} button:visible").click()
+    with open(event.value.path(), "rb") as saved:
+        return saved.read()
+
+
+@pytest.mark.parametrize("path, key, what", PAGES)
+def test_every_page_exports_the_numbers_it_draws(page, server, path, key, what):
+    page.goto(f"{server}/{path}?scale=absolute")
+    plots(page)
+    settle(page)
+    assert exceptions(page) == []
+    cameras = page.evaluate(CAMERA)
+    assert cameras and all(c["format"] == "png" and c["scale"] == 3 for c in cameras), cameras
+    assert page.locator("[class*='st-key-downloads_']").count() >= 1
+
+    drawn = np.array(page.evaluate(DRAWN, [key, what]), dtype=np.float64)  # (rows, cols)
+    numbers = np.load(io.BytesIO(download(page, key, "npy")), allow_pickle=False)
+    assert numbers.dtype == np.float32 and numbers.shape == drawn.shape
+    np.testing.assert_allclose(numbers, drawn, rtol=1e-6, atol=1e-7)
+
+    rows = list(csv.reader(io.StringIO(download(page, key, "csv").decode("utf-8"))))
+    assert len(rows) == drawn.shape[0] + 1 and all(len(r) == drawn.shape[1] + 1 for r in rows)
+    np.testing.assert_allclose(np.array([[float(v) for v in r[1:]] for r in rows[1:]]), drawn, rtol=1e-5, atol=1e-12)
+
+    html = download(page, key, "html").decode("utf-8")
+    assert "<html>" in html and "plotly" in html and len(html) > 1_000_000  # plotly.js inlined: opens offline
+    assert exceptions(page) == []
+
+
+def test_the_camera_saves_svg_when_chosen(page, server):
+    page.goto(f"{server}/scoring")
+    plots(page)
+    settle(page)
+    page.get_by_text("SVG (vector, for papers)").click()
+    settle(page)
+    cameras = page.evaluate(CAMERA)
+    assert cameras and all(c["format"] == "svg" for c in cameras), cameras
+    with page.expect_download(timeout=30_000) as event:
+        page.locator(".js-plotly-plot").first.hover()
+        page.locator(".js-plotly-plot").first.locator("[data-title^='Download plot']").click()
+    with open(event.value.path(), "rb") as saved:
+        assert saved.read().lstrip().startswith(b"<svg")

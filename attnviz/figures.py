@@ -546,3 +546,26 @@ def layer_head_heatmap(values: np.ndarray, *, title: str, what: str, chosen: tup
         yaxis=dict(title="layer", tickmode="linear", dtick=1, autorange="reversed", showgrid=False, zeroline=False),
     )
     return fig
+
+
+# ---------------------------------------------------------------- attention pooling
+
+
+def bandwidth_training(losses: list[float], sigmas: list[float], steps: int, *, grid_sigma: float | None = None) -> go.Figure:
+    """The σ fit so far: the leave-one-out loss (top) and σ (bottom) after each Adam step. The x axis spans
+    all `steps` from the start, so the curves grow across a fixed frame while training runs."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("leave-one-out loss", "σ"))
+    done = np.arange(1, len(losses) + 1)  # (steps so far,)
+    fig.add_trace(go.Scatter(x=done, y=losses, mode="lines", name="loss", line=dict(color="#d55e00"),
+                             hovertemplate="step %{x}<br>loss %{y:.4f}<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=done, y=sigmas, mode="lines", name="σ", line=dict(color="#0072b2"),
+                             hovertemplate="step %{x}<br>σ %{y:.4f}<extra></extra>"), row=2, col=1)
+    if grid_sigma is not None:
+        fig.add_hline(y=grid_sigma, line=dict(dash="dot", color="#999999"), row=2, col=1,
+                      annotation_text=f"best σ on a grid: {grid_sigma:.3g}", annotation_position="top right")
+    fig.update_xaxes(range=[0, steps + 1])
+    fig.update_xaxes(title="Adam step", row=2, col=1)
+    fig.update_yaxes(type="log", row=2, col=1)
+    fig.update_layout(title=f"Learning σ: step {len(losses)} of {steps}", height=420, showlegend=False, margin=dict(t=70))
+    return fig

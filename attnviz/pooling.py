@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -69,12 +70,15 @@ class BandwidthFit:
     sigma: float
     start_sigma: float
     losses: list[float]  # scaled loss per step
+    sigmas: list[float]  # σ after each step
     grid_sigma: float
     device: str
 
 
-def fit_bandwidth(x, y, *, start: float = 1.0, steps: int = 150, lr: float = 0.05, device=None) -> BandwidthFit:
-    """Learn σ by gradient descent (Adam on log σ) on the leave-one-out loss, and find the grid's best σ."""
+def fit_bandwidth(x, y, *, start: float = 1.0, steps: int = 150, lr: float = 0.05, device=None,
+                  on_step: Callable[[int, list[float], list[float]], None] | None = None) -> BandwidthFit:
+    """Learn σ by gradient descent (Adam on log σ) on the leave-one-out loss, and find the grid's best σ.
+    `on_step(step, losses, sigmas)` is called after every step, with the curves so far, to draw them live."""
     device = device or torch.device("cpu")
     xt = torch.as_tensor(x, dtype=torch.float64, device=device)  # (n,)
     yt = torch.as_tensor(y, dtype=torch.float64, device=device)  # (n,)
@@ -82,17 +86,21 @@ def fit_bandwidth(x, y, *, start: float = 1.0, steps: int = 150, lr: float = 0.0
     yt = (yt - yt.mean()) / scale  # unit-free loss, so one learning rate suits salaries and small numbers alike
     log_sigma = torch.tensor(math.log(start), dtype=torch.float64, device=device, requires_grad=True)
     optimizer = torch.optim.Adam([log_sigma], lr=lr)
-    losses = []
-    for _ in range(steps):
+    losses, sigmas = [], []
+    for step in range(steps):
         optimizer.zero_grad()
         loss = loo_loss(log_sigma, xt, yt)
         loss.backward()
         optimizer.step()
         losses.append(float(loss.detach()))
+        sigmas.append(float(log_sigma.detach().exp()))
+        if on_step is not None:
+            on_step(step + 1, losses, sigmas)
     grid = np.logspace(-2.5, 0.5, 121)
     with torch.no_grad():
         grid_losses = [float(loo_loss(torch.tensor(math.log(s), dtype=torch.float64, device=device), xt, yt)) for s in grid]
-    return BandwidthFit(float(log_sigma.detach().exp()), start, losses, float(grid[int(np.argmin(grid_losses))]), str(device))
+    return BandwidthFit(sigmas[-1] if sigmas else start, start, losses, sigmas, float(grid[int(np.argmin(grid_losses))]),
+                        str(device))
 
 
 # ---------------------------------------------------------------- classification

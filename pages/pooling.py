@@ -1,12 +1,14 @@
 """Attention pooling lab: Nadaraya–Watson regression (GPA → salary) and classification, live."""
 
+import time
+
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
 from attnviz.attention import pick_device
-from attnviz.figures import SCALES, attention_heatmap
-from attnviz.pooling import KERNELS, TRUE_FUNCTIONS, blobs, classify, fit_bandwidth, nadaraya_watson, salary_data
+from attnviz.figures import SCALES, attention_heatmap, bandwidth_training
+from attnviz.pooling import KERNELS, TRUE_FUNCTIONS, BandwidthFit, blobs, classify, fit_bandwidth, nadaraya_watson, salary_data
 from attnviz.urlstate import Param, boolean, choice, encode_bool, int_range, nearest
 from pages._common import load_url_state, save_url_state, scale_select
 from pages._present import Matrix, chart
@@ -32,10 +34,27 @@ KERNEL_FORMULAS = {
 }
 
 
-@st.cache_data(max_entries=16, show_spinner="Fitting σ by gradient descent…")
-def learned_bandwidth(n, noise, function, seed):
-    x, y = salary_data(n, noise, function, seed)
-    return fit_bandwidth(x, y, device=pick_device())
+FIT_STEPS = 150
+FIT_SECONDS = 4.0  # the live fit is drawn over about this long, so a class can watch σ move
+FITS_KEPT = 8  # finished fits a session keeps (150 numbers each), one per data setting
+
+
+def learn_bandwidth_live(x, y, where) -> BandwidthFit:
+    """Fit σ, drawing the loss and σ curves and a progress bar as it goes (one frame every few steps)."""
+    progress, frame = where.progress(0.0, text="Adam step 0"), where.empty()
+    every = 5
+    pause = FIT_SECONDS / (FIT_STEPS / every)
+
+    def draw(step, losses, sigmas):
+        if step % every == 0 or step == FIT_STEPS:
+            progress.progress(step / FIT_STEPS, text=f"Adam step {step} of {FIT_STEPS}: σ = {sigmas[-1]:.4f}, loss {losses[-1]:.4f}")
+            chart(frame, bandwidth_training(losses, sigmas, FIT_STEPS), key=f"fit_live_{step}")
+            time.sleep(pause)
+
+    fit = fit_bandwidth(x, y, steps=FIT_STEPS, device=pick_device(), on_step=draw)
+    progress.empty()
+    frame.empty()
+    return fit
 
 
 st.title("Attention pooling")
@@ -85,15 +104,29 @@ chart(st, attention_heatmap(weights[sub], query_gpas, train_gpas, title="Weights
 st.caption("Rows: every 8th query GPA of the curve above. Columns: the training points' GPAs, in the order drawn.")
 
 st.subheader("Learning σ (parametric attention pooling)")
-fit = learned_bandwidth(state.n, state.noise, state.f, state.seed)
-left, right = st.columns([2, 1])
-loss_fig = go.Figure(go.Scatter(y=fit.losses, mode="lines", hovertemplate="step %{x}<br>loss %{y:.4f}<extra></extra>"))
-loss_fig.update_layout(title="Leave-one-out loss while σ is learned", xaxis_title="Adam step", yaxis_title="loss", height=300)
-chart(left, loss_fig, key="loss")
-right.metric("Learned σ", f"{fit.sigma:.4f}", help=f"Adam on log σ from σ = {fit.start_sigma}, on {fit.device}.")
-right.metric("Best σ on a grid", f"{fit.grid_sigma:.4f}", help="121 values from 10^-2.5 to 10^0.5, same loss.")
-right.caption(f"Computed with torch on **{fit.device}**. The loss is on standardised salaries (mean 0, variance 1).")
+st.write("Instead of picking σ by hand, learn it: gradient descent (Adam on log σ) lowers the leave-one-out loss, each "
+         "training point predicted from all the others.")
 st.latex(r"\mathcal{L}(\sigma) = \frac{1}{n}\sum_i \Big(y_i - \sum_{j \ne i} \alpha_\sigma(x_i, x_j)\, y_j\Big)^2")
+fits = st.session_state.setdefault("_bandwidth_fits", {})  # (n, noise, f, seed) → the finished fit
+data_key = (state.n, state.noise, state.f, state.seed)
+left, right = st.columns([2, 1])
+if right.button("Learn σ again" if data_key in fits else "Learn σ", icon=":material/play_arrow:", key="fit",
+                help=f"{FIT_STEPS} Adam steps from σ = 1, drawn live over about {FIT_SECONDS:.0f} s."):
+    fits.pop(data_key, None)
+    fits[data_key] = learn_bandwidth_live(x, y, left)
+    while len(fits) > FITS_KEPT:
+        fits.pop(next(iter(fits)))
+    st.rerun()  # draws the finished fit, and the button as "again"
+fit = fits.get(data_key)
+if fit is None:
+    left.info("Press **Learn σ** to watch the bandwidth being learned, step by step.")
+else:
+    chart(left, bandwidth_training(fit.losses, fit.sigmas, FIT_STEPS, grid_sigma=fit.grid_sigma), key="loss",
+          matrix=Matrix(np.array([fit.losses, fit.sigmas]).T, [str(s) for s in range(1, len(fit.losses) + 1)],
+                        ["loss", "sigma"], corner="Adam step \\ value"))
+    right.metric("Learned σ", f"{fit.sigma:.4f}", help=f"Adam on log σ from σ = {fit.start_sigma}, on {fit.device}.")
+    right.metric("Best σ on a grid", f"{fit.grid_sigma:.4f}", help="121 values from 10^-2.5 to 10^0.5, same loss.")
+    right.caption(f"Computed with torch on **{fit.device}**. The loss is on standardised salaries (mean 0, variance 1).")
 
 st.header("Classification")
 st.write("Values are one-hot class vectors, so the pooled value is a vector of class probabilities.")

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from attnviz.pooling import fit_bandwidth, salary_data
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted(p.name for p in (ROOT / "pages").glob("*.py") if not p.name.startswith("_"))
 SELF = str(ROOT / "pages" / "self_attention.py")
@@ -258,7 +260,24 @@ def test_pooling_controls_change_the_data():
     points = decode(chart_data(at, 0)[0]["x"])
     at.slider(key="n").set_value(80).run()
     assert len(decode(chart_data(at, 0)[0]["x"])) == 80 != len(points)
-    assert len(at.metric) == 2
+    assert len(at.metric) == 0  # σ is learned when asked, not on every visit
+
+
+def test_pooling_learns_sigma_when_asked_and_keeps_the_fit():
+    at = run_page("pooling.py", {"n": "30", "seed": "2"})
+    assert not at.exception and not at.metric
+    at.button(key="fit").click().run()
+    assert not at.exception
+    x, y = salary_data(30, 3000, "saturating", 2)
+    expected = fit_bandwidth(x, y, steps=150)
+    assert at.metric[0].value == f"{expected.sigma:.4f}" and at.metric[1].value == f"{expected.grid_sigma:.4f}"
+    curves = chart_data(at, len(at.get("plotly_chart")) - 2)  # the training curves, before the decision map
+    np.testing.assert_allclose(decode(curves[0]["y"]), expected.losses, rtol=1e-9)
+    np.testing.assert_allclose(decode(curves[1]["y"]), expected.sigmas, rtol=1e-9)
+    at.select_slider(key="bw").set_value(0.5).run()  # another control: the fit stays
+    assert at.metric[0].value == f"{expected.sigma:.4f}" and at.button(key="fit").label == "Learn σ again"
+    at.slider(key="n").set_value(31).run()  # other data: no fit yet
+    assert not at.metric
 
 
 def test_pooling_boxcar_gaps_are_reported_not_drawn():

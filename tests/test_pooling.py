@@ -43,6 +43,19 @@ def test_fitted_sigma_lowers_the_leave_one_out_loss():
     assert abs(math.log(fit.sigma / fit.grid_sigma)) < 0.2  # gradient descent lands near the grid's best
 
 
+def test_fit_reports_every_step_as_it_goes():
+    x, y = salary_data(20, 2000, "saturating", 1)
+    seen = []
+    fit = fit_bandwidth(x, y, steps=12, on_step=lambda step, losses, sigmas: seen.append((step, list(losses), list(sigmas))))
+    assert [s for s, _, _ in seen] == list(range(1, 13))
+    assert all(len(losses) == len(sigmas) == step for step, losses, sigmas in seen)
+    assert seen[-1][1] == fit.losses and seen[-1][2] == fit.sigmas and fit.sigma == fit.sigmas[-1]
+    yt = torch.tensor((y - y.mean()) / y.std(ddof=1))  # as the fit standardises: torch.std is the sample std
+    # the loss reported at step s is the loss at the σ reached after step s − 1 (σ = 1 before the first)
+    for s, sigma in ((1, 1.0), (7, fit.sigmas[5])):
+        assert seen[-1][1][s - 1] == pytest.approx(float(loo_loss(torch.tensor(math.log(sigma)), torch.tensor(x), yt)), rel=1e-6)
+
+
 def test_hard_classification_is_one_nearest_neighbour():
     rng = np.random.default_rng(0)
     points, labels = rng.normal(size=(40, 2)), rng.integers(0, 4, 40)

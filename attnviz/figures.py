@@ -249,6 +249,28 @@ def head_grid(
     return fig
 
 
+def difference_heatmap(a: np.ndarray, b: np.ndarray, row_tokens: list[str], col_tokens: list[str] | None = None, *,
+                       row_oov=None, col_oov=None, title: str = "B − A", width: str = "full") -> go.Figure:
+    """B − A of two weight matrices over the same tokens, on a diverging scale centred on 0 (PuOr: orange where A
+    is larger, purple where B is). Hover gives A, B and the difference."""
+    a, b = _finite(a).astype(np.float32), _finite(b).astype(np.float32)  # (Tq, Tk) each
+    difference = b - a  # (Tq, Tk)
+    rows = labels(row_tokens, row_oov)
+    cols = labels(col_tokens if col_tokens is not None else row_tokens, col_oov if col_tokens is not None else row_oov)
+    row_names, col_names = positions(rows), positions(cols)
+    extent = float(np.abs(difference).max()) or 1.0
+    fig = go.Figure(go.Heatmap(
+        z=difference, x=col_names, y=row_names, zmin=-extent, zmax=extent, zmid=0, colorscale=DIVERGING,
+        customdata=np.stack([a, b], -1), colorbar=_colorbar("B − A"),
+        hovertemplate="query %{y}<br>key %{x}<br>A: %{customdata[0]:.4~g}<br>B: %{customdata[1]:.4~g}<br>"
+                      "B − A: %{z:.4~g}<extra></extra>",
+    ))
+    height = _side(len(rows))
+    fig.update_layout(title=title, height=height, xaxis=_keys_axis(cols, col_names, width),
+                      yaxis=_rows_axis(rows, row_names, height), margin=dict(t=60))
+    return fig
+
+
 def block_max(weights: np.ndarray, max_blocks: int) -> tuple[np.ndarray, int]:
     """(blocks, b): the maximum of each b×b block of the last two dimensions, b = ⌈n / max_blocks⌉."""
     weights = _finite(weights)

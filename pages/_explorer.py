@@ -77,6 +77,55 @@ def overflow_message(computed: Computed) -> str:
             "size (GloVe's are under 10 long), cosine scoring, or a larger temperature τ.")
 
 
+def problem(computed: Computed, max_tokens: int) -> tuple[str, bool] | None:
+    """Why a computed view cannot be drawn, as (message, whether it is an input error), or None."""
+    if not computed.tokens:
+        return "The sentence has no words or punctuation we can use. Type some words.", False
+    if len(computed.tokens) > max_tokens:
+        return f"The text has {len(computed.tokens):,} tokens; the limit is {max_tokens:,}. Shorten it and try again.", True
+    if computed.overflow:
+        return overflow_message(computed), True
+    if computed.view is None:
+        return "None of these words are in the vocabulary, so there is nothing to attend to. Try ordinary English words.", True
+    return None
+
+
+def describe(config: Config) -> str:
+    """A side's settings in a few words, for its title."""
+    parts = [config.scoring, f"τ = {config.temperature:g}"] + (["hard"] if config.hard else [])
+    parts += [f"{config.mask} mask"] if config.mask != "none" else []
+    parts += [f"random W, {config.heads} head(s)"] if config.projection == "random" else []
+    return ", ".join(parts)
+
+
+def compare(kv, a: Request, b: Request, palette: str, scale: str, *, key: str = "compare") -> None:
+    """A and B side by side on one colour scale, and B − A on a diverging scale where their tokens match.
+    With several heads, a side shows its head average."""
+    sides = [(name, request, compute(kv, request)) for name, request in (("A", a), ("B", b))]
+    columns = st.columns(2)
+    for column, (name, request, computed) in zip(columns, sides):
+        why = problem(computed, min(request.max_tokens, FULL_LIMIT))
+        if why:
+            (column.error if why[1] else column.info)(f"{name}: {why[0]}")
+            return
+    weights = [computed.view.mean_weights for _, _, computed in sides]  # (n_A, n_A), (n_B, n_B)
+    shared = figures.colour_scale("max" if scale == "row" else scale, *weights)
+    for column, (name, request, computed), w in zip(columns, sides, weights):
+        tokens, oov = computed.embedded.tokens, computed.embedded.oov
+        figure = figures.attention_heatmap(w, tokens, row_oov=oov, colours=shared, palette=palette, width="half",
+                                           title=f"{name}: {describe(request.config)}")
+        chart(column, figure, key=f"{key}_{name.lower()}", matrix=Matrix(w, tokens, tokens))
+    (_, _, first), (_, _, second) = sides
+    if first.embedded.tokens != second.embedded.tokens:
+        st.info("A and B have different tokens, so there is no cell-by-cell difference to draw.")
+        return
+    tokens, oov = first.embedded.tokens, first.embedded.oov
+    chart(st, figures.difference_heatmap(weights[0], weights[1], tokens, row_oov=oov), key=f"{key}_diff",
+          matrix=Matrix(weights[1] - weights[0], tokens, tokens))
+    st.caption("A and B share one colour scale" + (" (0 → the largest weight of either: per-row scaling would not compare)"
+               if scale == "row" else "") + ". B − A: purple where B gives more weight, orange where A does, white where they agree.")
+
+
 def zoom_window(view: View, tokens: list[str], oov: list[bool], palette: str, scale: str, on_click) -> None:
     """The long-input zoom: its controls, and the window's heatmap at full resolution, its axes numbered by
     the sentence's own positions. A click on a cell calls on_click("zoom")."""

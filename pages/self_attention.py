@@ -1,6 +1,7 @@
 """Self-attention explorer: a sentence's GloVe vectors through softmax(QKᵀ/√d)V, every step drawn."""
 
 import os
+from dataclasses import replace
 
 import numpy as np
 import streamlit as st
@@ -8,7 +9,7 @@ import streamlit as st
 # pages._common first: on a cold server it sets the browser loading plotly.js while torch and gensim import.
 from pages._common import clicked, held, load_url_state, md_escape, position_select, save_url_state, scale_select, stop, word_vectors
 from pages._present import Matrix, chart
-from pages._explorer import FULL_LIMIT, ZOOM_SIZES, Request, compute, overflow_message, step_walk, zoom_window
+from pages._explorer import FULL_LIMIT, ZOOM_SIZES, Request, compare, compute, problem, step_walk, zoom_window
 from attnviz import figures
 from attnviz.attention import FORMULAS, PARAMETERS, SCORING_NAMES
 from attnviz.embeddings import OOV_POLICIES, nearest_words
@@ -18,6 +19,7 @@ from attnviz.urlstate import Param, boolean, bounded_text, choice, encode_bool, 
 MAX_TOKENS, MAX_TOKENS_PROBLEM = max_tokens_setting(os.environ.get("ATTNVIZ_MAX_TOKENS"))  # a setting: see README
 BARS_LIMIT = 64  # above this many keys the query inspector draws only the largest weights
 TEXT_CHARS = 200_000  # the sentence box accepts this many characters
+B_MASKS = ("none", "causal")  # side B of a comparison has no key list to hide
 DEFAULT_TEXT = "When he saw his owner, the dog was happy, so he wagged his tail"
 SCHEMA = {
     "text": Param(DEFAULT_TEXT, bounded_text(TEXT_CHARS)),
@@ -43,6 +45,15 @@ SCHEMA = {
     "zc": Param(0, int_range(0, 100_000)),
     "zw": Param(64, nearest(ZOOM_SIZES)),
     "steps": Param(False, boolean, encode_bool),
+    # Compare mode: side B's sentence (empty: A's) and settings; the rest (vectors, tokens, d_k, seed) A and B share.
+    "cmp": Param(False, boolean, encode_bool),
+    "b_text": Param("", bounded_text(TEXT_CHARS)),
+    "b_scoring": Param("scaled_dot", choice(SCORING_NAMES)),
+    "b_temp": Param(1.0, nearest(temperature_grid())),
+    "b_hard": Param(False, boolean, encode_bool),
+    "b_mask": Param("causal", choice(B_MASKS)),
+    "b_proj": Param("identity", choice(["identity", "random"])),
+    "b_heads": Param(1, int_range(1, 8)),
 }
 SCORING_HELP = {
     "dot": "q·k: the raw dot product.",
@@ -63,9 +74,23 @@ load_url_state(SCHEMA)
 vectors_slot = st.sidebar.container()  # filled after the controls, so none is lost while an upload waits
 sentence = st.text_area("Sentence", key="text", max_chars=TEXT_CHARS, height=80,
                         help=f"Up to {MAX_TOKENS:,} tokens; paste a page of prose to see a long input.")
+if st.session_state.cmp:
+    with st.container(border=True):
+        st.markdown("**B**: a second sentence, or the same one under other settings. **A** is the sentence above with "
+                    "the sidebar's settings; both share the vectors, tokens, d_k and seed.")
+        st.text_input("Sentence B (empty: A's sentence)", key="b_text", max_chars=TEXT_CHARS)
+        b_left, b_middle, b_right, b_last = st.columns(4)
+        b_left.selectbox("Scoring (B)", SCORING_NAMES, key="b_scoring")
+        b_middle.select_slider("Temperature τ (B)", temperature_grid(), key="b_temp")
+        b_right.radio("Mask (B)", B_MASKS, key="b_mask", horizontal=True)
+        b_right.toggle("Hard (B)", key="b_hard")
+        b_last.radio("Projections (B)", ["identity", "random"], key="b_proj", horizontal=True)
+        b_last.slider("Heads (B)", 1, 8, key="b_heads", disabled=st.session_state.b_proj != "random")
 
 with st.sidebar:
-    st.header("Attention")
+    st.toggle("Compare A | B", key="cmp", help="Side by side: this sentence and settings (A) against a second sentence or "
+              "other settings (B), on one colour scale, with the difference B − A. The link keeps both.")
+    st.header("Attention" + (" (A)" if st.session_state.get("cmp") else ""))
     scoring = st.selectbox(
         "Scoring function a(q, k)", SCORING_NAMES, key="scoring",
         help="How a query and a key are compared. " + " ".join(f"{k}: {v}" for k, v in SCORING_HELP.items()),
@@ -131,14 +156,9 @@ request = Request(vectors_id, sentence, st.session_state.punct, st.session_state
 with st.spinner("Computing attention…"):
     computed = compute(kv, request)
 tokens, embedded, view = computed.tokens, computed.embedded, computed.view
-if not tokens:
-    stop("The sentence has no words or punctuation we can use. Type some words.", SCHEMA)
-if len(tokens) > MAX_TOKENS:
-    stop(f"The text has {len(tokens):,} tokens; the limit is {MAX_TOKENS:,}. Shorten it and try again.", SCHEMA, error=True)
-if computed.overflow:
-    stop(overflow_message(computed), SCHEMA, error=True)
-if view is None:
-    stop("None of these words are in the vocabulary, so there is nothing to attend to. Try ordinary English words.", SCHEMA, error=True)
+why = problem(computed, MAX_TOKENS)
+if why:
+    stop(why[0], SCHEMA, error=why[1])
 
 tokens, oov = embedded.tokens, embedded.oov
 if any(oov):
@@ -171,7 +191,14 @@ def pick_query(chart_key: str) -> None:
 
 # The whole matrix (the head average), fetched from the cache or computed again only when a download is clicked.
 everything = Matrix(lambda: compute(kv, request).view.mean_weights, tokens, tokens)
-if n > FULL_LIMIT:
+if st.session_state.cmp:
+    b_random = st.session_state.b_proj == "random"
+    config_b = replace(config, scoring=st.session_state.b_scoring, temperature=st.session_state.b_temp,
+                       hard=st.session_state.b_hard, mask=st.session_state.b_mask, hidden=(), projection=st.session_state.b_proj,
+                       heads=st.session_state.b_heads if b_random else 1, bias=st.session_state.bias and b_random)
+    request_b = replace(request, sentence=st.session_state.b_text if st.session_state.b_text.strip() else sentence, config=config_b)
+    compare(kv, request, request_b, palette, scale)
+elif n > FULL_LIMIT:
     chart(st, figures.block_overview(view.mean_weights, tokens, palette=palette, scale=scale), key="overview",
           matrix=everything)
     st.caption("The overview shows each block's largest weight, so no strong link disappears; its downloads hold "

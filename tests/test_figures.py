@@ -227,3 +227,14 @@ def test_line_view_scales_to_the_largest_weight_shown_and_fades_the_rest():
     assert {t.line.color for t in one_head.data if t.mode == "lines"} == {figures.HEAD_COLOURS[1]}
     words = next(t for t in fig.data if t.name == "queries")
     assert list(words.customdata) == [0, 1, 2] and words.text[0] == "<b>a</b>"
+
+
+def test_difference_heatmap_is_b_minus_a_centred_on_zero():
+    a = np.array([[0.7, 0.3], [0.5, 0.5]], np.float32)
+    b = np.array([[1.0, 0.0], [0.2, 0.8]], np.float32)
+    fig = figures.difference_heatmap(a, b, ["x", "y"])
+    trace = fig.data[0]
+    np.testing.assert_allclose(np.asarray(trace.z), b - a)
+    assert (trace.zmin, trace.zmid, trace.zmax) == (pytest.approx(-0.3), 0, pytest.approx(0.3))
+    np.testing.assert_array_equal(np.asarray(trace.customdata)[..., 0], a)
+    np.testing.assert_array_equal(np.asarray(trace.customdata)[..., 1], b)

@@ -1,9 +1,13 @@
 """The classroom features in Chromium: σ learned live on Attention pooling, the comparison link on
 Self-attention, and the lesson, step by step."""
 
+import functools
 import time
 
-from driver import exceptions, plots, settle
+import numpy as np
+
+from attnviz.embeddings import load_glove
+from driver import exceptions, plots, settle, shown_value, type_into, url_has
 
 LIVE_TITLE = """() => Array.from(document.querySelectorAll('.js-plotly-plot'), gd => gd.layout.title && gd.layout.title.text)
     .map(t => /Learning σ: step (\\d+) of 150/.exec(t || '')).filter(m => m).map(m => Number(m[1]))"""
@@ -28,3 +32,40 @@ def test_sigma_is_learned_live_with_a_progress_bar(page, server):
     assert page.get_by_role("button", name="Learn σ again").count() == 1
     assert page.get_by_test_id("stMetric").filter(has_text="Learned σ").count() == 1
     assert exceptions(page) == []
+
+
+DRAWN = """(key) => { const gd = document.querySelector(`.st-key-${key} .js-plotly-plot`); if (!gd) return null;
+    const t = gd._fullData[0];
+    return t.customdata && t.customdata[0][0].length === 1 ? Array.from(t.customdata, row => Array.from(row, c => c[0]))
+                                                             : Array.from(t.z, row => Array.from(row)); }"""
+
+
+def softmax(scores):
+    e = np.exp(scores - scores.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+def test_a_comparison_link_draws_both_sides_and_their_difference(page, server):
+    words = "the cat sat on the mat".split()
+    page.goto(f"{server}/?cmp=1&text={'+'.join(words)}&scoring=dot&b_scoring=scaled_dot&b_mask=none")
+    plots(page, 3)
+    settle(page)
+    assert exceptions(page) == []
+    a, b, diff = (np.array(page.evaluate(DRAWN, key)) for key in ("compare_a", "compare_b", "compare_diff"))
+    x = np.stack([glove()[w] for w in words]).astype(np.float64)  # (6, 50)
+    np.testing.assert_allclose(a, softmax(x @ x.T), rtol=1e-5, atol=1e-7)  # A: dot
+    np.testing.assert_allclose(b, softmax(x @ x.T / np.sqrt(50)), rtol=1e-5, atol=1e-7)  # B: scaled dot
+    np.testing.assert_allclose(diff, b - a, atol=1e-6)
+    assert shown_value(page, "stSelectbox", "Scoring (B)") == "scaled_dot"
+
+    # B gets its own sentence: both sides drawn, no difference, and the link keeps it
+    type_into(page, "Sentence B (empty: A's sentence)", "a dog ran", submit="Enter")
+    assert url_has(page, "b_text=a+dog+ran", "cmp=1")
+    assert page.evaluate(DRAWN, "compare_diff") is None and len(page.evaluate(DRAWN, "compare_b")) == 3
+    assert page.get_by_text("A and B have different tokens").count() == 1
+    assert exceptions(page) == []
+
+
+@functools.cache
+def glove():
+    return load_glove()

@@ -591,3 +591,33 @@ def bandwidth_training(losses: list[float], sigmas: list[float], steps: int, *, 
     fig.update_yaxes(type="log", row=2, col=1)
     fig.update_layout(title=f"Learning σ: step {len(losses)} of {steps}", height=420, showlegend=False, margin=dict(t=70))
     return fig
+
+
+def pooling_regression(x: np.ndarray, y: np.ndarray, grid: np.ndarray, fitted: np.ndarray, truth: np.ndarray,
+                       query: float, prediction: float, query_weights: np.ndarray) -> go.Figure:
+    """Attention pooling as kernel regression: the training points (keys, values) sized by one query's weights,
+    the true function, the pooled prediction over a grid of queries (NaN where no key is in reach: not drawn),
+    and the chosen query's prediction."""
+    drawn = np.isfinite(fitted)  # (G,)
+    fig = go.Figure([
+        go.Scatter(x=x, y=y, mode="markers", name="training points (keys, values)",
+                   marker=dict(size=5 + 40 * query_weights, color="#0072b2", opacity=0.7), customdata=query_weights,
+                   hovertemplate="GPA %{x:.2f}<br>salary %{y:,.0f}<br>weight %{customdata:.3f}<extra></extra>"),
+        go.Scatter(x=grid, y=truth, mode="lines", name="truth", line=dict(dash="dot", color="#999999")),
+        go.Scatter(x=grid[drawn], y=fitted[drawn], mode="lines", name="attention pooling", line=dict(color="#d55e00")),
+        go.Scatter(x=[query], y=[prediction], mode="markers", name=f"f̂({query:g}) = {prediction:,.0f}",
+                   marker=dict(symbol="x", size=14, color="#000000")),
+    ])
+    fig.update_layout(xaxis_title="GPA", yaxis=dict(title="starting salary", tickformat=",.0f"), height=420,
+                      legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def variance_against_d(dims: list[int], variance: np.ndarray) -> go.Figure:
+    """The measured variance of q·k for each dimension d, beside the line y = d, on log axes."""
+    fig = go.Figure([
+        go.Scatter(x=dims, y=variance, mode="markers+lines", name="measured Var(q·k)"),
+        go.Scatter(x=dims, y=dims, mode="lines", name="y = d", line=dict(dash="dot")),
+    ])
+    fig.update_layout(xaxis=dict(type="log", title="d"), yaxis=dict(type="log", title="variance"), height=360)
+    return fig

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from attnviz.attention import pick_device
-from attnviz.figures import SCALES, attention_heatmap, bandwidth_training
+from attnviz.figures import SCALES, attention_heatmap, bandwidth_training, pooling_regression
 from attnviz.pooling import KERNELS, TRUE_FUNCTIONS, BandwidthFit, blobs, classify, fit_bandwidth, nadaraya_watson, salary_data
 from attnviz.urlstate import Param, boolean, choice, encode_bool, int_range, nearest
 from pages._common import load_url_state, save_url_state, scale_select
@@ -83,17 +83,9 @@ query = st.select_slider("Inspect the query at GPA", [round(2 + 0.05 * i, 2) for
                          help="The training points are drawn with size proportional to this query's weights.")
 prediction, query_weights = nadaraya_watson(np.array([query]), x, y, kernel, state.bw)
 empty = ~np.isfinite(fitted) | (weights.sum(1) == 0)
-fig = go.Figure([
-    go.Scatter(x=x, y=y, mode="markers", name="training points (keys, values)",
-               marker=dict(size=5 + 40 * query_weights[0], color="#0072b2", opacity=0.7),
-               customdata=query_weights[0], hovertemplate="GPA %{x:.2f}<br>salary %{y:,.0f}<br>weight %{customdata:.3f}<extra></extra>"),
-    go.Scatter(x=grid, y=TRUE_FUNCTIONS[state.f](grid), mode="lines", name="truth", line=dict(dash="dot", color="#999999")),
-    go.Scatter(x=grid[~empty], y=fitted[~empty], mode="lines", name="attention pooling", line=dict(color="#d55e00")),
-    go.Scatter(x=[query], y=prediction, mode="markers", name=f"f̂({query}) = {prediction[0]:,.0f}", marker=dict(symbol="x", size=14, color="#000000")),
-])
-fig.update_layout(xaxis_title="GPA", yaxis=dict(title="starting salary", tickformat=",.0f"), height=420,
-                  legend=dict(orientation="h", y=-0.2))
-chart(st, fig, key="regression")
+fitted = np.where(empty, np.nan, fitted)  # (G,) no prediction: not drawn
+chart(st, pooling_regression(x, y, grid, fitted, TRUE_FUNCTIONS[state.f](grid), query, prediction[0], query_weights[0]),
+      key="regression")
 if empty.any():
     st.info(f"{int(empty.sum())} of {len(grid)} grid queries have no training point within the {kernel} kernel's reach, so they have no prediction (not drawn).")
 

@@ -6,7 +6,7 @@ import streamlit as st
 import torch
 
 from attnviz.attention import FORMULAS, PARAMETERS, SCORING_NAMES, attend, make_scorer
-from attnviz.figures import SCALES, attention_heatmap
+from attnviz.figures import SCALES, attention_heatmap, variance_against_d
 from attnviz.pooling import dot_variance, softmax_entropy
 from attnviz.urlstate import Param, choice, int_range, nearest
 from pages._common import load_url_state, save_url_state, scale_select
@@ -73,12 +73,7 @@ st.write("Take q and k with independent entries of mean 0 and variance 1. Then q
          f"from {state.samples:,} samples per d, seed {state.seed}:")
 variance, scaled, unscaled = measurements(state.samples, state.seed)
 left, right = st.columns(2)
-var_fig = go.Figure([
-    go.Scatter(x=DIMS, y=variance, mode="markers+lines", name="measured Var(q·k)"),
-    go.Scatter(x=DIMS, y=DIMS, mode="lines", name="y = d", line=dict(dash="dot")),
-])
-var_fig.update_layout(xaxis=dict(type="log", title="d"), yaxis=dict(type="log", title="variance"), height=360)
-chart(left, var_fig, key="variance")
+chart(left, variance_against_d(DIMS, variance), key="variance")
 ent_fig = go.Figure([
     go.Scatter(x=DIMS, y=unscaled, mode="markers+lines", name="softmax(q·k)"),
     go.Scatter(x=DIMS, y=scaled, mode="markers+lines", name="softmax(q·k/√d)"),

@@ -184,7 +184,7 @@ def attention_heatmap(
     weights: np.ndarray, row_tokens: list[str], col_tokens: list[str] | None = None, *,
     scores: np.ndarray | None = None, row_oov=None, col_oov=None, title: str = "", palette: str = "viridis",
     scale: str = "row", width: str = "full", row_start: int = 0, col_start: int = 0, clickable: bool = False,
-    colours: ColourScale | None = None,
+    colours: ColourScale | None = None, height: int | None = None,
 ) -> go.Figure:
     """Weights (Tq, Tk): queries are rows, top to bottom in sentence order; keys are columns.
 
@@ -193,6 +193,7 @@ def attention_heatmap(
     labels fit. row_start and col_start number a window of a longer sentence by its own positions.
     `clickable` adds a click layer: a click on a cell selects the point (query, key) = customdata[0:2].
     `colours` shares one colour scale between figures drawn side by side (see colour_scale); it overrides `scale`.
+    `height` overrides the height that fits the number of rows (px).
     """
     rows = labels(row_tokens, row_oov)
     cols = labels(col_tokens if col_tokens is not None else row_tokens, col_oov if col_tokens is not None else row_oov)
@@ -206,7 +207,7 @@ def attention_heatmap(
     fig = go.Figure(heatmap)
     if clickable:
         fig.add_trace(_click_layer(weights, scores, row_names, col_names, row_start, col_start))
-    height = _side(len(rows))
+    height = height or _side(len(rows))
     fig.update_layout(
         title=title, height=height, xaxis=_keys_axis(cols, col_names, width), yaxis=_rows_axis(rows, row_names, height),
         hoverdistance=-1 if clickable else 20, margin=dict(t=60 if title else 30),
@@ -220,7 +221,7 @@ def head_grid(
 ) -> go.Figure:
     """Small multiples: one heatmap per head (H, n, n) and the head average, on one colour bar.
 
-    Tick labels sit on the grid's outer edges only (keys under the bottom row, queries left of the first
+    Tick labels sit on the grid's outer edges only (keys under the last row, queries left of the first
     column), so no subplot's labels run into the next one's title.
     """
     heads = weights.shape[0]
@@ -239,8 +240,9 @@ def head_grid(
     for i, (_, w, s) in enumerate(panels):
         r, c = divmod(i, cols)
         fig.add_trace(_weights_trace(w, s, names, names, colours, coloraxis="coloraxis"), row=r + 1, col=c + 1)
-        bottom = i + cols >= len(panels)  # nothing drawn below this panel
-        fig.update_xaxes(**_keys_axis(text, names, "third", title=None), showticklabels=bottom, row=r + 1, col=c + 1)
+        # Key labels under the last row only: hanging from a panel above an empty cell, they would run into
+        # the titles of the row below.
+        fig.update_xaxes(**_keys_axis(text, names, "third", title=None), showticklabels=r == nrows - 1, row=r + 1, col=c + 1)
         fig.update_yaxes(**_rows_axis(text, names, panel_px + 160, title=None), showticklabels=c == 0, row=r + 1, col=c + 1)
     fig.update_layout(
         coloraxis=dict(cmin=0, cmax=colours.zmax, colorscale=PALETTES[palette], colorbar=colours.colorbar()),
@@ -609,7 +611,7 @@ def pooling_regression(x: np.ndarray, y: np.ndarray, grid: np.ndarray, fitted: n
                    marker=dict(symbol="x", size=14, color="#000000")),
     ])
     fig.update_layout(xaxis_title="GPA", yaxis=dict(title="starting salary", tickformat=",.0f"), height=420,
-                      legend=dict(orientation="h", y=-0.2))
+                      legend=dict(orientation="h", y=1.02, yanchor="bottom"), margin=dict(t=40))
     return fig
 
 

@@ -98,11 +98,11 @@ def describe(config: Config) -> str:
     return ", ".join(parts)
 
 
-def compare(kv, a: Request, b: Request, palette: str, scale: str, *, key: str = "compare") -> None:
+def compare(kv, a: Request, b: Request, palette: str, scale: str, *, key: str = "compare", where=st) -> None:
     """A and B side by side on one colour scale, and B − A on a diverging scale where their tokens match.
-    With several heads, a side shows its head average."""
+    With several heads, a side shows its head average. Drawn in `where` (the page, or a column)."""
     sides = [(name, request, compute(kv, request)) for name, request in (("A", a), ("B", b))]
-    columns = st.columns(2)
+    columns = where.columns(2)
     for column, (name, request, computed) in zip(columns, sides):
         why = problem(computed, min(request.max_tokens, FULL_LIMIT))
         if why:
@@ -117,12 +117,12 @@ def compare(kv, a: Request, b: Request, palette: str, scale: str, *, key: str = 
         chart(column, figure, key=f"{key}_{name.lower()}", matrix=Matrix(w, tokens, tokens))
     (_, _, first), (_, _, second) = sides
     if first.embedded.tokens != second.embedded.tokens:
-        st.info("A and B have different tokens, so there is no cell-by-cell difference to draw.")
+        where.info("A and B have different tokens, so there is no cell-by-cell difference to draw.")
         return
     tokens, oov = first.embedded.tokens, first.embedded.oov
-    chart(st, figures.difference_heatmap(weights[0], weights[1], tokens, row_oov=oov), key=f"{key}_diff",
+    chart(where, figures.difference_heatmap(weights[0], weights[1], tokens, row_oov=oov), key=f"{key}_diff",
           matrix=Matrix(weights[1] - weights[0], tokens, tokens))
-    st.caption("A and B share one colour scale" + (" (0 → the largest weight of either: per-row scaling would not compare)"
+    where.caption("A and B share one colour scale" + (" (0 → the largest weight of either: per-row scaling would not compare)"
                if scale == "row" else "") + ". B − A: purple where B gives more weight, orange where A does, white where they agree.")
 
 

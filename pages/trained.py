@@ -7,16 +7,15 @@ import torch
 from pages._common import clicked, clicked_point, glove, load_url_state, position_select, save_url_state, scale_select, stop
 from pages._present import Matrix, chart
 from pages._explorer import STEPS_LIMIT, draw_steps
+from pages._model import forward, model, word_weights
 from attnviz import figures, trained
 from attnviz.attention import entropy
-from attnviz.cache import ByteBudgetCache
 from attnviz.embeddings import embed, tokenize
 from attnviz.selfattention import Config, run
 from attnviz.urlstate import Param, boolean, bounded_text, choice, encode_bool, int_range
 
 TEXT_CHARS = 20_000
 LINES_LIMIT = 64  # the line view draws a row per token up to this many
-RESULT_CACHE_BYTES = 256 * 2**20  # a 512-piece result is ~155 MB
 UNITS = {"pieces": "WordPiece pieces", "words": "words"}
 SCHEMA = {
     "text": Param("When he saw his owner, the dog was happy, so he wagged his tail", bounded_text(TEXT_CHARS)),
@@ -28,26 +27,6 @@ SCHEMA = {
     "scale": Param("row", choice(figures.SCALES)),
     "steps": Param(False, boolean, encode_bool),
 }
-
-
-@st.cache_resource(show_spinner="Loading all-MiniLM-L6-v2 (90 MB of trained weights)…")
-def model() -> trained.Model:
-    return trained.default_model()
-
-
-@st.cache_resource
-def _results() -> ByteBudgetCache:
-    """Results and their word-level weights, both measured by .nbytes."""
-    return ByteBudgetCache(RESULT_CACHE_BYTES, lambda value: value.nbytes)
-
-
-def forward(text: str) -> trained.Result:
-    return _results().get(text, lambda: trained.run(model(), text))
-
-
-def word_weights(text: str, result: trained.Result) -> np.ndarray:
-    """(L, H, m, m): every head read as words, computed once per text rather than on every rerun (0.17 s at 512 pieces)."""
-    return _results().get((text, "words"), lambda: trained.merge_pieces(result.weights, result.words.groups))
 
 
 st.title("Trained model")

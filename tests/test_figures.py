@@ -57,8 +57,8 @@ def test_head_grid_has_each_head_and_the_average():
     assert len(fig.data) == 4
     np.testing.assert_allclose(np.asarray(fig.data[3].z), w.mean(0), rtol=1e-6)
     assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == pytest.approx(w.max())  # one bar for all panels
-    # labels only on the outer edges: keys under the bottom panels, queries left of the first column
-    assert [fig.layout[f"xaxis{i or ''}"].showticklabels for i in ("", 2, 3, 4)] == [False, True, True, True]
+    # labels only on the outer edges: keys under the last row, queries left of the first column
+    assert [fig.layout[f"xaxis{i or ''}"].showticklabels for i in ("", 2, 3, 4)] == [False, False, False, True]
     assert [fig.layout[f"yaxis{i or ''}"].showticklabels for i in ("", 2, 3, 4)] == [True, False, False, True]
     assert [a.text for a in fig.layout.annotations][-1] == "average over heads"
 

@@ -4,7 +4,7 @@ import pytest
 
 from driver import SHOTS, choose, click_point, exceptions, plots, settle, shown_value, url_has, wait_for_heatmap
 
-PAGES = ["", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads", "trained"]
+PAGES = ["", "lesson", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads", "trained"]
 
 
 def test_default_heatmap_is_drawn(server, page):

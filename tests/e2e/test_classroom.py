@@ -5,6 +5,7 @@ import functools
 import time
 
 import numpy as np
+import pytest
 
 from attnviz.embeddings import load_glove
 from driver import exceptions, plots, settle, shown_value, type_into, url_has
@@ -69,3 +70,34 @@ def test_a_comparison_link_draws_both_sides_and_their_difference(page, server):
 @functools.cache
 def glove():
     return load_glove()
+
+
+LESSON_FIGURES = {1: "lesson_exact", 2: "lesson_hard", 3: "lesson_soft", 4: "lesson_pooling", 5: "lesson_score_gaussian",
+                  6: "lesson_variance", 7: "lesson_matrix", 8: "lesson_proj_3", 9: "lesson_causal", 10: "lesson_cross",
+                  11: "lesson_bmm", 12: "lesson_heads", 13: "lesson_trained"}
+
+
+@pytest.mark.parametrize("step", range(1, 14))
+def test_each_lesson_step_opens_from_its_link_fits_a_projector_and_moves_on(browser, server, step):
+    """In presenter mode at 1920×1080: the step's figure drawn whole without scrolling; Next opens the next step."""
+    context = browser.new_context(viewport={"width": 1920, "height": 1080})
+    page = context.new_page()
+    page.goto(f"{server}/lesson?step={step}&present=1")
+    plots(page)
+    settle(page)
+    assert exceptions(page) == []
+    assert page.locator("h2").first.inner_text().startswith(f"{step}. ")
+    figure = page.locator(f".st-key-{LESSON_FIGURES[step]} .js-plotly-plot")
+    box = figure.bounding_box()
+    assert box and box["height"] > 150 and box["y"] + box["height"] <= 1080, box  # the last of the step's main figures
+    assert page.evaluate("() => document.querySelector('.js-plotly-plot').data.length") > 0
+    if step < 13:
+        page.get_by_role("button", name="Next").click()
+        settle(page)
+        assert url_has(page, f"step={step + 1}")
+        assert page.locator("h2").first.inner_text().startswith(f"{step + 1}. ")
+        plots(page)
+        assert exceptions(page) == []
+    else:
+        assert page.get_by_role("button", name="Next").is_disabled()
+    context.close()

@@ -6,7 +6,7 @@ import pytest
 from driver import SHOTS, settle
 
 SIZES = [(1280, 800), (1920, 1080)]
-PAGES = ["", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads", "trained"]
+PAGES = ["", "lesson", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads", "trained"]
 FORTY = ("when he saw his owner at the door, the dog was so happy that he ran in circles and wagged his tail "
          "while the cat watched from the top of the old red sofa by the big bright window")  # 40 tokens
 SENTENCE_PARAM = {"": "text", "heads": "text", "trained": "text", "encoder_decoder": "src", "batches": "batch"}
@@ -56,6 +56,13 @@ def test_no_text_overlaps_or_is_cut_off(browser, server, path, size, forty):
 def test_presenter_mode_text_does_not_overlap(browser, server, path):
     """Presenter mode's larger chart text (16 px and more) still fits."""
     check(browser, f"{server}/{path}?present=1", (1920, 1080), f"{path or 'self_attention'}_presenter_1920x1080.png")
+
+
+@pytest.mark.parametrize("present", [False, True], ids=["1280x800", "presenter 1920x1080"])
+@pytest.mark.parametrize("step", range(2, 14))
+def test_lesson_steps_text_does_not_overlap(browser, server, step, present):
+    size, query = ((1920, 1080), "&present=1") if present else ((1280, 800), "")
+    check(browser, f"{server}/lesson?step={step}{query}", size, f"lesson_{step}{'_presenter' if present else ''}.png")
 
 
 def check(browser, url: str, size: tuple[int, int], shot: str) -> None:

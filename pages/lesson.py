@@ -1,0 +1,417 @@
+"""Lesson: the story of attention in thirteen steps, one per screen, each a live figure with its formula.
+
+Every step calls the same attnviz functions as the page it links to; the step is in the URL (?step=7).
+"""
+
+import numpy as np
+import streamlit as st
+import torch
+from streamlit.errors import StreamlitPageNotFoundError
+
+# pages._common first: on a cold server it sets the browser loading plotly.js while torch and gensim import.
+from pages._common import glove, load_url_state, md_escape, position_select, save_url_state, clicked
+from pages._explorer import Request, compare, compute, problem
+from pages._model import forward
+from pages._present import Matrix, chart
+from attnviz import figures, trained
+from attnviz.attention import FORMULAS, attend, make_scorer
+from attnviz.encdec import bmm_items, encoder_decoder, pad_batch, padding_mask
+from attnviz.embeddings import embed, tokenize
+from attnviz.pooling import TRUE_FUNCTIONS, dot_variance, nadaraya_watson, salary_data
+from attnviz.retrieval import PRESETS, exact_matches, retrieve, value_matrix
+from attnviz.selfattention import Config, run, steps, temperature_grid
+from attnviz.urlstate import Param, bounded_text, choice, int_range, nearest
+
+DOG = "When he saw his owner, the dog was happy, so he wagged his tail"
+RECORDS = PRESETS["Surnames → first names"][0]  # Zhang→Aston, Lipton→Zachary, Li→Mu, Smola→Alex, Hu→Rachel, Werness→Brent
+BATCH = ["the dog wagged its tail", "a cat sat", "when he saw his owner the dog was happy"]
+SOURCE, TARGET = "the black cat sat on the mat", "a cat sat on a black mat"
+SENTENCE_CHARS, MAX_TOKENS = 300, 64
+SIGMAS = [0.02, 0.05, 0.1, 0.2, 0.5, 1.0]
+DIMS = [2, 4, 8, 16, 32, 64, 128, 256, 512]
+SCHEMA = {
+    "step": Param(1, int_range(1, 13)),
+    "q": Param("Li", bounded_text(40)),
+    "tau": Param(0.1, nearest(temperature_grid())),
+    "sigma": Param(0.1, nearest(SIGMAS)),
+    "seed": Param(0, int_range(0, 2**31 - 1)),
+    "text": Param(DOG, bounded_text(SENTENCE_CHARS)),
+    "query": Param(9, int_range(0, MAX_TOKENS - 1)),
+    "dk": Param(4, int_range(1, 16)),
+    "mask": Param("causal", choice(["causal", "padding"])),
+    "scoring": Param("dot", choice(["dot", "scaled_dot", "cosine"])),
+    "item": Param(0, int_range(0, len(BATCH) - 1)),
+    "heads": Param(4, int_range(1, 8)),
+    "layer": Param(1, int_range(1, 6)),
+    "head": Param(3, int_range(1, 12)),
+}
+
+
+def explore(page: str, title: str, text: str = "Explore this") -> None:
+    """A link to the full page for this idea; it keeps the session (and presenter mode)."""
+    label = f"{text} in {title}"
+    try:
+        st.page_link(f"pages/{page}.py", label=label, icon=":material/arrow_forward:")
+    except StreamlitPageNotFoundError:  # the lesson run on its own, without app.py's navigation
+        st.markdown(f"[{label}](./{page})")
+
+
+def sentence_input(where) -> str:
+    return where.text_input("Sentence", key="text", max_chars=SENTENCE_CHARS)
+
+
+def embedded_sentence(sentence: str, where):
+    """The sentence's tokens and GloVe rows, or None after saying why there are none."""
+    tokens = tokenize(sentence)
+    if not tokens or len(tokens) > MAX_TOKENS:
+        where.info(f"Type a sentence of 1 to {MAX_TOKENS} words.")
+        return None
+    embedded = embed(tokens, glove())
+    if all(embedded.oov):
+        where.info("None of these words are in GloVe. Try ordinary English words.")
+        return None
+    return embedded
+
+
+def surnames(without: str | None = None):
+    """(keys, values, value matrix) of the surname records, leaving out the record whose key is `without`."""
+    kept = [(k, v) for k, v in RECORDS if k != without]
+    keys, values = [k for k, _ in kept], [v for _, v in kept]
+    return keys, values, value_matrix(values, "text")[0]
+
+
+# ---------------------------------------------------------------- the steps: (text column, figure column)
+
+
+def exact_lookup(text, figure):
+    text.write("A database stores records (key, value). A query returns the value whose key **equals** it: "
+               "\"Li\" returns \"Mu\". Anything else returns nothing.")
+    text.latex(r"\text{lookup}(q) = v_i \text{ where } k_i = q")
+    query = text.text_input("Query", key="q", max_chars=40)
+    keys, values, _ = surnames()
+    found = exact_matches(query, keys, numeric=False)
+    if found:
+        text.success(f"{md_escape(query)} → {md_escape(values[found[0]])}")
+    else:
+        text.warning("No record: no key equals the query.")
+    match = np.array([1.0 if i in found else 0.0 for i in range(len(keys))])  # (N,)
+    labels = [f"{k} → {v}" for k, v in zip(keys, values)]
+    chart(figure, figures.weight_bars(match, labels, highlight=found[0] if found else None,
+                                      title="Does the key equal the query? (1 = yes)"),
+          key="lesson_exact", matrix=Matrix(match[None], [query], labels, corner="query \\ record"))
+    with text:
+        explore("kv_database", "Key–value database")
+
+
+def hard_retrieval(text, figure):
+    text.write("Now remove the record Li → Mu. The exact lookup has no answer. **Hard** retrieval still answers: it "
+               "returns the value of the most **similar** key. Keys and the query become vectors of their letter pairs "
+               "and triples; \"Li\" is most like \"Lipton\".")
+    text.latex(r"v_{i^*},\quad i^* = \arg\max_i \cos(q, k_i)")
+    query = text.text_input("Query", key="q", max_chars=40)
+    keys, values, matrix = surnames(without="Li")
+    result = retrieve([query], keys, matrix, encoder="ngram", similarity="cosine", temperature=1.0)
+    best = int(result.hard_weights[0].argmax())
+    text.success(f"Exact: nothing. Hard: {md_escape(keys[best])} → {md_escape(values[best])}")
+    labels = [f"{k} → {v}" for k, v in zip(keys, values)]
+    chart(figure, figures.weight_bars(result.scores[0], labels, highlight=best, title="Similarity a(q, k) of each key"),
+          key="lesson_hard", matrix=Matrix(result.scores[0][None], [query], labels, corner="query \\ record"))
+    with text:
+        explore("kv_database", "Key–value database")
+
+
+def soft_retrieval(text, figure):
+    text.write("**Soft** retrieval lets every record answer a little: a weighted mix of all values, the weights a "
+               "softmax of the similarities. Small τ: the best key takes it all (hard). Large τ: every record equally "
+               "(the plain average).")
+    text.latex(r"\sum_i \alpha_i v_i,\quad \alpha = \mathrm{softmax}\big(a(q, k) / \tau\big)")
+    tau = text.select_slider("Temperature τ (log scale)", temperature_grid(), key="tau")
+    keys, values, matrix = surnames(without="Li")
+    result = retrieve([st.session_state.q], keys, matrix, encoder="ngram", similarity="cosine", temperature=tau)
+    weights = result.soft_weights[0]  # (N,)
+    entropy = float(-(weights * np.log(np.where(weights > 0, weights, 1))).sum())
+    text.latex(r"H(\alpha) = %.3f \le \ln %d = %.3f" % (entropy, len(keys), np.log(len(keys))))
+    text.caption("Entropy in nats: 0 for hard retrieval, ln N for the plain average.")
+    labels = [f"{k} → {v}" for k, v in zip(keys, values)]
+    chart(figure, figures.weight_bars(weights, labels, highlight=int(weights.argmax()), title=f"Soft weights α at τ = {tau:g}"),
+          key="lesson_soft", matrix=Matrix(weights[None], [st.session_state.q], labels, corner="query \\ record"))
+    with text:
+        explore("kv_database", "Key–value database")
+
+
+def kernel_regression(text, figure):
+    text.write("The same idea predicts numbers. Keys: the GPAs of 40 graduates; values: their starting salaries. The "
+               "query GPA 3.5 gives the most weight to GPAs near 3.5, so its prediction is a local average. No training: "
+               "σ alone decides how local.")
+    text.latex(r"\hat f(q) = \sum_j \alpha(q, x_j)\, y_j")
+    text.latex(r"\alpha(q, x_j) = \mathrm{softmax}_j\Big(-\frac{(q - x_j)^2}{2\sigma^2}\Big)")
+    sigma = text.select_slider("Bandwidth σ", SIGMAS, key="sigma")
+    x, y = salary_data(40, 3000, "saturating", 0)
+    grid = np.linspace(2.0, 4.0, 201)  # (G,)
+    fitted, _ = nadaraya_watson(grid, x, y, "gaussian", sigma)
+    prediction, weights = nadaraya_watson(np.array([3.5]), x, y, "gaussian", sigma)
+    text.latex(r"\hat f(3.5) = %s" % f"{prediction[0]:,.0f}".replace(",", "{,}"))
+    chart(figure, figures.pooling_regression(x, y, grid, fitted, TRUE_FUNCTIONS["saturating"](grid), 3.5, prediction[0], weights[0]),
+          key="lesson_pooling", matrix=Matrix(weights, ["3.5"], [f"{v:.3f}" for v in x], corner="query GPA \\ training GPA"))
+    with text:
+        explore("pooling", "Attention pooling")
+
+
+LESSON_SCORERS = ("dot", "scaled_dot", "additive", "gaussian")
+
+
+def similarity_functions(text, figure):
+    text.write("How do we compare a query with a key? Four common answers, on the same 5 queries and 7 keys (random "
+               "vectors of size 8). Each panel is softmax of its scores: rows are queries, each sums to 1.")
+    for name in LESSON_SCORERS:
+        text.latex(r"\small \text{%s}:\ %s" % (name.replace("_", " "), FORMULAS[name]))
+    seed = text.number_input("Seed (new random queries and keys)", 0, 2**31 - 1, key="seed")
+    generator = torch.Generator().manual_seed(seed)
+    query = torch.randn(5, 8, generator=generator)  # (5, 8)
+    key = torch.randn(7, 8, generator=generator)  # (7, 8)
+    rows, cols = [f"q{i}" for i in range(5)], [f"k{j}" for j in range(7)]
+    panels = figure.columns(2)
+    for i, name in enumerate(LESSON_SCORERS):
+        result = attend(query, key, torch.eye(7), scoring=make_scorer(name, 8, 8, seed=seed))  # weights (5, 7)
+        chart(panels[i % 2], figures.attention_heatmap(result.weights.numpy(), rows, cols, scores=result.scores.numpy(),
+                                                         title=name.replace("_", " "), scale="absolute", width="third", height=300),
+              key=f"lesson_score_{name}", matrix=Matrix(result.weights.numpy(), rows, cols))
+    with text:
+        explore("scoring", "Scoring functions")
+
+
+def why_sqrt_d(text, figure):
+    text.write("Why divide by √d? For random q and k with entries of variance 1, q·k adds up d products, so its "
+               "variance grows like d (left, measured). Large scores push the softmax to one-hot. Below: GloVe's "
+               "d = 50 on the sentence, A without the scale, B with it.")
+    text.latex(r"\mathrm{Var}(q^\top k) = d")
+    text.latex(r"\Rightarrow\ \mathrm{Var}\big(q^\top k/\sqrt d\big) = 1")
+    sentence = sentence_input(text)
+    chart(figure, figures.variance_against_d(DIMS, dot_variance(DIMS, 2000, 0)), key="lesson_variance",
+          matrix=Matrix(dot_variance(DIMS, 2000, 0)[:, None], [str(d) for d in DIMS], ["variance"], corner="d \\ measured"))
+    draw_comparison(sentence, Config(scoring="dot"), Config(scoring="scaled_dot"), st)
+    explore("self_attention", "Self-attention", "Compare more settings")
+
+
+def draw_comparison(sentence: str, a: Config, b: Config, where) -> None:
+    """Compare mode of the Self-attention page, in `where`, for one sentence under two settings."""
+    request = Request("glove", sentence, False, "zero", a, MAX_TOKENS)
+    why = problem(compute(glove(), request), MAX_TOKENS)
+    if why:
+        where.info(why[0])
+        return
+    compare(glove(), request, Request("glove", sentence, False, "zero", b, MAX_TOKENS), "viridis", "max",
+            key="lesson_compare", where=where)
+
+
+def self_attention(text, figure):
+    text.write("Self-attention: every word of a sentence is a query, and every word is a key and a value. Take "
+               "\"happy\" as the query: which words does it look at? Then let every word take its turn: one row each, "
+               "the whole matrix. Click a row to make it the query.")
+    text.latex(r"\alpha = \mathrm{softmax}\Big(\frac{XX^\top}{\sqrt{d}}\Big),\ d = 50")
+    text.latex(r"O = \alpha X")
+    embedded = embedded_sentence(sentence_input(text), figure)
+    if embedded is None:
+        return
+    query = position_select(text, "Query word", embedded.tokens, "query")
+    view = run(embedded.vectors, Config())
+    weights = view.weights[0]  # (n, n)
+    chart(text, figures.weight_bars(weights[query], embedded.tokens, oov=embedded.oov, title=f"What {embedded.tokens[query]!r} looks at"),
+          key="lesson_row", matrix=Matrix(weights[query][None].copy(), [embedded.tokens[query]], embedded.tokens))
+
+    def pick() -> None:
+        row = clicked("lesson_matrix")
+        if row is not None:
+            st.session_state.query = row
+
+    chart(figure, figures.attention_heatmap(weights, embedded.tokens, row_oov=embedded.oov, clickable=True,
+                                            title=f"Every word as the query: {len(embedded.tokens)} × {len(embedded.tokens)}"),
+          key="lesson_matrix", on_select=pick, selection_mode="points", matrix=Matrix(weights, embedded.tokens, embedded.tokens))
+    with text:
+        explore("self_attention", "Self-attention")
+
+
+def projections(text, figure):
+    text.write("A real layer does not compare the raw vectors. It learns three matrices and three biases, and makes "
+               "a query, a key and a value of every word. Here they are random (seeded), d_k wide.")
+    embedded = embedded_sentence(sentence_input(text), figure)
+    if embedded is None:
+        return
+    dk = text.slider("d_k", 1, 16, key="dk")
+    view = run(embedded.vectors, Config(projection="random", d_k=dk, bias=True))
+    n, d = view.x.shape
+    text.latex(r"Q = XW_q + b_q,\ K = XW_k + b_k,\ V = XW_v + b_v")
+    text.latex(r"\small (%d \times %d)(%d \times %d) + (1 \times %d) \to %d \times %d" % (n, d, d, dk, dk, n, dk))
+    labels = figures.labels(embedded.tokens, embedded.oov)
+    panels = figure.columns(2)
+    for i, step in enumerate(steps(view)[:4]):  # X, Q, K, V
+        cols = figures.dims(step.matrix.shape[1])
+        chart(panels[i % 2], figures.matrix_heatmap(step.matrix, labels, cols, title=step.title.split(" (")[0], width="third", height=300),
+              key=f"lesson_proj_{i}", matrix=Matrix(step.matrix, labels, cols, corner="token \\ dimension"))
+    with text:
+        explore("self_attention", "Self-attention", "Random projections, heads and every step")
+
+
+def masks(text, figure):
+    kind = text.radio("Mask", ["causal", "padding"], key="mask", horizontal=True)
+    if kind == "causal":
+        text.write("A decoder writes one word at a time, so a word may only look at itself and the words before it. "
+                   "The **causal** mask blocks the future: weight exactly 0 above the diagonal (B).")
+        text.latex(r"\alpha_{ij} = 0 \text{ for } j > i")
+        embedded = embedded_sentence(sentence_input(text), figure)
+        if embedded is not None:
+            n = len(embedded.tokens)
+            allowed = np.tril(np.ones((n, n), np.float32))  # (n, n) 1 = may attend
+            text.latex(r"M \in \{0,1\}^{T \times T} = %d \times %d" % (n, n))
+            chart(figure, figures.matrix_heatmap(allowed, embedded.tokens, embedded.tokens, title="Causal mask M (1 = may attend)",
+                                                 bounded=True, height=420),
+                  key="lesson_causal", matrix=Matrix(allowed, embedded.tokens, embedded.tokens))
+            draw_comparison(st.session_state.text, Config(), Config(mask="causal"), st)
+    else:
+        text.write("A batch holds sentences of different lengths, padded with zeros to the longest. The **padding** "
+                   "mask hides the padding keys, so no word attends to them.")
+        lengths = draw_batch_mask(text, figure)
+        text.latex(r"\text{mask} \in \{0,1\}^{B \times 1 \times T_q \times T_k} = %d \times 1 \times %d \times %d"
+                   % (len(lengths), max(lengths), max(lengths)))
+    explore("batches", "Batches", "Padding masks")
+
+
+def batch():
+    """The lesson's batch: padded GloVe rows (B, T, d), valid (B, T), and each sentence's tokens."""
+    sentences = [embed(tokenize(line), glove(), oov="drop") for line in BATCH]
+    x, valid = pad_batch([s.vectors for s in sentences])  # (B, T, d), (B, T)
+    return x, valid, [s.tokens for s in sentences]
+
+
+def draw_batch_mask(text, figure) -> list[int]:
+    x, valid, tokens = batch()
+    B, T, _ = x.shape
+    names, places = [f"sentence {b}" for b in range(B)], [str(t) for t in range(T)]
+    chart(text, figures.matrix_heatmap(valid.float().numpy(), names, places, title="Padding mask (1 = real)", bounded=True, height=260),
+          key="lesson_padding", matrix=Matrix(valid.float().numpy(), names, places, corner="sentence \\ position"))
+    result = attend(x, x, x, mask=padding_mask(valid, valid)[:, 0])  # weights (B, T, T)
+    padded = tokens[1] + ["⟨pad⟩"] * (T - len(tokens[1]))
+    weights = result.weights[1].numpy()  # (T, T)
+    chart(figure, figures.attention_heatmap(weights, padded, title=f"Sentence 1, padded to {T}: padding columns get 0", scale="max"),
+          key="lesson_padded", matrix=Matrix(weights, padded, padded))
+    return [len(t) for t in tokens]
+
+
+def encoder_decoder_step(text, figure):
+    text.write("A translator has two parts. The **encoder** reads the source sentence, every word seeing every word. "
+               "The **decoder** reads the target so far under the causal mask, then looks at the encoder's output through "
+               "**cross-attention**: its queries are target words, its keys and values source words.")
+    scoring = text.radio("Scoring", ["dot", "scaled_dot", "cosine"], key="scoring", horizontal=True)
+    source, target = embed(tokenize(SOURCE), glove()), embed(tokenize(TARGET), glove())
+    x_in, valid_in = pad_batch([source.vectors])
+    x_out, valid_out = pad_batch([target.vectors])
+    views = encoder_decoder(x_in, valid_in, x_out, valid_out, scoring=scoring)
+    t_in, t_out = len(source.tokens), len(target.tokens)
+    text.latex(r"\text{mask } (B, 1, T_q, T_k):\ \text{encoder } (1, 1, %d, %d),\ \text{decoder } (1, 1, %d, %d),\ "
+               r"\text{cross } (1, 1, %d, %d)" % (t_in, t_in, t_out, t_out, t_out, t_in))
+    panels = figure.columns(3)
+    for column, (name, weights, rows, cols) in zip(panels, (
+            ("encoder", views.encoder, source.tokens, source.tokens), ("decoder (causal)", views.decoder, target.tokens, target.tokens),
+            ("cross", views.cross, target.tokens, source.tokens))):
+        w = weights[0, 0].numpy()  # (T_q, T_k)
+        chart(column, figures.attention_heatmap(w, rows, cols, title=name, width="third"), key=f"lesson_{name.split()[0]}",
+              matrix=Matrix(w, rows, cols))
+    with text:
+        explore("encoder_decoder", "Encoder–decoder")
+
+
+def batches_step(text, figure):
+    x, valid, tokens = batch()
+    B, T, d = x.shape
+    text.write(f"A GPU computes a whole batch at once. The batch's {B} sentences are padded to T = {T} words of d = {d} "
+               "numbers, and one batch matrix multiplication computes every sentence's QKᵀ together.")
+    text.latex(r"\mathrm{BMM}:\ (n, a, b)\cdot(n, b, c) \to (n, a, c)")
+    text.latex(r"\small Q\,K^\top:\ (%d, %d, %d)\cdot(%d, %d, %d) \to (%d, %d, %d)" % (B, T, d, B, d, T, B, T, T))
+    item = text.select_slider("Batch item", list(range(B)), key="item")
+    keys_t = x.transpose(1, 2)  # (B, d, T)
+    product = bmm_items(x, keys_t)[item].numpy()  # (T, T)
+    padded = tokens[item] + ["⟨pad⟩"] * (T - len(tokens[item]))
+    gap = float((torch.bmm(x, keys_t)[item] - torch.from_numpy(product)).abs().max())
+    text.caption(f"torch.bmm on the whole batch gives the same numbers for item {item}: largest difference {gap:.1e}.")
+    chart(figure, figures.matrix_heatmap(product, padded, padded, title=f"Item {item}: Q{item} K{item}ᵀ"),
+          key="lesson_bmm", matrix=Matrix(product, padded, padded, corner="token \\ token"))
+    with text:
+        explore("batches", "Batches")
+
+
+def heads_step(text, figure):
+    text.write("One head gives one way of looking. Several heads, each with its own W_q, W_k, W_v of size d_k = 16, "
+               "look in several ways at once; their outputs are joined and mixed by W_o. The last panel averages them.")
+    text.latex(r"\mathrm{head}_h = \mathrm{softmax}\Big(\frac{Q_h K_h^\top}{\sqrt{d_k}}\Big) V_h")
+    text.latex(r"O = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_H)\, W_o")
+    embedded = embedded_sentence(sentence_input(text), figure)
+    if embedded is None:
+        return
+    heads = text.slider("Heads H", 1, 8, key="heads")
+    view = run(embedded.vectors, Config(projection="random", heads=heads, d_k=16))
+    chart(figure, figures.head_grid(view.weights, embedded.tokens, oov=embedded.oov), key="lesson_heads",
+          matrix=Matrix(view.mean_weights, embedded.tokens, embedded.tokens))
+    text.caption("The download holds the average over heads.")
+    with text:
+        explore("heads", "Heads and layers")
+
+
+def trained_step(text, figure):
+    text.write("Everything so far used random or no projections. A trained transformer learned its W_q, W_k, W_v. "
+               "Here is all-MiniLM-L6-v2 (6 layers × 12 heads) on the same sentence, run by attnviz's own engine. "
+               "Layer 1, head 3 looks almost only at the previous piece.")
+    text.latex(r"\alpha = \mathrm{softmax}\Big(\frac{QK^\top}{\sqrt{32}}\Big)")
+    text.latex(r"Q = XW_q + b_q,\ K = XW_k + b_k")
+    sentence = sentence_input(text)
+    try:
+        result = forward(sentence)
+    except (trained.TextError, ImportError) as error:
+        text.info(str(error) if isinstance(error, trained.TextError) else "The trained model is not installed.")
+        return
+    left, right = text.columns(2)
+    layer = left.selectbox("Layer", list(range(1, 7)), key="layer")
+    head = right.selectbox("Head", list(range(1, 13)), key="head")
+    labels = result.pieces.labels()
+    weights = result.weights[layer - 1, head - 1]  # (n, n)
+    chart(figure, figures.attention_heatmap(weights, labels, row_oov=result.pieces.unknown, title=f"Layer {layer}, head {head}"),
+          key="lesson_trained", matrix=Matrix(weights.copy(), labels, labels))
+    with text:
+        explore("trained", "Trained model", "All 72 heads")
+
+
+WIDE = {encoder_decoder_step}  # steps whose figures take the page's width, under the text
+STEPS = [
+    ("A database answers a query exactly", exact_lookup),
+    ("No exact match: hard retrieval", hard_retrieval),
+    ("Soft retrieval: every record answers a little", soft_retrieval),
+    ("GPA → salary: attention pooling", kernel_regression),
+    ("Similarity functions", similarity_functions),
+    ("Why divide by √d", why_sqrt_d),
+    ("Self-attention", self_attention),
+    ("Weights and biases: Q, K, V", projections),
+    ("Masks: causal and padding", masks),
+    ("Encoder, decoder and cross-attention", encoder_decoder_step),
+    ("Batches: batch matrix multiplication", batches_step),
+    ("Several heads", heads_step),
+    ("A trained model's real heads", trained_step),
+]
+
+
+def move(by: int) -> None:
+    st.session_state.step = min(max(st.session_state.step + by, 1), len(STEPS))
+
+
+load_url_state(SCHEMA)
+back, picker, forward_button = st.columns([1, 4, 1], vertical_alignment="bottom")
+back.button("Previous", icon=":material/arrow_back:", on_click=move, args=(-1,), disabled=st.session_state.step == 1,
+            key="previous", width="stretch")
+picker.selectbox("Lesson step", list(range(1, len(STEPS) + 1)), key="step",
+                 format_func=lambda i: f"{i} of {len(STEPS)} · {STEPS[i - 1][0]}")
+forward_button.button("Next", icon=":material/arrow_forward:", on_click=move, args=(1,),
+                      disabled=st.session_state.step == len(STEPS), key="next", width="stretch")
+number = st.session_state.step
+title, draw = STEPS[number - 1]
+st.header(f"{number}. {title}")
+text_column, figure_column = (st.container(), st.container()) if draw in WIDE else st.columns([2, 3], gap="large")
+draw(text_column, figure_column)
+save_url_state(SCHEMA)

@@ -92,15 +92,16 @@ def problem(computed: Computed, max_tokens: int) -> tuple[str, bool] | None:
 
 def describe(config: Config) -> str:
     """A side's settings in a few words, for its title."""
-    parts = [config.scoring, f"τ = {config.temperature:g}"] + (["hard"] if config.hard else [])
-    parts += [f"{config.mask} mask"] if config.mask != "none" else []
+    parts = [config.scoring] + ([f"τ = {config.temperature:g}"] if config.temperature != 1 else []) + (["hard"] if config.hard else [])
+    parts += [config.mask] if config.mask != "none" else []
     parts += [f"random W, {config.heads} head(s)"] if config.projection == "random" else []
     return ", ".join(parts)
 
 
-def compare(kv, a: Request, b: Request, palette: str, scale: str, *, key: str = "compare", where=st) -> None:
+def compare(kv, a: Request, b: Request, palette: str, scale: str, *, key: str = "compare", where=st, width: str = "half") -> None:
     """A and B side by side on one colour scale, and B − A on a diverging scale where their tokens match.
-    With several heads, a side shows its head average. Drawn in `where` (the page, or a column)."""
+    With several heads, a side shows its head average. Drawn in `where` (the page, or a column); `width` is the
+    share of the page each side gets (figures.PLOT_PX)."""
     sides = [(name, request, compute(kv, request)) for name, request in (("A", a), ("B", b))]
     columns = where.columns(2)
     for column, (name, request, computed) in zip(columns, sides):
@@ -112,7 +113,7 @@ def compare(kv, a: Request, b: Request, palette: str, scale: str, *, key: str = 
     shared = figures.colour_scale("max" if scale == "row" else scale, *weights)
     for column, (name, request, computed), w in zip(columns, sides, weights):
         tokens, oov = computed.embedded.tokens, computed.embedded.oov
-        figure = figures.attention_heatmap(w, tokens, row_oov=oov, colours=shared, palette=palette, width="half",
+        figure = figures.attention_heatmap(w, tokens, row_oov=oov, colours=shared, palette=palette, width=width,
                                            title=f"{name}: {describe(request.config)}")
         chart(column, figure, key=f"{key}_{name.lower()}", matrix=Matrix(w, tokens, tokens))
     (_, _, first), (_, _, second) = sides

@@ -193,7 +193,7 @@ def why_sqrt_d(text, figure):
     explore("self_attention", "Self-attention", "Compare more settings")
 
 
-def draw_comparison(sentence: str, a: Config, b: Config, where) -> None:
+def draw_comparison(sentence: str, a: Config, b: Config, where, width: str = "half") -> None:
     """Compare mode of the Self-attention page, in `where`, for one sentence under two settings."""
     request = Request("glove", sentence, False, "zero", a, MAX_TOKENS)
     why = problem(compute(glove(), request), MAX_TOKENS)
@@ -201,7 +201,7 @@ def draw_comparison(sentence: str, a: Config, b: Config, where) -> None:
         where.info(why[0])
         return
     compare(glove(), request, Request("glove", sentence, False, "zero", b, MAX_TOKENS), "viridis", "max",
-            key="lesson_compare", where=where)
+            key="lesson_compare", where=where, width=width)
 
 
 def self_attention(text, figure):
@@ -263,10 +263,10 @@ def masks(text, figure):
             n = len(embedded.tokens)
             allowed = np.tril(np.ones((n, n), np.float32))  # (n, n) 1 = may attend
             text.latex(r"M \in \{0,1\}^{T \times T} = %d \times %d" % (n, n))
-            chart(figure, figures.matrix_heatmap(allowed, embedded.tokens, embedded.tokens, title="Causal mask M (1 = may attend)",
-                                                 bounded=True, height=420),
+            draw_comparison(st.session_state.text, Config(), Config(mask="causal"), figure, "third")
+            chart(text, figures.matrix_heatmap(allowed, embedded.tokens, embedded.tokens, title="Mask M (1 = may attend)",
+                                               bounded=True, width="third", height=360),
                   key="lesson_causal", matrix=Matrix(allowed, embedded.tokens, embedded.tokens))
-            draw_comparison(st.session_state.text, Config(), Config(mask="causal"), st)
     else:
         text.write("A batch holds sentences of different lengths, padded with zeros to the longest. The **padding** "
                    "mask hides the padding keys, so no word attends to them.")
@@ -380,6 +380,7 @@ def trained_step(text, figure):
 
 
 WIDE = {encoder_decoder_step}  # steps whose figures take the page's width, under the text
+NARROW_TEXT = {masks}  # steps whose two figures side by side need a wider figure column
 STEPS = [
     ("A database answers a query exactly", exact_lookup),
     ("No exact match: hard retrieval", hard_retrieval),
@@ -412,6 +413,9 @@ forward_button.button("Next", icon=":material/arrow_forward:", on_click=move, ar
 number = st.session_state.step
 title, draw = STEPS[number - 1]
 st.header(f"{number}. {title}")
-text_column, figure_column = (st.container(), st.container()) if draw in WIDE else st.columns([2, 3], gap="large")
+if draw in WIDE:
+    text_column, figure_column = st.container(), st.container()
+else:
+    text_column, figure_column = st.columns([1, 2] if draw in NARROW_TEXT else [2, 3], gap="large")
 draw(text_column, figure_column)
 save_url_state(SCHEMA)

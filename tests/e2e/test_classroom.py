@@ -73,7 +73,7 @@ def glove():
 
 
 LESSON_FIGURES = {1: "lesson_exact", 2: "lesson_hard", 3: "lesson_soft", 4: "lesson_pooling", 5: "lesson_score_gaussian",
-                  6: "lesson_variance", 7: "lesson_matrix", 8: "lesson_proj_3", 9: "lesson_causal", 10: "lesson_cross",
+                  6: "lesson_variance", 7: "lesson_matrix", 8: "lesson_proj_3", 9: "lesson_compare_b", 10: "lesson_cross",
                   11: "lesson_bmm", 12: "lesson_heads", 13: "lesson_trained"}
 
 

@@ -405,18 +405,13 @@ def line_view(weights: np.ndarray, tokens: list[str], *, query: int | None = Non
     top = max(float(weights[np.ix_(heads, list(rows))].max()), 1e-12)
     fig = go.Figure()
     for h in heads:
-        for i in range(n):
-            focused = query is None or i == query
-            if not focused and query is not None:
-                continue
-            _add_lines(fig, weights[h, i] / top, i, HEAD_COLOURS[h], min_share)
+        _add_lines(fig, weights[h] / top, list(rows), HEAD_COLOURS[h], min_share)
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=HEAD_COLOURS[h], width=4), name=head_names[h] if head_names else f"head {h}"))
     if query is not None:  # the other words' strongest lines, faded, for context; all of them would be a grey wash
         context_top = max(float(weights[heads].max()), 1e-12)
+        others = [i for i in range(n) if i != query]
         for h in heads:
-            for i in range(n):
-                if i != query:
-                    _add_lines(fig, weights[h, i] / context_top, i, HEAD_COLOURS[h], 0.5, fade=0.1)
+            _add_lines(fig, weights[h] / context_top, others, HEAD_COLOURS[h], 0.5, fade=0.1)
     text = [_short(t) for t in labels(tokens, oov)]
     bold = [f"<b>{t}</b>" if i == query else t for i, t in enumerate(text)]
     fig.add_trace(go.Scatter(x=[0] * n, y=list(range(n)), mode="text+markers", text=bold, textposition="middle left",
@@ -437,15 +432,17 @@ def line_view(weights: np.ndarray, tokens: list[str], *, query: int | None = Non
 FADED = "other words' lines"  # the name of the faded traces drawn for context around a chosen word
 
 
-def _add_lines(fig: go.Figure, shares: np.ndarray, i: int, colour: str, min_share: float, fade: float = 1.0) -> None:
-    """The lines of query i to every key whose weight is at least min_share of the largest shown, grouped
-    by tenths of that share (one trace per tenth: opacity and width from the tenth)."""
+def _add_lines(fig: go.Figure, shares: np.ndarray, rows: list[int], colour: str, min_share: float, fade: float = 1.0) -> None:
+    """The lines of the queries `rows` to every key whose weight is at least min_share of the largest shown,
+    shares (n, n), grouped by tenths of that share: one trace per tenth for all the rows (opacity and width from
+    the tenth), as plotly draws a few long traces much faster than hundreds of short ones."""
+    tenths = np.minimum((shares * 10).astype(int), 9)  # (n, n)
     for tenth in range(10):
-        keys = [j for j, s in enumerate(shares) if s >= min_share and min(int(s * 10), 9) == tenth]
-        if not keys:
+        pairs = [(i, j) for i in rows for j in np.flatnonzero((tenths[i] == tenth) & (shares[i] >= min_share))]
+        if not pairs:
             continue
-        xs = [v for _ in keys for v in (0, 1, None)]
-        ys = [v for j in keys for v in (i, j, None)]
+        xs = [v for _ in pairs for v in (0, 1, None)]
+        ys = [v for i, j in pairs for v in (i, int(j), None)]
         # Squared, so that near-uniform heads (most random ones) stay a light mesh and the strong links stand out.
         strength = ((tenth + 1) / 10) ** 2
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=colour, width=0.5 + 3.5 * strength),

@@ -1,0 +1,102 @@
+"""Benchmark: every page's first visit on a warm server, and the step-by-step walk opened (issue 15, rows 4 and 5).
+
+A real `streamlit run app.py` and headless Chromium. The server is warmed by one session that draws the
+Self-attention page (imports, GloVe). Then, in a new browser session each round, every page is opened from the
+sidebar in turn, timed from the click to the page's figures drawn: the script has finished, no element is
+stale, and every plotly chart has its data. Round 1 is each page's first visit on this server (the page's own
+caches, such as Scoring's √d samples, are cold); later rounds are first visits in a new session with those
+caches filled. Run: `python bench/bench_pages.py [--rounds 3]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.bench_browser import CHROMIUM, FLAGS, ROOT, Server  # noqa: E402
+
+PAGES = ["Lesson", "Key–value database", "Attention pooling", "Scoring functions", "Encoder–decoder", "Batches",
+         "Heads and layers", "Trained model", "Self-attention"]
+# The page is drawn: its run finished, nothing is stale (left over from the page before), and every chart has data.
+DRAWN = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+  if (document.querySelector('[data-stale="true"]')) return false;
+  const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
+  return plots.length > 0 && plots.every(gd => gd._fullData && gd._fullData.length > 0);
+}"""
+
+
+def visit(page, name: str) -> float:
+    """Seconds from a click on the page's sidebar link to its figures drawn."""
+    link = page.get_by_test_id("stSidebarNav").get_by_role("link", name=name, exact=True)
+    page.wait_for_timeout(500)
+    started = time.perf_counter()
+    link.click()
+    page.wait_for_function("() => document.querySelector('[data-testid=\"stApp\"]').getAttribute('data-test-script-state') === 'running'"
+                           " || document.querySelector('[data-stale=\"true\"]')", timeout=30_000, polling="raf")
+    page.wait_for_function(DRAWN, timeout=120_000, polling="raf")
+    return time.perf_counter() - started
+
+
+def step_walk(page) -> float:
+    """Seconds from a click on the Self-attention page's step-by-step expander (16 tokens) to its matrices drawn."""
+    before = page.evaluate("() => document.querySelectorAll('.js-plotly-plot').length")
+    summary = page.get_by_text("Step by step: every matrix from X to αV", exact=False)
+    summary.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    started = time.perf_counter()
+    summary.click()
+    page.wait_for_function(f"() => document.querySelectorAll('.js-plotly-plot').length > {before} + 5", timeout=60_000, polling="raf")
+    page.wait_for_function(DRAWN, timeout=60_000, polling="raf")
+    seconds = time.perf_counter() - started
+    summary.click()  # closed again, for the next round
+    page.wait_for_function(DRAWN, timeout=60_000, polling="raf")
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    rounds = parser.parse_args().rounds
+    server = Server(ROOT / "app.py")
+    times: dict[str, list[float]] = {name: [] for name in PAGES}
+    walks = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        warm = browser.new_page()
+        warm.goto(server.url)
+        warm.wait_for_function(DRAWN, timeout=120_000)
+        warm.close()
+        for number in range(rounds):
+            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            page = context.new_page()
+            page.goto(server.url)
+            page.wait_for_function(DRAWN, timeout=120_000)
+            for name in PAGES:
+                times[name].append(visit(page, name))
+                print(f"round {number + 1}: {name} {times[name][-1]:.2f} s", file=sys.stderr, flush=True)
+            walks.append(step_walk(page))
+            print(f"round {number + 1}: step walk {walks[-1]:.2f} s", file=sys.stderr, flush=True)
+            context.close()
+        browser.close()
+    server.stop()
+    later = lambda values: f"{statistics.median(values[1:]):.2f} s" if len(values) > 1 else ""  # noqa: E731
+    print(f"# {time.strftime('%Y-%m-%d')} · {platform.machine()} · {os.cpu_count()} cores · {rounds} rounds")
+    print("| page | first visit on this server (round 1) | first visit in a later session (median) | target |")
+    print("|---|---|---|---|")
+    for name in PAGES:
+        print(f"| {name} | {times[name][0]:.2f} s | {later(times[name])} | ≤ 1.5 s |")
+    print(f"| step-by-step walk opened, 16 tokens | {walks[0]:.2f} s | {later(walks)} | ≤ 0.5 s |")
+
+
+if __name__ == "__main__":
+    main()

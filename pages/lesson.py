@@ -14,7 +14,7 @@ from pages._explorer import Request, compare, compute, problem
 from pages._model import forward
 from pages._present import Matrix, chart
 from attnviz import figures, trained
-from attnviz.attention import FORMULAS, attend, make_scorer
+from attnviz.attention import FORMULAS, attend, entropy, make_scorer
 from attnviz.encdec import bmm_items, encoder_decoder, pad_batch, padding_mask
 from attnviz.embeddings import embed, tokenize
 from attnviz.pooling import TRUE_FUNCTIONS, dot_variance, nadaraya_watson, salary_data
@@ -73,6 +73,14 @@ def embedded_sentence(sentence: str, where):
     return embedded
 
 
+def record_bars(figure, numbers: np.ndarray, query: str, keys: list[str], values: list[str], *, key: str, title: str,
+                highlight: int | None) -> None:
+    """One number per record (N,) as bars labelled "key → value", with its downloads, and the link onward."""
+    labels = [f"{k} → {v}" for k, v in zip(keys, values)]
+    chart(figure, figures.weight_bars(numbers, labels, highlight=highlight, title=title), key=key,
+          matrix=Matrix(numbers[None], [query], labels, corner="query \\ record"))
+
+
 def surnames(without: str | None = None):
     """(keys, values, value matrix) of the surname records, leaving out the record whose key is `without`."""
     kept = [(k, v) for k, v in RECORDS if k != without]
@@ -95,10 +103,8 @@ def exact_lookup(text, figure):
     else:
         text.warning("No record: no key equals the query.")
     match = np.array([1.0 if i in found else 0.0 for i in range(len(keys))])  # (N,)
-    labels = [f"{k} → {v}" for k, v in zip(keys, values)]
-    chart(figure, figures.weight_bars(match, labels, highlight=found[0] if found else None,
-                                      title="Does the key equal the query? (1 = yes)"),
-          key="lesson_exact", matrix=Matrix(match[None], [query], labels, corner="query \\ record"))
+    record_bars(figure, match, query, keys, values, key="lesson_exact", title="Does the key equal the query? (1 = yes)",
+                highlight=found[0] if found else None)
     with text:
         explore("kv_database", "Key–value database")
 
@@ -112,10 +118,10 @@ def hard_retrieval(text, figure):
     keys, values, matrix = surnames(without="Li")
     result = retrieve([query], keys, matrix, encoder="ngram", similarity="cosine", temperature=1.0)
     best = int(result.hard_weights[0].argmax())
-    text.success(f"Exact: nothing. Hard: {md_escape(keys[best])} → {md_escape(values[best])}")
-    labels = [f"{k} → {v}" for k, v in zip(keys, values)]
-    chart(figure, figures.weight_bars(result.scores[0], labels, highlight=best, title="Similarity a(q, k) of each key"),
-          key="lesson_hard", matrix=Matrix(result.scores[0][None], [query], labels, corner="query \\ record"))
+    exact = md_escape(values[result.exact[0]]) if result.exact else "no answer"
+    text.success(f"Exact: {exact}. Hard: {md_escape(keys[best])} → {md_escape(values[best])}")
+    record_bars(figure, result.scores[0], query, keys, values, key="lesson_hard", title="Similarity a(q, k) of each key",
+                highlight=best)
     with text:
         explore("kv_database", "Key–value database")
 
@@ -129,12 +135,11 @@ def soft_retrieval(text, figure):
     keys, values, matrix = surnames(without="Li")
     result = retrieve([st.session_state.q], keys, matrix, encoder="ngram", similarity="cosine", temperature=tau)
     weights = result.soft_weights[0]  # (N,)
-    entropy = float(-(weights * np.log(np.where(weights > 0, weights, 1))).sum())
-    text.latex(r"H(\alpha) = %.3f \le \ln %d = %.3f" % (entropy, len(keys), np.log(len(keys))))
+    spread = float(entropy(torch.from_numpy(weights)))
+    text.latex(r"H(\alpha) = %.3f \le \ln %d = %.3f" % (spread, len(keys), np.log(len(keys))))
     text.caption("Entropy in nats: 0 for hard retrieval, ln N for the plain average.")
-    labels = [f"{k} → {v}" for k, v in zip(keys, values)]
-    chart(figure, figures.weight_bars(weights, labels, highlight=int(weights.argmax()), title=f"Soft weights α at τ = {tau:g}"),
-          key="lesson_soft", matrix=Matrix(weights[None], [st.session_state.q], labels, corner="query \\ record"))
+    record_bars(figure, weights, st.session_state.q, keys, values, key="lesson_soft", title=f"Soft weights α at τ = {tau:g}",
+                highlight=int(weights.argmax()))
     with text:
         explore("kv_database", "Key–value database")
 

@@ -487,3 +487,30 @@ def test_presenter_mode_from_the_url_and_the_toggle():
     at.toggle(key="present").set_value(False).run()
     assert "present" not in at.query_params
     assert json.loads(at.get("plotly_chart")[0].proto.spec)["layout"].get("font", {}).get("size", 12) < 16
+
+
+# ---------------------------------------------------------------- lesson
+
+
+def test_lesson_retrieval_steps_answer_as_the_notes_say():
+    at = run_page("lesson.py", {"step": "1"})
+    assert at.success[0].value == "Li → Mu"
+    at = run_page("lesson.py", {"step": "2"})
+    assert at.success[0].value == "Exact: no answer. Hard: Lipton → Zachary"
+    at = run_page("lesson.py", {"step": "2", "q": "Zhang"})
+    assert at.success[0].value == "Exact: Aston. Hard: Zhang → Aston"
+
+
+def test_lesson_soft_step_goes_from_hard_to_the_plain_average():
+    sharp = decode(chart_data(run_page("lesson.py", {"step": "3", "tau": "0.01"}), 0)[0]["x"])
+    flat = decode(chart_data(run_page("lesson.py", {"step": "3", "tau": "100"}), 0)[0]["x"])
+    assert sharp.max() > 0.99 and np.ptp(flat) < 0.01 and flat.sum() == pytest.approx(1, rel=1e-5)
+
+
+def test_lesson_buttons_walk_the_steps():
+    at = run_page("lesson.py", {"step": "12"})
+    at.button(key="next").click().run()
+    assert at.session_state.step == 13 and at.button(key="next").disabled
+    at.button(key="previous").click().run()
+    at.button(key="previous").click().run()
+    assert at.session_state.step == 11 and not at.exception

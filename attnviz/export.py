@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import io
+import re
+import zipfile
 
 import numpy as np
 import plotly.graph_objects as go
@@ -107,3 +109,19 @@ def weights_npy(weights: np.ndarray) -> bytes:
 def figure_html(fig: go.Figure) -> str:
     """A standalone HTML page with plotly.js inlined, so it opens without a network."""
     return fig.to_html(include_plotlyjs=True, full_html=True)
+
+
+def matrices_zip(matrices: list[tuple[str, np.ndarray, list[str], list[str], str]], kind: str) -> bytes:
+    """Several named matrices in one .zip, each as CSV (kind "csv") or float32 .npy (kind "npy").
+
+    matrices: (name, matrix (rows, cols), row labels, column labels, the CSV's corner cell). Files are numbered
+    in order, "01_input_x.csv", so they list in the order given."""
+    if kind not in ("csv", "npy"):
+        raise ValueError(f"Unknown kind '{kind}': csv or npy.")
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for i, (name, matrix, rows, cols, corner) in enumerate(matrices):
+            stem = f"{i + 1:02d}_" + (re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "matrix")
+            data = matrix_csv(matrix, rows, cols, corner=corner) if kind == "csv" else weights_npy(matrix)
+            archive.writestr(f"{stem}.{kind}", data)
+    return out.getvalue()

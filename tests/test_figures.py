@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from attnviz import figures
-from attnviz.export import figure_html, matrix_csv, weights_csv, weights_npy
+from attnviz.export import figure_html, matrices_zip, matrix_csv, weights_csv, weights_npy
 
 TOKENS = ["he", "saw", "he", "<b>x</b>"]
 
@@ -238,3 +238,18 @@ def test_difference_heatmap_is_b_minus_a_centred_on_zero():
     assert (trace.zmin, trace.zmid, trace.zmax) == (pytest.approx(-0.3), 0, pytest.approx(0.3))
     np.testing.assert_array_equal(np.asarray(trace.customdata)[..., 0], a)
     np.testing.assert_array_equal(np.asarray(trace.customdata)[..., 1], b)
+
+
+def test_matrices_zip_holds_each_matrix_as_csv_or_npy_in_order():
+    import zipfile
+    x = np.array([[1.0, -2.0], [0.5, 3.0]], np.float32)
+    w = np.array([[0.25, 0.75]], np.float32)
+    matrices = [("Input X (GloVe)", x, ["a", "b"], ["d0", "d1"], "token \\ dimension"), ("Weights", w, ["a"], ["a", "b"], "query \\ key")]
+    with zipfile.ZipFile(io.BytesIO(matrices_zip(matrices, "npy"))) as archive:
+        assert archive.namelist() == ["01_input_x_glove.npy", "02_weights.npy"]
+        np.testing.assert_array_equal(np.load(io.BytesIO(archive.read("01_input_x_glove.npy"))), x)
+    with zipfile.ZipFile(io.BytesIO(matrices_zip(matrices, "csv"))) as archive:
+        rows = list(csv.reader(io.StringIO(archive.read("02_weights.csv").decode())))
+        assert rows == [["query \\ key", "a", "b"], ["a", "2.50000e-01", "7.50000e-01"]]
+    with pytest.raises(ValueError):
+        matrices_zip(matrices, "pickle")

@@ -13,6 +13,7 @@ from driver import exceptions, plots, settle
 # "x" = a bar chart's lengths). scale=absolute on every page, so a heatmap's colour values are its weights too.
 PAGES = [
     ("", "heatmap", "w"),
+    ("lesson", "lesson_exact", "x"),
     ("kv_database", "weights", "x"),
     ("pooling", "weights", "w"),
     ("scoring", "score_dot", "w"),
@@ -77,3 +78,22 @@ def test_the_camera_saves_svg_when_chosen(page, server):
         page.locator(".js-plotly-plot").first.locator("[data-title^='Download plot']").click()
     with open(event.value.path(), "rb") as saved:
         assert saved.read().lstrip().startswith(b"<svg")
+
+
+def test_the_step_walk_downloads_every_matrix_it_draws(page, server):
+    import zipfile
+
+    page.goto(f"{server}/?text=the+cat+sat+on+the+mat&steps=1")
+    plots(page, 8)
+    settle(page)
+    drawn = [np.array(page.evaluate(DRAWN, [f"step_{i}", "z"]), dtype=np.float64) for i in range(8)]
+    with zipfile.ZipFile(io.BytesIO(download(page, "steps", "npy"))) as archive:
+        names = archive.namelist()
+        assert names[0].startswith("01_input_x") and len(names) >= 8
+        for i, name in enumerate(names[:8]):
+            np.testing.assert_allclose(np.load(io.BytesIO(archive.read(name))), drawn[i], rtol=1e-6, atol=1e-7)
+    with zipfile.ZipFile(io.BytesIO(download(page, "steps", "csv"))) as archive:
+        rows = list(csv.reader(io.StringIO(archive.read(archive.namelist()[0]).decode())))
+        assert rows[0][:2] == ["token \\ dimension", "d0"] and len(rows) == 7
+        np.testing.assert_allclose(np.array([[float(v) for v in r[1:]] for r in rows[1:]]), drawn[0], rtol=1e-5, atol=1e-12)
+    assert exceptions(page) == []

@@ -147,7 +147,7 @@ def choose(page, label: str, option: str):
 
 
 def type_into(page, label: str, text: str, submit: str = "Control+Enter"):
-    box = page.get_by_role("textbox", name=label)
+    box = page.get_by_role("textbox", name=label, exact=True)
     box.fill(text)
     box.press(submit)
     settle(page)

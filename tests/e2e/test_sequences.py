@@ -190,3 +190,48 @@ def test_retyping_clicking_and_switching_pages_on_the_trained_model(server, page
     assert url_becomes(page, expected) == expected
     assert shown_value(page, "stSelectbox", "Head") == "4"
     assert exceptions(page) == []
+
+
+COMPARE_SIDES = """() => ['compare_a', 'compare_b', 'compare_diff'].map(key => {
+    const gd = document.querySelector(`.st-key-${key} .js-plotly-plot`);
+    return gd && gd._fullData.length ? gd._fullData[0].y.length : 0; })"""
+
+
+def compare_sizes(page, expected, timeout=20):
+    deadline = time.time() + timeout
+    while page.evaluate(COMPARE_SIDES) != expected and time.time() < deadline:
+        page.wait_for_timeout(200)
+    return page.evaluate(COMPARE_SIDES)
+
+
+def test_compare_mode_through_a_sequence(server, page):
+    """Compare on, a B setting, retype A, give B its own sentence, clear it, off, another page and back."""
+    page.goto(server)
+    wait_for_heatmap(page, lambda t: len(t["y"]) == 16)
+    page.get_by_text("Compare A | B").click()
+    settle(page)
+    assert compare_sizes(page, [16, 16, 16]) == [16, 16, 16]
+    assert url_becomes(page, {"cmp": "1"}) == {"cmp": "1"}
+    choose(page, "Scoring (B)", "cosine")
+    type_into(page, "Sentence", SENTENCES[0])
+    assert compare_sizes(page, [6, 6, 6]) == [6, 6, 6]  # B follows A's new sentence
+    assert url_becomes(page, {"cmp": "1", "b_scoring": "cosine", "text": SENTENCES[0]})["b_scoring"] == "cosine"
+    type_into(page, "Sentence B (empty: A's sentence)", SENTENCES[2], submit="Enter")
+    assert compare_sizes(page, [6, 2, 0]) == [6, 2, 0]  # different tokens: no difference drawn
+    assert shown_value(page, "stSelectbox", "Scoring (B)") == "cosine"
+    type_into(page, "Sentence B (empty: A's sentence)", "", submit="Enter")
+    assert compare_sizes(page, [6, 6, 6]) == [6, 6, 6]
+    page.get_by_text("Compare A | B").click()
+    settle(page)
+    wait_for_heatmap(page, lambda t: first_rows(t, ["the", "cat"]))
+    assert page.evaluate(COMPARE_SIDES) == [0, 0, 0]
+    page.get_by_test_id("stSidebarNav").get_by_role("link", name="Batches").click()
+    page.wait_for_url("**/batches**")
+    settle(page)
+    page.get_by_test_id("stSidebarNav").get_by_role("link", name="Self-attention").click()
+    settle(page)
+    page.get_by_text("Compare A | B").click()
+    settle(page)
+    assert compare_sizes(page, [6, 6, 6]) == [6, 6, 6]  # B's setting was kept while compare was off
+    assert shown_value(page, "stSelectbox", "Scoring (B)") == "cosine"
+    assert exceptions(page) == []

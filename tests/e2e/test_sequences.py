@@ -235,3 +235,27 @@ def test_compare_mode_through_a_sequence(server, page):
     assert compare_sizes(page, [6, 6, 6]) == [6, 6, 6]  # B's setting was kept while compare was off
     assert shown_value(page, "stSelectbox", "Scoring (B)") == "cosine"
     assert exceptions(page) == []
+
+
+def test_the_lesson_keeps_its_sentence_and_step_through_a_sequence(server, page):
+    """Type a sentence on step 7, pick a query, Next, Previous, follow the link to the full page and come back."""
+    page.goto(f"{server}/lesson?step=7")
+    settle(page)
+    type_into(page, "Sentence", SENTENCES[0], submit="Enter")
+    choose(page, "Query word", "2 · sat")
+    assert url_becomes(page, {"step": "7", "text": SENTENCES[0], "query": "2"}) == {"step": "7", "text": SENTENCES[0], "query": "2"}
+    page.get_by_role("button", name="Next").click()
+    settle(page)
+    assert page.locator("h2").first.inner_text().startswith("8. ")
+    assert page.get_by_role("textbox", name="Sentence", exact=True).input_value() == SENTENCES[0]
+    page.get_by_role("button", name="Previous").click()
+    settle(page)
+    assert shown_value(page, "stSelectbox", "Query word") == "2 · sat"
+    page.get_by_role("link", name="Explore this in Self-attention").click()
+    page.wait_for_url(lambda url: "/lesson" not in url)
+    wait_for_heatmap(page, lambda t: len(t["y"]) >= 2)
+    page.get_by_test_id("stSidebarNav").get_by_role("link", name="Lesson").click()
+    settle(page)
+    assert page.locator("h2").first.inner_text().startswith("7. ")
+    assert shown_value(page, "stSelectbox", "Query word") == "2 · sat"
+    assert exceptions(page) == []

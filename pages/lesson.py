@@ -192,8 +192,9 @@ def why_sqrt_d(text, figure):
     text.latex(r"\mathrm{Var}(q^\top k) = d")
     text.latex(r"\Rightarrow\ \mathrm{Var}\big(q^\top k/\sqrt d\big) = 1")
     sentence = sentence_input(text)
-    chart(figure, figures.variance_against_d(DIMS, dot_variance(DIMS, 2000, 0)), key="lesson_variance",
-          matrix=Matrix(dot_variance(DIMS, 2000, 0)[:, None], [str(d) for d in DIMS], ["variance"], corner="d \\ measured"))
+    variance = dot_variance(DIMS, 2000, 0)  # (len(DIMS),)
+    chart(figure, figures.variance_against_d(DIMS, variance), key="lesson_variance",
+          matrix=Matrix(variance[:, None], [str(d) for d in DIMS], ["variance"], corner="d \\ measured"))
     draw_comparison(sentence, Config(scoring="dot"), Config(scoring="scaled_dot"), st)
     explore("self_attention", "Self-attention", "Compare more settings")
 

@@ -6,9 +6,31 @@ import csv
 import io
 import re
 import zipfile
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import plotly.graph_objects as go
+
+@dataclass(frozen=True)
+class Matrix:
+    """A matrix to download, with its labels: the numbers, or a function that gives them when the download is
+    made (so a long input's n×n matrix is not kept for a download nobody makes)."""
+
+    values: np.ndarray | Callable[[], np.ndarray]  # (rows, cols)
+    rows: list[str]
+    cols: list[str]
+    corner: str = "query \\ key"  # the CSV's top-left cell: what its rows and columns are
+
+    def get(self) -> np.ndarray:
+        return self.values() if callable(self.values) else self.values
+
+    def csv(self) -> bytes:
+        return matrix_csv(self.get(), self.rows, self.cols, corner=self.corner)
+
+    def npy(self) -> bytes:
+        return weights_npy(self.get())
+
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 CSV_BLOCK_ROWS = 256  # rows formatted at a time: a block's temporaries stay near 30 MB at 4,096 columns
@@ -111,17 +133,14 @@ def figure_html(fig: go.Figure) -> str:
     return fig.to_html(include_plotlyjs=True, full_html=True)
 
 
-def matrices_zip(matrices: list[tuple[str, np.ndarray, list[str], list[str], str]], kind: str) -> bytes:
-    """Several named matrices in one .zip, each as CSV (kind "csv") or float32 .npy (kind "npy").
-
-    matrices: (name, matrix (rows, cols), row labels, column labels, the CSV's corner cell). Files are numbered
-    in order, "01_input_x.csv", so they list in the order given."""
+def matrices_zip(matrices: list[tuple[str, Matrix]], kind: str) -> bytes:
+    """Several named matrices in one .zip, each as CSV (kind "csv") or float32 .npy (kind "npy"). Files are
+    numbered in order, "01_input_x.csv", so they list in the order given."""
     if kind not in ("csv", "npy"):
         raise ValueError(f"Unknown kind '{kind}': csv or npy.")
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        for i, (name, matrix, rows, cols, corner) in enumerate(matrices):
+        for i, (name, matrix) in enumerate(matrices):
             stem = f"{i + 1:02d}_" + (re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "matrix")
-            data = matrix_csv(matrix, rows, cols, corner=corner) if kind == "csv" else weights_npy(matrix)
-            archive.writestr(f"{stem}.{kind}", data)
+            archive.writestr(f"{stem}.{kind}", matrix.csv() if kind == "csv" else matrix.npy())
     return out.getvalue()

@@ -180,6 +180,14 @@ def _click_layer(weights, scores, row_names, col_names, row_start: int, col_star
     )
 
 
+def _token_axes(row_tokens, col_tokens, row_oov, col_oov, row_start: int = 0, col_start: int = 0):
+    """(row labels, column labels, row names, column names) of a queries × keys matrix; the keys are the queries
+    when col_tokens is None."""
+    rows = labels(row_tokens, row_oov)
+    cols = labels(col_tokens if col_tokens is not None else row_tokens, col_oov if col_tokens is not None else row_oov)
+    return rows, cols, positions(rows, row_start), positions(cols, col_start)
+
+
 def attention_heatmap(
     weights: np.ndarray, row_tokens: list[str], col_tokens: list[str] | None = None, *,
     scores: np.ndarray | None = None, row_oov=None, col_oov=None, title: str = "", palette: str = "viridis",
@@ -195,9 +203,7 @@ def attention_heatmap(
     `colours` shares one colour scale between figures drawn side by side (see colour_scale); it overrides `scale`.
     `height` overrides the height that fits the number of rows (px).
     """
-    rows = labels(row_tokens, row_oov)
-    cols = labels(col_tokens if col_tokens is not None else row_tokens, col_oov if col_tokens is not None else row_oov)
-    row_names, col_names = positions(rows, row_start), positions(cols, col_start)
+    rows, cols, row_names, col_names = _token_axes(row_tokens, col_tokens, row_oov, col_oov, row_start, col_start)
     colours = colours or colour_scale(scale, weights)
     heatmap = _weights_trace(weights, scores, row_names, col_names, colours, zmin=0, zmax=colours.zmax,
                              colorscale=PALETTES[palette], colorbar=colours.colorbar())
@@ -257,9 +263,7 @@ def difference_heatmap(a: np.ndarray, b: np.ndarray, row_tokens: list[str], col_
     is larger, purple where B is). Hover gives A, B and the difference."""
     a, b = _finite(a).astype(np.float32), _finite(b).astype(np.float32)  # (Tq, Tk) each
     difference = b - a  # (Tq, Tk)
-    rows = labels(row_tokens, row_oov)
-    cols = labels(col_tokens if col_tokens is not None else row_tokens, col_oov if col_tokens is not None else row_oov)
-    row_names, col_names = positions(rows), positions(cols)
+    rows, cols, row_names, col_names = _token_axes(row_tokens, col_tokens, row_oov, col_oov)
     extent = float(np.abs(difference).max()) or 1.0
     fig = go.Figure(go.Heatmap(
         z=difference, x=col_names, y=row_names, zmin=-extent, zmax=extent, zmid=0, colorscale=DIVERGING,

@@ -12,8 +12,8 @@ from attnviz.cache import ByteBudgetCache
 from attnviz.embeddings import Embedded, embed, tokenize
 from attnviz.selfattention import Config, ScoresOverflow, Step, View, run, steps
 from pages._common import clamp, held
-from attnviz.export import matrices_zip
-from pages._present import Matrix, chart
+from attnviz.export import Matrix, matrices_zip
+from pages._present import chart
 
 FULL_LIMIT = 256  # above this many tokens: one head at a time, and a block overview plus a zoom window
 STEPS_LIMIT = 64  # the step-by-step walk draws n×n matrices up to this size
@@ -174,7 +174,7 @@ def draw_steps(walk: list[Step], token_labels: list[str], palette: str, *, key: 
         rows = token_labels if step.rows == "tokens" else figures.dims(step.matrix.shape[0])
         cols = token_labels if step.cols == "tokens" else figures.dims(step.matrix.shape[1])
         corner = " \\ ".join("token" if side == "tokens" else "dimension" for side in (step.rows, step.cols))
-        matrices.append((step.title, step.matrix, rows, cols, corner))
+        matrices.append((step.title, Matrix(step.matrix, rows, cols, corner)))
         chart(st, figures.matrix_heatmap(step.matrix, rows, cols, title=step.title, bounded=step.bounded, palette=palette),
               key=f"step_{i}")
     menu = st.popover("Download every matrix of the walk", icon=":material/download:", key=f"downloads_{key}")

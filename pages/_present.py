@@ -1,13 +1,9 @@
 """App-wide settings shown on every page: presenter mode and the figures' download format. Light on purpose:
 app.py imports it before the page config, so it must not wait for torch or gensim."""
 
-from dataclasses import dataclass
-from typing import Callable
-
-import numpy as np
 import streamlit as st
 
-from attnviz.export import figure_html, matrix_csv, weights_npy
+from attnviz.export import Matrix, figure_html
 from attnviz.figures import LABEL_PX, set_label_px
 
 PRESENT = "present"  # session key and URL parameter: presenter mode is on
@@ -51,20 +47,6 @@ def chart_config(key: str) -> dict:
             "toImageButtonOptions": {"format": fmt, "scale": 3 if fmt == "png" else 1, "filename": f"attnviz_{key}"}}
 
 
-@dataclass(frozen=True)
-class Matrix:
-    """The numbers a chart draws, for its downloads: the matrix, or a function that gives it when a download
-    is clicked (so a long input's n×n matrix is not kept for a download nobody makes), and its labels."""
-
-    values: np.ndarray | Callable[[], np.ndarray]  # (rows, cols)
-    rows: list[str]
-    cols: list[str]
-    corner: str = "query \\ key"  # the CSV's top-left cell: what its rows and columns are
-
-    def get(self) -> np.ndarray:
-        return self.values() if callable(self.values) else self.values
-
-
 def chart(where, figure, *, key: str, width: str = "stretch", matrix: Matrix | None = None, **kwargs):
     """st.plotly_chart in `where` (st, a column, an expander) with the download config, and the presenter's
     chart text (titles, ticks, legends, hover) at CHART_FONT_PX or more. With `matrix`, a Download menu
@@ -94,9 +76,9 @@ def downloads(where, key: str, figure, matrix: Matrix) -> None:
                          help="This chart's numbers (CSV, .npy) or the figure as a page that works offline (HTML). "
                               "PNG or SVG: the camera button on the chart.")
     name = f"attnviz_{key}"
-    menu.download_button("Numbers (CSV)", lambda: matrix_csv(matrix.get(), matrix.rows, matrix.cols, corner=matrix.corner),
+    menu.download_button("Numbers (CSV)", matrix.csv,
                          f"{name}.csv", "text/csv", on_click="ignore", key=f"csv_{key}", width="stretch")
-    menu.download_button("Numbers (.npy, float32)", lambda: weights_npy(matrix.get()), f"{name}.npy",
+    menu.download_button("Numbers (.npy, float32)", matrix.npy, f"{name}.npy",
                          "application/octet-stream", on_click="ignore", key=f"npy_{key}", width="stretch",
                          help="Read it with numpy.load.")
     menu.download_button("Figure (HTML)", lambda: figure_html(figure), f"{name}.html", "text/html", on_click="ignore",

@@ -9,7 +9,8 @@ from attnviz.embeddings import embed, tokenize
 from attnviz.figures import SCALES, attention_heatmap, dims, matrix_heatmap
 from attnviz.urlstate import Param, bounded_text, choice, int_range
 from pages._common import clamp, glove, held, load_url_state, save_url_state, scale_select, stop
-from pages._present import Matrix, chart
+from attnviz.export import Matrix
+from pages._present import chart
 
 MAX_SENTENCES, MAX_TOKENS, BATCH_CHARS = 8, 64, 5000
 SCHEMA = {

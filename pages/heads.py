@@ -9,7 +9,8 @@ from attnviz.figures import HEAD_COLOURS, SCALES, attention_heatmap, line_view
 from attnviz.selfattention import Config, run
 from attnviz.urlstate import Param, bounded_text, choice, int_range
 from pages._common import clamp, clicked, glove, held, load_url_state, position_select, save_url_state, scale_select, stop
-from pages._present import Matrix, chart
+from attnviz.export import Matrix
+from pages._present import chart
 
 MAX_TOKENS, SENTENCE_CHARS = 64, 2000
 SCHEMA = {

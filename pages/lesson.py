@@ -10,11 +10,12 @@ from streamlit.errors import StreamlitPageNotFoundError
 
 # pages._common first: on a cold server it sets the browser loading plotly.js while torch and gensim import.
 from pages._common import glove, load_url_state, md_escape, position_select, save_url_state, clicked
-from pages._explorer import Request, compare, compute, problem
+from pages._explorer import Request, compare
 from pages._model import forward
-from pages._present import Matrix, chart
+from attnviz.export import Matrix
+from pages._present import chart
 from attnviz import figures, trained
-from attnviz.attention import FORMULAS, attend, entropy, make_scorer
+from attnviz.attention import FORMULAS, attend, causal_mask, entropy, make_scorer
 from attnviz.encdec import bmm_items, encoder_decoder, pad_batch, padding_mask
 from attnviz.embeddings import embed, tokenize
 from attnviz.pooling import TRUE_FUNCTIONS, dot_variance, nadaraya_watson, salary_data
@@ -192,22 +193,23 @@ def why_sqrt_d(text, figure):
     text.latex(r"\mathrm{Var}(q^\top k) = d")
     text.latex(r"\Rightarrow\ \mathrm{Var}\big(q^\top k/\sqrt d\big) = 1")
     sentence = sentence_input(text)
-    variance = dot_variance(DIMS, 2000, 0)  # (len(DIMS),)
+    variance = variance_samples()  # (len(DIMS),)
     chart(figure, figures.variance_against_d(DIMS, variance), key="lesson_variance",
           matrix=Matrix(variance[:, None], [str(d) for d in DIMS], ["variance"], corner="d \\ measured"))
     draw_comparison(sentence, Config(scoring="dot"), Config(scoring="scaled_dot"), st)
     explore("self_attention", "Self-attention", "Compare more settings")
 
 
+@st.cache_data(show_spinner=False)
+def variance_samples() -> np.ndarray:
+    """Var(q·k) measured for each d of DIMS, 2,000 samples each: the same on every rerun, so computed once."""
+    return dot_variance(DIMS, 2000, 0)
+
+
 def draw_comparison(sentence: str, a: Config, b: Config, where, width: str = "half") -> None:
     """Compare mode of the Self-attention page, in `where`, for one sentence under two settings."""
-    request = Request("glove", sentence, False, "zero", a, MAX_TOKENS)
-    why = problem(compute(glove(), request), MAX_TOKENS)
-    if why:
-        where.info(why[0])
-        return
-    compare(glove(), request, Request("glove", sentence, False, "zero", b, MAX_TOKENS), "viridis", "max",
-            key="lesson_compare", where=where, width=width)
+    first, second = (Request("glove", sentence, False, "zero", config, MAX_TOKENS) for config in (a, b))
+    compare(glove(), first, second, "viridis", "max", key="lesson_compare", where=where, width=width)
 
 
 def self_attention(text, figure):
@@ -267,7 +269,7 @@ def masks(text, figure):
         embedded = embedded_sentence(sentence_input(text), figure)
         if embedded is not None:
             n = len(embedded.tokens)
-            allowed = np.tril(np.ones((n, n), np.float32))  # (n, n) 1 = may attend
+            allowed = causal_mask(n, n).float().numpy()  # (n, n) 1 = may attend
             text.latex(r"M \in \{0,1\}^{T \times T} = %d \times %d" % (n, n))
             draw_comparison(st.session_state.text, Config(), Config(mask="causal"), figure, "third")
             chart(text, figures.matrix_heatmap(allowed, embedded.tokens, embedded.tokens, title="Mask M (1 = may attend)",

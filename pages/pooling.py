@@ -11,7 +11,8 @@ from attnviz.figures import SCALES, attention_heatmap, bandwidth_training, pooli
 from attnviz.pooling import KERNELS, TRUE_FUNCTIONS, BandwidthFit, blobs, classify, fit_bandwidth, nadaraya_watson, salary_data
 from attnviz.urlstate import Param, boolean, choice, encode_bool, int_range, nearest
 from pages._common import load_url_state, save_url_state, scale_select
-from pages._present import Matrix, chart
+from attnviz.export import Matrix
+from pages._present import chart
 
 BANDWIDTHS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0]
 SCHEMA = {

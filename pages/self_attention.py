@@ -8,7 +8,8 @@ import streamlit as st
 
 # pages._common first: on a cold server it sets the browser loading plotly.js while torch and gensim import.
 from pages._common import clicked, held, load_url_state, md_escape, position_select, save_url_state, scale_select, stop, word_vectors
-from pages._present import Matrix, chart
+from attnviz.export import Matrix
+from pages._present import chart
 from pages._explorer import FULL_LIMIT, ZOOM_SIZES, Request, compare, compute, problem, step_walk, zoom_window
 from attnviz import figures
 from attnviz.attention import FORMULAS, PARAMETERS, SCORING_NAMES

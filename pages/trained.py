@@ -5,7 +5,8 @@ import streamlit as st
 import torch
 
 from pages._common import clicked, clicked_point, glove, load_url_state, position_select, save_url_state, scale_select, stop
-from pages._present import Matrix, chart
+from attnviz.export import Matrix
+from pages._present import chart
 from pages._explorer import STEPS_LIMIT, draw_steps
 from pages._model import forward, model, word_weights
 from attnviz import figures, trained

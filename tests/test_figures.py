@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from attnviz import figures
-from attnviz.export import figure_html, matrices_zip, matrix_csv, weights_csv, weights_npy
+from attnviz.export import Matrix, figure_html, matrices_zip, matrix_csv, weights_csv, weights_npy
 
 TOKENS = ["he", "saw", "he", "<b>x</b>"]
 
@@ -244,7 +244,7 @@ def test_matrices_zip_holds_each_matrix_as_csv_or_npy_in_order():
     import zipfile
     x = np.array([[1.0, -2.0], [0.5, 3.0]], np.float32)
     w = np.array([[0.25, 0.75]], np.float32)
-    matrices = [("Input X (GloVe)", x, ["a", "b"], ["d0", "d1"], "token \\ dimension"), ("Weights", w, ["a"], ["a", "b"], "query \\ key")]
+    matrices = [("Input X (GloVe)", Matrix(x, ["a", "b"], ["d0", "d1"], "token \\ dimension")), ("Weights", Matrix(w, ["a"], ["a", "b"]))]
     with zipfile.ZipFile(io.BytesIO(matrices_zip(matrices, "npy"))) as archive:
         assert archive.namelist() == ["01_input_x_glove.npy", "02_weights.npy"]
         np.testing.assert_array_equal(np.load(io.BytesIO(archive.read("01_input_x_glove.npy"))), x)

@@ -1,19 +1,30 @@
 import streamlit as st
 
-from pages._present import presenting, settings
+from pages._present import presenting, settings  # imported here, so before the warm-up's imports compete with it
+from pages._warm import lifespan, while_loading
 
-st.set_page_config(page_title="attnviz", layout="wide", initial_sidebar_state="collapsed" if presenting() else "auto")
-pages = [
-    st.Page("pages/self_attention.py", title="Self-attention", icon=":material/grid_on:", default=True),
-    st.Page("pages/lesson.py", title="Lesson", icon=":material/school:"),
-    st.Page("pages/kv_database.py", title="Key–value database", icon=":material/database:"),
-    st.Page("pages/pooling.py", title="Attention pooling", icon=":material/scatter_plot:"),
-    st.Page("pages/scoring.py", title="Scoring functions", icon=":material/functions:"),
-    st.Page("pages/encoder_decoder.py", title="Encoder–decoder", icon=":material/swap_horiz:"),
-    st.Page("pages/batches.py", title="Batches", icon=":material/stacks:"),
-    st.Page("pages/heads.py", title="Heads and layers", icon=":material/hub:"),
-    st.Page("pages/trained.py", title="Trained model", icon=":material/model_training:"),
-]
-navigation = st.navigation(pages)
-settings()
-navigation.run()
+if __name__ != "__main__":
+    # `streamlit run app.py` imports this file to find this App and serves it; each session then runs the file as
+    # its script (as __main__). The lifespan loads torch, gensim and GloVe in a thread as the server starts.
+    app = st.App(__file__, lifespan=lifespan)
+else:
+    st.set_page_config(page_title="attnviz", layout="wide", initial_sidebar_state="collapsed" if presenting() else "auto")
+    pages = [
+        st.Page("pages/self_attention.py", title="Self-attention", icon=":material/grid_on:", default=True),
+        st.Page("pages/lesson.py", title="Lesson", icon=":material/school:"),
+        st.Page("pages/kv_database.py", title="Key–value database", icon=":material/database:"),
+        st.Page("pages/pooling.py", title="Attention pooling", icon=":material/scatter_plot:"),
+        st.Page("pages/scoring.py", title="Scoring functions", icon=":material/functions:"),
+        st.Page("pages/encoder_decoder.py", title="Encoder–decoder", icon=":material/swap_horiz:"),
+        st.Page("pages/batches.py", title="Batches", icon=":material/stacks:"),
+        st.Page("pages/heads.py", title="Heads and layers", icon=":material/hub:"),
+        st.Page("pages/trained.py", title="Trained model", icon=":material/model_training:"),
+    ]
+    navigation = st.navigation(pages)
+    settings()
+    loading = while_loading()
+    try:
+        navigation.run()
+    finally:
+        if loading is not None:
+            loading.empty()

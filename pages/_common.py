@@ -10,63 +10,22 @@ import zlib
 from typing import Any, Callable
 
 import streamlit as st
+import torch  # noqa: F401  every page computes with it
+from gensim.models import KeyedVectors
 
-
-def _leave_legacy_page_mode() -> None:
-    """Run every page through app.py's st.navigation, also on a fresh server's first deep link.
-
-    Streamlit runs the very first session of a server in its legacy pages/ mode when a pages/ folder
-    exists, until some run calls st.navigation. A link straight to /kv_database on a fresh server
-    would then run the page without app.py (no menu, no page config). Switching the flag off and
-    rerunning sends that run through app.py, which picks the same page.
-    """
-    try:
-        from streamlit.runtime.pages_manager import PagesManager
-    except ImportError:  # a Streamlit without this internal: nothing to fix
-        return
-    if PagesManager.uses_pages_directory:
-        PagesManager.uses_pages_directory = False
-        st.rerun()
-
-
-_leave_legacy_page_mode()
-
-
-def _draw_plotly_while_importing():
-    """On a cold server the imports below (torch, gensim) take seconds, and only then would the first
-    chart ask the browser for plotly.js (4.7 MB to fetch and compile). An empty chart drawn first makes
-    the browser do that meanwhile. Returns its slot, to clear, or None on a warm server."""
-    if "torch" in sys.modules:
-        return None
-    slot = st.empty()
-    slot.plotly_chart({"data": [{"type": "scatter", "x": [], "y": []}], "layout": {"title": {"text": "Loading GloVe and the attention engine…"}, "height": 80,
-                                              "xaxis": {"visible": False}, "yaxis": {"visible": False}}},
-                      config={"staticPlot": True})
-    return slot
-
-
-_loading = _draw_plotly_while_importing()
-
-# These imports come after the chart above on purpose (see _draw_plotly_while_importing).
-import torch  # noqa: E402, F401  every page computes with it
-from gensim.models import KeyedVectors  # noqa: E402
-
-from attnviz.embeddings import (  # noqa: E402
+from attnviz.embeddings import (
     MAX_UPLOAD_BYTES, VECTOR_FORMATS, VectorFileError, load_glove, load_uploaded, load_vectors, upload_limit_text,
     vectors_from_settings,
 )
-from attnviz.figures import SCALES  # noqa: E402
-from attnviz.urlstate import Param, encode_params, parse_params  # noqa: E402
-from pages._present import PRESENT  # noqa: E402
-
-if _loading is not None:
-    _loading.empty()
+from attnviz.figures import SCALES
+from attnviz.urlstate import Param, encode_params, parse_params
+from pages._present import PRESENT
 
 GLOVE_LABEL = "GloVe 6B 50-d (built in, 400,000 words)"
 URL_TEXT_LIMIT = 2000  # characters; longer text is not put in the URL
 
 
-@st.cache_resource(show_spinner="Loading GloVe 6B 50-d (400,000 words)…")
+@st.cache_resource(show_spinner=False)  # loaded as the server starts (pages/_warm.py), under its own loading title
 def glove() -> KeyedVectors:
     return load_glove()
 

@@ -1,0 +1,59 @@
+"""Server start: app.py's st.App lifespan loads what the first page needs before the first browser asks for it.
+Light on purpose (app.py imports it): the heavy imports happen in the warm-up thread."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import asynccontextmanager
+
+import streamlit as st
+
+READY = threading.Event()  # set once the warm-up (or a page) has loaded torch, gensim and GloVe
+
+
+@asynccontextmanager
+async def lifespan(_app):
+    """Starts the warm-up in a thread, so the server answers the first browser meanwhile."""
+    from streamlit.runtime.pages_manager import PagesManager
+
+    # Else the server's first session runs in Streamlit's legacy pages/ mode: a link straight to /kv_database would
+    # run that page without app.py (no menu, no page config) until some run called st.navigation.
+    PagesManager.uses_pages_directory = False
+    threading.Thread(target=_load, name="attnviz-warm-up", daemon=True).start()
+    yield
+
+
+def _load() -> None:
+    try:
+        from pages._common import glove  # the torch and gensim imports are most of the work
+
+        kv = glove()
+        _first_use(kv)
+    finally:
+        READY.set()
+
+
+def _first_use(kv) -> None:
+    """One small self-attention drawn as a figure: the first page's run then finds torch's and plotly's one-time
+    set-up done."""
+    from attnviz import figures
+    from attnviz.embeddings import embed
+    from attnviz.selfattention import Config, run
+
+    tokens = ["the", "dog", "was", "happy"]
+    view = run(embed(tokens, kv).vectors, Config())
+    figures.attention_heatmap(view.weights[0], tokens, scores=view.scores[0], clickable=True).to_plotly_json()
+
+
+def while_loading():
+    """Until the warm-up is done, an empty chart with a loading title: the browser fetches and compiles plotly.js
+    (4.7 MB) while the page waits for torch, gensim and GloVe, rather than after. Returns its slot, to clear once
+    the page has run, or None."""
+    if READY.is_set():
+        return None
+    slot = st.empty()
+    slot.plotly_chart({"data": [{"type": "scatter", "x": [], "y": []}],
+                       "layout": {"title": {"text": "Loading GloVe and the attention engine…"}, "height": 80,
+                                  "xaxis": {"visible": False}, "yaxis": {"visible": False}}},
+                      config={"staticPlot": True})
+    return slot

@@ -63,6 +63,31 @@ def step_walk(page) -> float:
     return seconds
 
 
+def visits(browser, url: str, pages: list[str], rounds: int) -> tuple[dict[str, list[float]], list[float]]:
+    """Each round in a new browser session: every page in `pages` visited in turn, then the step walk opened.
+    (seconds per page per round, seconds of the walk per round). The server is warmed by one session first."""
+    times: dict[str, list[float]] = {name: [] for name in pages}
+    walks = []
+    warm = browser.new_page()
+    warm.goto(url)
+    warm.wait_for_function(DRAWN, timeout=120_000)
+    warm.close()
+    for number in range(rounds):
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = context.new_page()
+        page.goto(url)
+        page.wait_for_function(DRAWN, timeout=120_000)
+        for name in pages:
+            times[name].append(visit(page, name))
+            print(f"round {number + 1}: {name} {times[name][-1]:.2f} s", file=sys.stderr, flush=True)
+        if pages and pages[-1] != "Self-attention":
+            visit(page, "Self-attention")
+        walks.append(step_walk(page))
+        print(f"round {number + 1}: step walk {walks[-1]:.2f} s", file=sys.stderr, flush=True)
+        context.close()
+    return times, walks
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -70,25 +95,9 @@ def main() -> None:
     args = parser.parse_args()
     rounds, pages = args.rounds, [name for name in args.pages.split(",") if name]
     server = Server(ROOT / "app.py")
-    times: dict[str, list[float]] = {name: [] for name in pages}
-    walks = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        warm = browser.new_page()
-        warm.goto(server.url)
-        warm.wait_for_function(DRAWN, timeout=120_000)
-        warm.close()
-        for number in range(rounds):
-            context = browser.new_context(viewport={"width": 1400, "height": 1000})
-            page = context.new_page()
-            page.goto(server.url)
-            page.wait_for_function(DRAWN, timeout=120_000)
-            for name in pages:
-                times[name].append(visit(page, name))
-                print(f"round {number + 1}: {name} {times[name][-1]:.2f} s", file=sys.stderr, flush=True)
-            walks.append(step_walk(page))
-            print(f"round {number + 1}: step walk {walks[-1]:.2f} s", file=sys.stderr, flush=True)
-            context.close()
+        times, walks = visits(browser, server.url, pages, rounds)
         browser.close()
     server.stop()
     later = lambda values: f"{statistics.median(values[1:]):.2f} s" if len(values) > 1 else ""  # noqa: E731

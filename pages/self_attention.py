@@ -102,16 +102,6 @@ with st.sidebar:
     st.select_slider("σ (Gaussian width)", [0.25, 0.5, 1.0, 2.0, 4.0, 8.0], key="sigma", disabled=scoring != "gaussian",
                      help="Used by gaussian scoring only.")
     st.slider("h (additive hidden size)", 1, 128, key="h", disabled=scoring != "additive", help="Used by additive scoring only.")
-    st.select_slider(
-        "Temperature τ (log scale)", temperature_grid(), key="temp",
-        help="Scores are divided by τ before the softmax. Small τ sharpens the weights, large τ flattens them.",
-    )
-    st.toggle("Hard attention (one-hot argmax)", key="hard", help="Each query takes only its best key. Ties go to the leftmost key.")
-    st.radio(
-        "Mask", MASKS, key="mask", horizontal=True,
-        format_func={"none": "none", "causal": "causal", "keys": "hide keys"}.get,
-        help="causal: a word sees only itself and earlier words. hide keys: no word may attend to the chosen words.",
-    )
     st.header("Projections")
     projection = st.radio(
         "Mode", ["identity", "random"], key="proj", horizontal=True,
@@ -145,101 +135,121 @@ kv, vectors_id, vectors_name = loaded
 if not sentence.strip():
     stop("Type a sentence above to see its attention.", SCHEMA)
 
-config = Config(
-    scoring=scoring, temperature=st.session_state.temp, hard=st.session_state.hard, projection=projection,
-    d_k=st.session_state.dk, seed=st.session_state.seed, bias=st.session_state.bias and random_proj,
-    heads=st.session_state.heads if random_proj else 1, mask=st.session_state.mask, hidden=tuple(st.session_state.get("hide", [])),
+base = Config(
+    scoring=scoring, projection=projection, d_k=st.session_state.dk, seed=st.session_state.seed,
+    bias=st.session_state.bias and random_proj, heads=st.session_state.heads if random_proj else 1,
     sigma=st.session_state.sigma, additive_hidden=st.session_state.h,
 )
 if MAX_TOKENS_PROBLEM:
     st.warning(MAX_TOKENS_PROBLEM)
-request = Request(vectors_id, sentence, st.session_state.punct, st.session_state.oov, config, MAX_TOKENS)
-with st.spinner("Computing attention…"):
-    computed = compute(kv, request)
-tokens, embedded, view = computed.tokens, computed.embedded, computed.view
-why = problem(computed, MAX_TOKENS)
-if why:
-    stop(why[0], SCHEMA, error=why[1])
 
-tokens, oov = embedded.tokens, embedded.oov
-if any(oov):
-    unknown = sorted({t for t, o in zip(tokens, oov) if o})
-    st.warning(
-        f"{len(unknown)} word(s) are not in the vocabulary and got the '{st.session_state.oov}' policy; "
-        f"they are marked {figures.OOV_MARK.strip()} on the axes:"
+
+@st.fragment
+def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Config) -> None:
+    """τ, hard attention and the mask, and everything drawn from the weights: a change to one of these reruns
+    this part of the page only, not the sidebar and the sentence box."""
+    temperature, hard, mask = st.columns([2, 1, 2], vertical_alignment="center")
+    temperature.select_slider(
+        "Temperature τ (log scale)", temperature_grid(), key="temp",
+        help="Scores are divided by τ before the softmax. Small τ sharpens the weights, large τ flattens them.",
     )
-    st.code(" ".join(unknown), language=None)
+    hard.toggle("Hard attention (one-hot argmax)", key="hard", help="Each query takes only its best key. Ties go to the leftmost key.")
+    mask.radio(
+        "Mask", MASKS, key="mask", horizontal=True,
+        format_func={"none": "none", "causal": "causal", "keys": "hide keys"}.get,
+        help="causal: a word sees only itself and earlier words. hide keys: no word may attend to the chosen words.",
+    )
+    config = replace(base, temperature=st.session_state.temp, hard=st.session_state.hard, mask=st.session_state.mask,
+                     hidden=tuple(st.session_state.get("hide", [])))
+    request = Request(vectors_id, sentence, st.session_state.punct, st.session_state.oov, config, MAX_TOKENS)
+    with st.spinner("Computing attention…"):
+        computed = compute(kv, request)
+    tokens, embedded, view = computed.tokens, computed.embedded, computed.view
+    why = problem(computed, MAX_TOKENS)
+    if why:
+        stop(why[0], SCHEMA, error=why[1])
 
-n = len(tokens)
-if config.mask == "keys":
-    held("hide", tokens, lambda v: [i for i in v if isinstance(i, int) and 0 <= i < n] if isinstance(v, list) else [],
-         lambda **widget: st.multiselect(
-             "Keys to hide", list(range(n)), format_func=lambda i: f"{i} · {tokens[i]}", **widget,
-             help="No query may attend to these words. If a word hides every key, its row is all zero."))
-if view.blocked_rows:
-    st.info(f"{len(view.blocked_rows)} query row(s) have every key masked, so their weights and output are all zero (no NaN).")
+    tokens, oov = embedded.tokens, embedded.oov
+    if any(oov):
+        unknown = sorted({t for t, o in zip(tokens, oov) if o})
+        st.warning(
+            f"{len(unknown)} word(s) are not in the vocabulary and got the '{st.session_state.oov}' policy; "
+            f"they are marked {figures.OOV_MARK.strip()} on the axes:"
+        )
+        st.code(" ".join(unknown), language=None)
 
-st.caption(f"{len(tokens)} tokens · d_model = {view.x.shape[1]} · computed with torch on **{view.device}**")
-palette, scale = st.session_state.palette, st.session_state.scale
+    n = len(tokens)
+    if config.mask == "keys":
+        held("hide", tokens, lambda v: [i for i in v if isinstance(i, int) and 0 <= i < n] if isinstance(v, list) else [],
+             lambda **widget: st.multiselect(
+                 "Keys to hide", list(range(n)), format_func=lambda i: f"{i} · {tokens[i]}", **widget,
+                 help="No query may attend to these words. If a word hides every key, its row is all zero."))
+    if view.blocked_rows:
+        st.info(f"{len(view.blocked_rows)} query row(s) have every key masked, so their weights and output are all zero (no NaN).")
 
+    st.caption(f"{len(tokens)} tokens · d_model = {view.x.shape[1]} · computed with torch on **{view.device}**")
+    palette, scale = st.session_state.palette, st.session_state.scale
 
-def pick_query(chart_key: str) -> None:
-    """A click on a heatmap cell selects its query (the click layer's customdata[0]) in the inspector."""
-    query = clicked(chart_key)
-    if query is not None:
-        st.session_state.query = query
+    def pick_query(chart_key: str) -> None:
+        """A click on a heatmap cell selects its query (the click layer's customdata[0]) in the inspector."""
+        query = clicked(chart_key)
+        if query is not None:
+            st.session_state.query = query
 
-
-# The whole matrix (the head average), fetched from the cache or computed again only when a download is clicked.
-everything = Matrix(lambda: compute(kv, request).view.mean_weights, tokens, tokens)
-if st.session_state.cmp:
-    b_random = st.session_state.b_proj == "random"
-    config_b = replace(config, scoring=st.session_state.b_scoring, temperature=st.session_state.b_temp,
-                       hard=st.session_state.b_hard, mask=st.session_state.b_mask, hidden=(), projection=st.session_state.b_proj,
-                       heads=st.session_state.b_heads if b_random else 1, bias=st.session_state.bias and b_random)
-    request_b = replace(request, sentence=st.session_state.b_text if st.session_state.b_text.strip() else sentence, config=config_b)
-    compare(kv, request, request_b, palette, scale)
-elif n > FULL_LIMIT:
-    chart(st, figures.block_overview(view.mean_weights, tokens, palette=palette, scale=scale), key="overview",
-          matrix=everything)
-    st.caption("The overview shows each block's largest weight, so no strong link disappears; its downloads hold "
-               "every weight. Open any window at full resolution below.")
-    zoom_window(view, tokens, oov, palette, scale, pick_query)
-elif config.heads == 1:
-    figure = figures.attention_heatmap(view.weights[0], tokens, scores=view.scores[0], row_oov=oov, palette=palette, scale=scale,
-                                       title=f"Attention weights α: {n} queries × {n} keys", clickable=True)
-    chart(st, figure, key="heatmap", on_select=lambda: pick_query("heatmap"), selection_mode="points", matrix=everything)
-    if n <= figures.CLICK_LIMIT:
-        st.caption("Click a cell to inspect its query (its row) below.")
-else:
-    chart(st, figures.head_grid(view.weights, tokens, scores=view.scores, oov=oov, palette=palette, scale=scale), key="grid",
-          matrix=everything)
-    st.caption("The grid's downloads hold the average over heads; the step-by-step walk below has each head's.")
-
-st.subheader("Query inspector")
-query = position_select(st, "Query word", tokens, "query")
-row = view.mean_weights[query]
-bars, facts = st.columns([3, 2])
-top = BARS_LIMIT if n > BARS_LIMIT else None
-title = (f"Its {BARS_LIMIT} largest weights" if top else "Its weights over the keys") + (", head average" if config.heads > 1 else "")
-chart(bars, figures.weight_bars(row, tokens, oov=oov, top=top, title=title), key="bars",
-      matrix=Matrix(row[None].copy(), [tokens[query]], tokens))
-if top:
-    bars.caption(f"The {BARS_LIMIT} largest weights of this query, in sentence order.")
-with facts:
-    allowed = int(view.allowed[query].sum())
-    st.metric("Entropy of the row (nats)", f"{view.entropy(query):.3f}",
-              help="0 means all weight on one key; ln(number of allowed keys) means spread evenly.")
-    st.caption("Entropy measures how spread out the row is. Nats: entropy measured with the natural logarithm.")
-    st.latex(r"H(\alpha_i) = -\sum_j \alpha_{ij} \ln \alpha_{ij} \le \ln %d = %.3f" % (max(allowed, 1), np.log(max(allowed, 1))))
-    st.write(f"Nearest words in {md_escape(vectors_name)} to the weighted mix of input vectors:")
-    st.latex(r"m_i = \sum_j \alpha_{ij}\, x_j" + (r" = o_i" if projection == "identity" else ""))
-    neighbours = nearest_words(kv, view.mixture[query])
-    if neighbours:
-        # A Markdown table, not st.dataframe: the landing page then needs neither pandas nor the grid's scripts.
-        st.markdown("| word | cosine |\n|---|---|\n" + "\n".join(f"| {md_escape(w)} | {c:.3f} |" for w, c in neighbours))
+    # The whole matrix (the head average), fetched from the cache or computed again only when a download is clicked.
+    everything = Matrix(lambda: compute(kv, request).view.mean_weights, tokens, tokens)
+    if st.session_state.cmp:
+        b_random = st.session_state.b_proj == "random"
+        config_b = replace(config, scoring=st.session_state.b_scoring, temperature=st.session_state.b_temp,
+                           hard=st.session_state.b_hard, mask=st.session_state.b_mask, hidden=(), projection=st.session_state.b_proj,
+                           heads=st.session_state.b_heads if b_random else 1, bias=st.session_state.bias and b_random)
+        request_b = replace(request, sentence=st.session_state.b_text if st.session_state.b_text.strip() else sentence, config=config_b)
+        compare(kv, request, request_b, palette, scale)
+    elif n > FULL_LIMIT:
+        chart(st, figures.block_overview(view.mean_weights, tokens, palette=palette, scale=scale), key="overview",
+              matrix=everything)
+        st.caption("The overview shows each block's largest weight, so no strong link disappears; its downloads hold "
+                   "every weight. Open any window at full resolution below.")
+        zoom_window(view, tokens, oov, palette, scale, pick_query)
+    elif config.heads == 1:
+        figure = figures.attention_heatmap(view.weights[0], tokens, scores=view.scores[0], row_oov=oov, palette=palette, scale=scale,
+                                           title=f"Attention weights α: {n} queries × {n} keys", clickable=True)
+        chart(st, figure, key="heatmap", on_select=lambda: pick_query("heatmap"), selection_mode="points", matrix=everything)
+        if n <= figures.CLICK_LIMIT:
+            st.caption("Click a cell to inspect its query (its row) below.")
     else:
-        st.write("The mix is the zero vector (its row is fully masked or all its keys are zero), so it has no neighbours.")
+        chart(st, figures.head_grid(view.weights, tokens, scores=view.scores, oov=oov, palette=palette, scale=scale), key="grid",
+              matrix=everything)
+        st.caption("The grid's downloads hold the average over heads; the step-by-step walk below has each head's.")
 
-step_walk(view, tokens, oov, palette)
-save_url_state(SCHEMA)
+    st.subheader("Query inspector")
+    query = position_select(st, "Query word", tokens, "query")
+    row = view.mean_weights[query]
+    bars, facts = st.columns([3, 2])
+    top = BARS_LIMIT if n > BARS_LIMIT else None
+    title = (f"Its {BARS_LIMIT} largest weights" if top else "Its weights over the keys") + (", head average" if config.heads > 1 else "")
+    chart(bars, figures.weight_bars(row, tokens, oov=oov, top=top, title=title), key="bars",
+          matrix=Matrix(row[None].copy(), [tokens[query]], tokens))
+    if top:
+        bars.caption(f"The {BARS_LIMIT} largest weights of this query, in sentence order.")
+    with facts:
+        allowed = int(view.allowed[query].sum())
+        st.metric("Entropy of the row (nats)", f"{view.entropy(query):.3f}",
+                  help="0 means all weight on one key; ln(number of allowed keys) means spread evenly.")
+        st.caption("Entropy measures how spread out the row is. Nats: entropy measured with the natural logarithm.")
+        st.latex(r"H(\alpha_i) = -\sum_j \alpha_{ij} \ln \alpha_{ij} \le \ln %d = %.3f" % (max(allowed, 1), np.log(max(allowed, 1))))
+        st.write(f"Nearest words in {md_escape(vectors_name)} to the weighted mix of input vectors:")
+        st.latex(r"m_i = \sum_j \alpha_{ij}\, x_j" + (r" = o_i" if config.projection == "identity" else ""))
+        neighbours = nearest_words(kv, view.mixture[query])
+        if neighbours:
+            # A Markdown table, not st.dataframe: the landing page then needs neither pandas nor the grid's scripts.
+            st.markdown("| word | cosine |\n|---|---|\n" + "\n".join(f"| {md_escape(w)} | {c:.3f} |" for w, c in neighbours))
+        else:
+            st.write("The mix is the zero vector (its row is fully masked or all its keys are zero), so it has no neighbours.")
+
+    step_walk(view, tokens, oov, palette)
+    save_url_state(SCHEMA)
+
+
+attention(kv, vectors_id, vectors_name, sentence, base)
+

@@ -52,12 +52,14 @@ if hard:
     weights = np.eye(16)[weights.argmax(1)]  # (16, 16) one-hot rows
 st.plotly_chart(go.Figure(go.Heatmap(z=weights, zmin=0, zmax=1)))
 """
-# The first real heatmap's signature (≥ 2 rows): its title, the first weights of row 0 and its row count; null
-# until plotly has drawn one.
+# The first real heatmap's signature (≥ 2 rows): its title, the first weights of row 0, its row count and the sum
+# of all it shows; null until plotly has drawn one.
 DRAWN = ("() => { const gd = Array.from(document.querySelectorAll('.js-plotly-plot'))"
          ".find(g => g._fullData && g._fullData.length && g._fullData[0].type === 'heatmap' && g._fullData[0].z.length >= 2);"
-         " return gd ? JSON.stringify(gd.layout.title && gd.layout.title.text) + JSON.stringify(Array.from(gd._fullData[0].z[0]).slice(0, 8))"
-         " + gd._fullData[0].z.length : null }")
+         " if (!gd) return null; const z = gd._fullData[0].z; let sum = 0;"
+         " for (const row of z) for (const value of row) sum += Number(value);"
+         " return JSON.stringify(gd.layout.title && gd.layout.title.text) + JSON.stringify(Array.from(z[0]).slice(0, 8))"
+         " + z.length + ' ' + sum.toPrecision(12) }")
 # Times one interaction inside the page: from the DOM click event to the first animation frame in which
 # the heatmap's data differ, so the driver's own waits (scrolling, actionability checks) are not counted.
 WATCH = """(drawnSource) => {
@@ -268,9 +270,11 @@ def main() -> None:
             toggle.stop()
         if 3 in wanted:
             seconds, size = long_paste(browser, app.url, 4096, 1)
-            page = opened(browser, app.url, sentence(4096, 2))
+            # Colour = block max ÷ the largest weight: per row (the default), every block of this repeated text holds
+            # its row's largest weight, so the overview is all 1 whatever τ is.
+            page = opened(browser, app.url + "/?scale=max", sentence(4096, 2))
             toggles = clicks(page, HARD, 2 * args.runs)  # hard on, off, on…: after the first two, the view cache has both
-            steps = clicks(page, "Temperature τ (log scale)", args.runs, key="ArrowRight")  # a new τ each time: computed afresh
+            steps = clicks(page, "Temperature τ (log scale)", args.runs, key="ArrowRight")  # 2, 5, 10…: computed afresh
             print("3 clicks at 4,096 tokens (toggle; τ), ms:", [round(t * 1000) for t in toggles], [round(t * 1000) for t in steps], file=sys.stderr)
             page.close()
             rows.append(row("3 interaction, 4,096 tokens: hard toggle → overview redrawn", "≤ 500 ms", statistics.median(toggles), 0.5, "ms", 1.0, 1000, 0))

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 
 import streamlit as st
 
-READY = threading.Event()  # set once the warm-up (or a page) has loaded torch, gensim and GloVe
+READY = threading.Event()  # set once the warm-up has ended (loaded; or failed, and the pages load GloVe themselves)
 
 
 @asynccontextmanager

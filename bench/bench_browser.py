@@ -13,6 +13,7 @@ Medians; the two apps of rows 1 and 2 are alternated. Run: python bench/bench_br
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import platform
 import shutil
@@ -93,6 +94,7 @@ class Server:
             [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(self.port),
              "--server.headless", "true", "--server.address", "127.0.0.1", *flags],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        atexit.register(self.stop)  # also when a run fails: a server left behind holds about 1 GB and skews later runs
         while True:
             try:
                 if urllib.request.urlopen(self.url + "/_stcore/health", timeout=1).read() == b"ok":
@@ -101,8 +103,9 @@ class Server:
                 time.sleep(0.05)
 
     def stop(self):
-        self.process.terminate()
-        self.process.wait(10)
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
 
 
 def drawn(page, previous=None, timeout=120_000):

@@ -8,7 +8,6 @@ import streamlit as st
 import torch
 from streamlit.errors import StreamlitPageNotFoundError
 
-# pages._common first: on a cold server it sets the browser loading plotly.js while torch and gensim import.
 from pages._common import glove, load_url_state, md_escape, position_select, save_url_state, clicked
 from pages._explorer import Request, compare
 from pages._model import forward

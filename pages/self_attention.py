@@ -6,7 +6,6 @@ from dataclasses import replace
 import numpy as np
 import streamlit as st
 
-# pages._common first: on a cold server it sets the browser loading plotly.js while torch and gensim import.
 from pages._common import clicked, held, load_url_state, md_escape, position_select, save_url_state, scale_select, stop, word_vectors
 from attnviz.export import Matrix
 from pages._present import chart

@@ -147,7 +147,7 @@ if MAX_TOKENS_PROBLEM:
 def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Config) -> None:
     """τ, hard attention and the mask, and everything drawn from the weights: a change to one of these reruns
     this part of the page only, not the sidebar and the sentence box."""
-    temperature, hard, mask = st.columns([2, 1, 2], vertical_alignment="center")
+    temperature, hard, mask = st.columns(3, vertical_alignment="center")
     temperature.select_slider(
         "Temperature τ (log scale)", temperature_grid(), key="temp",
         help="Scores are divided by τ before the softmax. Small τ sharpens the weights, large τ flattens them.",

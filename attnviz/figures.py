@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextvars
 import html
 import math
+import re
+import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +29,7 @@ OOV_MARK = " ⟨oov⟩"
 SCALES = {"row": "per row", "max": "0 → largest shown", "absolute": "0 → 1", "sqrt": "√ stretch"}
 # Pixels of plot area a figure gets at 1280×800, the smallest screen we lay out for, by the share of the
 # page it is drawn in; a vertical tick label needs LABEL_PX of it.
-PLOT_PX = {"full": 520, "half": 200, "third": 100}
+PLOT_PX = {"full": 520, "three_fifths": 260, "half": 200, "third": 72, "sixth": 50}
 LABEL_PX = 15
 # The label pitch of the figures built in this thread: a Streamlit script run sets it for its session (presenter
 # mode's larger type needs more room per label), so concurrent sessions do not see each other's.
@@ -95,7 +97,77 @@ def _side(n: int) -> int:
 
 
 def _colorbar(title: str, **extra) -> dict:
-    return dict(title=dict(text=title, side="right"), thickness=14, **extra)
+    """At the plot's right edge (plotly's default, 2 % of the plot's width beyond it, is a width the margins
+    cannot know before the browser lays the chart out)."""
+    return dict(title=dict(text=title, side="right"), thickness=14, x=1.0, **extra)
+
+
+# ---------------------------------------------------------------- margins
+
+FONT_PX = 12  # tick labels when a figure sets no size (Streamlit's chart theme)
+TITLE_FONT_PX = 14  # axis and colour-bar titles, likewise
+NUMBER_CHARS = 4  # the longest tick label plotly picks for a colour bar, assumed ("0.25", "−0.5")
+# Measured in Chromium, with the margins' pad at 0: an axis's labels take 9 px beside them, with a title 23 px
+# more; a margin set larger than 0 but short of that is widened to 10 px beyond it. A colour bar has 10 px of
+# padding on each side.
+LABELS_GAP, TITLE_GAP, COLORBAR_PAD = 19, 33, 10
+
+
+def text_px(text: str, font_px: float) -> float:
+    """A label's width in px, estimated from its characters: wide (CJK, emoji) 1 em, combining marks 0, the
+    rest 0.56 em (Source Sans measures about 0.54 em per character in our labels)."""
+    plain = html.unescape(re.sub(r"<[^>]*>", "", text))
+    return font_px * sum(0.0 if unicodedata.combining(c) else 1.0 if unicodedata.east_asian_width(c) in "WF" else 0.56
+                         for c in plain)
+
+
+def _title_px(title) -> float:
+    return 1.36 * (title.font.size or TITLE_FONT_PX) if title.text else 0.0
+
+
+def _axis_px(axis, across: bool) -> float:
+    """Room an axis's tick labels and title take beside the plot: the labels' width when they run `across`
+    the margin (beside a y axis, or vertical under an x axis), else one line's height."""
+    size = axis.tickfont.size or FONT_PX
+    if axis.showticklabels is False:
+        labels_px = 0.0
+    elif not across:
+        labels_px = 1.33 * size
+    else:
+        labels_px = max((text_px(str(t), size) for t in axis.ticktext), default=0.0) if axis.ticktext else 6 * 0.56 * size
+    title_px = _title_px(axis.title)
+    return labels_px + (title_px + TITLE_GAP if title_px else LABELS_GAP)
+
+
+def _colorbar_px(colorbar) -> float:
+    size = colorbar.tickfont.size or FONT_PX
+    numbers = max((text_px(str(t), size) for t in colorbar.ticktext), default=0.0) if colorbar.ticktext else NUMBER_CHARS * 0.56 * size
+    return 2 * COLORBAR_PAD + (colorbar.thickness or 30) + numbers + _title_px(colorbar.title) + 4
+
+
+def fit_margins(fig: go.Figure) -> go.Figure:
+    """Left, right and bottom margins that hold the tick labels, axis titles and colour bars, estimated here.
+
+    plotly's automargin (kept on as a safety net) widens a margin that is too small by drawing the whole
+    figure a second time, and Streamlit's chart theme starts every chart at left and right margins of 0, so
+    without this every chart was drawn twice. A margin the figure already sets larger is kept.
+    """
+    layout = fig.layout
+    need = {"l": 0.0, "r": 0.0, "b": 0.0}
+    for axis in fig.select_yaxes():
+        side = "r" if axis.side == "right" else "l"
+        need[side] = max(need[side], _axis_px(axis, across=True))
+    for axis in fig.select_xaxes():
+        need["b"] = max(need["b"], _axis_px(axis, across=axis.tickangle in (-90, 90, 270)))
+    shared = {trace.coloraxis for trace in fig.data if "coloraxis" in trace and trace.coloraxis}
+    bars = [layout[name].colorbar for name in shared if layout[name].showscale is not False]
+    bars += [trace.colorbar for trace in fig.data
+             if trace.type == "heatmap" and not trace.coloraxis and trace.showscale is not False]
+    need["r"] = max([need["r"]] + [_colorbar_px(bar) for bar in bars])
+    fit = {side: math.ceil(px) + 5 if px else 0 for side, px in need.items()}  # 5 px for the estimate's error
+    # pad 0: Streamlit's chart theme puts 8 px between the plot and its axes, taken from narrow plots' width
+    fig.update_layout(margin={side: max(getattr(layout.margin, side) or 0, px) for side, px in fit.items()} | {"pad": 0})
+    return fig
 
 
 # ---------------------------------------------------------------- colour scales
@@ -197,7 +269,7 @@ def attention_heatmap(
     """Weights (Tq, Tk): queries are rows, top to bottom in sentence order; keys are columns.
 
     `scale` picks what colour means (SCALES); hover gives query, key, the true weight and the raw score.
-    `width` is the share of the page the figure gets ("full", "half", "third"), which sets how many key
+    `width` is the share of the page the figure gets (a key of PLOT_PX), which sets how many key
     labels fit. row_start and col_start number a window of a longer sentence by its own positions.
     `clickable` adds a click layer: a click on a cell selects the point (query, key) = customdata[0:2].
     `colours` shares one colour scale between figures drawn side by side (see colour_scale); it overrides `scale`.

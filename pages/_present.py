@@ -4,7 +4,7 @@ app.py imports it before the page config, so it must not wait for torch or gensi
 import streamlit as st
 
 from attnviz.export import Matrix, figure_html
-from attnviz.figures import LABEL_PX, set_label_px
+from attnviz.figures import LABEL_PX, fit_margins, set_label_px
 
 PRESENT = "present"  # session key and URL parameter: presenter mode is on
 FIGURE_FORMAT = "figfmt"  # session key: what the camera button of every chart saves
@@ -48,8 +48,9 @@ def chart_config(key: str) -> dict:
 
 
 def chart(where, figure, *, key: str, width: str = "stretch", matrix: Matrix | None = None, **kwargs):
-    """st.plotly_chart in `where` (st, a column, an expander) with the download config, and the presenter's
-    chart text (titles, ticks, legends, hover) at CHART_FONT_PX or more. With `matrix`, a Download menu
+    """st.plotly_chart in `where` (st, a column, an expander) with the download config, the presenter's
+    chart text (titles, ticks, legends, hover) at CHART_FONT_PX or more, and margins sized for that text
+    (figures.fit_margins), so plotly draws the chart once. With `matrix`, a Download menu
     under the chart offers its numbers (CSV, float32 .npy) and the figure (standalone HTML)."""
     if st.session_state.get(PRESENT):
         figure.update_layout(font=dict(size=CHART_FONT_PX), hoverlabel=dict(font=dict(size=CHART_FONT_PX)))
@@ -64,6 +65,7 @@ def chart(where, figure, *, key: str, width: str = "stretch", matrix: Matrix | N
                 trace.textfont.size = CHART_FONT_PX
             if "colorbar" in trace:
                 trace.colorbar.tickfont.size = CHART_FONT_PX
+    fit_margins(figure)
     drawn = where.plotly_chart(figure, key=key, width=width, config=chart_config(key), **kwargs)
     if matrix is not None:
         downloads(where, key, figure, matrix)

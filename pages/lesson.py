@@ -29,6 +29,7 @@ SOURCE, TARGET = "the black cat sat on the mat", "a cat sat on a black mat"
 SENTENCE_CHARS, MAX_TOKENS = 300, 64
 SIGMAS = [0.02, 0.05, 0.1, 0.2, 0.5, 1.0]
 DIMS = [2, 4, 8, 16, 32, 64, 128, 256, 512]
+FIGURE_COLUMN = "three_fifths"  # the share of the page a step's figure column gives a figure (figures.PLOT_PX)
 SCHEMA = {
     "step": Param(1, int_range(1, 13)),
     "q": Param("Li", bounded_text(40)),
@@ -232,7 +233,8 @@ def self_attention(text, figure):
             st.session_state.query = row
 
     chart(figure, figures.attention_heatmap(weights, embedded.tokens, row_oov=embedded.oov, clickable=True,
-                                            title=f"Every word as the query: {len(embedded.tokens)} × {len(embedded.tokens)}"),
+                                            title=f"Every word as the query: {len(embedded.tokens)} × {len(embedded.tokens)}",
+                                            width=FIGURE_COLUMN),
           key="lesson_matrix", on_select=pick, selection_mode="points", matrix=Matrix(weights, embedded.tokens, embedded.tokens))
     with text:
         explore("self_attention", "Self-attention")
@@ -270,7 +272,7 @@ def masks(text, figure):
             n = len(embedded.tokens)
             allowed = causal_mask(n, n).float().numpy()  # (n, n) 1 = may attend
             text.latex(r"M \in \{0,1\}^{T \times T} = %d \times %d" % (n, n))
-            draw_comparison(st.session_state.text, Config(), Config(mask="causal"), figure, "third")
+            draw_comparison(st.session_state.text, Config(), Config(mask="causal"), figure, "sixth")
             chart(text, figures.matrix_heatmap(allowed, embedded.tokens, embedded.tokens, title="Mask M (1 = may attend)",
                                                bounded=True, width="third", height=360),
                   key="lesson_causal", matrix=Matrix(allowed, embedded.tokens, embedded.tokens))
@@ -299,7 +301,8 @@ def draw_batch_mask(text, figure) -> list[int]:
     result = attend(x, x, x, mask=padding_mask(valid, valid)[:, 0])  # weights (B, T, T)
     padded = tokens[1] + ["⟨pad⟩"] * (T - len(tokens[1]))
     weights = result.weights[1].numpy()  # (T, T)
-    chart(figure, figures.attention_heatmap(weights, padded, title=f"Sentence 1, padded to {T}: padding columns get 0", scale="max"),
+    chart(figure, figures.attention_heatmap(weights, padded, title=f"Sentence 1, padded to {T}: padding columns get 0", scale="max",
+                                            width=FIGURE_COLUMN),
           key="lesson_padded", matrix=Matrix(weights, padded, padded))
     return [len(t) for t in tokens]
 
@@ -340,7 +343,7 @@ def batches_step(text, figure):
     padded = tokens[item] + ["⟨pad⟩"] * (T - len(tokens[item]))
     gap = float((torch.bmm(x, keys_t)[item] - torch.from_numpy(product)).abs().max())
     text.caption(f"torch.bmm on the whole batch gives the same numbers for item {item}: largest difference {gap:.1e}.")
-    chart(figure, figures.matrix_heatmap(product, padded, padded, title=f"Item {item}: Q{item} K{item}ᵀ"),
+    chart(figure, figures.matrix_heatmap(product, padded, padded, title=f"Item {item}: Q{item} K{item}ᵀ", width=FIGURE_COLUMN),
           key="lesson_bmm", matrix=Matrix(product, padded, padded, corner="token \\ token"))
     with text:
         explore("batches", "Batches")
@@ -380,7 +383,8 @@ def trained_step(text, figure):
     head = right.selectbox("Head", list(range(1, 13)), key="head")
     labels = result.pieces.labels()
     weights = result.weights[layer - 1, head - 1]  # (n, n)
-    chart(figure, figures.attention_heatmap(weights, labels, row_oov=result.pieces.unknown, title=f"Layer {layer}, head {head}"),
+    chart(figure, figures.attention_heatmap(weights, labels, row_oov=result.pieces.unknown, title=f"Layer {layer}, head {head}",
+                                            width=FIGURE_COLUMN),
           key="lesson_trained", matrix=Matrix(weights.copy(), labels, labels))
     with text:
         explore("trained", "Trained model", "All 72 heads")

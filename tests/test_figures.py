@@ -253,3 +253,32 @@ def test_matrices_zip_holds_each_matrix_as_csv_or_npy_in_order():
         assert rows == [["query \\ key", "a", "b"], ["a", "2.50000e-01", "7.50000e-01"]]
     with pytest.raises(ValueError):
         matrices_zip(matrices, "pickle")
+
+
+def test_text_width_counts_wide_characters_double_and_reads_entities_and_tags_as_shown():
+    assert figures.text_px("東京", 12) > figures.text_px("ab", 12) > 0
+    assert figures.text_px("&amp;", 12) == figures.text_px("&", 12)  # one character on screen
+    assert figures.text_px("Q<sub>0</sub>", 12) == figures.text_px("Q0", 12)
+    assert figures.text_px("e\u0301", 12) == figures.text_px("e", 12)  # a combining accent takes no room
+    assert figures.text_px("dog", 16) > figures.text_px("dog", 12)
+
+
+def test_margins_grow_with_the_longest_label_title_and_font_and_keep_a_larger_one():
+    w = np.full((3, 3), 1 / 3)
+    short = figures.fit_margins(figures.attention_heatmap(w, ["a", "b", "c"])).layout.margin
+    long = figures.fit_margins(figures.attention_heatmap(w, ["a", "b", "supercalifragilistic"])).layout.margin
+    assert long.l > short.l and long.b > short.b  # the long word stands beside the rows and under the columns
+    # a word cut to TICK_CHARS in its tick label takes no more room than the cut label
+    cut = figures._short("supercalifragilistic")
+    assert figures.text_px(cut, figures.FONT_PX) < long.l < figures.text_px("supercalifragilistic", figures.FONT_PX) + 60
+    untitled = figures.fit_margins(figures.matrix_heatmap(w, ["a", "b", "c"], ["a", "b", "c"])).layout.margin
+    assert untitled.l < short.l  # matrix_heatmap has no axis titles: "query" and "key" take room
+    big = figures.attention_heatmap(w, ["a", "b", "c"]).update_yaxes(tickfont=dict(size=16), title_font=dict(size=16))  # as presenter mode
+    assert figures.fit_margins(big).layout.margin.l > short.l
+    assert short.r > 60  # the colour bar, its numbers and its title
+    bare = figures.attention_heatmap(w, ["a", "b", "c"]).update_traces(showscale=False)
+    assert figures.fit_margins(bare).layout.margin.r == 0
+    roomy = figures.attention_heatmap(w, ["a", "b", "c"]).update_layout(margin=dict(b=300))
+    assert figures.fit_margins(roomy).layout.margin.b == 300  # a builder's larger margin is kept
+    grid = figures.fit_margins(figures.head_grid(np.full((2, 3, 3), 1 / 3), ["a", "b", "c"]))
+    assert grid.layout.margin.r > 60  # the grid's shared colour bar (a coloraxis) counts

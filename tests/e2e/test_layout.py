@@ -65,6 +65,30 @@ def test_lesson_steps_text_does_not_overlap(browser, server, step, present):
     check(browser, f"{server}/lesson?step={step}{query}", size, f"lesson_{step}{'_presenter' if present else ''}.png")
 
 
+# Charts with a heatmap whose margins plotly's automargin had to widen: each such widening draws the chart again.
+PUSHED = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+  .filter(gd => gd._fullData.some(t => t.type === 'heatmap')).flatMap(gd => {
+    const asked = gd._fullLayout.margin, got = gd._fullLayout._size;
+    const title = String(gd._fullLayout.title.text || '').replace(/<[^>]*>/g, '').slice(0, 40);
+    return ['l', 'r', 'b'].filter(s => got[s] > asked[s] + 0.5).map(s => `'${title}' ${s}: ${asked[s]} → ${Math.round(got[s])} px`);
+  })"""
+
+
+@pytest.mark.parametrize("path", ["?steps=1", "?steps=1&present=1", "trained?steps=1", "heads", "batches", "encoder_decoder",
+                                  "?text=" + FORTY.replace(" ", "+") + "+supercalifragilistic+東京"])
+def test_heatmap_margins_already_fit_so_each_is_drawn_once(browser, server, path):
+    """figures.fit_margins sizes each margin for its labels, titles and colour bar; where it falls short,
+    plotly widens it by drawing the whole chart a second time (about 40 % of the step walk's opening)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.goto(f"{server}/{path}")
+    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+    settle(page)
+    pushed = page.evaluate(PUSHED)
+    context.close()
+    assert not pushed, "\n".join(pushed)
+
+
 def check(browser, url: str, size: tuple[int, int], shot: str) -> None:
     context = browser.new_context(viewport={"width": size[0], "height": size[1]})
     page = context.new_page()

@@ -178,6 +178,8 @@ def clicked_point(chart_key: str) -> list[float] | None:
     chart's selection holds no such point."""
     points = st.session_state[chart_key].selection.points
     data = points[0].get("customdata") if points else None
+    if isinstance(data, dict) and all(str(k).isdigit() for k in data):  # a row of a typed array
+        data = [data[k] for k in sorted(data, key=int)]
     data = data if isinstance(data, list) else [data]
     numbers = [d for d in data if isinstance(d, (int, float)) and not isinstance(d, bool)]
     return numbers if numbers and len(numbers) == len(data) else None

@@ -6,7 +6,7 @@ user text is HTML-escaped because plotly renders a subset of HTML tags in labels
 Layout rules that keep every text readable (tests/e2e/test_layout.py checks them in a browser):
 queries run down the left axis and keys along the bottom, in vertical labels thinned to what the
 figure's width holds; colour-bar titles stand beside the bar; long tokens are cut in tick labels and
-given whole on hover.
+given whole on hover; margins are sized for all that before plotly draws (fit_margins), so it draws once.
 """
 
 from __future__ import annotations

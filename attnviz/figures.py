@@ -111,6 +111,7 @@ NUMBER_CHARS = 4  # the longest tick label plotly picks for a colour bar, assume
 # more; a margin set larger than 0 but short of that is widened to 10 px beyond it. A colour bar has 10 px of
 # padding on each side.
 LABELS_GAP, TITLE_GAP, COLORBAR_PAD = 19, 33, 10
+THEME_PAD_PX = 8  # Streamlit's chart theme puts this between the plot and its axes (margin.pad)
 
 
 def text_px(text: str, font_px: float) -> float:
@@ -153,20 +154,22 @@ def fit_margins(fig: go.Figure) -> go.Figure:
     without this every chart was drawn twice. A margin the figure already sets larger is kept.
     """
     layout = fig.layout
+    # No pad where every axis names its ticks (heatmaps): it gives narrow plots 8 px back. A numeric axis keeps
+    # the theme's pad, or its "0" at the plot's corner meets the other axis's last label.
+    pad = 0 if all(axis.type == "category" or axis.ticktext for axis in [*fig.select_xaxes(), *fig.select_yaxes()]) else THEME_PAD_PX
     need = {"l": 0.0, "r": 0.0, "b": 0.0}
     for axis in fig.select_yaxes():
         side = "r" if axis.side == "right" else "l"
-        need[side] = max(need[side], _axis_px(axis, across=True))
+        need[side] = max(need[side], _axis_px(axis, across=True) + pad)
     for axis in fig.select_xaxes():
-        need["b"] = max(need["b"], _axis_px(axis, across=axis.tickangle in (-90, 90, 270)))
+        need["b"] = max(need["b"], _axis_px(axis, across=axis.tickangle in (-90, 90, 270)) + pad)
     shared = {trace.coloraxis for trace in fig.data if "coloraxis" in trace and trace.coloraxis}
     bars = [layout[name].colorbar for name in shared if layout[name].showscale is not False]
     bars += [trace.colorbar for trace in fig.data
              if trace.type == "heatmap" and not trace.coloraxis and trace.showscale is not False]
     need["r"] = max([need["r"]] + [_colorbar_px(bar) for bar in bars])
     fit = {side: math.ceil(px) + 5 if px else 0 for side, px in need.items()}  # 5 px for the estimate's error
-    # pad 0: Streamlit's chart theme puts 8 px between the plot and its axes, taken from narrow plots' width
-    fig.update_layout(margin={side: max(getattr(layout.margin, side) or 0, px) for side, px in fit.items()} | {"pad": 0})
+    fig.update_layout(margin={side: max(getattr(layout.margin, side) or 0, px) for side, px in fit.items()} | {"pad": pad})
     return fig
 
 

@@ -108,8 +108,8 @@ FONT_PX = 12  # tick labels when a figure sets no size (Streamlit's chart theme)
 TITLE_FONT_PX = 14  # axis and colour-bar titles, likewise
 NUMBER_CHARS = 4  # the longest tick label plotly picks for a colour bar, assumed ("0.25", "−0.5")
 # Measured in Chromium, with the margins' pad at 0: an axis's labels take 9 px beside them, with a title 23 px
-# more; a margin set larger than 0 but short of that is widened to 10 px beyond it. A colour bar has 10 px of
-# padding on each side.
+# more; a margin set larger than 0 but short of that is widened to 10 px beyond it, so the gaps below add those
+# 10 px. A colour bar has 10 px of padding on each side.
 LABELS_GAP, TITLE_GAP, COLORBAR_PAD = 19, 33, 10
 THEME_PAD_PX = 8  # Streamlit's chart theme puts this between the plot and its axes (margin.pad)
 

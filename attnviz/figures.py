@@ -106,7 +106,8 @@ def _colorbar(title: str, **extra) -> dict:
 
 FONT_PX = 12  # tick labels when a figure sets no size (Streamlit's chart theme)
 TITLE_FONT_PX = 14  # axis and colour-bar titles, likewise
-NUMBER_CHARS = 4  # the longest tick label plotly picks for a colour bar, assumed ("0.25", "−0.5")
+# The longest tick label plotly picks itself, assumed: on a colour bar ("0.25", "−0.5"), on a numeric axis.
+COLORBAR_NUMBER_CHARS, AXIS_NUMBER_CHARS = 4, 6
 # Measured in Chromium, with the margins' pad at 0: an axis's labels take 9 px beside them, with a title 23 px
 # more; a margin set larger than 0 but short of that is widened to 10 px beyond it, so the gaps below add those
 # 10 px. A colour bar has 10 px of padding on each side.
@@ -135,14 +136,19 @@ def _axis_px(axis, across: bool) -> float:
     elif not across:
         labels_px = 1.33 * size
     else:
-        labels_px = max((text_px(str(t), size) for t in axis.ticktext), default=0.0) if axis.ticktext else 6 * 0.56 * size
+        labels_px = _ticks_px(axis.ticktext, size, AXIS_NUMBER_CHARS)
     title_px = _title_px(axis.title)
     return labels_px + (title_px + TITLE_GAP if title_px else LABELS_GAP)
 
 
+def _ticks_px(ticktext, size: float, number_chars: int) -> float:
+    """The widest tick label: of the figure's own tick texts, else of the numbers plotly will pick."""
+    return max((text_px(str(t), size) for t in ticktext), default=0.0) if ticktext else text_px("0" * number_chars, size)
+
+
 def _colorbar_px(colorbar) -> float:
     size = colorbar.tickfont.size or FONT_PX
-    numbers = max((text_px(str(t), size) for t in colorbar.ticktext), default=0.0) if colorbar.ticktext else NUMBER_CHARS * 0.56 * size
+    numbers = _ticks_px(colorbar.ticktext, size, COLORBAR_NUMBER_CHARS)
     return 2 * COLORBAR_PAD + (colorbar.thickness or 30) + numbers + _title_px(colorbar.title) + 4
 
 

@@ -180,6 +180,7 @@ class Step:
     rows: str  # "tokens" or "dims"
     cols: str  # "tokens" or "dims"
     bounded: bool = False  # values lie in [0, 1]
+    symbol: str = ""  # the matrix's short name, for the walk's tabs: "Q", "α"
 
 
 def shape_latex(matrix: np.ndarray) -> str:
@@ -197,30 +198,35 @@ def steps(view: View, head: int = 0) -> list[Step]:
     scores, weights = view.scores[head], view.weights[head]  # (n, n)
     identity = c.projection == "identity"
     bias = " + b_{%s}" if c.bias and not identity else ""
-    out = [Step("Input X (one GloVe row per token)", r"X " + shape_latex(view.x), view.x, "tokens", "dims")]
+    out = [Step("Input X (one GloVe row per token)", r"X " + shape_latex(view.x), view.x, "tokens", "dims", symbol="X")]
     for name, matrix in (("Q", q), ("K", k), ("V", v)):
         sub = name.lower()
         formula = f"{name} = X" if identity else f"{name} = XW_{{{sub}}}" + (bias % sub if bias else "")
-        out.append(Step(f"{name} ({'identity' if identity else 'projection'})", f"{formula} {shape_latex(matrix)}", matrix, "tokens", "dims"))
+        out.append(Step(f"{name} ({'identity' if identity else 'projection'})", f"{formula} {shape_latex(matrix)}", matrix, "tokens", "dims",
+                        symbol=name))
     if c.scoring == "scaled_dot":
-        out.append(Step("Raw dot products", r"QK^\top " + shape_latex(q @ k.T), q @ k.T, "tokens", "tokens"))
-        out.append(Step("Scaled scores", r"S = \frac{QK^\top}{\sqrt{d_k}},\ d_k = %d\ " % q.shape[1] + shape_latex(scores), scores, "tokens", "tokens"))
+        out.append(Step("Raw dot products", r"QK^\top " + shape_latex(q @ k.T), q @ k.T, "tokens", "tokens", symbol="QKᵀ"))
+        out.append(Step("Scaled scores", r"S = \frac{QK^\top}{\sqrt{d_k}},\ d_k = %d\ " % q.shape[1] + shape_latex(scores), scores, "tokens", "tokens",
+                        symbol="S"))
     else:
-        out.append(Step(f"Scores ({c.scoring})", r"S_{ij} = a(q_i, k_j),\ " + FORMULAS[c.scoring] + r"\ \ S " + shape_latex(scores), scores, "tokens", "tokens"))
+        out.append(Step(f"Scores ({c.scoring})", r"S_{ij} = a(q_i, k_j),\ " + FORMULAS[c.scoring] + r"\ \ S " + shape_latex(scores), scores, "tokens", "tokens",
+                        symbol="S"))
     if c.temperature != 1.0:
-        out.append(Step("Temperature", r"S / \tau,\ \tau = %g\ " % c.temperature + shape_latex(scores), scores / c.temperature, "tokens", "tokens"))
-    out.append(Step("Mask (1 = may attend)", r"M \in \{0,1\}^{%d \times %d}" % view.allowed.shape, view.allowed.astype(np.float32), "tokens", "tokens", bounded=True))
+        out.append(Step("Temperature", r"S / \tau,\ \tau = %g\ " % c.temperature + shape_latex(scores), scores / c.temperature, "tokens", "tokens",
+                        symbol="S/τ"))
+    out.append(Step("Mask (1 = may attend)", r"M \in \{0,1\}^{%d \times %d}" % view.allowed.shape, view.allowed.astype(np.float32), "tokens", "tokens", bounded=True,
+                    symbol="M"))
     s = "S" if c.temperature == 1.0 else r"S/\tau"
     if c.hard:
         alpha = r"\alpha_{ij} = [\,j = \arg\max_{l:\,M_{il}=1} (%s)_{il}\,]" % s
     else:
         alpha = r"\alpha = \mathrm{softmax}_{\text{row}}(%s \text{ where } M=1,\ -\infty \text{ elsewhere})" % s
-    out.append(Step("Weights", alpha + r"\ " + shape_latex(weights), weights, "tokens", "tokens", bounded=True))
+    out.append(Step("Weights", alpha + r"\ " + shape_latex(weights), weights, "tokens", "tokens", bounded=True, symbol="α"))
     head_out = view.head_output[head]  # (n, dv)
-    out.append(Step("Output", r"O = \alpha V " + shape_latex(head_out), head_out, "tokens", "dims"))
+    out.append(Step("Output", r"O = \alpha V " + shape_latex(head_out), head_out, "tokens", "dims", symbol="O = αV"))
     if c.heads > 1:
         formula = r"\mathrm{Concat}(O_1, \dots, O_{%d})\, W_o" % c.heads + (" + b_o" if c.bias else "")
-        out.append(Step("Heads combined", formula + " " + shape_latex(view.output), view.output, "tokens", "dims"))
+        out.append(Step("Heads combined", formula + " " + shape_latex(view.output), view.output, "tokens", "dims", symbol="Concat·Wₒ"))
     return out
 
 

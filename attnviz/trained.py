@@ -329,14 +329,17 @@ def head_steps(result: Result, layer: int, head: int) -> list[Step]:
     cols = f"{head * d_k + 1}–{(head + 1) * d_k}"  # counted from 1, as on screen
     where = f"layer {layer + 1}, head {head + 1}"
     out = [Step(f"Input X of layer {layer + 1}" + (" (the embeddings after LayerNorm)" if layer == 0 else f" (layer {layer}'s output)"),
-                r"X " + shape_latex(x), x, "tokens", "dims")]
+                r"X " + shape_latex(x), x, "tokens", "dims", symbol="X")]
     for name, matrix in (("Q", q), ("K", k), ("V", v)):
         sub = name.lower()
         out.append(Step(f"{name} of {where}: columns {cols} of the trained W_{sub} and b_{sub}",
                         rf"{name} = XW_{{{sub}}}^{{(h)}} + b_{{{sub}}}^{{(h)}} " + shape_latex(matrix)
-                        + rf",\quad W_{{{sub}}}^{{(h)}} \in \mathbb{{R}}^{{{x.shape[1]} \times {d_k}}}", matrix, "tokens", "dims"))
-    out.append(Step("Scaled scores", r"S = \frac{QK^\top}{\sqrt{d_k}},\ d_k = %d\ " % d_k + shape_latex(scores), scores, "tokens", "tokens"))
-    out.append(Step("Weights", r"\alpha = \mathrm{softmax}_{\text{row}}(S)\ " + shape_latex(weights), weights, "tokens", "tokens", bounded=True))
+                        + rf",\quad W_{{{sub}}}^{{(h)}} \in \mathbb{{R}}^{{{x.shape[1]} \times {d_k}}}", matrix, "tokens", "dims",
+                        symbol=name))
+    out.append(Step("Scaled scores", r"S = \frac{QK^\top}{\sqrt{d_k}},\ d_k = %d\ " % d_k + shape_latex(scores), scores, "tokens", "tokens", symbol="S"))
+    out.append(Step("Weights", r"\alpha = \mathrm{softmax}_{\text{row}}(S)\ " + shape_latex(weights), weights, "tokens", "tokens", bounded=True,
+                    symbol="α"))
     head_output = trace.head_output[head].numpy()  # (n, dv)
-    out.append(Step("This head's output", r"O^{(h)} = \alpha V\ " + shape_latex(head_output), head_output, "tokens", "dims"))
+    out.append(Step("This head's output", r"O^{(h)} = \alpha V\ " + shape_latex(head_output), head_output, "tokens", "dims",
+                    symbol="O = αV"))
     return out

@@ -94,6 +94,7 @@ def load_url_state(schema: dict[str, Param]) -> None:
     saved = st.session_state.setdefault(_SAVED, {})
     if st.session_state.get(_CURRENT) != page:
         st.session_state[_CURRENT] = page
+        st.session_state[VISIT] = {}
         params = st.query_params.to_dict()
         from_url = any(name in params for name in schema) or page not in saved
         values = parse_params(params, schema) if from_url else saved[page]
@@ -106,9 +107,9 @@ def load_url_state(schema: dict[str, Param]) -> None:
         st.session_state[name] = value
 
 
-def save_url_state(schema: dict[str, Param]) -> None:
+def save_url_state(schema: dict[str, Param], *, note: bool = True) -> None:
     """Mirror every control into the URL, so a copied link reproduces this view, and keep them for the
-    session (see load_url_state)."""
+    session (see load_url_state). `note`: say so where the text is too long for the link."""
     values = {name: st.session_state.get(name, param.default) for name, param in schema.items()}
     st.session_state.setdefault(_SAVED, {})[_page_id(schema)] = values
     params = encode_params(values, schema)
@@ -116,12 +117,14 @@ def save_url_state(schema: dict[str, Param]) -> None:
         params[PRESENT] = "1"
     if len(params.get("text", "")) > URL_TEXT_LIMIT:
         params.pop("text")
-        st.caption(f"The text is over {URL_TEXT_LIMIT} characters, so the link does not include it.")
+        if note:
+            st.caption(f"The text is over {URL_TEXT_LIMIT} characters, so the link does not include it.")
     if params != st.query_params.to_dict():
         st.query_params.from_dict(params)
 
 
 _SAVED, _CURRENT, _STOPPED = "_saved_controls", "_current_page", "_stopped_early"
+VISIT = "_this_visit"  # what a page remembers between the runs of one visit; emptied on entering a page
 
 
 def _page_id(schema: dict[str, Param]) -> str:
@@ -138,15 +141,20 @@ def held(name: str, options_id, clean: Callable[[Any], Any], make: Callable[...,
     `make(key=..., on_change=..., args=...)` draws the widget.
     """
     value = clean(st.session_state.get(name))
-    key = f"_{name}_{zlib.crc32(repr(options_id).encode('utf-8')):08x}"
+    key = widget_key(name, options_id)
     st.session_state[key] = value  # the callback below has already copied any change the person made
     value = clean(make(key=key, on_change=_adopt, args=(key, name)))
     st.session_state[name] = value
     return value
 
 
-def _adopt(widget_key: str, name: str) -> None:
-    st.session_state[name] = st.session_state[widget_key]
+def widget_key(name: str, options_id) -> str:
+    """The key of a widget whose options depend on the input: a fresh widget whenever its options change."""
+    return f"_{name}_{zlib.crc32(repr(options_id).encode('utf-8')):08x}"
+
+
+def _adopt(key: str, name: str) -> None:
+    st.session_state[name] = st.session_state[key]
 
 
 def position_select(container, label: str, names: list[str], name: str, *, first: tuple[int, str] | None = None, **kwargs) -> int:

@@ -4,6 +4,7 @@ step-by-step walk. pages/self_attention.py reads the controls and lays these out
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import streamlit as st
 
@@ -11,12 +12,15 @@ from attnviz import figures
 from attnviz.cache import ByteBudgetCache
 from attnviz.embeddings import Embedded, embed, tokenize
 from attnviz.selfattention import Config, ScoresOverflow, Step, View, run, steps
-from pages._common import clamp, held
+from attnviz.urlstate import Param
+from pages._common import VISIT, clamp, held, save_url_state, widget_key
 from attnviz.export import Matrix, matrices_zip
 from pages._present import chart
 
 FULL_LIMIT = 256  # above this many tokens: one head at a time, and a block overview plus a zoom window
 STEPS_LIMIT = 64  # the step-by-step walk draws n×n matrices up to this size
+ALL_STEPS = "All steps"
+WALK = "walk"  # the walk's open tab: its URL parameter and session-state name
 ZOOM_SIZES = [8, 16, 32, 64, 128]  # the long-input zoom window's sizes
 # Computed views of every session share this many bytes; one of 4,096 tokens with eight heads of 128 is ~130 MB.
 VIEW_CACHE_BYTES = 256 * 2**20
@@ -148,38 +152,87 @@ def zoom_window(view: View, tokens: list[str], oov: list[bool], palette: str, sc
     chart(st, figure, key="zoom", on_select=lambda: on_click("zoom"), selection_mode="points", matrix=window)
 
 
-def step_walk(view: View, tokens: list[str], oov: list[bool], palette: str) -> None:
+def step_walk(view: View, tokens: list[str], oov: list[bool], palette: str, schema: dict[str, Param]) -> None:
     """Every matrix from X to αV with its formula and shape, built only while its expander is open."""
     n, heads = len(tokens), view.config.heads
-    walk = st.expander("Step by step: every matrix from X to αV, with its formula and shape", key="steps", on_change="rerun")
+    label = "Step by step: every matrix from X to αV, with its formula and shape"
     if n > STEPS_LIMIT:
-        walk.info(f"The step-by-step walk draws every n×n matrix, so it is shown up to {STEPS_LIMIT} tokens; this text has {n}.")
+        st.expander(label, key="steps").info(
+            f"The step-by-step walk draws every n×n matrix, so it is shown up to {STEPS_LIMIT} tokens; this text has {n}.")
         return
-    if not walk.open:  # its figures would otherwise slow every rerun
-        return
-    with walk:
+
+    def draw() -> None:
         head = held("head", heads, clamp(0, heads - 1, 0),
                     lambda **widget: st.selectbox("Head", list(range(heads)), **widget)) if heads > 1 else 0
         draw_steps(steps(view, head), figures.labels(tokens, oov), palette)
 
+    walk_expander(label, draw, schema)
+
+
+@st.fragment
+def walk_expander(label: str, draw: Callable[[], None], schema: dict[str, Param]) -> None:
+    """The walk's expander, a fragment of its own (inside the page's): opening it, or one of its tabs, reruns the
+    walk only. `draw` fills it while it is open; closed, it costs nothing."""
+    walk = st.expander(label, key="steps", on_change="rerun")
+    if walk.open:
+        with walk:
+            draw()
+    save_url_state(schema, note=False)
+
 
 def draw_steps(walk: list[Step], token_labels: list[str], palette: str, *, key: str = "steps") -> None:
-    """Each step's title, formula and matrix, its rows and columns labelled by token or dimension; one Download
-    menu gives every matrix of the walk at once (a menu under each of its ten charts slowed its opening by
-    about 0.5 s)."""
+    """One tab per step (its title, formula and matrix, rows and columns labelled by token or dimension) and a last
+    tab with every step. Only the open tab runs, so the walk opens with one chart drawn, not ten (1.2 s for all ten).
+    One Download menu gives every matrix of the walk at once (a menu under each of its charts slowed it by 0.5 s)."""
+    names = [f"{i + 1} · {step.symbol}" for i, step in enumerate(walk)] + [ALL_STEPS]
     matrices = []
-    for i, step in enumerate(walk):
-        st.markdown(f"**{i + 1}. {step.title}**")
-        st.latex(step.latex)
+    for step in walk:
         rows = token_labels if step.rows == "tokens" else figures.dims(step.matrix.shape[0])
         cols = token_labels if step.cols == "tokens" else figures.dims(step.matrix.shape[1])
         corner = " \\ ".join("token" if side == "tokens" else "dimension" for side in (step.rows, step.cols))
         matrices.append((step.title, Matrix(step.matrix, rows, cols, corner)))
-        chart(st, figures.matrix_heatmap(step.matrix, rows, cols, title=step.title, bounded=step.bounded, palette=palette),
-              key=f"step_{i}")
+    tabs = step_tabs(names)
+    for i, tab in enumerate(tabs[:-1]):
+        if tab.open:
+            with tab:
+                draw_step(i, walk[i], matrices[i][1], palette)
+    if tabs[-1].open:
+        with tabs[-1]:
+            for i, step in enumerate(walk):
+                draw_step(i, step, matrices[i][1], palette)
     menu = st.popover("Download every matrix of the walk", icon=":material/download:", key=f"downloads_{key}")
     menu.download_button("All as CSV (.zip)", lambda: matrices_zip(matrices, "csv"), f"attnviz_{key}_csv.zip",
                          "application/zip", on_click="ignore", key=f"csv_{key}", width="stretch")
     menu.download_button("All as float32 .npy (.zip)", lambda: matrices_zip(matrices, "npy"), f"attnviz_{key}_npy.zip",
                          "application/zip", on_click="ignore", key=f"npy_{key}", width="stretch")
     menu.caption("One file per step, numbered in the walk's order. Each chart's camera button saves it as PNG or SVG.")
+
+
+def draw_step(i: int, step: Step, matrix: Matrix, palette: str) -> None:
+    st.markdown(f"**{i + 1}. {step.title}**")
+    st.latex(step.latex)
+    chart(st, figures.matrix_heatmap(step.matrix, matrix.rows, matrix.cols, title=step.title, bounded=step.bounded, palette=palette),
+          key=f"step_{i}")
+
+
+def step_tabs(names: list[str]) -> list:
+    """The walk's tabs, lazy (only the open one runs). The open tab goes in the URL under WALK as a number (1 the
+    first step, 0 the tab with every step). An edit that changes the steps (τ = 1 has no τ step) keeps the same
+    matrix open where it still exists, and draws fresh tabs (keyed by their names) so no dead name comes back."""
+    symbols = [name.split(" · ")[-1] for name in names]
+    stored = st.session_state.get(WALK)
+    position = len(names) - 1 if stored == 0 else stored - 1 if isinstance(stored, int) and 1 <= stored < len(names) else 0
+    key = widget_key(WALK, names)
+    visit = st.session_state.setdefault(VISIT, {})
+    shown = visit.get(WALK)  # (tabs' key, symbol of the open tab) on this visit's last run
+    if shown and shown[0] != key and shown[1] in symbols:
+        position = symbols.index(shown[1])
+    visit[WALK] = (key, symbols[position])
+    st.session_state[WALK] = position + 1 if position < len(names) - 1 else 0
+    st.session_state[key] = names[position]
+    return st.tabs(names, key=key, on_change=_open_tab, args=(key, names))
+
+
+def _open_tab(key: str, names: list[str]) -> None:
+    position = names.index(st.session_state[key])
+    st.session_state[WALK] = position + 1 if position < len(names) - 1 else 0

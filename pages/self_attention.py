@@ -45,6 +45,7 @@ SCHEMA = {
     "zc": Param(0, int_range(0, 100_000)),
     "zw": Param(64, nearest(ZOOM_SIZES)),
     "steps": Param(False, boolean, encode_bool),
+    "walk": Param(1, int_range(0, 16)),  # the walk's open tab: a step from 1, or 0 for every step
     # Compare mode: side B's sentence (empty: A's) and settings; the rest (vectors, tokens, d_k, seed) A and B share.
     "cmp": Param(False, boolean, encode_bool),
     "b_text": Param("", bounded_text(TEXT_CHARS)),
@@ -246,7 +247,7 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
         else:
             st.write("The mix is the zero vector (its row is fully masked or all its keys are zero), so it has no neighbours.")
 
-    step_walk(view, tokens, oov, palette)
+    step_walk(view, tokens, oov, palette, SCHEMA)
     save_url_state(SCHEMA)
 
 

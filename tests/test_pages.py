@@ -139,16 +139,33 @@ def test_long_input_draws_an_overview_and_a_full_resolution_zoom():
     assert len(bars["y"]) == 64 and "64 largest weights" in " ".join(c.value for c in at.caption)
 
 
+def walk_titles(at) -> list[str]:
+    return [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")[2:]]
+
+
 def test_step_walk_is_built_only_when_open_and_matches_the_engine():
     closed = page({"text": "the dog ran"})
     assert len(closed.get("plotly_chart")) == 2  # the heatmap and the query's bars only
-    at = page({"text": "the dog ran", "steps": "1"})
+    at = page({"text": "the dog ran", "steps": "1", "walk": "0"})  # the tab with every step
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    titles = [c["layout"]["title"]["text"] for c in charts[2:]]
+    titles = walk_titles(at)
     assert titles[0].startswith("Input X") and "(3×50)" in titles[0] and any(t.startswith("Weights") for t in titles)
     weights = decode(charts[[i for i, t in enumerate(titles) if t.startswith("Weights")][0] + 2]["data"][0]["z"])
     np.testing.assert_allclose(weights, heatmap(at)["weights"], rtol=1e-6)
     assert any("\\mathbb{R}^{3 \\times 3}" in e.value for e in at.get("latex"))
+    assert len(titles) == len([t for t in at.tabs if t.label != "All steps"])  # one chart per step tab
+
+
+@pytest.mark.parametrize("walk, first", [(None, "Input X"), ("1", "Input X"), ("2", "Q "), ("8", "Weights"), ("99", "Input X"),
+                                         ("x", "Input X"), ("1e400", "Input X")])
+def test_the_walk_opens_one_step_its_link_names(walk, first):
+    """Only the open tab runs, so the walk draws one matrix: the step the link names (past the last step or not a
+    number: the first; a negative number is clamped to 0, the tab with every step, by the URL's rule)."""
+    at = page({"text": "the dog ran", "steps": "1", **({"walk": walk} if walk else {})})
+    assert not at.exception
+    assert [t.label for t in at.tabs][-1] == "All steps" and [t.label for t in at.tabs][7] == "8 · α"
+    titles = walk_titles(at)
+    assert len(titles) == 1 and titles[0].startswith(first), titles
 
 
 def test_nearest_words_table_lists_the_mixtures_neighbours(glove):
@@ -442,7 +459,7 @@ def test_trained_page_controls_change_the_data():
 
 
 def test_trained_page_walk_and_comparison():
-    at = run_page("trained.py", {"text": "the dog was happy", "steps": "1", "layer": "2", "head": "3"})
+    at = run_page("trained.py", {"text": "the dog was happy", "steps": "1", "walk": "2", "layer": "2", "head": "3"})
     assert not at.exception
     titles = [str(json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "")) for c in at.get("plotly_chart")]
     assert any(t.startswith("Q of layer 2, head 3") for t in titles)

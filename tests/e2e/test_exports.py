@@ -83,7 +83,7 @@ def test_the_camera_saves_svg_when_chosen(page, server):
 def test_the_step_walk_downloads_every_matrix_it_draws(page, server):
     import zipfile
 
-    page.goto(f"{server}/?text=the+cat+sat+on+the+mat&steps=1")
+    page.goto(f"{server}/?text=the+cat+sat+on+the+mat&steps=1&walk=0")  # the tab with every step
     plots(page, 8)
     settle(page)
     drawn = [np.array(page.evaluate(DRAWN, [f"step_{i}", "z"]), dtype=np.float64) for i in range(8)]

@@ -74,7 +74,7 @@ PUSHED = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
   })"""
 
 
-@pytest.mark.parametrize("path", ["?steps=1", "?steps=1&present=1", "trained?steps=1", "heads", "batches", "encoder_decoder",
+@pytest.mark.parametrize("path", ["?steps=1&walk=0", "?steps=1&walk=0&present=1", "trained?steps=1&walk=0", "heads", "batches", "encoder_decoder",
                                   "?text=" + FORTY.replace(" ", "+") + "+supercalifragilistic+東京"])
 def test_heatmap_margins_already_fit_so_each_is_drawn_once(browser, server, path):
     """figures.fit_margins sizes each margin for its labels, titles and colour bar; where it falls short,

@@ -4,7 +4,7 @@ the value the computation used, no exception box may appear, and the URL must de
 import time
 from urllib.parse import parse_qs, urlparse
 
-from driver import choose, click_point, exceptions, settle, shown_value, type_into, wait_for_heatmap, widget
+from driver import choose, click_point, exceptions, settle, shown_value, type_into, url_has, wait_for_heatmap, widget
 
 SENTENCES = ["the cat sat on the mat", "a dog ran to a tall tree", "birds fly"]
 
@@ -258,4 +258,52 @@ def test_the_lesson_keeps_its_sentence_and_step_through_a_sequence(server, page)
     settle(page)
     assert page.locator("h2").first.inner_text().startswith("7. ")
     assert shown_value(page, "stSelectbox", "Query word") == "2 · sat"
+    assert exceptions(page) == []
+
+
+WALK_TITLES = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).slice(2).map(gd => ({
+    title: String(gd.layout.title.text).replace(/<[^>]+>/g, ''), y: Array.from(gd._fullData[0].y || [])}))"""
+
+
+def walk_shows(page, predicate, timeout=30):
+    """The walk's charts (those after the heatmap and the query's bars) once `predicate` holds for them."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        charts = page.evaluate(WALK_TITLES)
+        if predicate(charts):
+            return charts
+        page.wait_for_timeout(250)
+    raise AssertionError(f"the walk never showed the expected charts: {page.evaluate(WALK_TITLES)}")
+
+
+def open_tab(page, name: str):
+    page.get_by_role("tab", name=name, exact=True).click()
+    settle(page)
+
+
+def test_the_walk_keeps_its_step_through_a_sequence(server, page):
+    """Open the walk, pick the weights' tab, change τ (which adds a step before it), retype, go to every step, reload."""
+    page.goto(f"{server}/?text=the+cat+sat&steps=1")
+    walk_shows(page, lambda c: len(c) == 1 and c[0]["title"].startswith("Input X"))
+    open_tab(page, "8 · α")
+    walk_shows(page, lambda c: len(c) == 1 and c[0]["title"].startswith("Weights"))
+    assert url_has(page, "walk=8")
+
+    page.get_by_role("slider", name="Temperature τ (log scale)").press("ArrowRight")  # τ = 2: a step S/τ before α
+    settle(page)
+    walk_shows(page, lambda c: len(c) == 1 and c[0]["title"].startswith("Weights"))
+    assert page.get_by_role("tab", name="9 · α", exact=True).get_attribute("aria-selected") == "true"
+    assert url_has(page, "walk=9", "temp=2")
+
+    type_into(page, "Sentence", "a dog ran to a tree")
+    walk_shows(page, lambda c: len(c) == 1 and c[0]["title"].startswith("Weights") and c[0]["y"][:2] == ["#0 a", "#1 dog"])
+    open_tab(page, "All steps")
+    charts = walk_shows(page, lambda c: len(c) == 10)
+    assert [c["title"].split(" ")[0] for c in charts][6:8] == ["Temperature", "Mask"]
+    assert url_has(page, "walk=0")
+    open_tab(page, "2 · Q")
+    walk_shows(page, lambda c: len(c) == 1 and c[0]["title"].startswith("Q "))
+
+    page.reload()  # the link alone reopens the walk at the same step
+    walk_shows(page, lambda c: len(c) == 1 and c[0]["title"].startswith("Q ") and c[0]["y"][:2] == ["#0 a", "#1 dog"])
     assert exceptions(page) == []

@@ -21,7 +21,7 @@ def test_identity_view_matches_sdpa(x):
     xt = torch.from_numpy(x)
     expected = F.scaled_dot_product_attention(xt, xt, xt)
     np.testing.assert_allclose(view.output, expected.numpy(), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(view.mixture, view.output, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(view.mixture, view.weights[0].astype(np.float64) @ x, rtol=1e-5, atol=1e-6)  # m_i = Σ_j α_ij x_j
     assert view.weights.shape == (1, 16, 16) and view.device == "cpu"
 
 
@@ -35,6 +35,8 @@ def test_random_projection_heads_and_causal(x):
         q, k, v = (torch.from_numpy(a[h]) for a in (view.query, view.key, view.value))
         expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         np.testing.assert_allclose(view.head_output[h], expected.numpy(), rtol=1e-4, atol=1e-5)
+    mean = view.weights.astype(np.float64).mean(0)  # (16, 16) the head average
+    np.testing.assert_allclose(view.mixture, mean @ x, rtol=1e-4, atol=1e-5)  # of the inputs X, not of V
 
 
 def test_hiding_every_key_reports_blocked_rows(x):

@@ -285,11 +285,14 @@ def main() -> None:
             rows.append(("3a 4,096 tokens pasted → overview drawn (one run)", "", f"{seconds:.2f} s", "", "", ""))
             rows.append(("3b bytes received for that paste", "", f"{size / 1e6:.2f} MB", "", "", ""))
         if wanted & {4, 5}:
-            from bench.bench_pages import PAGES, visits
+            from bench.bench_pages import PAGES, WALK_ROWS, visits
             times, walks = visits(browser, app.url, PAGES if 5 in wanted else [], args.runs)
             if 4 in wanted:
-                rows.append(row("4 step-by-step walk opened, 16 tokens (median of new sessions)", "≤ 500 ms",
-                                statistics.median(walks), 0.5, "ms", 1.0, 1000, 0))
+                print("4 walk (open, a step's tab, all steps), s:", [[round(v, 2) for v in w.values()] for w in walks], file=sys.stderr)
+                for what, label in WALK_ROWS.items():
+                    median = statistics.median(walk[what] for walk in walks)
+                    rows.append(row(f"4 {label} (median of new sessions)", "≤ 500 ms", median, 0.5, "ms", 1.0, 1000, 0)
+                                if what == "open" else (f"4 {label}", "", f"{median * 1000:.0f} ms", "", "", ""))
             for name in PAGES if 5 in wanted else []:
                 rows.append(row(f"5 first visit: {name} (median of new sessions; first on this server: {times[name][0]:.2f} s)",
                                 "≤ 1.5 s", statistics.median(times[name]), 1.5, "s", 1.0))

@@ -157,7 +157,7 @@ def step_walk(view: View, tokens: list[str], oov: list[bool], palette: str, sche
     n, heads = len(tokens), view.config.heads
     label = "Step by step: every matrix from X to αV, with its formula and shape"
     if n > STEPS_LIMIT:
-        st.expander(label, key="steps").info(
+        st.expander(label, key="steps", on_change="rerun").info(
             f"The step-by-step walk draws every n×n matrix, so it is shown up to {STEPS_LIMIT} tokens; this text has {n}.")
         return
 

@@ -148,7 +148,7 @@ st.caption("How much each input (column) reaches each output position (row) thro
 
 walk_label = f"Step by step for layer {layer}, head {head}: X → Q, K, V → QKᵀ/√d_k → softmax → αV"
 if n_pieces > STEPS_LIMIT:
-    st.expander(walk_label, key="steps").info(
+    st.expander(walk_label, key="steps", on_change="rerun").info(
         f"The walk draws every n×n matrix, so it is shown up to {STEPS_LIMIT} pieces; this text has {n_pieces}.")
 else:
     def draw_walk() -> None:

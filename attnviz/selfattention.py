@@ -148,8 +148,8 @@ def run(x: np.ndarray, config: Config, device: torch.device | None = None, *, ke
             mean.div_(config.heads)  # (n, n)
         head_output = torch.stack(outputs)  # (H, n, dv)
     _, output = combine_heads(head_output, projections)  # (n, d_out)
-    if config.projection == "identity" and config.heads == 1:
-        mixture = head_output[0]  # (n, d_model): V = X, so αV is already αX (an n×n product saved)
+    if config.projection == "identity":  # one head, V = X: αV already is αX (an n×n product saved)
+        mixture = head_output[0]  # (n, d_model)
     else:
         mixture = mean @ x_t  # (n, n) @ (n, d_model) -> (n, d_model)
 

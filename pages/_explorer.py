@@ -184,14 +184,13 @@ def draw_steps(walk: list[Step], token_labels: list[str], palette: str, *, key: 
     """One tab per step (its title, formula and matrix, rows and columns labelled by token or dimension) and a last
     tab with every step. Only the open tab runs, so the walk opens with one chart drawn, not ten (1.2 s for all ten).
     One Download menu gives every matrix of the walk at once (a menu under each of its charts slowed it by 0.5 s)."""
-    names = [f"{i + 1} · {step.symbol}" for i, step in enumerate(walk)] + [ALL_STEPS]
     matrices = []
     for step in walk:
         rows = token_labels if step.rows == "tokens" else figures.dims(step.matrix.shape[0])
         cols = token_labels if step.cols == "tokens" else figures.dims(step.matrix.shape[1])
         corner = " \\ ".join("token" if side == "tokens" else "dimension" for side in (step.rows, step.cols))
         matrices.append((step.title, Matrix(step.matrix, rows, cols, corner)))
-    tabs = step_tabs(names)
+    tabs = step_tabs([step.symbol for step in walk])
     for i, tab in enumerate(tabs[:-1]):
         if tab.open:
             with tab:
@@ -215,24 +214,30 @@ def draw_step(i: int, step: Step, matrix: Matrix, palette: str) -> None:
           key=f"step_{i}")
 
 
-def step_tabs(names: list[str]) -> list:
-    """The walk's tabs, lazy (only the open one runs). The open tab goes in the URL under WALK as a number (1 the
-    first step, 0 the tab with every step). An edit that changes the steps (τ = 1 has no τ step) keeps the same
-    matrix open where it still exists, and draws fresh tabs (keyed by their names) so no dead name comes back."""
-    symbols = [name.split(" · ")[-1] for name in names]
+def step_tabs(symbols: list[str]) -> list:
+    """The walk's tabs, one per step symbol and a last with every step; lazy (only the open one runs). The open
+    tab goes in the URL under WALK as a number (1 the first step, 0 the tab with every step). An edit that changes
+    the steps (τ = 1 has no τ step) keeps the same matrix open where it still exists, and draws fresh tabs (keyed
+    by their names) so no dead name comes back."""
+    names = [f"{i + 1} · {symbol}" for i, symbol in enumerate(symbols)] + [ALL_STEPS]
     stored = st.session_state.get(WALK)
-    position = len(names) - 1 if stored == 0 else stored - 1 if isinstance(stored, int) and 1 <= stored < len(names) else 0
+    position = len(symbols) if stored == 0 else stored - 1 if isinstance(stored, int) and 1 <= stored <= len(symbols) else 0
     key = widget_key(WALK, names)
     visit = st.session_state.setdefault(VISIT, {})
-    shown = visit.get(WALK)  # (tabs' key, symbol of the open tab) on this visit's last run
-    if shown and shown[0] != key and shown[1] in symbols:
-        position = symbols.index(shown[1])
-    visit[WALK] = (key, symbols[position])
-    st.session_state[WALK] = position + 1 if position < len(names) - 1 else 0
+    shown = visit.get(WALK)  # (tabs' key, name of the open tab without its number) on this visit's last run
+    opened = symbols + [ALL_STEPS]
+    if shown and shown[0] != key and shown[1] in opened:
+        position = opened.index(shown[1])
+    visit[WALK] = (key, opened[position])
+    st.session_state[WALK] = _walk_value(position, len(symbols))
     st.session_state[key] = names[position]
     return st.tabs(names, key=key, on_change=_open_tab, args=(key, names))
 
 
+def _walk_value(position: int, steps: int) -> int:
+    """The URL's number for the tab at `position`: the step counted from 1, or 0 for the tab with every step."""
+    return position + 1 if position < steps else 0
+
+
 def _open_tab(key: str, names: list[str]) -> None:
-    position = names.index(st.session_state[key])
-    st.session_state[WALK] = position + 1 if position < len(names) - 1 else 0
+    st.session_state[WALK] = _walk_value(names.index(st.session_state[key]), len(names) - 1)

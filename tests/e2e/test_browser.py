@@ -41,6 +41,16 @@ def test_hovering_a_cell_shows_its_numbers(server, page):
     page.wait_for_selector(".hoverlayer .hovertext", timeout=10_000)
     text = page.locator(".hoverlayer .hovertext").first.text_content()
     assert "query" in text and "key" in text and "weight:" in text and "score:" in text
+    # One cell's own numbers (the axes name words without their "#i"), though the click layer that carries the
+    # hover draws one point only
+    where = page.evaluate("""() => { const gd = document.querySelector('.js-plotly-plot');
+        const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
+        return [box.left + xa._offset + xa.l2p(2), box.top + ya._offset + ya.l2p(6)]; }""")
+    page.mouse.move(*where)
+    page.wait_for_timeout(500)
+    text = page.locator(".hoverlayer .hovertext").first.text_content()
+    trace = wait_for_heatmap(page, lambda t: len(t["y"]) == 16)
+    assert text.startswith("query thekey saw") and f"weight: {trace['w'][6][2]:.4g}" in text, text  # "the" is #6, "saw" #2
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -63,6 +73,8 @@ def test_clicking_a_cell_inspects_its_query(server, page):
     page.goto(f"{server}/?text=the+cat+sat+on+the+mat")
     wait_for_heatmap(page, lambda t: len(t["y"]) == 6)
     assert shown_value(page, "stSelectbox", "Query word") == "0 · the"
+    # The click layer holds a point per cell (36) but draws one: clicks and hover read plotly's data, not the DOM.
+    assert page.locator(".js-plotly-plot").first.locator(".scatterlayer .point").count() == 1
     click_point(page, 0, 1, 3)  # key 1 ("cat"), query 3 ("on")
     assert shown_value(page, "stSelectbox", "Query word") == "3 · on"
     assert url_has(page, "query=3")
@@ -92,6 +104,7 @@ def test_trained_atlas_opens_the_clicked_head(server, page):
     settle(page)
     atlas = plots(page)[0]
     assert atlas[0]["type"] == "heatmap" and len(atlas[1]["y"]) == 72  # the thumbnails, and one click point per head
+    assert page.locator(".js-plotly-plot").first.locator(".scatterlayer .point").count() == 1  # of them, one drawn
     assert shown_value(page, "stSelectbox", "Layer") == "1" and shown_value(page, "stSelectbox", "Head") == "1"
     click_point(page, 0, 4 * 6 + 3, 2 * 6 + 1)  # inside layer 3, head 5's tile, off its centre
     assert shown_value(page, "stSelectbox", "Layer") == "3" and shown_value(page, "stSelectbox", "Head") == "5"

@@ -163,17 +163,24 @@ def position_select(container, label: str, names: list[str], name: str, *, first
     `first` = (value, label) adds one option before the positions, such as (-1, "every word"); it is the
     default, else position 0 is.
     """
-    options = ([first[0]] if first else []) + list(range(len(names)))
-    default = options[0]
+    options, clean = _positions(names, first)
 
     def label_of(i: int) -> str:
         return first[1] if first and i == first[0] else f"{i} · {names[i]}"
 
-    def clean(value) -> int:
-        return value if isinstance(value, int) and value in options else default
-
     return held(name, (first, names), clean,
                 lambda **widget: container.selectbox(label, options, format_func=label_of, **widget, **kwargs))
+
+
+def position(names: list[str], name: str, *, first: tuple[int, str] | None = None) -> int:
+    """The position that position_select(…, names, name, first=first) holds in this run, read before it is drawn."""
+    return _positions(names, first)[1](st.session_state.get(name))
+
+
+def _positions(names: list[str], first: tuple[int, str] | None) -> tuple[list[int], Callable[[Any], int]]:
+    """A position select's options, and its `clean`: a stored value it allows, else its default (the first option)."""
+    options = ([first[0]] if first else []) + list(range(len(names)))
+    return options, lambda value: value if isinstance(value, int) and value in options else options[0]
 
 
 def clamp(low: int, high: int, default: int) -> Callable[[Any], int]:

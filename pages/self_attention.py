@@ -6,7 +6,7 @@ from dataclasses import replace
 import numpy as np
 import streamlit as st
 
-from pages._common import clicked, held, load_url_state, md_escape, position_select, save_url_state, scale_select, stop, word_vectors
+from pages._common import clicked, held, load_url_state, md_escape, position, position_select, save_url_state, scale_select, stop, word_vectors
 from attnviz.export import Matrix
 from pages._present import chart
 from pages._explorer import FULL_LIMIT, ZOOM_SIZES, Request, compare, compute, problem, step_walk, zoom_window
@@ -222,14 +222,19 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
               matrix=everything)
         st.caption("The grid's downloads hold the average over heads; the step-by-step walk below has each head's.")
 
-    st.subheader("Query inspector")
-    query = position_select(st, "Query word", tokens, "query")
+    # The query inspector is built before any of it is drawn, so the chart above reaches the browser on its own and
+    # is drawn at once: Streamlit's frontend draws together whatever arrives within 10 ms of a first change.
+    query = position(tokens, "query")
     row = view.mean_weights[query]
-    bars, facts = st.columns([3, 2])
     top = BARS_LIMIT if n > BARS_LIMIT else None
     title = (f"Its {BARS_LIMIT} largest weights" if top else "Its weights over the keys") + (", head average" if config.heads > 1 else "")
-    chart(bars, figures.weight_bars(row, tokens, oov=oov, top=top, title=title), key="bars",
-          matrix=Matrix(row[None].copy(), [tokens[query]], tokens))
+    row_bars = figures.weight_bars(row, tokens, oov=oov, top=top, title=title)
+    neighbours = nearest_words(kv, view.mixture[query])
+
+    st.subheader("Query inspector")
+    position_select(st, "Query word", tokens, "query")  # holds `query`
+    bars, facts = st.columns([3, 2])
+    chart(bars, row_bars, key="bars", matrix=Matrix(row[None].copy(), [tokens[query]], tokens))
     if top:
         bars.caption(f"The {BARS_LIMIT} largest weights of this query, in sentence order.")
     with facts:
@@ -240,7 +245,6 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
         st.latex(r"H(\alpha_i) = -\sum_j \alpha_{ij} \ln \alpha_{ij} \le \ln %d = %.3f" % (max(allowed, 1), np.log(max(allowed, 1))))
         st.write(f"Nearest words in {md_escape(vectors_name)} to the weighted mix of input vectors:")
         st.latex(r"m_i = \sum_j \alpha_{ij}\, x_j" + (r" = o_i" if config.projection == "identity" else ""))
-        neighbours = nearest_words(kv, view.mixture[query])
         if neighbours:
             # A Markdown table, not st.dataframe: the landing page then needs neither pandas nor the grid's scripts.
             st.markdown("| word | cosine |\n|---|---|\n" + "\n".join(f"| {md_escape(w)} | {c:.3f} |" for w, c in neighbours))

@@ -295,15 +295,12 @@ def attention_heatmap(
     clickable = clickable and len(rows) <= CLICK_LIMIT
     if clickable:
         heatmap.hoverinfo = "skip"  # the click layer above it carries the hover
-    fig = go.Figure(heatmap)
-    if clickable:
-        fig.add_trace(_click_layer(weights, scores, row_names, col_names, row_start, col_start))
+    traces = [heatmap, _click_layer(weights, scores, row_names, col_names, row_start, col_start)] if clickable else [heatmap]
     height = height or _side(len(rows))
-    fig.update_layout(
+    return go.Figure(traces, layout=dict(
         title=title, height=height, xaxis=_keys_axis(cols, col_names, width), yaxis=_rows_axis(rows, row_names, height),
         hoverdistance=-1 if clickable else 20, margin=dict(t=60 if title else 30),
-    )
-    return fig
+    ))
 
 
 def head_grid(
@@ -350,16 +347,14 @@ def difference_heatmap(a: np.ndarray, b: np.ndarray, row_tokens: list[str], col_
     difference = b - a  # (Tq, Tk)
     rows, cols, row_names, col_names = _token_axes(row_tokens, col_tokens, row_oov, col_oov)
     extent = float(np.abs(difference).max()) or 1.0
-    fig = go.Figure(go.Heatmap(
+    height = _side(len(rows))
+    return go.Figure(go.Heatmap(
         z=difference, x=col_names, y=row_names, zmin=-extent, zmax=extent, zmid=0, colorscale=DIVERGING,
         customdata=np.stack([a, b], -1), colorbar=_colorbar("B − A"),
         hovertemplate="query %{y}<br>key %{x}<br>A: %{customdata[0]:.4~g}<br>B: %{customdata[1]:.4~g}<br>"
                       "B − A: %{z:.4~g}<extra></extra>",
-    ))
-    height = _side(len(rows))
-    fig.update_layout(title=title, height=height, xaxis=_keys_axis(cols, col_names, width),
-                      yaxis=_rows_axis(rows, row_names, height), margin=dict(t=60))
-    return fig
+    ), layout=dict(title=title, height=height, xaxis=_keys_axis(cols, col_names, width),
+                   yaxis=_rows_axis(rows, row_names, height), margin=dict(t=60)))
 
 
 def block_max(weights: np.ndarray, max_blocks: int) -> tuple[np.ndarray, int]:
@@ -394,18 +389,16 @@ def block_overview(weights: np.ndarray, tokens: list[str], *, max_blocks: int = 
     row_names = [span(i, n_rows) for i in range(rows)]
     col_names = [span(j, n_cols) for j in range(cols)]
     colours = colour_scale(scale, blocks)
-    fig = go.Figure(go.Heatmap(
+    height = 700
+    return go.Figure(go.Heatmap(
         z=colours.show(blocks), x=col_names, y=row_names, zmin=0, zmax=colours.zmax, colorscale=PALETTES[palette],
         customdata=blocks, colorbar=colours.colorbar("block max"),
         hovertemplate="queries %{y}<br>keys %{x}<br>max weight in block: %{customdata:.4~g}<extra></extra>",
-    ))
-    height = 700
-    fig.update_layout(
+    ), layout=dict(
         title=f"Overview: max weight per {b}×{b} block ({n_rows} × {n_cols} tokens)", height=height,
         xaxis=dict(_keys_axis([c.split(" ")[0] for c in col_names], col_names, "full", title="keys"), type="category"),
         yaxis=dict(_rows_axis([r.split(" ")[0] for r in row_names], row_names, height, title="queries"), type="category"),
-    )
-    return fig
+    ))
 
 
 def matrix_heatmap(
@@ -421,16 +414,14 @@ def matrix_heatmap(
         colour = dict(zmin=-extent, zmax=extent, colorscale=DIVERGING)
     row_names, col_names = positions(row_labels), positions(col_labels)
     height = height or max(300, _side(len(row_labels)) * 2 // 3)
-    fig = go.Figure(go.Heatmap(
+    return go.Figure(go.Heatmap(
         z=z, x=col_names, y=row_names, **colour, colorbar=_colorbar("value"),
         hovertemplate="row %{y}<br>column %{x}<br>value: %{z:.4f}<extra></extra>",
-    ))
-    fig.update_layout(
+    ), layout=dict(
         title=dict(text=f"{title}  ({z.shape[0]}×{z.shape[1]})"), height=height,
         xaxis=_keys_axis(col_labels, col_names, width, title=None), yaxis=_rows_axis(row_labels, row_names, height, title=None),
         margin=dict(t=50),
-    )
-    return fig
+    ))
 
 
 def weight_bars(
@@ -451,16 +442,14 @@ def weight_bars(
     names = positions(text, start)
     shown = [names[i] for i in keys]
     height = 110 + max(6, len(keys)) * (24 if len(keys) <= 16 else 16)
-    fig = go.Figure(go.Bar(
+    return go.Figure(go.Bar(
         y=shown, x=weights[keys], orientation="h", marker_color=["#d55e00" if i == highlight else "#0072b2" for i in keys],
         hovertemplate="key %{y}<br>weight: %{x:.4~g}<extra></extra>",
-    ))
-    fig.update_layout(
+    ), layout=dict(
         title=title, height=height, margin=dict(t=50),
         yaxis=_rows_axis([text[i] for i in keys], shown, height, title=None),
         xaxis=dict(title="weight", range=[0, max(1e-9, float(weights.max())) * 1.05], automargin=True),
-    )
-    return fig
+    ))
 
 
 def dims(n: int) -> list[str]:

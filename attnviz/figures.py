@@ -297,6 +297,8 @@ def attention_heatmap(
         heatmap.hoverinfo = "skip"  # the click layer above it carries the hover
     traces = [heatmap, _click_layer(weights, scores, row_names, col_names, row_start, col_start)] if clickable else [heatmap]
     height = height or _side(len(rows))
+    # The layout goes into the constructor: a later update_layout (plotly's relayout machinery) cost more than
+    # the rest of this function, on every click.
     return go.Figure(traces, layout=dict(
         title=title, height=height, xaxis=_keys_axis(cols, col_names, width), yaxis=_rows_axis(rows, row_names, height),
         hoverdistance=-1 if clickable else 20, margin=dict(t=60 if title else 30),

@@ -47,7 +47,8 @@ def test_hovering_a_cell_shows_its_numbers(server, page):
         const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
         return [box.left + xa._offset + xa.l2p(2), box.top + ya._offset + ya.l2p(6)]; }""")
     page.mouse.move(*where)
-    page.wait_for_timeout(500)
+    page.wait_for_function("() => (document.querySelector('.hoverlayer .hovertext') || {}).textContent?.startsWith('query the')",
+                           timeout=10_000)
     text = page.locator(".hoverlayer .hovertext").first.text_content()
     trace = wait_for_heatmap(page, lambda t: len(t["y"]) == 16)
     assert text.startswith("query thekey saw") and f"weight: {trace['w'][6][2]:.4g}" in text, text  # "the" is #6, "saw" #2

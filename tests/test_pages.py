@@ -168,6 +168,30 @@ def test_the_walk_opens_one_step_its_link_names(walk, first):
     assert len(titles) == 1 and titles[0].startswith(first), titles
 
 
+def test_the_inspector_shows_the_chosen_query_through_edits():
+    """The inspector is built before its select box is drawn (from the position it holds): its bars and entropy
+    must still be the chosen query's row, after a choice, a retyped sentence that drops that position, and a hard toggle."""
+    def inspected(at) -> tuple[np.ndarray, np.ndarray, float]:
+        bars = decode(chart_data(at, 1)[0]["x"])  # (n,)
+        entropy = float(next(m.value for m in at.metric if m.label.startswith("Entropy")))
+        return heatmap(at)["weights"], bars, entropy
+
+    at = page({"text": "the cat sat on the mat"})
+    held(at.selectbox, "query").set_value(3).run()
+    weights, bars, entropy = inspected(at)
+    np.testing.assert_allclose(bars, weights[3], atol=1e-6)
+    assert entropy == pytest.approx(-(weights[3] * np.log(weights[3])).sum(), abs=1e-3)
+    at.text_area(key="text").set_value("a dog").run()  # position 3 is gone: back to 0
+    weights, bars, _ = inspected(at)
+    assert at.session_state["query"] == 0 and len(bars) == 2
+    np.testing.assert_allclose(bars, weights[0], atol=1e-6)
+    held(at.selectbox, "query").set_value(1).run()
+    at.toggle(key="hard").set_value(True).run()
+    weights, bars, entropy = inspected(at)
+    np.testing.assert_allclose(bars, weights[1], atol=1e-6)
+    assert bars.max() == 1 and entropy == 0
+
+
 def test_nearest_words_table_lists_the_mixtures_neighbours(glove):
     from attnviz.embeddings import embed, nearest_words, tokenize
 

@@ -154,19 +154,24 @@ def zoom_window(view: View, tokens: list[str], oov: list[bool], palette: str, sc
 
 def step_walk(view: View, tokens: list[str], oov: list[bool], palette: str, schema: dict[str, Param]) -> None:
     """Every matrix from X to αV with its formula and shape, built only while its expander is open."""
-    n, heads = len(tokens), view.config.heads
-    label = "Step by step: every matrix from X to αV, with its formula and shape"
-    if n > STEPS_LIMIT:
-        st.expander(label, key="steps", on_change="rerun").info(
-            f"The step-by-step walk draws every n×n matrix, so it is shown up to {STEPS_LIMIT} tokens; this text has {n}.")
-        return
+    heads = view.config.heads
 
     def draw() -> None:
         head = held("head", heads, clamp(0, heads - 1, 0),
                     lambda **widget: st.selectbox("Head", list(range(heads)), **widget)) if heads > 1 else 0
         draw_steps(steps(view, head), figures.labels(tokens, oov), palette)
 
-    walk_expander(label, draw, schema)
+    walk_section("Step by step: every matrix from X to αV, with its formula and shape", len(tokens), "tokens", draw, schema)
+
+
+def walk_section(label: str, size: int, unit: str, draw: Callable[[], None], schema: dict[str, Param]) -> None:
+    """The walk's expander, filled by `draw` while open; above STEPS_LIMIT `size` (`unit`: tokens, pieces) it says
+    why it draws nothing."""
+    if size > STEPS_LIMIT:
+        st.expander(label, key="steps", on_change="rerun").info(
+            f"The step-by-step walk draws every n×n matrix, so it is shown up to {STEPS_LIMIT} {unit}; this text has {size}.")
+    else:
+        walk_expander(label, draw, schema)
 
 
 @st.fragment

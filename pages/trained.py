@@ -7,7 +7,7 @@ import torch
 from pages._common import clicked, clicked_point, glove, load_url_state, position_select, save_url_state, scale_select, stop
 from attnviz.export import Matrix
 from pages._present import chart
-from pages._explorer import STEPS_LIMIT, draw_steps, walk_expander
+from pages._explorer import draw_steps, walk_section
 from pages._model import forward, model, word_weights
 from attnviz import figures, trained
 from attnviz.attention import entropy
@@ -146,16 +146,14 @@ chart(st, figures.attention_heatmap(flow, labels, row_oov=unknown, scale=scale, 
 st.caption("How much each input (column) reaches each output position (row) through all six layers, following the "
            "residual connections. Computed on pieces" + (", then read as words." if unit == "words" else "."))
 
-walk_label = f"Step by step for layer {layer}, head {head}: X → Q, K, V → QKᵀ/√d_k → softmax → αV"
-if n_pieces > STEPS_LIMIT:
-    st.expander(walk_label, key="steps", on_change="rerun").info(
-        f"The walk draws every n×n matrix, so it is shown up to {STEPS_LIMIT} pieces; this text has {n_pieces}.")
-else:
-    def draw_walk() -> None:
-        st.caption("On the model's pieces. Every matrix is the one the forward computed.")
-        draw_steps(trained.head_steps(result, layer - 1, head - 1), figures.labels(pieces.labels(), pieces.unknown), "viridis")
 
-    walk_expander(walk_label, draw_walk, SCHEMA)
+def draw_walk() -> None:
+    st.caption("On the model's pieces. Every matrix is the one the forward computed.")
+    draw_steps(trained.head_steps(result, layer - 1, head - 1), figures.labels(pieces.labels(), pieces.unknown), "viridis")
+
+
+walk_section(f"Step by step for layer {layer}, head {head}: X → Q, K, V → QKᵀ/√d_k → softmax → αV", n_pieces, "pieces",
+             draw_walk, SCHEMA)
 
 st.header("Trained vs toy")
 st.write(f"Layer {layer}, head {head} beside attnviz's GloVe engine (identity projections, scaled dot product) on the "

@@ -192,6 +192,12 @@ def test_the_inspector_shows_the_chosen_query_through_edits():
     assert bars.max() == 1 and entropy == 0
 
 
+def test_the_walk_says_why_it_is_not_drawn_above_its_limit():
+    at = page({"text": " ".join(["dog"] * 70), "steps": "1"})
+    assert not at.exception and not walk_titles(at)
+    assert "shown up to 64 tokens; this text has 70" in messages(at)
+
+
 def test_nearest_words_table_lists_the_mixtures_neighbours(glove):
     from attnviz.embeddings import embed, nearest_words, tokenize
 

@@ -175,20 +175,9 @@ def long_paste(browser, url: str, n: int, start: int = 0) -> tuple[float, int]:
     return seconds, sum(received)
 
 
-def engine_ratio(device: torch.device, runs: int = 9) -> dict[str, float]:
-    """Median ms of attend (weights and output; and with the scores kept too) and of SDPA, same inputs.
-
-    All three are warmed up first, then timed in turn, so none gains from the order: the kernel's
-    huge-page supply warms up over the first few n×n allocations.
-    """
-    from attnviz.attention import attend
-
-    q, k, v = (torch.randn(1, 8, 4096, 64, device=device) for _ in range(3))  # (B, H, N, d)
-    fns = {
-        "ours": lambda: attend(q, k, v, need_scores=False),
-        "ours_with_scores": lambda: attend(q, k, v),
-        "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
-    }
+def medians(fns: dict, device: torch.device, runs: int = 9) -> dict[str, float]:
+    """Median ms of each function, all warmed up first, then timed in turn, so none gains from the order: the
+    kernel's huge-page supply warms up over the first few n×n allocations."""
 
     def timed(fn) -> float:
         if device.type == "cuda":
@@ -207,6 +196,61 @@ def engine_ratio(device: torch.device, runs: int = 9) -> dict[str, float]:
         for name, fn in fns.items():
             times[name].append(timed(fn))
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def row6_inputs(device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return tuple(torch.randn(1, 8, 4096, 64, device=device) for _ in range(3))  # (B, H, N, d) each
+
+
+def engine_ratio(device: torch.device) -> dict[str, float]:
+    """Median ms of attend (weights and output; and with the scores kept too) and of SDPA, same inputs."""
+    from attnviz.attention import attend
+
+    q, k, v = row6_inputs(device)
+    return medians({
+        "ours": lambda: attend(q, k, v, need_scores=False),
+        "ours_with_scores": lambda: attend(q, k, v),
+        "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
+    }, device)
+
+
+def engine_parts(device: torch.device) -> dict[str, float]:
+    """Median ms of the three passes attend makes at row 6's size, each alone: where the gap to SDPA lies."""
+    q, k, v = row6_inputs(device)
+    weights = (q / 8) @ k.transpose(-2, -1)  # (B, H, N, N)
+    return medians({
+        "QKᵀ/√d": lambda: (q / 8) @ k.transpose(-2, -1),  # √64 = 8
+        "softmax in place": lambda: torch.ops.aten._softmax.out(weights, -1, False, out=weights),
+        "weights @ V": lambda: weights @ v,
+    }, device)
+
+
+WARM_UP_PARTS = """
+import time
+marks = [time.perf_counter()]
+import streamlit
+marks.append(time.perf_counter())
+import attnviz, torch
+marks.append(time.perf_counter())
+import gensim.models
+marks.append(time.perf_counter())
+from pages._common import glove
+kv = glove()
+marks.append(time.perf_counter())
+from pages._warm import _first_use
+_first_use(kv)
+marks.append(time.perf_counter())
+print(*(round(b - a, 2) for a, b in zip(marks, marks[1:])))
+"""
+
+
+def warm_up_parts() -> dict[str, float]:
+    """Seconds of each part of the server's start, in a fresh process with nothing else running: what the first
+    real heatmap waits for beyond what a trivial app does."""
+    out = subprocess.run([sys.executable, "-c", WARM_UP_PARTS], cwd=ROOT, capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout.split()
+    names = ["import streamlit", "import torch", "import gensim", "GloVe loaded", "first use"]
+    return dict(zip(names, map(float, out)))
 
 
 def engine_row(device: torch.device) -> tuple[str, ...]:
@@ -254,6 +298,7 @@ def main() -> None:
             # Alternated, so both apps meet the same state of the machine's page cache, which drifts.
             colds = [(cold_start(browser, ROOT / "app.py"), cold_start(browser, folder / "trivial.py")) for _ in range(args.runs)]
             print("1 cold starts (attnviz, trivial app), s:", [(round(o, 2), round(t, 2)) for o, t in colds], file=sys.stderr)
+            print("1 the server's start alone, s:", warm_up_parts(), file=sys.stderr)
             rows.append(row("1 cold start: `streamlit run` → first real heatmap drawn", "≤ 1.10× the trivial app",
                             statistics.median(o for o, _ in colds), statistics.median(t for _, t in colds), "s", 1.10))
         app = Server(ROOT / "app.py") if wanted & {2, 3, 4, 5} else None
@@ -300,9 +345,10 @@ def main() -> None:
             app.stop()
         browser.close()
     if 6 in wanted:
-        rows.append(engine_row(torch.device("cpu")))
-        if torch.cuda.is_available():
-            rows.append(engine_row(torch.device("cuda")))
+        devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
+        for device in devices:
+            rows.append(engine_row(device))
+            print(f"6 the engine's passes alone, {device.type}, ms:", {k: round(v, 1) for k, v in engine_parts(device).items()}, file=sys.stderr)
     print(f"# {time.strftime('%Y-%m-%d')} · {platform.machine()} · {os.cpu_count()} cores · torch {torch.__version__} · medians")
     print("| # figure | target | attnviz | reference | ratio | met |")
     print("|---|---|---|---|---|---|")

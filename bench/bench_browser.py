@@ -215,12 +215,15 @@ def engine_ratio(device: torch.device) -> dict[str, float]:
 
 
 def engine_parts(device: torch.device) -> dict[str, float]:
-    """Median ms of the three passes attend makes at row 6's size, each alone: where the gap to SDPA lies."""
+    """Median ms of the three passes attend makes at row 6's size, each alone (attend's own functions for the first
+    two): where the gap to SDPA lies."""
+    from attnviz.attention import _normalise, scaled_dot_scores
+
     q, k, v = row6_inputs(device)
-    weights = (q / 8) @ k.transpose(-2, -1)  # (B, H, N, N)
+    weights = scaled_dot_scores(q, k)  # (B, H, N, N)
     return medians({
-        "QKᵀ/√d": lambda: (q / 8) @ k.transpose(-2, -1),  # √64 = 8
-        "softmax in place": lambda: torch.ops.aten._softmax.out(weights, -1, False, out=weights),
+        "QKᵀ/√d": lambda: scaled_dot_scores(q, k),
+        "softmax in place": lambda: _normalise(weights, hard=False, in_place=True),
         "weights @ V": lambda: weights @ v,
     }, device)
 

@@ -11,7 +11,9 @@ given whole on hover; margins are sized for all that before plotly draws (fit_ma
 
 from __future__ import annotations
 
+import base64
 import contextvars
+import hashlib
 import html
 import math
 import re
@@ -19,6 +21,7 @@ import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
+import plotly.colors
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -303,6 +306,41 @@ def attention_heatmap(
         title=title, height=height, xaxis=_keys_axis(cols, col_names, width), yaxis=_rows_axis(rows, row_names, height),
         hoverdistance=-1 if clickable else 20, margin=dict(t=60 if title else 30),
     ))
+
+
+def palette_stops(palette: str) -> list[list]:
+    """A palette as [[position, [r, g, b]], ...], the stops plotly interpolates between, for the browser."""
+    stops = plotly.colors.get_colorscale(PALETTES[palette])
+    return [[float(p), [int(c) for c in plotly.colors.unlabel_rgb(plotly.colors.convert_colors_to_same_type(colour, "rgb")[0][0])]]
+            for p, colour in stops]
+
+
+def interactive_heatmap(
+    scores: np.ndarray, row_tokens: list[str], col_tokens: list[str] | None = None, *, view: dict, row_oov=None,
+    col_oov=None, title: str = "", row_start: int = 0, col_start: int = 0, taus: list[float], overflow: str = "",
+    file: str = "attnviz_heatmap", font_px: int = FONT_PX, label_px: int | None = None, bars_limit: int = 64,
+    height: int | None = None,
+) -> dict:
+    """What the interactive heatmap (heatmap.js) needs to compute and draw a view in the browser: the raw scores
+    (Tq, Tk) a(q_i, k_j), before τ, the mask and the softmax, as float32 bytes in base64; the tokens as plain
+    text (the browser sets them as text, never as HTML), OOV marked; the view's state (temp, hard, mask, hide,
+    scale, palette, query); the τ grid; the palettes' stops; and the layout rules of these figures (label pitch,
+    tick-label cut, height). `overflow` is the message shown where S/τ leaves float32's range."""
+    scores = np.ascontiguousarray(_finite(scores), dtype="<f4")  # (Tq, Tk)
+    rows = [t + (OOV_MARK if o else "") for t, o in zip(row_tokens, row_oov or [False] * len(row_tokens))]
+    if col_tokens is None:
+        cols = rows
+    else:
+        cols = [t + (OOV_MARK if o else "") for t, o in zip(col_tokens, col_oov or [False] * len(col_tokens))]
+    packed = base64.b64encode(scores.tobytes()).decode("ascii")
+    version = hashlib.blake2b("\x00".join([packed, *rows, "\x01", *cols, title, str(row_start), str(col_start)]).encode(),
+                              digest_size=12).hexdigest()
+    return dict(
+        version=version, scores=packed, n=int(scores.shape[0]), m=int(scores.shape[1]), rows=rows, cols=cols,
+        row_start=row_start, col_start=col_start, title=title, view=view, taus=list(taus), overflow_message=overflow,
+        palettes={name: palette_stops(name) for name in PALETTES}, label_px=label_px or _label_px.get(), font_px=font_px,
+        tick_chars=TICK_CHARS, height=height or _side(len(rows)), bars_limit=bars_limit, file=file,
+    )
 
 
 def head_grid(

@@ -169,9 +169,14 @@ def _check_finite(weights: torch.Tensor, x: np.ndarray) -> None:
     # Each row's sum is finite exactly when all its weights are (they lie in [0, 1] otherwise); checking n sums
     # instead of n² weights saves isfinite's n×n temporaries, a third of the whole run at 4,096 tokens.
     if not torch.isfinite(weights.sum(-1)).all():
-        lengths = np.linalg.norm(np.asarray(x, np.float64), axis=1)  # (n,) float64: float32 would overflow too
-        order = [int(i) for i in np.argsort(-lengths, kind="stable")]
-        raise ScoresOverflow(order, float(lengths[order[0]]))
+        raise ScoresOverflow(*longest_rows(x))
+
+
+def longest_rows(x: np.ndarray) -> tuple[list[int], float]:
+    """The rows of x (n, d) from the longest vector down, and the longest length: the inputs that overflow scores."""
+    lengths = np.linalg.norm(np.asarray(x, np.float64), axis=1)  # (n,) float64: float32 would overflow too
+    order = [int(i) for i in np.argsort(-lengths, kind="stable")]
+    return order, float(lengths[order[0]])
 
 
 # ---------------------------------------------------------------- step by step

@@ -105,3 +105,16 @@ def parse_params(params: Mapping[str, str], schema: Mapping[str, Param]) -> dict
 def encode_params(values: Mapping[str, Any], schema: Mapping[str, Param]) -> dict[str, str]:
     """The query parameters for `values`; defaults are left out to keep links short."""
     return {name: param.encode(values[name]) for name, param in schema.items() if values[name] != param.default}
+
+
+def coerce(values: Mapping[str, Any], schema: Mapping[str, Param]) -> dict[str, Any]:
+    """Typed values from elsewhere (the browser's interactive views) checked as a link's values are: each name of
+    `values` that the schema has goes through its Param's encode and parse; one that fails gets the default."""
+    checked = {}
+    for name in values.keys() & schema.keys():
+        param = schema[name]
+        try:
+            checked[name] = param.parse(param.encode(values[name]))
+        except (ValueError, TypeError, OverflowError, AttributeError):
+            checked[name] = param.default
+    return checked

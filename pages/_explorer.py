@@ -11,13 +11,14 @@ import streamlit as st
 from attnviz import figures
 from attnviz.cache import ByteBudgetCache
 from attnviz.embeddings import Embedded, embed, tokenize
-from attnviz.selfattention import Config, ScoresOverflow, Step, View, run, steps
+from attnviz.selfattention import Config, ScoresOverflow, Step, View, longest_rows, run, steps
 from attnviz.urlstate import Param
 from pages._common import VISIT, clamp, held, save_url_state, widget_key
 from attnviz.export import Matrix, matrices_zip
 from pages._present import chart
 
 FULL_LIMIT = 256  # above this many tokens: one head at a time, and a block overview plus a zoom window
+INTERACTIVE_LIMIT = 512  # up to this many tokens one head is drawn whole by the browser (pages/_interactive)
 STEPS_LIMIT = 64  # the step-by-step walk draws n×n matrices up to this size
 ALL_STEPS = "All steps"
 WALK = "walk"  # the walk's open tab: its URL parameter and session-state name
@@ -74,11 +75,14 @@ def _compute(kv, r: Request) -> Computed:
         return Computed(tokens, embedded, None, overflow)
 
 
-def overflow_message(computed: Computed) -> str:
-    error, tokens = computed.overflow, computed.embedded.tokens
-    words = ", ".join(f"'{tokens[i]}'" for i in error.rows[:3])
-    return (f"The scores are larger than float32 can hold (about 3.4e38), so the softmax has no answer. "
-            f"The longest vectors belong to {words} (length up to {error.longest:.3g}). Use vectors of ordinary "
+def overflow_message(computed: Computed, subject: str = "The scores") -> str:
+    """Why the softmax has no answer, naming the longest vectors. With `subject` "The scores divided by τ" it is said
+    ahead of time, for a view whose τ the browser changes (the scores themselves fit)."""
+    tokens = computed.embedded.tokens
+    rows, longest = (computed.overflow.rows, computed.overflow.longest) if computed.overflow else longest_rows(computed.embedded.vectors)
+    words = ", ".join(f"'{tokens[i]}'" for i in rows[:3])
+    return (f"{subject} are larger than float32 can hold (about 3.4e38), so the softmax has no answer. "
+            f"The longest vectors belong to {words} (length up to {longest:.3g}). Use vectors of ordinary "
             "size (GloVe's are under 10 long), cosine scoring, or a larger temperature τ.")
 
 

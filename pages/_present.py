@@ -72,16 +72,17 @@ def chart(where, figure, *, key: str, width: str = "stretch", matrix: Matrix | N
     return drawn
 
 
-def downloads(where, key: str, figure, matrix: Matrix) -> None:
-    """CSV, .npy and HTML of one chart, in a small menu. Each file is built only when its button is clicked."""
+def downloads(where, key: str, figure, matrix: Matrix, *, image_help: str = "PNG or SVG: the camera button on the chart.") -> None:
+    """CSV, .npy and HTML of one chart, in a small menu. Each file is built only when its button is clicked;
+    `figure` is a plotly figure, or a function that builds one then."""
     menu = where.popover("Download", icon=":material/download:", key=f"downloads_{key}",
                          help="This chart's numbers (CSV, .npy) or the figure as a page that works offline (HTML). "
-                              "PNG or SVG: the camera button on the chart.")
+                              + image_help)
     name = f"attnviz_{key}"
     menu.download_button("Numbers (CSV)", matrix.csv,
                          f"{name}.csv", "text/csv", on_click="ignore", key=f"csv_{key}", width="stretch")
     menu.download_button("Numbers (.npy, float32)", matrix.npy, f"{name}.npy",
                          "application/octet-stream", on_click="ignore", key=f"npy_{key}", width="stretch",
                          help="Read it with numpy.load.")
-    menu.download_button("Figure (HTML)", lambda: figure_html(figure), f"{name}.html", "text/html", on_click="ignore",
+    menu.download_button("Figure (HTML)", lambda: figure_html(figure() if callable(figure) else figure), f"{name}.html", "text/html", on_click="ignore",
                          key=f"html_{key}", width="stretch", help="A standalone page with plotly.js inside: it opens offline.")

@@ -8,18 +8,22 @@ import streamlit as st
 
 from pages._common import clicked, held, load_url_state, md_escape, position, position_select, save_url_state, scale_select, stop, word_vectors
 from attnviz.export import Matrix
-from pages._present import chart
-from pages._explorer import FULL_LIMIT, ZOOM_SIZES, Request, compare, compute, problem, step_walk, zoom_window
+from pages._interactive import interactive_heatmap, view_state
+from pages._present import CHART_FONT_PX, PRESENT, PRESENTER_LABEL_PX, chart, downloads
+from pages._explorer import (
+    FULL_LIMIT, INTERACTIVE_LIMIT, ZOOM_SIZES, Request, compare, compute, overflow_message, problem, step_walk, zoom_window,
+)
 from attnviz import figures
 from attnviz.attention import FORMULAS, PARAMETERS, SCORING_NAMES
 from attnviz.embeddings import OOV_POLICIES, nearest_words
 from attnviz.selfattention import MASKS, Config, max_tokens_setting, temperature_grid
-from attnviz.urlstate import Param, boolean, bounded_text, choice, encode_bool, encode_int_list, int_list, int_range, nearest
+from attnviz.urlstate import Param, boolean, bounded_text, choice, coerce, encode_bool, encode_int_list, int_list, int_range, nearest
 
 MAX_TOKENS, MAX_TOKENS_PROBLEM = max_tokens_setting(os.environ.get("ATTNVIZ_MAX_TOKENS"))  # a setting: see README
 BARS_LIMIT = 64  # above this many keys the query inspector draws only the largest weights
 TEXT_CHARS = 200_000  # the sentence box accepts this many characters
 B_MASKS = ("none", "causal")  # side B of a comparison has no key list to hide
+MASK_NAMES = {"none": "none", "causal": "causal", "keys": "hide keys"}
 DEFAULT_TEXT = "When he saw his owner, the dog was happy, so he wagged his tail"
 SCHEMA = {
     "text": Param(DEFAULT_TEXT, bounded_text(TEXT_CHARS)),
@@ -119,14 +123,17 @@ with st.sidebar:
     st.slider("Heads H", 1, 8, key="heads", disabled=not random_proj, help="Identity projections would make every head the same. " + needs_random)
     if not random_proj:
         st.caption("d_k, biases and heads apply to random projections.")
+    # One head, no comparison: the browser draws the heatmap and has its own palette and colour scale.
+    interactive = not st.session_state.cmp and not (random_proj and st.session_state.heads > 1)
     st.header("Tokens")
     st.toggle("Drop punctuation", key="punct", help="Remove tokens such as ',' and '.' before embedding.")
     st.radio(
         "Words not in the vocabulary", OOV_POLICIES, key="oov", horizontal=True,
         help="zero: a zero vector; random: a seeded random vector of typical length; drop: leave the word out.",
     )
-    st.selectbox("Palette", list(figures.PALETTES), key="palette", help="All three read well with colour blindness.")
-    scale_select(st)
+    if not interactive:  # the interactive heatmap has its own palette and colour scale
+        st.selectbox("Palette", list(figures.PALETTES), key="palette", help="All three read well with colour blindness.")
+        scale_select(st)
 
 loaded = word_vectors(vectors_slot)
 if loaded is None:
@@ -144,10 +151,10 @@ if MAX_TOKENS_PROBLEM:
     st.warning(MAX_TOKENS_PROBLEM)
 
 
-@st.fragment
-def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Config) -> None:
-    """τ, hard attention and the mask, and everything drawn from the weights: a change to one of these reruns
-    this part of the page only, not the sidebar and the sentence box."""
+def controls(colour: bool) -> None:
+    """τ, hard attention and the mask as Streamlit widgets (each change reruns this fragment), and with `colour` the
+    palette and the colour scale: for the views the browser does not redraw on its own (Compare, several heads,
+    long inputs)."""
     temperature, hard, mask = st.columns(3, vertical_alignment="center")
     temperature.select_slider(
         "Temperature τ (log scale)", temperature_grid(), key="temp",
@@ -155,21 +162,37 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
     )
     hard.toggle("Hard attention (one-hot argmax)", key="hard", help="Each query takes only its best key. Ties go to the leftmost key.")
     mask.radio(
-        "Mask", MASKS, key="mask", horizontal=True,
-        format_func={"none": "none", "causal": "causal", "keys": "hide keys"}.get,
+        "Mask", MASKS, key="mask", horizontal=True, format_func=MASK_NAMES.get,
         help="causal: a word sees only itself and earlier words. hide keys: no word may attend to the chosen words.",
     )
-    config = replace(base, temperature=st.session_state.temp, hard=st.session_state.hard, mask=st.session_state.mask,
-                     hidden=tuple(st.session_state.get("hide", [])))
-    request = Request(vectors_id, sentence, st.session_state.punct, st.session_state.oov, config, MAX_TOKENS)
+    if colour:
+        palette, scale = st.columns(2)
+        palette.selectbox("Palette", list(figures.PALETTES), key="palette", help="All three read well with colour blindness.")
+        scale_select(scale)
+
+
+def clean_view(sent: dict) -> dict:
+    """A view the browser sent, checked as a link's values are."""
+    return coerce(sent, SCHEMA)
+
+
+@st.fragment
+def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Config, interactive: bool) -> None:
+    """Everything drawn from the weights. With one head and no comparison, the browser computes the weights from the
+    raw scores and redraws on its own as τ, hard, the mask, the colour scale and the query change (pages/_interactive);
+    it reruns this fragment once the person pauses, so the link, the nearest words and the downloads follow.
+    Otherwise τ, hard and the mask are widgets whose changes rerun this fragment, not the sidebar and the sentence box."""
+    if not interactive:
+        controls(colour=False)
+    # The raw scores a(q_i, k_j) do not depend on τ, hard or the mask: the browser applies those.
+    raw = Request(vectors_id, sentence, st.session_state.punct, st.session_state.oov, base, MAX_TOKENS)
     with st.spinner("Computing attention…"):
-        computed = compute(kv, request)
-    tokens, embedded, view = computed.tokens, computed.embedded, computed.view
+        computed = compute(kv, raw)
     why = problem(computed, MAX_TOKENS)
     if why:
         stop(why[0], SCHEMA, error=why[1])
 
-    tokens, oov = embedded.tokens, embedded.oov
+    tokens, oov = computed.embedded.tokens, computed.embedded.oov
     if any(oov):
         unknown = sorted({t for t, o in zip(tokens, oov) if o})
         st.warning(
@@ -177,18 +200,57 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
             f"they are marked {figures.OOV_MARK.strip()} on the axes:"
         )
         st.code(" ".join(unknown), language=None)
-
     n = len(tokens)
-    if config.mask == "keys":
-        held("hide", tokens, lambda v: [i for i in v if isinstance(i, int) and 0 <= i < n] if isinstance(v, list) else [],
-             lambda **widget: st.multiselect(
-                 "Keys to hide", list(range(n)), format_func=lambda i: f"{i} · {tokens[i]}", **widget,
-                 help="No query may attend to these words. If a word hides every key, its row is all zero."))
+    if interactive and n > INTERACTIVE_LIMIT:
+        interactive = False
+        controls(colour=True)
+    hidden = [i for i in st.session_state.get("hide", []) if isinstance(i, int) and 0 <= i < n]
+    if not interactive and st.session_state.mask == "keys":
+        hidden = held("hide", tokens, lambda v: [i for i in v if isinstance(i, int) and 0 <= i < n] if isinstance(v, list) else [],
+                      lambda **widget: st.multiselect(
+                          "Keys to hide", list(range(n)), format_func=lambda i: f"{i} · {tokens[i]}", **widget,
+                          help="No query may attend to these words. If a word hides every key, its row is all zero."))
+    config = replace(base, temperature=st.session_state.temp, hard=st.session_state.hard, mask=st.session_state.mask,
+                     hidden=tuple(hidden))
+    request = replace(raw, config=config)
+    shown = compute(kv, request)  # the weights on screen (at τ, hard, mask): the downloads, nearest words and walk
+    st.caption(f"{n} tokens · d_model = {computed.view.x.shape[1]} · computed with torch on **{computed.view.device}**")
+    palette, scale = st.session_state.palette, st.session_state.scale
+    everything = Matrix(lambda: compute(kv, request).view.mean_weights, tokens, tokens)  # computed again on a click
+
+    if interactive:
+        query = position(tokens, "query")
+        st.session_state.query, st.session_state.hide = query, hidden
+        scores = computed.view.scores_block(0, slice(None), slice(None))  # (n, n)
+        presenting = bool(st.session_state.get(PRESENT))
+        data = figures.interactive_heatmap(
+            scores, tokens, row_oov=oov, view=view_state(), title=f"Attention weights α: {n} queries × {n} keys",
+            taus=temperature_grid(), overflow=overflow_message(computed, "The scores divided by τ"), file="attnviz_heatmap",
+            font_px=CHART_FONT_PX if presenting else figures.FONT_PX, label_px=PRESENTER_LABEL_PX if presenting else figures.LABEL_PX,
+            bars_limit=BARS_LIMIT,
+        )
+        interactive_heatmap(data, key="live", clean=clean_view)
+        if shown.view is None:  # S/τ left float32's range: the heatmap says so, and there is nothing more to show
+            save_url_state(SCHEMA)
+            return
+        view = shown.view
+        downloads(st, "heatmap", lambda: figures.attention_heatmap(view.weights[0], tokens, scores=view.scores[0], row_oov=oov,
+                                                                   palette=palette, scale=scale), everything,
+                  image_help="PNG or SVG: the buttons above the heatmap.")
+        st.caption("Everything above is computed in your browser from the raw scores: τ, hard, the mask, the colour scale "
+                   "and a click on a cell (or the arrow keys) redraw at once. Under the hide-keys mask, click a key's label "
+                   "to hide it. The link and the downloads follow once you pause.")
+        nearest_to_mix(kv, vectors_name, view, query, config)
+        step_walk(view, tokens, oov, palette, SCHEMA)
+        save_url_state(SCHEMA)
+        return
+
+    why = problem(shown, MAX_TOKENS)
+    if why:
+        stop(why[0], SCHEMA, error=why[1])
+    view = shown.view
     if view.blocked_rows:
         st.info(f"{len(view.blocked_rows)} query row(s) have every key masked, so their weights and output are all zero (no NaN).")
-
-    st.caption(f"{len(tokens)} tokens · d_model = {view.x.shape[1]} · computed with torch on **{view.device}**")
-    palette, scale = st.session_state.palette, st.session_state.scale
 
     def pick_query(chart_key: str) -> None:
         """A click on a heatmap cell selects its query (the click layer's customdata[0]) in the inspector."""
@@ -196,8 +258,6 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
         if query is not None:
             st.session_state.query = query
 
-    # The whole matrix (the head average), fetched from the cache or computed again only when a download is clicked.
-    everything = Matrix(lambda: compute(kv, request).view.mean_weights, tokens, tokens)
     if st.session_state.cmp:
         b_random = st.session_state.b_proj == "random"
         config_b = replace(config, scoring=st.session_state.b_scoring, temperature=st.session_state.b_temp,
@@ -229,7 +289,6 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
     top = BARS_LIMIT if n > BARS_LIMIT else None
     title = (f"Its {BARS_LIMIT} largest weights" if top else "Its weights over the keys") + (", head average" if config.heads > 1 else "")
     row_bars = figures.weight_bars(row, tokens, oov=oov, top=top, title=title)
-    neighbours = nearest_words(kv, view.mixture[query])
 
     st.subheader("Query inspector")
     position_select(st, "Query word", tokens, "query")  # holds `query`
@@ -243,17 +302,23 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
                   help="0 means all weight on one key; ln(number of allowed keys) means spread evenly.")
         st.caption("Entropy measures how spread out the row is. Nats: entropy measured with the natural logarithm.")
         st.latex(r"H(\alpha_i) = -\sum_j \alpha_{ij} \ln \alpha_{ij} \le \ln %d = %.3f" % (max(allowed, 1), np.log(max(allowed, 1))))
-        st.write(f"Nearest words in {md_escape(vectors_name)} to the weighted mix of input vectors:")
-        st.latex(r"m_i = \sum_j \alpha_{ij}\, x_j" + (r" = o_i" if config.projection == "identity" else ""))
-        if neighbours:
-            # A Markdown table, not st.dataframe: the landing page then needs neither pandas nor the grid's scripts.
-            st.markdown("| word | cosine |\n|---|---|\n" + "\n".join(f"| {md_escape(w)} | {c:.3f} |" for w, c in neighbours))
-        else:
-            st.write("The mix is the zero vector (its row is fully masked or all its keys are zero), so it has no neighbours.")
+        nearest_to_mix(kv, vectors_name, view, query, config)
 
     step_walk(view, tokens, oov, palette, SCHEMA)
     save_url_state(SCHEMA)
 
 
-attention(kv, vectors_id, vectors_name, sentence, base)
+def nearest_to_mix(kv, vectors_name: str, view, query: int, config: Config) -> None:
+    """The words nearest to the chosen query's weighted mix of input vectors m_i = Σ_j α_ij x_j."""
+    neighbours = nearest_words(kv, view.mixture[query])
+    st.write(f"Nearest words in {md_escape(vectors_name)} to the weighted mix of input vectors (query #{query}):")
+    st.latex(r"m_i = \sum_j \alpha_{ij}\, x_j" + (r" = o_i" if config.projection == "identity" else ""))
+    if neighbours:
+        # A Markdown table, not st.dataframe: the landing page then needs neither pandas nor the grid's scripts.
+        st.markdown("| word | cosine |\n|---|---|\n" + "\n".join(f"| {md_escape(w)} | {c:.3f} |" for w, c in neighbours))
+    else:
+        st.write("The mix is the zero vector (its row is fully masked or all its keys are zero), so it has no neighbours.")
+
+
+attention(kv, vectors_id, vectors_name, sentence, base, interactive)
 

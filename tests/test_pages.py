@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted(p.name for p in (ROOT / "pages").glob("*.py") if not p.name.startswith("_"))
 SELF = str(ROOT / "pages" / "self_attention.py")
 TIMEOUT = 60
+DEFAULT = "When he saw his owner, the dog was happy, so he wagged his tail"
 
 
 def decode(value):
@@ -30,6 +31,25 @@ def heatmap(at) -> dict:
     colour scale shows)."""
     trace = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
     return {**trace, "z": decode(trace["z"]), "weights": decode(trace["customdata"])[..., 0]}
+
+
+def live(at, index: int = 0) -> dict:
+    """The interactive heatmap's data (pages/_interactive): its raw scores decoded into an (n, m) array."""
+    data = json.loads(at.get("bidi_component")[index].proto.json)
+    return {**data, "scores": np.frombuffer(base64.b64decode(data["scores"]), "<f4").reshape(data["n"], data["m"])}
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def glove_scores(glove, text: str) -> np.ndarray:
+    """XXᵀ/√50 of the sentence's GloVe rows, in float64: the scaled-dot scores written out."""
+    from attnviz.embeddings import embed, tokenize
+
+    x = embed(tokenize(text), glove).vectors.astype(np.float64)  # (n, 50)
+    return x @ x.T / np.sqrt(50)
 
 
 def page(params=None) -> AppTest:
@@ -53,7 +73,7 @@ def messages(at) -> str:
 def test_app_runs_the_default_page():
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT).run()
     assert not at.exception
-    assert heatmap(at)["z"].shape == (16, 16)
+    assert live(at)["n"] == 16
 
 
 @pytest.mark.parametrize("name", PAGES)
@@ -62,32 +82,52 @@ def test_every_page_runs(name):
     assert not at.exception, at.exception
 
 
-def test_default_sentence_heatmap():
+def test_default_sentence_heatmap(glove):
+    """The browser gets the raw scores (its weights are checked against the engine in test_weights_js.py)."""
     at = page()
-    data = heatmap(at)
-    assert data["z"].shape == (16, 16)
-    assert data["zmin"] == 0 and data["zmax"] == 1
-    np.testing.assert_allclose(data["weights"].sum(1), 1, rtol=1e-5)
+    data = live(at)
+    assert data["scores"].shape == (16, 16) and data["rows"] == data["cols"] and data["rows"][:3] == ["when", "he", "saw"]
+    np.testing.assert_allclose(data["scores"], glove_scores(glove, DEFAULT), atol=1e-5)
+    assert data["view"] == {"temp": 1.0, "hard": False, "mask": "none", "hide": [], "scale": "row", "palette": "viridis", "query": 0}
+    assert data["taus"][0] == 0.01 and data["taus"][-1] == 100 and set(data["palettes"]) == {"viridis", "cividis", "greys"}
     assert "computed with torch on" in " ".join(c.value for c in at.caption)
 
 
 def test_typing_a_sentence_redraws_with_new_tokens():
     at = page()
     at.text_area(key="text").input("the cat sat").run()
-    data = heatmap(at)
-    assert data["z"].shape == (3, 3)
-    assert data["y"] == ["#0 the", "#1 cat", "#2 sat"]
+    data = live(at)
+    assert data["scores"].shape == (3, 3)
+    assert data["rows"] == ["the", "cat", "sat"]
 
 
-@pytest.mark.parametrize("key, value", [("scoring", "cosine"), ("temp", 0.1), ("hard", True), ("mask", "causal")])
-def test_controls_change_the_drawn_weights(key, value):
+def test_scoring_changes_the_scores_sent():
     at = page()
-    before = heatmap(at)["z"]
-    widget = at.toggle(key=key) if key == "hard" else at.selectbox(key=key) if key == "scoring" else \
-        at.select_slider(key=key) if key == "temp" else at.radio(key=key)
-    widget.set_value(value).run()
+    before = live(at)["scores"]
+    at.selectbox(key="scoring").set_value("cosine").run()
+    assert not at.exception and not np.array_equal(live(at)["scores"], before)
+
+
+@pytest.mark.parametrize("key, value, url", [("temp", 0.1, "0.1"), ("hard", True, "1"), ("mask", "causal", "causal"),
+                                             ("scale", "absolute", "absolute"), ("palette", "greys", "greys"), ("query", 3, "3")])
+def test_a_view_the_browser_sends_goes_into_the_link_not_into_the_scores(key, value, url):
+    """The browser applies τ, hard, the mask, the scale, the palette and the query to the raw scores itself: the view it
+    sends once the person pauses changes the link and what the page computes for downloads, never the scores sent."""
+    at = page()
+    before = live(at)["scores"]
+    at.session_state[key] = value
+    at.run()
     assert not at.exception
-    assert not np.array_equal(heatmap(at)["z"], before)
+    assert live(at)["view"][key] == value and at.query_params[key] == url
+    np.testing.assert_array_equal(live(at)["scores"], before)
+
+
+def test_a_sent_view_is_checked_as_a_link_is():
+    from pages.self_attention import clean_view
+
+    assert clean_view({"temp": 0.11, "hard": "1", "mask": "evil", "hide": [1, "x"], "scale": "sqrt", "query": 2.6, "extra": 1}) == \
+        {"temp": 0.1, "hard": True, "mask": "none", "hide": [], "scale": "sqrt", "query": 3}
+    assert clean_view({"temp": float("nan"), "palette": "<img src=x>", "query": -4}) == {"temp": 1.0, "palette": "viridis", "query": 0}
 
 
 def test_several_heads_draw_small_multiples_and_the_average():
@@ -100,9 +140,8 @@ def test_several_heads_draw_small_multiples_and_the_average():
 def test_url_parameters_set_the_controls():
     at = page({"text": "a dog", "scoring": "gaussian", "temp": "2", "mask": "causal"})
     assert at.selectbox(key="scoring").value == "gaussian"
-    assert at.select_slider(key="temp").value == 2.0
-    assert heatmap(at)["z"].shape == (2, 2)
-    assert heatmap(at)["z"][0, 1] == 0  # causal: the first word cannot see the second
+    data = live(at)
+    assert data["view"]["temp"] == 2.0 and data["view"]["mask"] == "causal" and data["scores"].shape == (2, 2)
     at.selectbox(key="scoring").set_value("cosine").run()
     assert at.query_params["scoring"] == "cosine"
     assert at.query_params["text"] == "a dog"
@@ -140,18 +179,18 @@ def test_long_input_draws_an_overview_and_a_full_resolution_zoom():
 
 
 def walk_titles(at) -> list[str]:
-    return [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")[2:]]
+    return [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
 
 
 def test_step_walk_is_built_only_when_open_and_matches_the_engine():
     closed = page({"text": "the dog ran"})
-    assert len(closed.get("plotly_chart")) == 2  # the heatmap and the query's bars only
-    at = page({"text": "the dog ran", "steps": "1", "walk": "0"})  # the tab with every step
+    assert len(closed.get("plotly_chart")) == 0  # the heatmap and the query's bars are the browser's
+    at = page({"text": "the dog ran", "steps": "1", "walk": "0", "temp": "0.5"})  # the tab with every step
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     titles = walk_titles(at)
     assert titles[0].startswith("Input X") and "(3×50)" in titles[0] and any(t.startswith("Weights") for t in titles)
-    weights = decode(charts[[i for i, t in enumerate(titles) if t.startswith("Weights")][0] + 2]["data"][0]["z"])
-    np.testing.assert_allclose(weights, heatmap(at)["weights"], rtol=1e-6)
+    weights = decode(charts[[i for i, t in enumerate(titles) if t.startswith("Weights")][0]]["data"][0]["z"])
+    np.testing.assert_allclose(weights, softmax(live(at)["scores"].astype(np.float64) / 0.5), atol=1e-6)
     assert any("\\mathbb{R}^{3 \\times 3}" in e.value for e in at.get("latex"))
     assert len(titles) == len([t for t in at.tabs if t.label != "All steps"])  # one chart per step tab
 
@@ -168,28 +207,22 @@ def test_the_walk_opens_one_step_its_link_names(walk, first):
     assert len(titles) == 1 and titles[0].startswith(first), titles
 
 
-def test_the_inspector_shows_the_chosen_query_through_edits():
-    """The inspector is built before its select box is drawn (from the position it holds): its bars and entropy
-    must still be the chosen query's row, after a choice, a retyped sentence that drops that position, and a hard toggle."""
-    def inspected(at) -> tuple[np.ndarray, np.ndarray, float]:
-        bars = decode(chart_data(at, 1)[0]["x"])  # (n,)
-        entropy = float(next(m.value for m in at.metric if m.label.startswith("Entropy")))
-        return heatmap(at)["weights"], bars, entropy
+def test_the_chosen_query_survives_edits():
+    """The query the browser chose is sent back to it, and names the nearest words' row, after a choice, a retyped
+    sentence that drops that position (back to 0), and a hard toggle."""
+    def inspected(at) -> int:
+        heading = next(m.value for m in at.markdown if "weighted mix" in m.value)
+        assert f"(query #{live(at)['view']['query']})" in heading, heading
+        return live(at)["view"]["query"]
 
     at = page({"text": "the cat sat on the mat"})
-    held(at.selectbox, "query").set_value(3).run()
-    weights, bars, entropy = inspected(at)
-    np.testing.assert_allclose(bars, weights[3], atol=1e-6)
-    assert entropy == pytest.approx(-(weights[3] * np.log(weights[3])).sum(), abs=1e-3)
+    at.session_state["query"] = 3
+    assert inspected(at.run()) == 3
     at.text_area(key="text").set_value("a dog").run()  # position 3 is gone: back to 0
-    weights, bars, _ = inspected(at)
-    assert at.session_state["query"] == 0 and len(bars) == 2
-    np.testing.assert_allclose(bars, weights[0], atol=1e-6)
-    held(at.selectbox, "query").set_value(1).run()
-    at.toggle(key="hard").set_value(True).run()
-    weights, bars, entropy = inspected(at)
-    np.testing.assert_allclose(bars, weights[1], atol=1e-6)
-    assert bars.max() == 1 and entropy == 0
+    assert inspected(at) == 0 and at.session_state["query"] == 0
+    at.session_state["query"] = 1
+    at.session_state["hard"] = True
+    assert inspected(at.run()) == 1 and live(at)["view"]["hard"]
 
 
 def test_the_walk_says_why_it_is_not_drawn_above_its_limit():
@@ -216,6 +249,8 @@ def test_nearest_words_table_lists_the_mixtures_neighbours(glove):
 def test_html_like_text_is_shown_as_text():
     at = page({"text": "<script>alert(1)</script> dog <b>"})
     assert not at.exception
+    assert "<" in live(at)["rows"]  # plain text: the browser sets it as text (tests/e2e checks no element appears)
+    at = page({"text": "<script>alert(1)</script> dog <b>", "cmp": "1"})  # plotly's labels are escaped
     ticks = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["xaxis"]["ticktext"]
     assert "&lt;" in ticks and "<" not in ticks
 
@@ -227,7 +262,9 @@ def test_oov_words_are_marked():
 
 
 def test_hiding_every_key_explains_the_zero_rows():
-    at = page({"text": "a dog", "mask": "keys", "hide": "0,1"})
+    at = page({"text": "a dog", "mask": "keys", "hide": "0,1"})  # the browser says why its rows are zero
+    assert not at.exception and live(at)["view"]["hide"] == [0, 1] and live(at)["view"]["mask"] == "keys"
+    at = page({"text": "a dog", "mask": "keys", "hide": "0,1", "proj": "random", "heads": "2"})
     assert not at.exception and "every key masked" in messages(at)
     assert np.array_equal(heatmap(at)["z"], np.zeros((2, 2)))
 
@@ -510,7 +547,7 @@ def test_every_chart_downloads_as_png_at_3x_or_as_svg(name):
         at.run()
         assert not at.exception, at.exception
         charts = at.get("plotly_chart")
-        assert charts, name
+        assert charts or live(at)["file"] == "attnviz_heatmap", name  # the interactive heatmap has PNG and SVG buttons
         for chart in charts:
             options = json.loads(chart.proto.config)["toImageButtonOptions"]
             assert (options["format"], options["scale"]) == (fmt, scale)
@@ -518,7 +555,9 @@ def test_every_chart_downloads_as_png_at_3x_or_as_svg(name):
 
 
 def test_the_sidebar_sets_the_download_format():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT).run()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params["cmp"] = "1"  # Compare mode's charts are plotly's
+    at.run()
     assert json.loads(at.get("plotly_chart")[0].proto.config)["toImageButtonOptions"]["format"] == "png"
     at.radio(key="figfmt").set_value("svg").run()
     assert all(json.loads(c.proto.config)["toImageButtonOptions"]["format"] == "svg" for c in at.get("plotly_chart"))
@@ -527,6 +566,7 @@ def test_the_sidebar_sets_the_download_format():
 def test_presenter_mode_from_the_url_and_the_toggle():
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.query_params["present"] = "1"
+    at.query_params["cmp"] = "1"  # Compare mode's charts are plotly's
     at.run()
     layout = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
     assert layout["font"]["size"] >= 16 and layout["xaxis"]["tickfont"]["size"] >= 16 and layout["hoverlabel"]["font"]["size"] >= 16
@@ -534,6 +574,15 @@ def test_presenter_mode_from_the_url_and_the_toggle():
     at.toggle(key="present").set_value(False).run()
     assert "present" not in at.query_params
     assert json.loads(at.get("plotly_chart")[0].proto.spec)["layout"].get("font", {}).get("size", 12) < 16
+
+
+def test_presenter_mode_sizes_the_interactive_heatmap():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params["present"] = "1"
+    at.run()
+    assert live(at)["font_px"] >= 16 and live(at)["label_px"] == 21  # its text, and the room each label gets
+    at.toggle(key="present").set_value(False).run()
+    assert live(at)["font_px"] < 16 and live(at)["label_px"] == 15
 
 
 # ---------------------------------------------------------------- lesson

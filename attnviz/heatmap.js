@@ -1,0 +1,495 @@
+// The interactive attention heatmap: a Streamlit component (components v2) that receives a view's raw scores
+// once and recomputes and redraws in the browser when τ, hard attention, the mask, the colour scale, the palette
+// or the chosen query change. The math is weights.mjs (prepended to this file when the component is registered).
+// User text (tokens) is only ever set as textContent, never parsed as HTML.
+// Python hears of the view once the person pauses (SYNC_MS after the last change), so the URL, the session's
+// controls and the downloads follow what is drawn.
+
+const SYNC_MS = 400;
+const SVG_NS = "http://www.w3.org/2000/svg";
+const HIGHLIGHT = "#d55e00";
+const MASKED_RGB = [0xe4, 0xe4, 0xe4]; // a masked cell: no weight at all, drawn apart from a small weight
+const SVG_CELLS = 128 * 128; // above this many cells an SVG download carries the cells as an image
+const MASK_NAMES = { none: "none", causal: "causal", keys: "hide keys" };
+const SCALE_NAMES = { row: "per row", max: "0 → largest shown", absolute: "0 → 1", sqrt: "√ stretch" };
+
+function el(tag, attrs = {}, text) {
+  const node = tag.startsWith("svg:") ? document.createElementNS(SVG_NS, tag.slice(4)) : document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, value);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function decodeScores(base64) {
+  const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+  return new Float32Array(bytes.buffer);
+}
+
+function short(label, chars) {
+  return [...label].length <= chars ? label : [...label].slice(0, chars - 1).join("") + "…";
+}
+
+/** The positions whose labels are drawn: every k-th, as many as `px` holds at `pitch` px each (figures._axis). */
+function thinned(count, px, pitch) {
+  const step = Math.max(1, Math.ceil(count / Math.max(1, Math.floor(px / pitch))));
+  const shown = [];
+  for (let i = 0; i < count; i += step) shown.push(i);
+  return shown;
+}
+
+class Heatmap {
+  constructor(root) {
+    this.root = root;
+    this.timings = [];
+    this.synced = null;
+    this.timer = null;
+    root.classList.add("av-root");
+    this.toolbar = root.appendChild(el("div", { class: "av-toolbar" }));
+    this.message = root.appendChild(el("div", { class: "av-message", role: "status" }));
+    this.figure = root.appendChild(el("div", { class: "av-figure", tabindex: "0", role: "application" }));
+    this.canvas = this.figure.appendChild(el("canvas", { class: "av-cells" }));
+    this.svg = this.figure.appendChild(el("svg:svg", { class: "av-overlay" }));
+    this.tip = this.figure.appendChild(el("div", { class: "av-tip", role: "tooltip" }));
+    this.inspector = root.appendChild(el("div", { class: "av-inspector" }));
+    this.figure.addEventListener("mousemove", (e) => this.hover(e));
+    this.figure.addEventListener("mouseleave", () => (this.tip.style.display = "none"));
+    this.figure.addEventListener("click", (e) => this.click(e));
+    this.figure.addEventListener("keydown", (e) => this.key(e));
+    this.resize = new ResizeObserver(() => this.layout() && this.draw());
+    this.resize.observe(root);
+  }
+
+  // ------------------------------------------------------------ data and state
+
+  load(data, setStateValue) {
+    this.setStateValue = setStateValue;
+    const fresh = !this.data || this.data.version !== data.version;
+    const pythonView = JSON.stringify(data.view);
+    this.data = data;
+    if (fresh) {
+      this.scores = decodeScores(data.scores); // (n, m) float32, before τ, mask and softmax
+      this.view = { ...data.view };
+      this.synced = pythonView;
+      this.buildToolbar();
+      this.weightsFor = null;
+    } else if (pythonView !== this.synced && this.timer === null) {
+      this.view = { ...data.view }; // Python changed the view (a link, another control): take it
+      this.synced = pythonView;
+      this.syncToolbar();
+    }
+    this.layout();
+    this.update(performance.now(), false);
+  }
+
+  change(patch, started) {
+    Object.assign(this.view, patch);
+    this.syncToolbar();
+    this.update(started, true);
+  }
+
+  /** Recompute what the change needs, redraw, and sync Python once the person pauses. */
+  update(started, byPerson) {
+    const v = this.view;
+    const key = JSON.stringify([v.temp, v.hard, v.mask, v.mask === "keys" ? v.hide : []]);
+    if (this.weightsFor !== key) {
+      const { n, m } = this.data;
+      this.result = attentionWeights(this.scores, n, m, {
+        tau: v.temp, hard: v.hard, causal: v.mask === "causal", hidden: v.mask === "keys" ? v.hide : [],
+      });
+      this.weightsFor = key;
+    }
+    this.draw();
+    if (byPerson) {
+      requestAnimationFrame(() => this.timings.push(performance.now() - started));
+      clearTimeout(this.timer);
+      this.timer = setTimeout(() => this.sync(), SYNC_MS);
+    }
+  }
+
+  sync() {
+    this.timer = null;
+    const state = JSON.stringify(this.view);
+    if (state === this.synced) return;
+    this.synced = state;
+    this.setStateValue("view", { ...this.view });
+  }
+
+  // ------------------------------------------------------------ controls
+
+  buildToolbar() {
+    const d = this.data;
+    this.toolbar.replaceChildren();
+    const tau = el("label", { class: "av-control" }, "Temperature τ ");
+    this.tauInput = tau.appendChild(el("input", { type: "range", min: "0", max: String(d.taus.length - 1), step: "1",
+      "aria-label": "Temperature τ (log scale)" }));
+    this.tauText = tau.appendChild(el("span", { class: "av-value" }));
+    this.tauInput.addEventListener("input", (e) => this.change({ temp: d.taus[+this.tauInput.value] }, e.timeStamp));
+    const hard = el("label", { class: "av-control" });
+    this.hardInput = hard.appendChild(el("input", { type: "checkbox" }));
+    hard.appendChild(document.createTextNode(" Hard attention (one-hot argmax)"));
+    this.hardInput.addEventListener("change", (e) => this.change({ hard: this.hardInput.checked }, e.timeStamp));
+    this.maskInput = this.select("Mask", MASK_NAMES, (value, e) => this.change({ mask: value }, e.timeStamp));
+    this.scaleInput = this.select("Colour scale", SCALE_NAMES, (value, e) => this.change({ scale: value }, e.timeStamp));
+    const palettes = Object.fromEntries(Object.keys(d.palettes).map((p) => [p, p]));
+    this.paletteInput = this.select("Palette", palettes, (value, e) => this.change({ palette: value }, e.timeStamp));
+    this.toolbar.prepend(tau, hard);
+    const png = this.toolbar.appendChild(el("button", { type: "button", class: "av-button" }, "PNG (3×)"));
+    png.addEventListener("click", () => this.savePng());
+    const svg = this.toolbar.appendChild(el("button", { type: "button", class: "av-button" }, "SVG"));
+    svg.addEventListener("click", () => this.saveSvg());
+    this.syncToolbar();
+  }
+
+  select(label, options, onChange) {
+    const wrap = this.toolbar.appendChild(el("label", { class: "av-control" }, label + " "));
+    const input = wrap.appendChild(el("select"));
+    for (const [value, name] of Object.entries(options)) input.appendChild(el("option", { value }, name));
+    input.addEventListener("change", (e) => onChange(input.value, e));
+    return input;
+  }
+
+  syncToolbar() {
+    const v = this.view;
+    const index = this.data.taus.indexOf(v.temp);
+    this.tauInput.value = String(index < 0 ? this.data.taus.indexOf(1) : index);
+    this.tauText.textContent = `= ${formatG(v.temp, 4)}`;
+    this.hardInput.checked = v.hard;
+    this.maskInput.value = v.mask;
+    this.scaleInput.value = v.scale;
+    this.paletteInput.value = v.palette;
+  }
+
+  // ------------------------------------------------------------ layout and drawing
+
+  /** Margins sized for the labels (measured), the plot area, and the label positions; false if unchanged. */
+  layout() {
+    const d = this.data;
+    const width = Math.max(320, Math.floor(this.root.clientWidth || 700));
+    const font = `${d.font_px}px "Source Sans Pro", "Source Sans 3", sans-serif`;
+    const ctx = this.canvas.getContext("2d");
+    ctx.font = font;
+    const widest = (labels) => Math.max(0, ...labels.map((t) => ctx.measureText(short(t, d.tick_chars)).width));
+    const titlePx = Math.round(d.font_px * 1.4);
+    const left = Math.ceil(widest(d.rows) + titlePx + 16);
+    const bottom = Math.ceil(widest(d.cols) + titlePx + 16);
+    const right = Math.ceil(14 + 20 + ctx.measureText("0.000").width + titlePx + 12);
+    const top = d.title ? Math.round(d.font_px * 2.6) : 12;
+    const plot = { x: left, y: top, w: Math.max(40, width - left - right), h: Math.max(40, d.height - top - bottom) };
+    const key = JSON.stringify([width, plot]);
+    if (key === this.laidOut) return false;
+    this.laidOut = key;
+    Object.assign(this, { width, font, plot });
+    this.rowLabels = thinned(d.n, plot.h, d.label_px);
+    this.colLabels = thinned(d.m, plot.w, d.label_px);
+    return true;
+  }
+
+  draw() {
+    const d = this.data;
+    const v = this.view;
+    if (this.result.overflow.length && !v.hard) {
+      this.message.textContent = d.overflow_message;
+      this.figure.style.display = "none";
+      this.inspector.replaceChildren();
+      this.expose();
+      return;
+    }
+    this.figure.style.display = "";
+    this.message.textContent = this.result.blocked.length
+      ? `${this.result.blocked.length} query row(s) have every key masked, so their weights and output are all zero (no NaN).`
+      : "";
+    this.colours = colourValues(this.result.weights, d.n, d.m, v.scale);
+    this.drawCells();
+    this.drawOverlay();
+    this.drawInspector();
+    this.figure.setAttribute("aria-label", `Attention weights, ${d.n} queries × ${d.m} keys. Chosen query: ` +
+      `${d.rows[v.query]} (position ${d.row_start + v.query}). Arrow keys move the query; Enter on a key hides it under the hide-keys mask.`);
+    this.expose();
+  }
+
+  drawCells() {
+    const { n, m } = this.data;
+    const { plot } = this;
+    const scale = window.devicePixelRatio || 1;
+    const width = this.width;
+    const height = this.data.height;
+    if (this.canvas.width !== Math.round(width * scale) || this.canvas.height !== Math.round(height * scale)) {
+      this.canvas.width = Math.round(width * scale);
+      this.canvas.height = Math.round(height * scale);
+      this.canvas.style.width = `${width}px`;
+      this.canvas.style.height = `${height}px`;
+      this.figure.style.height = `${height}px`;
+    }
+    const ctx = this.canvas.getContext("2d");
+    ctx.setTransform(scale, 0, 0, scale, 0, 0);
+    ctx.clearRect(0, 0, width, height);
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(this.cellImage(), plot.x, plot.y, plot.w, plot.h);
+    this.drawColourBar(ctx);
+  }
+
+  /** The n×m cells as an image, one pixel per cell; drawn scaled, without smoothing. */
+  cellImage() {
+    const { n, m, palettes } = this.data;
+    const stops = palettes[this.view.palette];
+    const { shown, zmax } = this.colours;
+    const allowed = this.result.allowed;
+    const image = new ImageData(m, n);
+    for (let k = 0; k < n * m; k++) {
+      const rgb = allowed[k] ? paletteColour(stops, shown[k] / zmax) : MASKED_RGB;
+      image.data.set([rgb[0], rgb[1], rgb[2], 255], 4 * k);
+    }
+    const cells = this.cells || (this.cells = document.createElement("canvas"));
+    cells.width = m;
+    cells.height = n;
+    cells.getContext("2d").putImageData(image, 0, 0);
+    return cells;
+  }
+
+  drawColourBar(ctx) {
+    const { plot } = this;
+    const stops = this.data.palettes[this.view.palette];
+    const x = plot.x + plot.w + 12;
+    const gradient = ctx.createLinearGradient(0, plot.y + plot.h, 0, plot.y);
+    for (const [position, rgb] of stops) gradient.addColorStop(position, `rgb(${rgb.join(",")})`);
+    ctx.fillStyle = gradient;
+    ctx.fillRect(x, plot.y, 14, plot.h);
+  }
+
+  /** Axis labels, titles, the colour bar's ticks and title, and the chosen query's outline, as SVG text. */
+  drawOverlay() {
+    const d = this.data;
+    const v = this.view;
+    const { plot } = this;
+    const svg = this.svg;
+    svg.replaceChildren();
+    svg.setAttribute("width", this.width);
+    svg.setAttribute("height", d.height);
+    svg.style.font = this.font;
+    const cellH = plot.h / d.n;
+    const cellW = plot.w / d.m;
+    if (d.title) svg.appendChild(el("svg:text", { x: plot.x, y: d.font_px * 1.6, class: "av-title" }, d.title));
+    for (const i of this.rowLabels) {
+      const label = el("svg:text", { x: plot.x - 6, y: plot.y + (i + 0.5) * cellH, "text-anchor": "end",
+        "dominant-baseline": "central", class: "av-row" + (i === v.query ? " av-chosen" : ""), "data-row": i },
+      short(d.rows[i], d.tick_chars));
+      svg.appendChild(label);
+    }
+    const hidden = new Set(v.mask === "keys" ? v.hide : []);
+    for (const j of this.colLabels) {
+      const x = plot.x + (j + 0.5) * cellW;
+      const y = plot.y + plot.h + 6;
+      svg.appendChild(el("svg:text", { x, y, transform: `rotate(-90 ${x} ${y})`, "text-anchor": "end",
+        "dominant-baseline": "central", class: "av-col" + (hidden.has(j) ? " av-hidden" : ""), "data-col": j },
+      short(d.cols[j], d.tick_chars)));
+    }
+    const titlePx = d.font_px * 1.4;
+    svg.appendChild(el("svg:text", { x: plot.x + plot.w / 2, y: d.height - 6, "text-anchor": "middle", class: "av-axis" }, "key"));
+    const qx = 4 + titlePx / 2;
+    const qy = plot.y + plot.h / 2;
+    svg.appendChild(el("svg:text", { x: qx, y: qy, transform: `rotate(-90 ${qx} ${qy})`, "text-anchor": "middle",
+      "dominant-baseline": "central", class: "av-axis" }, "query"));
+    svg.appendChild(el("svg:rect", { x: plot.x - 1, y: plot.y + v.query * cellH - 1, width: plot.w + 2, height: cellH + 2,
+      fill: "none", stroke: HIGHLIGHT, "stroke-width": 2, class: "av-outline" }));
+    this.drawBarTicks(svg);
+  }
+
+  drawBarTicks(svg) {
+    const { plot } = this;
+    const { top, zmax } = this.colours;
+    const scale = this.view.scale;
+    const x = plot.x + plot.w + 12 + 14 + 4;
+    const ticks = scale === "sqrt"
+      ? [0, 0.01, 0.05, 0.1, 0.2, 0.5, 1].filter((t) => t <= top).concat([top]).map((t) => [Math.sqrt(t / top), t])
+      : [0, 0.25, 0.5, 0.75, 1].map((f) => [f, f * zmax]);
+    for (const [position, value] of ticks) {
+      svg.appendChild(el("svg:text", { x, y: plot.y + plot.h * (1 - position), "dominant-baseline": "central",
+        class: "av-tick" }, formatG(value, 3)));
+    }
+    const tx = this.width - 6;
+    const ty = plot.y + plot.h / 2;
+    svg.appendChild(el("svg:text", { x: tx, y: ty, transform: `rotate(-90 ${tx} ${ty})`, "text-anchor": "middle",
+      class: "av-bar-title" }, colourBarTitle(scale, top)));
+  }
+
+  drawInspector() {
+    const d = this.data;
+    const v = this.view;
+    const i = v.query;
+    const row = this.result.weights.subarray(i * d.m, (i + 1) * d.m); // (m,)
+    const allowed = this.result.allowed.subarray(i * d.m, (i + 1) * d.m);
+    let keys = [...Array(d.m).keys()];
+    if (d.m > d.bars_limit) {
+      keys = keys.sort((a, b) => row[b] - row[a] || a - b).slice(0, d.bars_limit).sort((a, b) => a - b);
+    }
+    const top = Math.max(1e-12, ...row);
+    const panel = el("div", { class: "av-panel" });
+    panel.appendChild(el("div", { class: "av-heading" },
+      `Query #${d.row_start + i} ${d.rows[i]}: ` + (d.m > d.bars_limit ? `its ${d.bars_limit} largest weights` : "its weights over the keys")));
+    const bars = panel.appendChild(el("div", { class: "av-bars", role: "list" }));
+    for (const j of keys) {
+      const line = bars.appendChild(el("div", { class: "av-bar-row", role: "listitem" }));
+      line.appendChild(el("span", { class: "av-bar-label" }, `#${d.col_start + j} ${short(d.cols[j], d.tick_chars)}`));
+      const track = line.appendChild(el("span", { class: "av-bar-track" }));
+      const bar = track.appendChild(el("span", { class: "av-bar" }));
+      bar.style.width = `${(100 * row[j]) / top}%`;
+      line.appendChild(el("span", { class: "av-bar-value" }, allowed[j] ? formatG(row[j], 4) : "masked"));
+    }
+    const keysAllowed = allowed.reduce((a, b) => a + b, 0);
+    const h = entropy(row);
+    const facts = el("div", { class: "av-facts" });
+    facts.appendChild(el("div", { class: "av-entropy" }, `Entropy of the row: H = ${h.toFixed(3)} nats`));
+    facts.appendChild(el("div", { class: "av-bound" },
+      `H(α_i) = −Σ_j α_ij ln α_ij ≤ ln ${Math.max(keysAllowed, 1)} = ${Math.log(Math.max(keysAllowed, 1)).toFixed(3)} ` +
+      "(0: all weight on one key; the bound: spread evenly over the allowed keys)"));
+    panel.appendChild(facts);
+    this.inspector.replaceChildren(panel);
+  }
+
+  /** What is drawn, for tests and benchmarks: read from the root element's `attnviz` property. */
+  expose() {
+    const d = this.data;
+    const { weights, allowed, overflow } = this.result;
+    const rows = (flat) => Array.from({ length: d.n }, (_, i) => Array.from(flat.subarray(i * d.m, (i + 1) * d.m)));
+    this.root.attnviz = {
+      view: { ...this.view }, rows: d.rows, cols: d.cols, overflow: overflow.length > 0 && !this.view.hard,
+      weights: () => rows(weights), shown: () => rows(this.colours.shown), allowed: () => rows(allowed),
+      scores: () => rows(this.scores), timings: this.timings, drawn: (this.drawn = (this.drawn || 0) + 1),
+      rowLabels: this.rowLabels, colLabels: this.colLabels,
+    };
+  }
+
+  // ------------------------------------------------------------ pointer and keyboard
+
+  cellAt(event) {
+    const box = this.figure.getBoundingClientRect();
+    const { plot } = this;
+    const x = event.clientX - box.left - plot.x;
+    const y = event.clientY - box.top - plot.y;
+    if (x < 0 || y < 0 || x >= plot.w || y >= plot.h) return null;
+    return [Math.floor((y / plot.h) * this.data.n), Math.floor((x / plot.w) * this.data.m)];
+  }
+
+  hover(event) {
+    const cell = this.cellAt(event);
+    if (!cell) return (this.tip.style.display = "none");
+    const [i, j] = cell;
+    const d = this.data;
+    const k = i * d.m + j;
+    const lines = [`query #${d.row_start + i} ${d.rows[i]}`, `key #${d.col_start + j} ${d.cols[j]}`,
+      this.result.allowed[k] ? `weight: ${formatG(this.result.weights[k], 4)}` : "masked: weight 0",
+      `score: ${formatG(this.scores[k], 4)}`, "click: inspect this query"];
+    this.tip.replaceChildren(...lines.map((line) => el("div", {}, line)));
+    const box = this.figure.getBoundingClientRect();
+    this.tip.style.display = "block";
+    this.tip.style.left = `${Math.min(event.clientX - box.left + 12, this.width - 220)}px`;
+    this.tip.style.top = `${event.clientY - box.top + 12}px`;
+  }
+
+  click(event) {
+    const target = event.target;
+    if (target.dataset && target.dataset.row !== undefined) return this.change({ query: +target.dataset.row }, event.timeStamp);
+    if (target.dataset && target.dataset.col !== undefined && this.view.mask === "keys") {
+      return this.toggleHidden(+target.dataset.col, event.timeStamp);
+    }
+    const cell = this.cellAt(event);
+    if (cell) this.change({ query: cell[0] }, event.timeStamp);
+  }
+
+  toggleHidden(j, started) {
+    const hide = new Set(this.view.hide);
+    hide.has(j) ? hide.delete(j) : hide.add(j);
+    this.change({ hide: [...hide].sort((a, b) => a - b) }, started);
+  }
+
+  key(event) {
+    const moves = { ArrowUp: -1, ArrowLeft: -1, ArrowDown: 1, ArrowRight: 1, Home: -Infinity, End: Infinity };
+    if (!(event.key in moves)) return;
+    event.preventDefault();
+    const query = Math.min(this.data.n - 1, Math.max(0, this.view.query + moves[event.key]));
+    if (query !== this.view.query) this.change({ query }, event.timeStamp);
+  }
+
+  // ------------------------------------------------------------ exports
+
+  /** The figure as one canvas at `scale`× (cells, colour bar, every text of the overlay). */
+  render(scale) {
+    const canvas = document.createElement("canvas");
+    canvas.width = this.width * scale;
+    canvas.height = this.data.height * scale;
+    const ctx = canvas.getContext("2d");
+    ctx.scale(scale, scale);
+    ctx.fillStyle = "#ffffff";
+    ctx.fillRect(0, 0, this.width, this.data.height);
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(this.cellImage(), this.plot.x, this.plot.y, this.plot.w, this.plot.h);
+    this.drawColourBar(ctx);
+    ctx.fillStyle = "#31333f";
+    for (const text of this.svg.querySelectorAll("text")) {
+      ctx.save();
+      ctx.font = getComputedStyle(text).font || this.font;
+      const [x, y] = [+text.getAttribute("x"), +text.getAttribute("y")];
+      ctx.textAlign = { end: "right", middle: "center" }[text.getAttribute("text-anchor")] || "left";
+      ctx.textBaseline = text.getAttribute("dominant-baseline") === "central" ? "middle" : "alphabetic";
+      ctx.translate(x, y);
+      if (text.getAttribute("transform")) ctx.rotate(-Math.PI / 2);
+      ctx.fillText(text.textContent, 0, 0);
+      ctx.restore();
+    }
+    const outline = this.svg.querySelector(".av-outline");
+    ctx.strokeStyle = HIGHLIGHT;
+    ctx.lineWidth = 2;
+    ctx.strokeRect(+outline.getAttribute("x"), +outline.getAttribute("y"), +outline.getAttribute("width"), +outline.getAttribute("height"));
+    return canvas;
+  }
+
+  savePng() {
+    this.render(3).toBlob((blob) => this.save(blob, "png"));
+  }
+
+  /** The figure as SVG: every cell a rect (an image above SVG_CELLS cells), the colour bar a gradient, the texts. */
+  saveSvg() {
+    const d = this.data;
+    const { plot } = this;
+    const svg = this.svg.cloneNode(true);
+    svg.setAttribute("xmlns", SVG_NS);
+    const cells = el("svg:g", { class: "av-svg-cells" });
+    if (d.n * d.m <= SVG_CELLS) {
+      const stops = d.palettes[this.view.palette];
+      const [w, h] = [plot.w / d.m, plot.h / d.n];
+      for (let k = 0; k < d.n * d.m; k++) {
+        const rgb = this.result.allowed[k] ? paletteColour(stops, this.colours.shown[k] / this.colours.zmax) : MASKED_RGB;
+        const [i, j] = [Math.floor(k / d.m), k % d.m];
+        cells.appendChild(el("svg:rect", { x: plot.x + j * w, y: plot.y + i * h, width: w + 0.05, height: h + 0.05,
+          fill: `rgb(${rgb.join(",")})` }));
+      }
+    } else {
+      cells.appendChild(el("svg:image", { x: plot.x, y: plot.y, width: plot.w, height: plot.h, preserveAspectRatio: "none",
+        style: "image-rendering: pixelated", href: this.cellImage().toDataURL("image/png") }));
+    }
+    const gradient = el("svg:linearGradient", { id: "av-bar", x1: "0", y1: "1", x2: "0", y2: "0" });
+    for (const [position, rgb] of d.palettes[this.view.palette]) {
+      gradient.appendChild(el("svg:stop", { offset: String(position), "stop-color": `rgb(${rgb.join(",")})` }));
+    }
+    const defs = el("svg:defs");
+    defs.appendChild(gradient);
+    const bar = el("svg:rect", { x: plot.x + plot.w + 12, y: plot.y, width: 14, height: plot.h, fill: "url(#av-bar)" });
+    svg.prepend(defs, cells, bar);
+    svg.setAttribute("style", `font: ${this.font}; fill: #31333f`);
+    this.save(new Blob([new XMLSerializer().serializeToString(svg)], { type: "image/svg+xml" }), "svg");
+  }
+
+  save(blob, ext) {
+    const link = el("a", { download: `${this.data.file}.${ext}`, href: URL.createObjectURL(blob) });
+    link.click();
+    setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+  }
+}
+
+export default function (component) {
+  const { data, parentElement, setStateValue } = component;
+  let root = parentElement.querySelector(".av-root");
+  if (!root) root = parentElement.appendChild(el("div", { class: "av-heatmap" }));
+  if (!root.heatmap) root.heatmap = new Heatmap(root);
+  root.heatmap.load(data, setStateValue);
+}

@@ -1,0 +1,133 @@
+// The attention weights of one view, computed in the browser from the raw scores that Python sends once:
+// softmax(S / τ) per row over the allowed keys, or the one-hot argmax (hard attention), and the colour scales.
+// It mirrors attnviz/attention.py's `attend` (tests/test_weights_js.py checks it against the torch engine):
+//   - S / τ is taken in float32, as torch divides a float32 tensor, so hard attention sees the same ties;
+//   - a masked key gets −∞, so it gets exactly zero weight; a query whose every key is masked gets zeros;
+//   - the softmax subtracts the row's maximum first, so large scores give no NaN;
+//   - hard attention takes the first of equal maxima, as torch.argmax does.
+// No DOM here: node's test runner imports this file (tests/js/weights.test.mjs).
+
+const f32 = Math.fround;
+
+/** The keys query `i` may attend to: not after it under the causal mask, and not hidden. */
+export function allowedKeys(i, m, { causal = false, hidden = [] } = {}) {
+  const hiddenSet = hidden instanceof Set ? hidden : new Set(hidden);
+  const allowed = new Uint8Array(m); // (Tk,)
+  for (let j = 0; j < m; j++) allowed[j] = (causal && j > i) || hiddenSet.has(j) ? 0 : 1;
+  return allowed;
+}
+
+/**
+ * Weights (n, m) from scores (n, m), both flat row-major arrays.
+ * Returns { weights: Float64Array(n·m), allowed: Uint8Array(n·m), blocked: rows with every key masked,
+ *           overflow: rows whose S/τ left float32's range so that the softmax has no answer }.
+ */
+export function attentionWeights(scores, n, m, { tau = 1, hard = false, causal = false, hidden = [] } = {}) {
+  if (!(tau > 0)) throw new RangeError(`τ must be positive, got ${tau}`);
+  const hiddenSet = new Set(hidden);
+  const weights = new Float64Array(n * m); // (n, m)
+  const allowed = new Uint8Array(n * m); // (n, m)
+  const logits = new Float64Array(m); // (m,) one row of S/τ, masked keys at −∞
+  const tau32 = f32(tau);
+  const blocked = [];
+  const overflow = [];
+  for (let i = 0; i < n; i++) {
+    const row = i * m;
+    const keys = allowedKeys(i, m, { causal, hidden: hiddenSet });
+    allowed.set(keys, row);
+    let any = false;
+    for (let j = 0; j < m; j++) {
+      const s = scores[row + j];
+      logits[j] = keys[j] ? (tau === 1 ? s : f32(s / tau32)) : -Infinity;
+      any = any || keys[j] === 1;
+    }
+    if (!any) {
+      blocked.push(i); // its weights stay 0
+      continue;
+    }
+    if (hard) {
+      let best = 0; // torch.argmax: the first maximum; a row of −∞ gives index 0
+      for (let j = 1; j < m; j++) if (logits[j] > logits[best]) best = j;
+      weights[row + best] = 1;
+      continue;
+    }
+    let top = -Infinity;
+    for (let j = 0; j < m; j++) if (logits[j] > top) top = logits[j];
+    if (!Number.isFinite(top)) {
+      overflow.push(i); // exp(∞ − ∞) is NaN: no weights exist, as in the engine
+      continue;
+    }
+    let sum = 0;
+    for (let j = 0; j < m; j++) {
+      const e = Math.exp(logits[j] - top); // exp(−∞) = 0 for masked keys
+      weights[row + j] = e;
+      sum += e;
+    }
+    for (let j = 0; j < m; j++) weights[row + j] /= sum;
+  }
+  return { weights, allowed, blocked, overflow };
+}
+
+/** Entropy −Σ α ln α of one row, in nats, with 0 ln 0 = 0. */
+export function entropy(row) {
+  let h = 0;
+  for (const w of row) if (w > 0) h -= w * Math.log(w);
+  return h;
+}
+
+export const SCALES = ["row", "max", "absolute", "sqrt"];
+
+/** The largest weight, or 1 when there is none above 0 (figures.colour_scale's `top`). */
+export function topWeight(weights) {
+  let top = 0;
+  for (const w of weights) if (w > top) top = w;
+  return top > 0 ? top : 1;
+}
+
+/**
+ * What a cell's colour shows, on 0 … zmax (figures.ColourScale.show): "row" divides each row by its largest
+ * weight, "max" and "absolute" show the weight itself (zmax the largest weight, or 1), "sqrt" shows √(w / top).
+ */
+export function colourValues(weights, n, m, scale) {
+  if (!SCALES.includes(scale)) throw new RangeError(`unknown colour scale ${scale}`);
+  const top = topWeight(weights);
+  const shown = new Float64Array(n * m); // (n, m)
+  for (let i = 0; i < n; i++) {
+    const row = i * m;
+    let rowMax = 0;
+    if (scale === "row") for (let j = 0; j < m; j++) rowMax = Math.max(rowMax, weights[row + j]);
+    for (let j = 0; j < m; j++) {
+      const w = weights[row + j];
+      shown[row + j] = scale === "row" ? (rowMax > 0 ? w / rowMax : 0) : scale === "sqrt" ? Math.sqrt(w / top) : w;
+    }
+  }
+  return { shown, top, zmax: scale === "max" ? top : 1 };
+}
+
+/** plotly's "~g" number format (d3-format): p significant digits, trailing zeros dropped, "−" for minus. */
+export function formatG(x, p = 4) {
+  if (!Number.isFinite(x)) return String(x);
+  const [mantissa, exponent] = Math.abs(x).toPrecision(p).split("e");
+  const trimmed = mantissa.includes(".") ? mantissa.replace(/\.?0+$/, "") : mantissa;
+  const text = exponent === undefined ? trimmed : `${trimmed}e${exponent}`;
+  return x < 0 && text !== "0" ? `−${text}` : text; // the sign as d3 writes it; the exponent keeps its hyphen
+}
+
+/** The colour-bar title of a scale (figures.ColourScale.colorbar). */
+export function colourBarTitle(scale, top, what = "weight") {
+  if (scale === "row") return `${what} ÷ its row's largest`;
+  if (scale === "max") return `${what}, 0 → max ${formatG(top, 3)}`;
+  if (scale === "sqrt") return `${what} (√ scale), 0 → max ${formatG(top, 3)}`;
+  return `${what}, 0 → 1`;
+}
+
+/** A palette's colour at t in [0, 1], interpolated in RGB between its stops [[position, [r, g, b]], ...]. */
+export function paletteColour(stops, t) {
+  const x = Math.min(1, Math.max(0, Number.isFinite(t) ? t : 0));
+  let k = 1;
+  while (k < stops.length - 1 && stops[k][0] < x) k++;
+  const [p0, c0] = stops[k - 1];
+  const [p1, c1] = stops[k];
+  const u = p1 > p0 ? (x - p0) / (p1 - p0) : 0;
+  return [0, 1, 2].map((c) => Math.round(c0[c] + (c1[c] - c0[c]) * u));
+}

@@ -1,0 +1,43 @@
+"""The interactive heatmap as a Streamlit component (components v2, no iframe): the browser computes the weights from
+the raw scores and redraws on its own; Python hears of the view (τ, hard, mask, hidden keys, colour scale, palette,
+query) once the person pauses, and keeps its session state, URL and downloads in step with it.
+
+The JavaScript and CSS are files in the attnviz package (weights.mjs, heatmap.js, heatmap.css), read here and
+passed inline, so `pip install .` carries them and nothing is built."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import streamlit as st
+
+VIEW_KEYS = ("temp", "hard", "mask", "hide", "scale", "palette", "query")
+
+
+def _source(name: str) -> str:
+    return resources.files("attnviz").joinpath(name).read_text(encoding="utf-8")
+
+
+# weights.mjs exports the math; heatmap.js, appended to it in one module, uses it and exports the component.
+_heatmap = st.components.v2.component(
+    "attnviz_heatmap", js=_source("weights.mjs") + "\n" + _source("heatmap.js"), css=_source("heatmap.css"),
+    isolate_styles=False,
+)
+
+
+def view_state() -> dict:
+    """The view as the component receives it, from session state."""
+    return {name: st.session_state.get(name) for name in VIEW_KEYS}
+
+
+def interactive_heatmap(data: dict, *, key: str, clean) -> None:
+    """Mount the heatmap for `data` (figures.interactive_heatmap). When the browser sends a paused view, `clean` turns
+    it into allowed values (as a link's values are), which go into session state before this fragment reruns."""
+    _heatmap(key=key, data=data, on_view_change=lambda: _adopt(key, clean), width="stretch")
+
+
+def _adopt(key: str, clean) -> None:
+    sent = st.session_state[key].get("view")
+    if isinstance(sent, dict):
+        for name, value in clean({k: v for k, v in sent.items() if k in VIEW_KEYS}).items():
+            st.session_state[name] = value

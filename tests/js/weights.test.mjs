@@ -1,0 +1,79 @@
+// node --test tests/js: the browser's attention math on cases whose answer follows from the formula by hand.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import {
+  attentionWeights, colourBarTitle, colourValues, entropy, formatG, paletteColour, topWeight,
+} from "../../attnviz/weights.mjs";
+
+const close = (a, b, tol = 1e-12) => assert.ok(Math.abs(a - b) <= tol, `${a} != ${b}`);
+
+test("a row's softmax is exp(s/τ) over the sum of its exps", () => {
+  const { weights } = attentionWeights(Float32Array.from([0, Math.log(3)]), 1, 2, { tau: 1 });
+  close(weights[0], 0.25, 1e-7);
+  close(weights[1], 0.75, 1e-7);
+  const halved = attentionWeights(Float32Array.from([0, 2]), 1, 2, { tau: 2 }).weights;
+  close(halved[1], Math.exp(1) / (1 + Math.exp(1)), 1e-7);
+});
+
+test("hard attention takes the first of equal maxima, as torch.argmax", () => {
+  const { weights } = attentionWeights(Float32Array.from([1, 5, 5, 2]), 1, 4, { hard: true });
+  assert.deepEqual(Array.from(weights), [0, 1, 0, 0]);
+});
+
+test("the causal mask hides later keys; a fully hidden row is all zeros, not NaN", () => {
+  const scores = Float32Array.from([1, 2, 3, 4]);
+  const causal = attentionWeights(scores, 2, 2, { causal: true });
+  assert.deepEqual(Array.from(causal.weights.slice(0, 2)), [1, 0]);
+  const hidden = attentionWeights(scores, 2, 2, { hidden: [0, 1] });
+  assert.deepEqual(Array.from(hidden.weights), [0, 0, 0, 0]);
+  assert.deepEqual(hidden.blocked, [0, 1]);
+  const hardHidden = attentionWeights(scores, 2, 2, { hidden: [0, 1], hard: true });
+  assert.deepEqual(Array.from(hardHidden.weights), [0, 0, 0, 0]);
+});
+
+test("huge scores give finite weights; S/τ past float32 is reported, never drawn as NaN", () => {
+  const big = attentionWeights(Float32Array.from([3e38, 2.9e38]), 1, 2, { tau: 1 });
+  assert.ok(Array.from(big.weights).every(Number.isFinite));
+  close(big.weights[0], 1);
+  const over = attentionWeights(Float32Array.from([1e37, 0]), 1, 2, { tau: 0.01 });
+  assert.deepEqual(over.overflow, [0]);
+  assert.ok(Array.from(over.weights).every(Number.isFinite));
+});
+
+test("τ must be positive", () => {
+  assert.throws(() => attentionWeights(Float32Array.from([1]), 1, 1, { tau: 0 }), RangeError);
+});
+
+test("entropy is 0 for one-hot and ln n for uniform", () => {
+  close(entropy([0, 1, 0]), 0);
+  close(entropy([0.25, 0.25, 0.25, 0.25]), Math.log(4));
+});
+
+test("colour scales: per row, 0 → max, 0 → 1 and √ stretch", () => {
+  const w = [0.2, 0.8, 0.5, 0.5];
+  assert.deepEqual(Array.from(colourValues(w, 2, 2, "row").shown), [0.25, 1, 1, 1]);
+  const max = colourValues(w, 2, 2, "max");
+  assert.equal(max.zmax, 0.8);
+  assert.deepEqual(Array.from(max.shown), w);
+  assert.equal(colourValues(w, 2, 2, "absolute").zmax, 1);
+  close(colourValues(w, 2, 2, "sqrt").shown[0], Math.sqrt(0.2 / 0.8));
+  assert.deepEqual(Array.from(colourValues([0, 0], 1, 2, "row").shown), [0, 0]);
+  assert.equal(topWeight([0, 0]), 1);
+  assert.throws(() => colourValues(w, 2, 2, "evil"), RangeError);
+});
+
+test("numbers read as plotly's ~g format and the colour bar says its scale", () => {
+  assert.equal(formatG(0.123456, 4), "0.1235");
+  assert.equal(formatG(0.5, 4), "0.5");
+  assert.equal(formatG(-2.5, 4), "−2.5");
+  assert.equal(formatG(1e-7, 4), "1e-7");
+  assert.equal(colourBarTitle("row", 1), "weight ÷ its row's largest");
+  assert.equal(colourBarTitle("max", 0.4567), "weight, 0 → max 0.457");
+});
+
+test("palette colours interpolate between stops", () => {
+  const stops = [[0, [0, 0, 0]], [1, [255, 255, 255]]];
+  assert.deepEqual(paletteColour(stops, 0.5), [128, 128, 128]);
+  assert.deepEqual(paletteColour(stops, 2), [255, 255, 255]);
+  assert.deepEqual(paletteColour(stops, NaN), [0, 0, 0]);
+});

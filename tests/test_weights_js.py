@@ -1,0 +1,95 @@
+"""The browser's attention math (attnviz/weights.mjs, run by node) against the torch engine: the same raw scores in,
+the same weights out (≤ 1e-6), over τ from 0.01 to 100, hard attention with ties, causal and hidden keys, fully
+masked rows, huge scores, scores that leave float32, and 1 to 512 tokens. Also runs node's own tests (tests/js)."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from attnviz.attention import attend, key_mask
+from attnviz.embeddings import embed, tokenize
+
+ROOT = Path(__file__).resolve().parents[1]
+NODE = shutil.which("node")
+pytestmark = pytest.mark.skipif(NODE is None, reason="node is not on PATH")
+DOG = "When he saw his owner, the dog was happy, so he wagged his tail"
+
+
+def vectors(glove, text: str, scale: float = 1.0) -> torch.Tensor:
+    return torch.from_numpy(embed(tokenize(text), glove).vectors) * scale  # (n, 50)
+
+
+def cases(glove) -> list[tuple[torch.Tensor, dict]]:
+    """(inputs X, options of attend) for each case: X attends to itself."""
+    dog = vectors(glove, DOG)
+    ties = vectors(glove, "dog dog cat dog the dog")  # equal rows: equal scores in a row
+    long = vectors(glove, " ".join(tokenize(DOG) * 40)[:100_000])[:512]
+    out = [(dog, dict(scoring="scaled_dot", temperature=t)) for t in (0.01, 0.02, 0.2, 1.0, 5.0, 100.0)]
+    out += [(dog, dict(scoring=s, temperature=0.5)) for s in ("dot", "cosine", "gaussian")]
+    out += [(ties, dict(scoring="dot", hard=True, temperature=t)) for t in (1.0, 0.1, 50.0)]
+    out += [(ties, dict(scoring="dot", temperature=0.05, is_causal=True)),
+            (dog, dict(scoring="scaled_dot", hard=True, is_causal=True, temperature=0.2)),
+            (dog, dict(scoring="scaled_dot", hidden=[1, 3, 4])),
+            (dog, dict(scoring="scaled_dot", is_causal=True, hidden=[0])),  # the first query sees no key
+            (dog, dict(scoring="scaled_dot", hidden=list(range(16)))),  # every row fully masked
+            (dog, dict(scoring="scaled_dot", hard=True, hidden=list(range(16)))),
+            (vectors(glove, DOG, 1e17), dict(scoring="dot", temperature=1.0)),  # scores near 1e35: finite weights
+            (vectors(glove, DOG, 1e18), dict(scoring="dot", temperature=0.01)),  # S/τ past float32: no weights
+            (vectors(glove, "dog"), dict(scoring="scaled_dot", temperature=0.3)),  # one token
+            (long, dict(scoring="scaled_dot", temperature=0.5, is_causal=True)),
+            (long, dict(scoring="dot", hard=True))]
+    return out
+
+
+def torch_weights(x: torch.Tensor, options: dict):
+    options = dict(options)
+    hidden = options.pop("hidden", None)
+    mask = key_mask(x.shape[0], hidden) if hidden is not None else None
+    result = attend(x, x, x, mask=mask, **options)
+    return result.scores.numpy(), result.weights.numpy()
+
+
+def browser_options(options: dict) -> dict:
+    return {"tau": options.get("temperature", 1.0), "hard": options.get("hard", False),
+            "causal": options.get("is_causal", False), "hidden": options.get("hidden", [])}
+
+
+def test_browser_weights_equal_the_engine(glove, tmp_path):
+    runs = [(x, options, *torch_weights(x, options)) for x, options in cases(glove)]
+    payload = [{"scores": scores.tolist(), "n": scores.shape[0], "m": scores.shape[1], "options": browser_options(options)}
+               for _, options, scores, _ in runs]
+    (tmp_path / "cases.json").write_text(json.dumps(payload))
+    subprocess.run([NODE, str(ROOT / "tests" / "js" / "parity.mjs"), str(tmp_path / "cases.json"), str(tmp_path / "out.json")],
+                   check=True, capture_output=True, text=True)
+    results = json.loads((tmp_path / "out.json").read_text())
+    assert len(results) == len(runs)
+    for (x, options, scores, expected), got in zip(runs, results):
+        n, m = scores.shape
+        weights = np.asarray(got["weights"]).reshape(n, m)
+        finite = np.isfinite(expected).all(-1)  # (n,) rows the engine could compute
+        assert got["overflow"] == [int(i) for i in np.flatnonzero(~finite)], options
+        assert np.abs(weights[finite] - expected[finite]).max(initial=0) <= 1e-6, options
+        assert np.isfinite(weights).all()
+        blocked = [int(i) for i in np.flatnonzero(expected.sum(-1) == 0)] if finite.all() else got["blocked"]
+        assert got["blocked"] == blocked, options
+        if options.get("hard") and finite.all():
+            assert np.array_equal(weights, expected), options  # one-hot on the very same key, ties included
+    assert any(np.isfinite(e).all() and (e.sum(-1) == 0).any() for *_, e in runs)  # a fully masked row was covered
+    assert any(not np.isfinite(e).all() for *_, e in runs)  # and an overflow
+
+
+def test_ties_go_to_the_first_key(glove):
+    """The tie case really has ties: equal scores in a row, and the engine's one-hot on the first of them."""
+    x = vectors(glove, "dog dog cat dog the dog")
+    scores, weights = torch_weights(x, dict(scoring="dot", hard=True))
+    assert scores[0, 0] == scores[0, 1] == scores[0, 3] and weights[0].argmax() == 0
+
+
+def test_node_tests_pass():
+    run = subprocess.run([NODE, "--test", str(ROOT / "tests" / "js")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:]

@@ -356,6 +356,10 @@ class Heatmap {
       weights: () => rows(weights), shown: () => rows(this.colours.shown), allowed: () => rows(allowed),
       scores: () => rows(this.scores), timings: this.timings, drawn: (this.drawn = (this.drawn || 0) + 1),
       rowLabels: this.rowLabels, colLabels: this.colLabels,
+      cellCentre: (i, j) => {
+        const box = this.figure.getBoundingClientRect();
+        return [box.left + this.plot.x + ((j + 0.5) * this.plot.w) / d.m, box.top + this.plot.y + ((i + 0.5) * this.plot.h) / d.n];
+      },
     };
   }
 

@@ -93,10 +93,34 @@ def plots(page, count=1, timeout=60_000):
     return page.evaluate(PLOT_DATA)
 
 
+# The interactive heatmaps (attnviz/heatmap.js), each as one trace of the same shape: y names the rows "#i token", z is
+# what the colours show, w the weights the browser computed; view is its state (τ, hard, mask, …).
+LIVE_DATA = """() => Array.from(document.querySelectorAll('.av-root')).filter(r => r.attnviz).map(r => { const a = r.attnviz;
+    return [{type: 'heatmap', live: true, y: a.rows.map((t, i) => '#' + i + ' ' + t), z: a.shown(), w: a.weights(),
+             view: a.view, overflow: a.overflow}]; })"""
+
+
+def heatmaps(page) -> list:
+    """The interactive heatmaps first, then every plotly chart's traces (as `plots` gives them)."""
+    return page.evaluate(LIVE_DATA) + page.evaluate(PLOT_DATA)
+
+
+def live_cell(page, row: int, col: int, index: int = 0) -> tuple[float, float]:
+    """Where the centre of cell (row, col) of the index-th interactive heatmap is on the page, scrolled into view."""
+    page.wait_for_function(f"document.querySelectorAll('.av-root .av-figure').length > {index}")
+    page.locator(".av-root .av-figure").nth(index).scroll_into_view_if_needed()
+    return tuple(page.evaluate(f"() => document.querySelectorAll('.av-root')[{index}].attnviz.cellCentre({row}, {col})"))
+
+
+def live_select(page, label: str, value: str, index: int = 0):
+    """Pick `value` in the interactive heatmap's select labelled `label` (Mask, Colour scale, Palette)."""
+    page.locator(".av-root").nth(index).locator("label.av-control", has_text=label).locator("select").select_option(value)
+
+
 def wait_for_heatmap(page, predicate, timeout=30):
     deadline = time.time() + timeout
     while time.time() < deadline:
-        data = plots(page)
+        data = heatmaps(page)
         if data and data[0] and predicate(data[0][0]):
             return data[0][0]
         page.wait_for_timeout(250)

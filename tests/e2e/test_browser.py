@@ -33,31 +33,10 @@ def test_changing_a_control_changes_the_drawn_data(server, page):
     assert all(sorted(row)[-1] == 1 and sum(row) == 1 for row in after)
 
 
-def test_hovering_a_cell_shows_its_numbers(server, page):
-    page.goto(server)
-    wait_for_heatmap(page, lambda t: len(t["y"]) == 16)
-    box = page.locator(".js-plotly-plot .nsewdrag").first.bounding_box()
-    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5)
-    page.wait_for_selector(".hoverlayer .hovertext", timeout=10_000)
-    text = page.locator(".hoverlayer .hovertext").first.text_content()
-    assert "query" in text and "key" in text and "weight:" in text and "score:" in text
-    # One cell's own numbers (the axes name words without their "#i"), though the click layer that carries the
-    # hover draws one point only
-    where = page.evaluate("""() => { const gd = document.querySelector('.js-plotly-plot');
-        const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
-        return [box.left + xa._offset + xa.l2p(2), box.top + ya._offset + ya.l2p(6)]; }""")
-    page.mouse.move(*where)
-    page.wait_for_function("() => (document.querySelector('.hoverlayer .hovertext') || {}).textContent?.startsWith('query the')",
-                           timeout=10_000)
-    text = page.locator(".hoverlayer .hovertext").first.text_content()
-    trace = wait_for_heatmap(page, lambda t: len(t["y"]) == 16)
-    assert text.startswith("query thekey saw") and f"weight: {trace['w'][6][2]:.4g}" in text, text  # "the" is #6, "saw" #2
-
-
 @pytest.mark.parametrize("path", PAGES)
 def test_every_page_loads_without_an_error_box(server, page, path):
     page.goto(f"{server}/{path}")
-    plots(page)
+    wait_for_heatmap(page, lambda t: True) if not path else plots(page)
     assert page.locator('[data-testid="stException"]').count() == 0
     page.screenshot(path=str(SHOTS / f"{path or 'home'}.png"))
 
@@ -68,23 +47,6 @@ def test_url_parameters_reproduce_the_view(server, page):
     assert trace["z"][0][1] == 0 and trace["z"][0][2] == 0  # causal: the first word sees only itself
     assert page.get_by_text("cosine").count() > 0
     assert url_has(page, "scoring=cosine", "mask=causal")
-
-
-def test_clicking_a_cell_inspects_its_query(server, page):
-    page.goto(f"{server}/?text=the+cat+sat+on+the+mat")
-    wait_for_heatmap(page, lambda t: len(t["y"]) == 6)
-    assert shown_value(page, "stSelectbox", "Query word") == "0 · the"
-    # The click layer holds a point per cell (36) but draws one: clicks and hover read plotly's data, not the DOM.
-    assert page.locator(".js-plotly-plot").first.locator(".scatterlayer .point").count() == 1
-    click_point(page, 0, 1, 3)  # key 1 ("cat"), query 3 ("on")
-    assert shown_value(page, "stSelectbox", "Query word") == "3 · on"
-    assert url_has(page, "query=3")
-    bars = plots(page)[1][0]  # the inspector's bars: one per key, the clicked query's row
-    assert bars["y"][:2] == ["#0 the", "#1 cat"]
-    choose(page, "Query word", "5 · mat")  # the select box still works after a click
-    assert url_has(page, "query=5")
-    click_point(page, 0, 0, 2)
-    assert shown_value(page, "stSelectbox", "Query word") == "2 · sat"
 
 
 def test_clicking_a_word_in_the_line_view_shows_its_lines(server, page):

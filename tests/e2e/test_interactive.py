@@ -1,0 +1,156 @@
+"""The interactive heatmap in Chromium: τ, hard, the mask, the colour scale, the palette and the query redraw in the
+browser with no message to the server; once the person pauses, one message syncs the view, after which the link
+and the downloads hold what is drawn, and a reload of that link draws the same numbers."""
+
+import csv
+import io
+import math
+import time
+
+from driver import SHOTS, exceptions, live_cell, live_select, settle, url_has, wait_for_heatmap
+
+
+def count_sent(page) -> list[float]:
+    """The times of the websocket messages the page sends from now on (each one asks the server for a run)."""
+    sent = []
+    page.on("websocket", lambda ws: ws.on("framesent", lambda frame: sent.append(time.time())))
+    return sent
+
+
+def burst(page):
+    """Twenty changes as a person makes them: τ steps, hard on and off, masks, scales, a palette, cells and keys."""
+    tau = page.get_by_role("slider", name="Temperature τ (log scale)")
+    for key in ["ArrowLeft"] * 4 + ["ArrowRight"] * 2:
+        tau.press(key)
+    page.get_by_text("Hard attention (one-hot argmax)").click()
+    page.get_by_text("Hard attention (one-hot argmax)").click()
+    for mask in ("causal", "keys", "causal"):
+        live_select(page, "Mask", mask)
+    for scale in ("absolute", "sqrt", "max"):
+        live_select(page, "Colour scale", scale)
+    live_select(page, "Palette", "cividis")
+    page.mouse.click(*live_cell(page, 5, 2))
+    page.locator(".av-root .av-figure").focus()
+    for key in ("ArrowDown", "ArrowDown", "ArrowUp"):
+        page.keyboard.press(key)
+
+
+def test_a_burst_of_changes_asks_the_server_nothing_until_the_pause(server, page):
+    page.goto(server)
+    before = wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 16)
+    settle(page)
+    sent = count_sent(page)
+    page.reload()
+    wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 16)
+    settle(page)
+    start = len(sent)
+    burst(page)
+    during = len(sent) - start
+    drawn = wait_for_heatmap(page, lambda t: t["view"]["query"] == 6)
+    assert during == 0, f"{during} messages sent during the burst"
+    assert drawn["view"] == {"temp": 0.2, "hard": False, "mask": "causal", "hide": [], "scale": "max", "palette": "cividis",
+                             "query": 6}
+    assert drawn["w"] != before["w"] and drawn["w"][0][1] == 0  # causal: the first word sees only itself
+    assert url_has(page, "temp=0.2", "mask=causal", "scale=max", "palette=cividis", "query=6")
+    settle(page)
+    assert len(sent) - start == 1, "one message once the person paused"
+    assert not exceptions(page)
+    # The download holds the weights drawn (the server's torch engine against the browser's math).
+    page.get_by_role("button", name="Download").first.click()
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Numbers (CSV)").click()
+    rows = list(csv.reader(io.StringIO(open(download.value.path(), encoding="utf-8").read())))[1:]
+    downloaded = [[float(v) for v in row[1:]] for row in rows]
+    assert max(abs(a - b) for r, s in zip(downloaded, drawn["w"]) for a, b in zip(r, s)) < 1e-5
+    # A reload of the link draws the same numbers.
+    link = page.url
+    page.goto(link)
+    again = wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 16)
+    assert again["view"] == drawn["view"] and again["w"] == drawn["w"] and again["z"] == drawn["z"]
+    page.screenshot(path=str(SHOTS / "self_attention_interactive.png"))
+
+
+def test_a_click_a_label_and_the_keys_choose_the_query(server, page):
+    page.goto(f"{server}/?text=the+cat+sat+on+the+mat")
+    wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 6)
+    figure = page.locator(".av-root .av-figure")
+    assert figure.get_attribute("tabindex") == "0" and figure.get_attribute("aria-label").startswith("Attention weights, 6 queries")
+    page.mouse.click(*live_cell(page, 3, 1))
+    assert wait_for_heatmap(page, lambda t: t["view"]["query"] == 3)
+    assert "Query #3 on" in page.locator(".av-root .av-heading").text_content()
+    page.locator(".av-root .av-row", has_text="cat").click()
+    wait_for_heatmap(page, lambda t: t["view"]["query"] == 1)
+    figure.focus()
+    page.keyboard.press("End")
+    trace = wait_for_heatmap(page, lambda t: t["view"]["query"] == 5)
+    bars = [float(v.text_content()) for v in page.locator(".av-root .av-bar-value").all()]
+    assert max(abs(a - b) for a, b in zip(bars, trace["w"][5])) < 1e-4  # the inspector's bars are the chosen row
+    entropy = -sum(w * math.log(w) for w in trace["w"][5] if w > 0)
+    assert f"H = {entropy:.3f} nats" in page.locator(".av-root .av-entropy").text_content()
+    assert url_has(page, "query=5")
+
+
+def test_hovering_a_cell_names_it_and_gives_its_numbers(server, page):
+    page.goto(server)
+    trace = wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 16)
+    page.mouse.move(*live_cell(page, 6, 2))  # query "the" (#6), key "saw" (#2)
+    tip = page.locator(".av-root .av-tip")
+    tip.wait_for(state="visible")
+    lines = tip.locator("div").all_text_contents()
+    weight = float(lines[2].removeprefix("weight: "))
+    assert lines[:2] == ["query #6 the", "key #2 saw"] and abs(weight - trace["w"][6][2]) <= 5e-4 * trace["w"][6][2]
+    assert lines[3].startswith("score: ")
+
+
+def test_hidden_keys_and_a_fully_masked_row(server, page):
+    page.goto(f"{server}/?text=a+dog+ran&mask=keys&hide=0")
+    wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 3)
+    page.locator(".av-root .av-col", has_text="dog").click()  # under the hide-keys mask a key's label hides it
+    page.locator(".av-root .av-col", has_text="ran").click()
+    trace = wait_for_heatmap(page, lambda t: t["view"]["hide"] == [0, 1, 2])
+    assert trace["w"] == [[0, 0, 0]] * 3  # every key hidden: zero rows, never NaN
+    assert "3 query row(s) have every key masked" in page.locator(".av-root .av-message").text_content()
+    page.mouse.move(*live_cell(page, 0, 0))
+    assert "masked: weight 0" in page.locator(".av-root .av-tip").text_content()
+    assert url_has(page, "hide=0%2C1%2C2") or url_has(page, "hide=0,1,2")
+
+
+def test_tokens_are_shown_as_text_never_as_html(server, page):
+    page.goto(server)
+    wait_for_heatmap(page, lambda t: t.get("live"))
+    box = page.get_by_role("textbox", name="Sentence")
+    box.fill('<img src=x onerror="window.hacked=1"> <script>window.hacked=2</script> dog')
+    box.press("Control+Enter")
+    trace = wait_for_heatmap(page, lambda t: t.get("live") and any("<" in y for y in t["y"]))
+    assert page.locator(".av-root img, .av-root script").count() == 0
+    assert page.evaluate("() => window.hacked === undefined")
+    assert any(label.startswith("<") for label in page.locator(".av-root .av-row").all_text_contents()), trace["y"]
+
+
+def test_one_token_and_512_tokens(server, page):
+    page.goto(f"{server}/?text=dog")
+    one = wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 1)
+    assert one["w"] == [[1]]
+    words = "when he saw his owner the dog was happy so he wagged his tail".split()
+    page.goto(f"{server}/?text=" + "+".join(words[i % len(words)] for i in range(512)) + "&mask=causal")
+    long = wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 512, timeout=60)
+    assert all(abs(sum(row) - 1) < 1e-9 for row in long["w"]) and long["w"][0][1] == 0
+    labels = page.locator(".av-root .av-col").count()
+    assert 0 < labels < 512  # thinned to the room the width holds
+    assert not exceptions(page)
+
+
+def test_png_at_3x_and_svg_downloads(server, page):
+    page.goto(f"{server}/?text=the+cat+sat")
+    wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 3)
+    width = page.evaluate("() => document.querySelector('.av-root .av-overlay').getAttribute('width')")
+    with page.expect_download() as png:
+        page.get_by_role("button", name="PNG (3×)").click()
+    data = open(png.value.path(), "rb").read()
+    assert png.value.suggested_filename == "attnviz_heatmap.png" and data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert int.from_bytes(data[16:20], "big") == 3 * int(width)  # the IHDR's width: 3× the figure
+    with page.expect_download() as svg:
+        page.get_by_role("button", name="SVG").click()
+    text = open(svg.value.path(), encoding="utf-8").read()
+    assert svg.value.suggested_filename == "attnviz_heatmap.svg" and text.startswith("<svg")
+    assert text.count("<rect") >= 9 and ">cat<" in text and "linearGradient" in text

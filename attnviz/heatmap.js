@@ -66,9 +66,16 @@ class Heatmap {
     const fresh = !this.data || this.data.version !== data.version;
     const pythonView = JSON.stringify(data.view);
     this.data = data;
+    this.root.style.fontSize = `${data.font_px + 2}px`; // the toolbar, hover and inspector; the figure's text is font_px
     if (fresh) {
       this.scores = decodeScores(data.scores); // (n, m) float32, before τ, mask and softmax
-      this.view = { ...data.view };
+      if (this.timer !== null && this.view) {
+        // A change not yet sent (new data came within the pause): keep it, within the new sentence's positions.
+        const hide = this.view.hide.filter((j) => j < data.m);
+        this.view = { ...data.view, ...this.view, query: Math.min(this.view.query, data.n - 1), hide };
+      } else {
+        this.view = { ...data.view };
+      }
       this.synced = pythonView;
       this.buildToolbar();
       this.weightsFor = null;
@@ -100,7 +107,8 @@ class Heatmap {
     }
     this.draw();
     if (byPerson) {
-      requestAnimationFrame(() => this.timings.push(performance.now() - started));
+      // From the input event to the frame that shows the change: the task after that frame's rendering.
+      requestAnimationFrame(() => setTimeout(() => this.timings.push(performance.now() - started), 0));
       clearTimeout(this.timer);
       this.timer = setTimeout(() => this.sync(), SYNC_MS);
     }
@@ -175,7 +183,7 @@ class Heatmap {
     const right = Math.ceil(14 + 20 + ctx.measureText("0.000").width + titlePx + 12);
     const top = d.title ? Math.round(d.font_px * 2.6) : 12;
     const plot = { x: left, y: top, w: Math.max(40, width - left - right), h: Math.max(40, d.height - top - bottom) };
-    const key = JSON.stringify([width, plot]);
+    const key = JSON.stringify([width, plot, d.version]);
     if (key === this.laidOut) return false;
     this.laidOut = key;
     Object.assign(this, { width, font, plot });

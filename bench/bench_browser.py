@@ -55,7 +55,10 @@ st.plotly_chart(go.Figure(go.Heatmap(z=weights, zmin=0, zmax=1)))
 """
 # The first real heatmap's signature (≥ 2 rows): its title, the first weights of row 0, its row count and the sum
 # of all it shows; null until plotly has drawn one.
-DRAWN = ("() => { const gd = Array.from(document.querySelectorAll('.js-plotly-plot'))"
+DRAWN = ("() => { const live = document.querySelector('.av-root');"
+         " if (live && live.attnviz && live.attnviz.rows.length >= 2) return JSON.stringify(live.attnviz.view)"
+         " + JSON.stringify(live.attnviz.shown()[0].slice(0, 8)) + live.attnviz.rows.length;"
+         " const gd = Array.from(document.querySelectorAll('.js-plotly-plot'))"
          ".find(g => g._fullData && g._fullData.length && g._fullData[0].type === 'heatmap' && g._fullData[0].z.length >= 2);"
          " if (!gd) return null; const z = gd._fullData[0].z; let sum = 0;"
          " for (const row of z) for (const value of row) sum += Number(value);"

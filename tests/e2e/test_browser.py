@@ -2,7 +2,7 @@
 
 import pytest
 
-from driver import SHOTS, choose, click_point, exceptions, plots, settle, shown_value, url_has, wait_for_heatmap
+from driver import SHOTS, click_point, exceptions, plots, settle, shown_value, url_has, wait_for_heatmap
 
 PAGES = ["", "lesson", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads", "trained"]
 

@@ -7,12 +7,11 @@ import io
 import numpy as np
 import pytest
 
-from driver import exceptions, plots, settle
+from driver import exceptions, plots, settle, wait_for_heatmap
 
 # (page, a matrix chart on it, what its trace draws: "w" = the heatmap's true weights, "z" = the heatmap's values,
 # "x" = a bar chart's lengths). scale=absolute on every page, so a heatmap's colour values are its weights too.
 PAGES = [
-    ("", "heatmap", "w"),
     ("lesson", "lesson_exact", "x"),
     ("kv_database", "weights", "x"),
     ("pooling", "weights", "w"),
@@ -97,3 +96,16 @@ def test_the_step_walk_downloads_every_matrix_it_draws(page, server):
         assert rows[0][:2] == ["token \\ dimension", "d0"] and len(rows) == 7
         np.testing.assert_allclose(np.array([[float(v) for v in r[1:]] for r in rows[1:]]), drawn[0], rtol=1e-5, atol=1e-12)
     assert exceptions(page) == []
+
+
+def test_the_interactive_heatmap_exports_the_numbers_it_draws(page, server):
+    """Its weights are the browser's; the Download menu's are the server's torch engine, at the view synced last."""
+    page.goto(f"{server}/?text=the+cat+sat+on+the+mat&temp=0.5&mask=causal")
+    drawn = np.array(wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 6)["w"])  # (6, 6)
+    settle(page)
+    numbers = np.load(io.BytesIO(download(page, "heatmap", "npy")), allow_pickle=False)
+    assert numbers.dtype == np.float32 and numbers.shape == drawn.shape
+    np.testing.assert_allclose(numbers, drawn, rtol=1e-6, atol=1e-7)
+    rows = list(csv.reader(io.StringIO(download(page, "heatmap", "csv").decode("utf-8"))))
+    assert rows[0][1:] == ["the", "cat", "sat", "on", "the", "mat"]
+    np.testing.assert_allclose(np.array([[float(v) for v in r[1:]] for r in rows[1:]]), drawn, rtol=1e-5, atol=1e-7)

@@ -1,13 +1,15 @@
 """Presenter mode in Chromium: large type in the page and in the charts, the sidebar folded, kept across pages."""
 
-from driver import exceptions, plots, settle, url_has
+from driver import exceptions, live_cell, plots, settle, url_has, wait_for_heatmap
 
 FONT_SIZES = """() => ({
   body: Array.from(document.querySelectorAll('[data-testid="stMarkdownContainer"] p')).filter(p => p.offsetParent)
         .map(p => parseFloat(getComputedStyle(p).fontSize)),
-  ticks: Array.from(document.querySelectorAll('.js-plotly-plot .xtick text, .js-plotly-plot .ytick text'))
+  ticks: Array.from(document.querySelectorAll('.js-plotly-plot .xtick text, .js-plotly-plot .ytick text, ' +
+                                              '.av-root .av-row, .av-root .av-col, .av-root .av-tick'))
         .map(t => parseFloat(getComputedStyle(t).fontSize)),
-  titles: Array.from(document.querySelectorAll('.js-plotly-plot .gtitle')).map(t => parseFloat(getComputedStyle(t).fontSize)),
+  titles: Array.from(document.querySelectorAll('.js-plotly-plot .gtitle, .av-root .av-title'))
+        .map(t => parseFloat(getComputedStyle(t).fontSize)),
 })"""
 
 
@@ -16,7 +18,7 @@ def opened(browser, url: str):
     context = browser.new_context(viewport={"width": 1920, "height": 1080})
     page = context.new_page()
     page.goto(url)
-    plots(page)
+    wait_for_heatmap(page, lambda t: True)
     settle(page)
     return context, page
 
@@ -33,11 +35,9 @@ def test_presenter_mode_has_large_type_and_a_folded_sidebar(browser, server):
     assert min(found["body"]) >= 22 and min(found["ticks"]) >= 16 and min(found["titles"]) >= 16, found
     assert page.get_by_test_id("stSidebar").get_attribute("data-collapsed") == "true"
 
-    heatmap = page.locator(".js-plotly-plot").first.locator(".nsewdrag").first
-    box = heatmap.bounding_box()
-    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5)
-    page.wait_for_selector(".hoverlayer .hovertext", timeout=10_000)
-    hover = page.evaluate("() => Array.from(document.querySelectorAll('.hoverlayer .hovertext text'))"
+    page.mouse.move(*live_cell(page, 2, 3))
+    page.wait_for_selector(".av-root .av-tip", state="visible", timeout=10_000)
+    hover = page.evaluate("() => Array.from(document.querySelectorAll('.av-root .av-tip div'))"
                           ".map(t => parseFloat(getComputedStyle(t).fontSize))")
     assert hover and min(hover) >= 16
 

@@ -1,0 +1,134 @@
+"""Benchmark of the interactive heatmap (issue 25's four figures), in real headless Chromium against the real app:
+
+1 a change (hard, a τ step, the mask, the colour scale, the query) to the heatmap redrawn, at 16 tokens, timed inside
+  the page: from the input event to the task after the frame that shows it (heatmap.js keeps these timings);
+2 the same at 512 tokens;
+3 the websocket messages the page sends during 20 such changes, and after the pause that follows them;
+4 the first heatmap on a warm server: a new session's page load to the heatmap drawn (median of new sessions).
+
+Run: python bench/bench_interactive.py [--rounds 5] (needs Chromium, found as the tests find it, and playwright).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench.bench_browser import CHROMIUM, FLAGS, Server, sentence  # noqa: E402
+
+LIVE = "() => { const r = document.querySelector('.av-root'); return r && r.attnviz ? r.attnviz : null }"
+
+
+def wait_drawn(page, n: int, timeout: float = 120_000):
+    page.wait_for_function(f"() => {{ const a = ({LIVE})(); return a && a.rows.length === {n} }}", timeout=timeout)
+
+
+def changes(page, rounds: int) -> None:
+    """`rounds` times: hard on and off, τ down and up, two masks, two scales, two queries by key: 10 changes a round."""
+    tau = page.get_by_role("slider", name="Temperature τ (log scale)")
+    hard = page.locator(".av-root input[type=checkbox]")
+    mask = page.locator(".av-root label.av-control", has_text="Mask").locator("select")
+    scale = page.locator(".av-root label.av-control", has_text="Colour scale").locator("select")
+    figure = page.locator(".av-root .av-figure")
+    for _ in range(rounds):
+        hard.click()
+        hard.click()
+        tau.press("ArrowLeft")
+        tau.press("ArrowRight")
+        mask.select_option("causal")
+        mask.select_option("none")
+        scale.select_option("sqrt")
+        scale.select_option("row")
+        figure.focus()
+        page.keyboard.press("ArrowDown")
+        page.keyboard.press("ArrowUp")
+        page.wait_for_timeout(600)  # a pause: the sync's rerun happens here, outside the timed changes
+
+
+def timed_changes(browser, url: str, n: int, rounds: int) -> list[float]:
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/?text=" + "+".join(sentence(n).split()))
+    wait_drawn(page, n)
+    page.wait_for_timeout(1000)
+    changes(page, rounds)
+    timings = page.evaluate(f"() => ({LIVE})().timings")
+    page.close()
+    return timings
+
+
+def messages(browser, url: str) -> tuple[int, int]:
+    """(messages sent during 20 changes, messages sent in the 2 s after them)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    sent = []
+    page.on("websocket", lambda ws: ws.on("framesent", lambda frame: sent.append(time.time())))
+    page.goto(f"{url}/?text=" + "+".join(sentence(16).split()))
+    wait_drawn(page, 16)
+    page.wait_for_timeout(1500)
+    start = len(sent)
+    tau = page.get_by_role("slider", name="Temperature τ (log scale)")
+    hard = page.locator(".av-root input[type=checkbox]")
+    for i in range(10):
+        hard.click()
+        tau.press("ArrowLeft" if i % 2 else "ArrowRight")
+    during = len(sent) - start
+    page.wait_for_timeout(2000)
+    after = len(sent) - start - during
+    page.close()
+    return during, after
+
+
+def first_heatmap(browser, url: str, rounds: int) -> list[float]:
+    """A new session each round: page load to the interactive heatmap's first drawing."""
+    seconds = []
+    for i in range(rounds):
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = context.new_page()
+        start = time.perf_counter()
+        page.goto(url)
+        wait_drawn(page, 16)
+        seconds.append(time.perf_counter() - start)
+        context.close()
+    return seconds
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of 10 changes per size; new sessions for row 4")
+    args = parser.parse_args()
+    server = Server(ROOT / "app.py")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        first_heatmap(browser, server.url, 1)  # the server's first session loads the vectors' caches
+        small = timed_changes(browser, server.url, 16, args.rounds)
+        large = timed_changes(browser, server.url, 512, args.rounds)
+        during, after = messages(browser, server.url)
+        loads = first_heatmap(browser, server.url, args.rounds)
+        browser.close()
+    server.stop()
+    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.machine()}, {platform.python_version()}, "
+          f"Chromium headless, {len(small)} + {len(large)} timed changes")
+    print("| figure | target | measured |")
+    print("|---|---|---|")
+    print(f"| change → heatmap redrawn, 16 tokens (median, p95) | ≤ 33 ms, p95 ≤ 50 ms | "
+          f"{statistics.median(small):.1f} ms, p95 {percentile(small, 0.95):.1f} ms (max {max(small):.1f}) |")
+    print(f"| same, 512 tokens (median, p95) | ≤ 100 ms | {statistics.median(large):.1f} ms, p95 {percentile(large, 0.95):.1f} ms |")
+    print(f"| messages to the server: during 20 changes, then after the pause | 0, ≤ 1 | {during}, {after} |")
+    print(f"| first heatmap on a warm server, new session (median of {len(loads)}) | ≤ 0.43 s | "
+          f"{statistics.median(loads):.2f} s ({min(loads):.2f}–{max(loads):.2f}) |")
+
+
+if __name__ == "__main__":
+    main()

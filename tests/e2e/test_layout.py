@@ -11,7 +11,7 @@ FORTY = ("when he saw his owner at the door, the dog was so happy that he ran in
          "while the cat watched from the top of the old red sofa by the big bright window")  # 40 tokens
 SENTENCE_PARAM = {"": "text", "heads": "text", "trained": "text", "encoder_decoder": "src", "batches": "batch"}
 
-# Every visible text element of every plotly chart, with its box, and the chart's own box. Scatter data labels
+# Every visible text element of every plotly chart and interactive heatmap, with its box, and the chart's own box. Scatter data labels
 # (the key–value PCA's words) are left out: crowded points also name themselves on hover.
 TEXT_BOXES = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map((gd, chart) => {
   const frame = gd.getBoundingClientRect();
@@ -23,7 +23,13 @@ TEXT_BOXES = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).m
     return {text: t.textContent.trim().slice(0, 40), x0: b.left, y0: b.top, x1: b.right, y1: b.bottom}; })
     .filter(b => b.x1 - b.x0 > 0.5 && b.y1 - b.y0 > 0.5);
   return {chart, frame: {x0: frame.left, y0: frame.top, x1: frame.right, y1: frame.bottom}, texts};
-})"""
+}).concat(Array.from(document.querySelectorAll('.av-root .av-figure')).map((figure, i) => {
+  const frame = figure.getBoundingClientRect();
+  const texts = Array.from(figure.querySelectorAll('.av-overlay text')).map(t => { const b = t.getBoundingClientRect();
+    return {text: t.textContent.trim().slice(0, 40), x0: b.left, y0: b.top, x1: b.right, y1: b.bottom}; })
+    .filter(b => b.x1 - b.x0 > 0.5 && b.y1 - b.y0 > 0.5);
+  return {chart: `interactive ${i}`, frame: {x0: frame.left, y0: frame.top, x1: frame.right, y1: frame.bottom}, texts};
+}))"""
 SLACK = 1.0  # px: glyph boxes of neighbouring labels may touch
 
 
@@ -75,7 +81,7 @@ PUSHED = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
 
 
 @pytest.mark.parametrize("path", ["?steps=1&walk=0", "?steps=1&walk=0&present=1", "trained?steps=1&walk=0", "heads", "batches", "encoder_decoder",
-                                  "?text=" + FORTY.replace(" ", "+") + "+supercalifragilistic+東京"])
+                                  "?cmp=1&text=" + FORTY.replace(" ", "+") + "+supercalifragilistic+東京"])
 def test_heatmap_margins_already_fit_so_each_is_drawn_once(browser, server, path):
     """figures.fit_margins sizes each margin for its labels, titles and colour bar; where it falls short,
     plotly widens it by drawing the whole chart a second time (the walk opened in 1.82 s with every chart drawn
@@ -94,7 +100,7 @@ def check(browser, url: str, size: tuple[int, int], shot: str) -> None:
     context = browser.new_context(viewport={"width": size[0], "height": size[1]})
     page = context.new_page()
     page.goto(url)
-    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+    page.wait_for_selector(".js-plotly-plot, .av-root .av-figure", timeout=60_000)
     settle(page)
     page.wait_for_timeout(1500)  # plotly's automargin settles after the first draw
     found = problems(page.evaluate(TEXT_BOXES))

@@ -9,6 +9,7 @@ const SYNC_MS = 400;
 const SVG_NS = "http://www.w3.org/2000/svg";
 const HIGHLIGHT = "#d55e00";
 const MASKED_RGB = [0xe4, 0xe4, 0xe4]; // a masked cell: no weight at all, drawn apart from a small weight
+const PALETTE_LEVELS = 1023; // colours per palette: finer than a screen's 8 bits a channel can show
 const SVG_CELLS = 128 * 128; // above this many cells an SVG download carries the cells as an image
 const MASK_NAMES = { none: "none", causal: "causal", keys: "hide keys" };
 const SCALE_NAMES = { row: "per row", max: "0 → largest shown", absolute: "0 → 1", sqrt: "√ stretch" };
@@ -238,20 +239,35 @@ class Heatmap {
 
   /** The n×m cells as an image, one pixel per cell; drawn scaled, without smoothing. */
   cellImage() {
-    const { n, m, palettes } = this.data;
-    const stops = palettes[this.view.palette];
+    const { n, m } = this.data;
+    const table = this.paletteTable();
     const { shown, zmax } = this.colours;
     const allowed = this.result.allowed;
-    const image = new ImageData(m, n);
+    if (!this.image || this.image.width !== m || this.image.height !== n) this.image = new ImageData(m, n);
+    const pixels = this.image.data;
     for (let k = 0; k < n * m; k++) {
-      const rgb = allowed[k] ? paletteColour(stops, shown[k] / zmax) : MASKED_RGB;
-      image.data.set([rgb[0], rgb[1], rgb[2], 255], 4 * k);
+      const c = allowed[k] ? 3 * Math.round(Math.min(1, Math.max(0, shown[k] / zmax)) * PALETTE_LEVELS) : -1;
+      pixels[4 * k] = c < 0 ? MASKED_RGB[0] : table[c];
+      pixels[4 * k + 1] = c < 0 ? MASKED_RGB[1] : table[c + 1];
+      pixels[4 * k + 2] = c < 0 ? MASKED_RGB[2] : table[c + 2];
+      pixels[4 * k + 3] = 255;
     }
     const cells = this.cells || (this.cells = document.createElement("canvas"));
     cells.width = m;
     cells.height = n;
-    cells.getContext("2d").putImageData(image, 0, 0);
+    cells.getContext("2d").putImageData(this.image, 0, 0);
     return cells;
+  }
+
+  /** The palette's colours at PALETTE_LEVELS + 1 evenly spaced points, as r, g, b bytes: looked up per cell. */
+  paletteTable() {
+    const name = this.view.palette;
+    if (this.table && this.tableName === name) return this.table;
+    const stops = this.data.palettes[name];
+    this.table = new Uint8Array(3 * (PALETTE_LEVELS + 1));
+    for (let i = 0; i <= PALETTE_LEVELS; i++) this.table.set(paletteColour(stops, i / PALETTE_LEVELS), 3 * i);
+    this.tableName = name;
+    return this.table;
   }
 
   drawColourBar(ctx) {

@@ -89,14 +89,14 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, script: Path, *flags: str):
+    def __init__(self, script: Path, *flags: str, root: Path = ROOT):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.started = time.perf_counter()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(self.port),
              "--server.headless", "true", "--server.address", "127.0.0.1", *flags],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(root)})
         atexit.register(self.stop)  # also when a run fails: a server left behind holds about 1 GB and skews later runs
         while True:
             try:

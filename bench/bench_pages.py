@@ -3,7 +3,7 @@
 A real `streamlit run app.py` and headless Chromium. The server is warmed by one session that draws the
 Self-attention page (imports, GloVe). Then, in a new browser session each round, every page is opened from the
 sidebar in turn, timed from the click to the page's figures drawn: the script has finished, no element is
-stale, and every plotly chart has its data. Round 1 is each page's first visit on this server (the page's own
+stale, every plotly chart has its data and every interactive heatmap has drawn. Round 1 is each page's first visit on this server (the page's own
 caches, such as Scoring's √d samples, are cold); later rounds are first visits in a new session with those
 caches filled. Run: `python bench/bench_pages.py [--rounds 3]`.
 """
@@ -34,7 +34,8 @@ DRAWN = """() => {
   if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
   if (document.querySelector('[data-stale="true"]')) return false;
   const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
-  return plots.length > 0 && plots.every(gd => gd._fullData && gd._fullData.length > 0);
+  const live = Array.from(document.querySelectorAll('.av-root'));  // the interactive heatmaps (attnviz/heatmap.js)
+  return plots.length + live.length > 0 && plots.every(gd => gd._fullData && gd._fullData.length > 0) && live.every(r => r.attnviz);
 }"""
 
 

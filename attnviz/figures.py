@@ -319,13 +319,14 @@ def interactive_heatmap(
     scores: np.ndarray, row_tokens: list[str], col_tokens: list[str] | None = None, *, view: dict, row_oov=None,
     col_oov=None, title: str = "", row_start: int = 0, col_start: int = 0, taus: list[float], overflow: str = "",
     file: str = "attnviz_heatmap", font_px: int = FONT_PX, label_px: int | None = None, bars_limit: int = 64,
-    height: int | None = None,
+    height: int | None = None, max_height: int | None = None,
 ) -> dict:
     """What the interactive heatmap (heatmap.js) needs to compute and draw a view in the browser: the raw scores
     (Tq, Tk) a(q_i, k_j), before τ, the mask and the softmax, as float32 bytes in base64; the tokens as plain
     text (the browser sets them as text, never as HTML), OOV marked; the view's state (temp, hard, mask, hide,
     scale, palette, query); the τ grid; the palettes' stops; and the layout rules of these figures (label pitch,
-    tick-label cut, height). `overflow` is the message shown where S/τ leaves float32's range."""
+    tick-label cut, height: the rows' own, or `height`, at most `max_height`). `overflow` is the message shown where S/τ
+    leaves float32's range."""
     scores = np.ascontiguousarray(_finite(scores), dtype="<f4")  # (Tq, Tk)
     rows = [t + (OOV_MARK if o else "") for t, o in zip(row_tokens, row_oov or [False] * len(row_tokens))]
     if col_tokens is None:
@@ -339,7 +340,8 @@ def interactive_heatmap(
         version=version, scores=packed, n=int(scores.shape[0]), m=int(scores.shape[1]), rows=rows, cols=cols,
         row_start=row_start, col_start=col_start, title=title, view=view, taus=list(taus), overflow_message=overflow,
         palettes={name: palette_stops(name) for name in PALETTES}, label_px=label_px or _label_px.get(), font_px=font_px,
-        tick_chars=TICK_CHARS, height=height or _side(len(rows)), bars_limit=bars_limit, file=file,
+        tick_chars=TICK_CHARS, height=min(height or _side(len(rows)), max_height or math.inf), bars_limit=bars_limit,
+        file=file,
     )
 
 

@@ -212,7 +212,8 @@ class Heatmap {
     this.drawOverlay();
     this.drawInspector();
     this.figure.setAttribute("aria-label", `Attention weights, ${d.n} queries × ${d.m} keys. Chosen query: ` +
-      `${d.rows[v.query]} (position ${d.row_start + v.query}). Arrow keys move the query; Enter on a key hides it under the hide-keys mask.`);
+      `${d.rows[v.query]} (position ${d.row_start + v.query}). Arrow keys move the query.` +
+      (v.mask === "keys" ? " Tab to a key's label and press Enter to hide or show it." : ""));
     this.expose();
   }
 
@@ -299,13 +300,25 @@ class Heatmap {
       short(d.rows[i], d.tick_chars));
       svg.appendChild(label);
     }
-    const hidden = new Set(v.mask === "keys" ? v.hide : []);
+    const hiding = v.mask === "keys";
+    const hidden = new Set(hiding ? v.hide : []);
     for (const j of this.colLabels) {
       const x = plot.x + (j + 0.5) * cellW;
       const y = plot.y + plot.h + 6;
-      svg.appendChild(el("svg:text", { x, y, transform: `rotate(-90 ${x} ${y})`, "text-anchor": "end",
+      const label = svg.appendChild(el("svg:text", { x, y, transform: `rotate(-90 ${x} ${y})`, "text-anchor": "end",
         "dominant-baseline": "central", class: "av-col" + (hidden.has(j) ? " av-hidden" : ""), "data-col": j },
       short(d.cols[j], d.tick_chars)));
+      if (hiding) {  // a button for the keyboard: Enter or Space hides the key or shows it again
+        label.setAttribute("tabindex", "0");
+        label.setAttribute("role", "button");
+        label.setAttribute("aria-pressed", String(hidden.has(j)));
+        label.setAttribute("aria-label", `hide key #${d.col_start + j} ${d.cols[j]}`);
+      }
+    }
+    if (this.focusCol !== undefined) {  // the label that had focus before this redraw keeps it
+      const again = svg.querySelector(`[data-col="${this.focusCol}"]`);
+      this.focusCol = undefined;
+      if (again) again.focus();
     }
     const titlePx = d.font_px * 1.4;
     svg.appendChild(el("svg:text", { x: plot.x + plot.w / 2, y: d.height - 6, "text-anchor": "middle", class: "av-axis" }, "key"));
@@ -377,7 +390,7 @@ class Heatmap {
     const rows = (flat) => Array.from({ length: d.n }, (_, i) => Array.from(flat.subarray(i * d.m, (i + 1) * d.m)));
     this.root.attnviz = {
       view: { ...this.view }, rows: d.rows, cols: d.cols, overflow: overflow.length > 0 && !this.view.hard,
-      weights: () => rows(weights), shown: () => rows(this.colours.shown), allowed: () => rows(allowed),
+      weights: () => rows(weights), shown: () => (this.colours ? rows(this.colours.shown) : []), allowed: () => rows(allowed),
       scores: () => rows(this.scores), timings: this.timings, drawn: (this.drawn = (this.drawn || 0) + 1),
       rowLabels: this.rowLabels, colLabels: this.colLabels,
       cellCentre: (i, j) => {
@@ -431,6 +444,12 @@ class Heatmap {
   }
 
   key(event) {
+    const col = event.target.dataset ? event.target.dataset.col : undefined;
+    if (col !== undefined && (event.key === "Enter" || event.key === " ") && this.view.mask === "keys") {
+      event.preventDefault();
+      this.focusCol = +col;
+      return this.toggleHidden(+col, event.timeStamp);
+    }
     const moves = { ArrowUp: -1, ArrowLeft: -1, ArrowDown: 1, ArrowRight: 1, Home: -Infinity, End: Infinity };
     if (!(event.key in moves)) return;
     event.preventDefault();

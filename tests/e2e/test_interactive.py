@@ -112,7 +112,15 @@ def test_hidden_keys_and_a_fully_masked_row(server, page):
     assert "3 query row(s) have every key masked" in page.locator(".av-root .av-message").text_content()
     page.mouse.move(*live_cell(page, 0, 0))
     assert "masked: weight 0" in page.locator(".av-root .av-tip").text_content()
+    # The keyboard: a key's label is a button; Enter shows the key again, and the label keeps the focus.
+    page.locator(".av-root .av-col[data-col='0']").focus()
+    page.keyboard.press("Enter")
+    trace = wait_for_heatmap(page, lambda t: t["view"]["hide"] == [1, 2])
+    assert trace["w"][0] == [1, 0, 0] and page.evaluate("() => document.activeElement.dataset.col") == "0"
+    page.keyboard.press("Enter")
+    wait_for_heatmap(page, lambda t: t["view"]["hide"] == [0, 1, 2])
     assert url_has(page, "hide=0%2C1%2C2") or url_has(page, "hide=0,1,2")
+    assert page.locator(".av-root .av-col[role=button]").count() == 3
 
 
 def test_tokens_are_shown_as_text_never_as_html(server, page):

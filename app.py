@@ -1,14 +1,20 @@
+from pathlib import Path
+
 import streamlit as st
 
 from pages._present import presenting, settings  # imported here, so before the warm-up's imports compete with it
 from pages._warm import lifespan, while_loading
+
+FAVICON = str(Path(__file__).with_name("favicon.png"))
 
 if __name__ != "__main__":
     # `streamlit run app.py` imports this file to find this App and serves it; each session then runs the file as
     # its script (as __main__). The lifespan loads torch, gensim and GloVe in a thread as the server starts.
     app = st.App(__file__, lifespan=lifespan)
 else:
-    st.set_page_config(page_title="attnviz", layout="wide", initial_sidebar_state="collapsed" if presenting() else "auto")
+    # The tab's icon is a file of ours: a page's :material/ icon would be fetched from a font server as the favicon.
+    st.set_page_config(page_title="attnviz", page_icon=FAVICON, layout="wide",
+                       initial_sidebar_state="collapsed" if presenting() else "auto")
     pages = [
         st.Page("pages/self_attention.py", title="Self-attention", icon=":material/grid_on:", default=True),
         st.Page("pages/lesson.py", title="Lesson", icon=":material/school:"),

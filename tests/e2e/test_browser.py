@@ -74,3 +74,18 @@ def test_trained_atlas_opens_the_clicked_head(server, page):
     assert url_has(page, "layer=3", "head=5")
     assert page.get_by_role("heading", name="Layer 3, head 5").count() == 1
     assert not exceptions(page)
+
+
+def test_no_request_leaves_the_app(server, page):
+    """A classroom may have no internet: every page, its fonts and icons (the tab's icon too) come from the app."""
+    host = server.split("//")[1]
+    outside = []
+    page.on("request", lambda request: outside.append(request.url)
+            if request.url.split("//")[-1].split("/")[0] != host and not request.url.startswith(("data:", "blob:")) else None)
+    for path in PAGES:
+        page.goto(f"{server}/{path}")
+        wait_for_heatmap(page, lambda t: True) if not path else plots(page)
+        settle(page)
+    icon = page.evaluate("() => Array.from(document.querySelectorAll('link[rel~=icon]'), link => link.href)")
+    assert icon and all(href.startswith(server) for href in icon), icon
+    assert outside == [], outside

@@ -8,7 +8,8 @@ import numpy as np
 import torch
 
 from attnviz.attention import (
-    FORMULAS, Scorer, attend, combine_heads, entropy, key_mask, make_projections, make_scorer, pick_device, project_heads,
+    FORMULAS, Scorer, attend, combine_heads, cpu_threads, entropy, key_mask, make_projections, make_scorer, pick_device,
+    project_heads,
 )
 
 MASKS = ("none", "causal", "keys")
@@ -117,6 +118,11 @@ def run(x: np.ndarray, config: Config, device: torch.device | None = None, *, ke
     leave float32's range.
     """
     device = device or pick_device()
+    with cpu_threads(len(x), device):
+        return _run(x, config, device, keep_heads)
+
+
+def _run(x: np.ndarray, config: Config, device: torch.device, keep_heads: bool) -> View:
     n, d_model = x.shape
     projections = make_projections(
         d_model, mode=config.projection, d_k=config.d_k, heads=config.heads, seed=config.seed, bias=config.bias

@@ -4,11 +4,14 @@ Light on purpose (app.py imports it): the heavy imports happen in the warm-up th
 from __future__ import annotations
 
 import gc
+import logging
 import threading
+import time
 from contextlib import asynccontextmanager
 
 import streamlit as st
 
+_LOGGER = logging.getLogger(__name__)
 READY = threading.Event()  # set once the warm-up has ended (loaded; or failed, and the pages load GloVe themselves)
 
 
@@ -29,14 +32,35 @@ def _load() -> None:
         from pages._common import glove  # the torch and gensim imports are most of the work
 
         kv = glove()
-        _first_use(kv)
-        # Streamlit collects garbage after every run (runner.postScriptGC). With torch, gensim, plotly and GloVe
-        # loaded, a full collection walks ~280,000 objects that live as long as the server: 170-190 ms held under
-        # the GIL after each click, in which the server sends nothing. Frozen, they are no longer walked
-        # (a collection then takes under 1 ms); they are still freed by reference counting if ever dropped.
-        gc.freeze()
+        _one_blas_thread()
+        for attempt in (1, 2):
+            try:
+                _first_use(kv)
+                break
+            except Exception:  # noqa: BLE001  the warm-up only saves time: a failure must not stop the freeze below
+                # A session that arrives during the warm-up imports pandas, plotly and more in its own thread; Python's
+                # import locks can then hand one thread a module the other has only half-initialised ("partially
+                # initialized module 'pandas'"). Once the other thread's import has ended, a second try works.
+                _LOGGER.warning("The warm-up's first figure failed (attempt %d)", attempt, exc_info=True)
+                time.sleep(1)
     finally:
+        # Streamlit collects garbage after every run (runner.postScriptGC). With torch, gensim, plotly and GloVe
+        # loaded, a full collection walks ~300,000 objects that live as long as the server: about 150 ms of CPU held
+        # under the GIL after each run, in which the server sends nothing. Frozen, they are no longer walked (a
+        # collection then takes about 10 ms); they are still freed by reference counting if ever dropped. Frozen
+        # whatever happened above: a failed warm-up once left every later run paying the full collection.
+        gc.freeze()
         READY.set()
+
+
+def _one_blas_thread() -> None:
+    """numpy's and scipy's OpenBLAS on one thread, in this server only. Its idle threads spin-wait after each call
+    (gensim's nearest words is one 400,000 × 50 product per run): on our 2-core machine that was about 110 ms of CPU
+    per run for no gain in time (bench_load --solo, README). torch's own threads are set per computation
+    (attnviz.attention.cpu_threads)."""
+    from threadpoolctl import ThreadpoolController
+
+    ThreadpoolController().select(internal_api="openblas").limit(limits=1)
 
 
 def _first_use(kv) -> None:

@@ -263,3 +263,22 @@ def test_row_blocks_bound_the_intermediate(monkeypatch):
 
     attention.by_query_rows(torch.ones(95, 8), torch.ones(50, 8), 8, pairwise)
     assert calls == [10] * 9 + [5]
+
+
+def test_small_work_runs_on_one_cpu_thread_and_puts_the_count_back(monkeypatch):
+    from attnviz import attention
+
+    configured = torch.get_num_threads()
+    monkeypatch.setattr(attention, "_THREADS", 2)
+    torch.set_num_threads(2)
+    seen = {}
+    with attention.cpu_threads(attention.SMALL_WORK_TOKENS - 1, torch.device("cpu")):
+        seen["small"] = torch.get_num_threads()
+    assert torch.get_num_threads() == 2
+    torch.set_num_threads(1)  # left at one by someone else: large work still gets the configured count
+    with attention.cpu_threads(attention.SMALL_WORK_TOKENS, torch.device("cpu")):
+        seen["large"] = torch.get_num_threads()
+    assert torch.get_num_threads() == 1
+    torch.set_num_threads(configured)
+    assert seen == {"small": 1, "large": 2}
+

@@ -1,0 +1,45 @@
+"""bench/protocol.py, the load benchmark's client, against the real server: it speaks Streamlit's websocket protocol
+as a browser does, so what it sends reaches the page as a person's change would (the benchmark measures real runs)."""
+
+import asyncio
+import base64
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from bench.protocol import Session  # noqa: E402
+
+
+def heatmap_data(session: Session) -> dict:
+    """The data the Self-attention heatmap component received in the session's last run."""
+    sent = [element for kind, element in session.elements if kind == "bidi_component"]
+    assert sent, "the run drew no heatmap component"
+    return json.loads(sent[-1].json)
+
+
+def test_a_paused_view_and_a_new_sentence_over_the_protocol(server):
+    async def scenario():
+        session, first = await Session.open(server, "text=the+dog+was+happy")
+        assert first.ok, first.problem
+        data = heatmap_data(session)
+        assert [row.split(" ")[0] for row in data["rows"]] == ["the", "dog", "was", "happy"]
+
+        view = {"temp": 2.0, "hard": True, "mask": "causal", "hide": [], "scale": "max", "palette": "cividis", "query": 2}
+        paused = await session.set_component_state("live", {"view": view})
+        assert paused.ok, paused.problem
+        for part in ("temp=2.0", "hard=1", "mask=causal", "scale=max", "palette=cividis", "query=2"):
+            assert part in session.query.split("&"), session.query  # the link follows the view the browser sent
+        assert heatmap_data(session)["view"] == view
+
+        typed = await session.change(session.find("Sentence"), string_value="a cat sat on the mat")
+        assert typed.ok, typed.problem
+        data = heatmap_data(session)
+        assert len(data["rows"]) == 6 and "text=a+cat+sat+on+the+mat" in session.query
+        scores = np.frombuffer(base64.b64decode(data["scores"]), dtype=np.float32)
+        assert scores.size == 36 and np.isfinite(scores).all()
+        await session.close()
+
+    asyncio.run(scenario())

@@ -238,35 +238,52 @@ def attend(
     need_scores=False returns no scores and computes the weights in the scores' memory: one
     (..., Tq, Tk) tensor instead of two, which is what long inputs need.
     """
-    if not temperature > 0:
-        raise ValueError(f"temperature must be positive, got {temperature}")
     if key.shape[-2] != value.shape[-2]:
         raise ValueError(f"key and value need the same number of rows, got {key.shape[-2]} and {value.shape[-2]}")
     scorer = scoring if isinstance(scoring, Scorer) else make_scorer(scoring, query.shape[-1], key.shape[-1])
     scores = scorer(query, key)  # (..., Tq, Tk)
+    weights, allowed = normalised_weights(scores, mask=mask, is_causal=is_causal, temperature=temperature, hard=hard,
+                                          keep_scores=need_scores)  # (..., Tq, Tk) each
+    output = weights @ value  # (..., Tq, dv)
+    return AttentionResult(scores=scores if need_scores else None, weights=weights, output=output, allowed=allowed)
+
+
+def normalised_weights(
+    scores: torch.Tensor,
+    *,
+    mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    temperature: float = 1.0,
+    hard: bool = False,
+    keep_scores: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(weights, allowed) from scores a(q_i, k_j): softmax(scores / temperature) over the allowed keys, or with
+    hard=True the one-hot of the highest allowed score (ties to the first key); a fully masked row gets zeros.
+    attend's second half, also for scores computed elsewhere (a trained model's heads). keep_scores=False lets it
+    overwrite the scores' memory."""
+    if not temperature > 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
     # In-place steps save whole (..., Tq, Tk) tensors, but autograd (pooling fits σ) needs the originals.
     no_graph = not scores.requires_grad
     logits = scores  # (..., Tq, Tk)
-    writable = no_graph and not need_scores  # may logits' memory be overwritten?
+    writable = no_graph and not keep_scores  # may logits' memory be overwritten?
     if temperature != 1.0:
         logits = logits.div_(temperature) if writable else logits / temperature  # (..., Tq, Tk)
         writable = no_graph
     if mask is None and not is_causal:
         # Nothing is masked: skip the mask tensors, which cost as much memory traffic as the softmax.
         allowed = torch.ones((), dtype=torch.bool, device=scores.device).expand(scores.shape)  # (..., Tq, Tk) view
-        weights = _normalise(logits, hard, writable)  # (..., Tq, Tk)
-    else:
-        allowed = torch.ones_like(scores, dtype=torch.bool)  # (..., Tq, Tk)
-        if mask is not None:
-            allowed = allowed & mask.to(torch.bool)
-        if is_causal:
-            allowed = allowed & causal_mask(scores.shape[-2], scores.shape[-1], scores.device)
-        # A masked key gets -inf, so exp() gives it exactly zero weight.
-        logits = _fill(logits, ~allowed, float("-inf"), writable)  # (..., Tq, Tk)
-        weights = _normalise(logits, hard, no_graph)  # (..., Tq, Tk)
-        weights = _fill(weights, ~allowed.any(-1, keepdim=True), 0.0, no_graph)  # (..., Tq, Tk) fully masked rows: 0
-    output = weights @ value  # (..., Tq, dv)
-    return AttentionResult(scores=scores if need_scores else None, weights=weights, output=output, allowed=allowed)
+        return _normalise(logits, hard, writable), allowed  # (..., Tq, Tk)
+    allowed = torch.ones_like(scores, dtype=torch.bool)  # (..., Tq, Tk)
+    if mask is not None:
+        allowed = allowed & mask.to(torch.bool)
+    if is_causal:
+        allowed = allowed & causal_mask(scores.shape[-2], scores.shape[-1], scores.device)
+    # A masked key gets -inf, so exp() gives it exactly zero weight.
+    logits = _fill(logits, ~allowed, float("-inf"), writable)  # (..., Tq, Tk)
+    weights = _normalise(logits, hard, no_graph)  # (..., Tq, Tk)
+    weights = _fill(weights, ~allowed.any(-1, keepdim=True), 0.0, no_graph)  # (..., Tq, Tk) fully masked rows: 0
+    return weights, allowed
 
 
 def _fill(x: torch.Tensor, where: torch.Tensor, value: float, in_place: bool) -> torch.Tensor:

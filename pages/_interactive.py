@@ -9,9 +9,16 @@ from __future__ import annotations
 
 from importlib import resources
 
+import numpy as np
 import streamlit as st
+import torch
+
+from attnviz import figures
+from attnviz.attention import key_mask, normalised_weights
+from pages._present import CHART_FONT_PX, PRESENT, PRESENTER_LABEL_PX
 
 VIEW_KEYS = ("temp", "hard", "mask", "hide", "scale", "palette", "query")
+PRESENTER_HEIGHT = 540  # px: in presenter mode the heatmap, below the text box and toolbar, fits a 1080-px screen
 
 
 def _source(name: str) -> str:
@@ -28,6 +35,24 @@ _heatmap = st.components.v2.component(
 def view_state() -> dict:
     """The view as the component receives it, from session state."""
     return {name: st.session_state.get(name) for name in VIEW_KEYS}
+
+
+def screen_sizes() -> dict:
+    """figures.interactive_heatmap's text sizes and height cap for this session: presenter mode's larger type."""
+    presenting = bool(st.session_state.get(PRESENT))
+    return dict(font_px=CHART_FONT_PX if presenting else figures.FONT_PX,
+                label_px=PRESENTER_LABEL_PX if presenting else figures.LABEL_PX,
+                max_height=PRESENTER_HEIGHT if presenting else None)
+
+
+def weights_on_screen(scores: np.ndarray, view: dict) -> np.ndarray:
+    """(Tq, Tk) the weights the browser draws from `scores` (Tq, Tk) under `view` (τ, hard, mask, hidden keys), computed
+    by the engine: what the downloads hold."""
+    hidden = view["hide"] if view["mask"] == "keys" else []
+    mask = key_mask(scores.shape[1], hidden) if hidden else None  # (1, Tk) True where a key may be attended to
+    weights, _ = normalised_weights(torch.from_numpy(np.ascontiguousarray(scores, dtype=np.float32)), mask=mask,
+                                    is_causal=view["mask"] == "causal", temperature=view["temp"], hard=view["hard"])
+    return weights.numpy()  # (Tq, Tk)
 
 
 def interactive_heatmap(data: dict, *, key: str, clean) -> None:

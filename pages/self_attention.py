@@ -8,8 +8,8 @@ import streamlit as st
 
 from pages._common import clicked, held, load_url_state, md_escape, position, position_select, save_url_state, scale_select, stop, word_vectors
 from attnviz.export import Matrix
-from pages._interactive import interactive_heatmap, view_state
-from pages._present import CHART_FONT_PX, PRESENT, PRESENTER_LABEL_PX, chart, downloads
+from pages._interactive import interactive_heatmap, screen_sizes, view_state
+from pages._present import chart, downloads
 from pages._explorer import (
     FULL_LIMIT, INTERACTIVE_LIMIT, ZOOM_SIZES, Request, compare, compute, overflow_message, problem, step_walk, zoom_window,
 )
@@ -21,7 +21,6 @@ from attnviz.urlstate import Param, boolean, bounded_text, choice, coerce, encod
 
 MAX_TOKENS, MAX_TOKENS_PROBLEM = max_tokens_setting(os.environ.get("ATTNVIZ_MAX_TOKENS"))  # a setting: see README
 BARS_LIMIT = 64  # above this many keys the query inspector draws only the largest weights
-PRESENTER_HEIGHT = 540  # px: in presenter mode the heatmap, below the text box and toolbar, fits a 1080-px screen
 TEXT_CHARS = 200_000  # the sentence box accepts this many characters
 B_MASKS = ("none", "causal")  # side B of a comparison has no key list to hide
 MASK_NAMES = {"none": "none", "causal": "causal", "keys": "hide keys"}
@@ -223,12 +222,10 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
         query = position(tokens, "query")
         st.session_state.query, st.session_state.hide = query, hidden
         scores = computed.view.scores_block(0, slice(None), slice(None))  # (n, n)
-        presenting = bool(st.session_state.get(PRESENT))
         data = figures.interactive_heatmap(
             scores, tokens, row_oov=oov, view=view_state(), title=f"Attention weights α: {n} queries × {n} keys",
             taus=temperature_grid(), overflow=overflow_message(computed, "The scores divided by τ"), file="attnviz_heatmap",
-            font_px=CHART_FONT_PX if presenting else figures.FONT_PX, label_px=PRESENTER_LABEL_PX if presenting else figures.LABEL_PX,
-            bars_limit=BARS_LIMIT, max_height=PRESENTER_HEIGHT if presenting else None,
+            bars_limit=BARS_LIMIT, **screen_sizes(),
         )
         interactive_heatmap(data, key="live", clean=clean_view)
         if shown.view is None:  # S/τ left float32's range: the heatmap says so, and there is nothing more to show

@@ -4,16 +4,17 @@ import numpy as np
 import streamlit as st
 import torch
 
-from pages._common import clicked, clicked_point, glove, load_url_state, position_select, save_url_state, scale_select, stop
+from pages._common import clicked, clicked_point, glove, load_url_state, position, position_select, save_url_state, scale_select, stop
 from attnviz.export import Matrix
-from pages._present import chart
+from pages._interactive import interactive_heatmap, screen_sizes, view_state, weights_on_screen
+from pages._present import chart, downloads
 from pages._explorer import draw_steps, walk_section
 from pages._model import forward, model, word_weights
 from attnviz import figures, trained
 from attnviz.attention import entropy
 from attnviz.embeddings import embed, tokenize
-from attnviz.selfattention import Config, run
-from attnviz.urlstate import Param, boolean, bounded_text, choice, encode_bool, int_range
+from attnviz.selfattention import MASKS, Config, run, temperature_grid
+from attnviz.urlstate import Param, boolean, bounded_text, choice, coerce, encode_bool, encode_int_list, int_list, int_range, nearest
 
 TEXT_CHARS = 20_000
 LINES_LIMIT = 64  # the line view draws a row per token up to this many
@@ -26,6 +27,12 @@ SCHEMA = {
     "unit": Param("pieces", choice(UNITS)),
     "query": Param(0, int_range(0, trained.MAX_TOKENS - 1)),
     "scale": Param("row", choice(figures.SCALES)),
+    # The chosen head's heatmap, drawn in the browser from its scores (pages/_interactive): what it shows.
+    "temp": Param(1.0, nearest(temperature_grid())),
+    "hard": Param(False, boolean, encode_bool),
+    "mask": Param("none", choice(MASKS)),
+    "hide": Param([], int_list, encode_int_list),
+    "palette": Param("viridis", choice(figures.PALETTES)),
     "steps": Param(False, boolean, encode_bool),
     "walk": Param(1, int_range(0, 16)),  # the walk's open tab: a step from 1, or 0 for every step
 }
@@ -85,7 +92,6 @@ st.caption("Layers run down, heads across. Click a head to open it below." + (
     " Each thumbnail shows the largest weight in each block." if weights.shape[-1] > figures.ATLAS_BLOCKS else ""))
 
 st.header(f"Layer {layer}, head {head}")
-head_weights = weights[layer - 1, head - 1]  # (n, n)
 m = len(labels)
 
 
@@ -95,26 +101,58 @@ def pick_query() -> None:
         st.session_state.query = query
 
 
-chart(st, figures.attention_heatmap(head_weights, labels, row_oov=unknown, scale=scale, clickable=True,
-                                    title=f"Layer {layer}, head {head}: {m} queries × {m} keys"),
-          key="head_map", on_select=pick_query, selection_mode="points", matrix=Matrix(head_weights.copy(), labels, labels))  # a copy: not all 72 heads
-st.latex(r"\alpha = \mathrm{softmax}\Big(\frac{(XW_q + b_q)(XW_k + b_k)^\top}{\sqrt{32}}\Big)")
-lines, inspector = st.columns(2)
-with lines:
+def live_head(scores: np.ndarray) -> np.ndarray:
+    """The chosen head drawn by the browser from its scores S = QKᵀ/√d_k (n, n), with the query inspector: τ, hard, a
+    mask, the colour scale and the query redraw at once, as on Self-attention. Returns the weights it shows."""
+    st.session_state.query = position(labels, "query")
+    st.session_state.hide = [i for i in st.session_state.get("hide", []) if isinstance(i, int) and 0 <= i < m]
+    view = view_state()
+    data = figures.interactive_heatmap(
+        scores, labels, row_oov=unknown, view=view, title=f"Layer {layer}, head {head}: {m} queries × {m} keys",
+        taus=temperature_grid(), file="attnviz_head", bars_limit=LINES_LIMIT, **screen_sizes(),
+        overflow="The scores divided by τ are larger than float32 can hold, so the softmax has no answer. Choose a larger τ.",
+    )
+    interactive_heatmap(data, key="live_head", clean=lambda sent: coerce(sent, SCHEMA))
+    shown = weights_on_screen(scores, view)  # (n, n)
+    downloads(st, "head_map", lambda: figures.attention_heatmap(shown, labels, scores=scores, row_oov=unknown, scale=view["scale"],
+                                                                palette=view["palette"], title=data["title"]),
+              Matrix(shown, labels, labels), image_help="PNG or SVG: the buttons above the heatmap.")
+    st.caption("The model's weights are those at τ = 1 with no mask; the controls above the heatmap show what τ, hard "
+               "attention or a mask would make of the same scores, computed in your browser.")
+    return shown
+
+
+if unit == "pieces":
+    head_weights = live_head(result.traces[layer - 1].scores[head - 1].numpy())  # (n, n) as drawn
+    st.latex(r"\alpha = \mathrm{softmax}\Big(\frac{(XW_q + b_q)(XW_k + b_k)^\top}{\sqrt{32}\,\tau}\Big)")
     if m <= LINES_LIMIT:
         chart(st, figures.line_view(head_weights[None], labels, oov=unknown, head_names=[f"layer {layer}, head {head}"]),
-                  key="lines")
+              key="lines")
     else:
         st.info(f"The line view draws one row per token, so it is shown up to {LINES_LIMIT}; this text has {m}.")
-with inspector:
-    query = position_select(st, "Query", labels, "query")
-    row = head_weights[query]  # (m,)
-    top = LINES_LIMIT if m > LINES_LIMIT else None
-    chart(st, figures.weight_bars(row, labels, oov=unknown, top=top, title=f"What {labels[query]!r} looks at"),
-          key="bars", matrix=Matrix(row[None].copy(), [labels[query]], labels))
-    row_entropy = float(entropy(torch.from_numpy(row)))
-    st.metric("Entropy of the row (nats)", f"{row_entropy:.3f}", help="0: all weight on one key; ln m: spread evenly.")
-    st.latex(r"H(\alpha_i) = -\sum_j \alpha_{ij} \ln \alpha_{ij} \le \ln %d = %.3f" % (m, np.log(m)))
+else:
+    # Read as words, a weight is a sum over pieces of softmax rows: there are no scores to apply τ or a mask to.
+    head_weights = weights[layer - 1, head - 1]  # (m, m)
+    chart(st, figures.attention_heatmap(head_weights, labels, row_oov=unknown, scale=scale, clickable=True,
+                                        title=f"Layer {layer}, head {head}: {m} queries × {m} keys"),
+          key="head_map", on_select=pick_query, selection_mode="points", matrix=Matrix(head_weights.copy(), labels, labels))  # a copy: not all 72 heads
+    st.latex(r"\alpha = \mathrm{softmax}\Big(\frac{(XW_q + b_q)(XW_k + b_k)^\top}{\sqrt{32}}\Big)")
+    lines, inspector = st.columns(2)
+    with lines:
+        if m <= LINES_LIMIT:
+            chart(st, figures.line_view(head_weights[None], labels, oov=unknown, head_names=[f"layer {layer}, head {head}"]),
+                  key="lines")
+        else:
+            st.info(f"The line view draws one row per token, so it is shown up to {LINES_LIMIT}; this text has {m}.")
+    with inspector:
+        query = position_select(st, "Query", labels, "query")
+        row = head_weights[query]  # (m,)
+        top = LINES_LIMIT if m > LINES_LIMIT else None
+        chart(st, figures.weight_bars(row, labels, oov=unknown, top=top, title=f"What {labels[query]!r} looks at"),
+              key="bars", matrix=Matrix(row[None].copy(), [labels[query]], labels))
+        row_entropy = float(entropy(torch.from_numpy(row)))
+        st.metric("Entropy of the row (nats)", f"{row_entropy:.3f}", help="0: all weight on one key; ln m: spread evenly.")
+        st.latex(r"H(\alpha_i) = -\sum_j \alpha_{ij} \ln \alpha_{ij} \le \ln %d = %.3f" % (m, np.log(m)))
 
 st.header("Head summaries")
 st.write("What each head looks at on average over the queries, on the model's own pieces (after Clark et al., 2019, "

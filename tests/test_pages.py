@@ -494,28 +494,38 @@ def test_trained_page_controls_change_the_data():
     at = run_page("trained.py", {"text": text})
     assert not at.exception
     result = trained.attention(text)
-    atlas, head_map = chart_data(at, 0), chart_data(at, 1)
+    atlas = chart_data(at, 0)
     assert "All 72 heads" in json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
     n = len(result.tokens)
     tiles = np.array(atlas[0]["z"], dtype=float)  # gaps between the thumbnails are null
     last = result.weights[5, 11]  # the bottom-right thumbnail: layer 6, head 12, per-row colour scale
     assert np.allclose(tiles[-n:, -n:], last / last.max(-1, keepdims=True), atol=1e-6)
-    assert np.allclose(decode(head_map[1]["customdata"])[:, 2], result.weights[0, 0].ravel(), atol=1e-6)  # true weights in hover
+    # The chosen head goes to the browser as its scores (XW_q + b_q)(XW_k + b_k)ᵀ/√32, whose softmax is the model's weights.
+    head = live(at)
+    q, k = (t[0].double().numpy() for t in (result.traces[0].query, result.traces[0].key))  # (n, 32) each, head 1
+    assert np.allclose(head["scores"], q @ k.T / np.sqrt(32), atol=1e-4)
+    assert np.allclose(softmax(head["scores"].astype(np.float64)), result.weights[0, 0], atol=1e-6)
+    assert head["view"]["temp"] == 1.0 and head["view"]["mask"] == "none" and not head["view"]["hard"]
     at.selectbox(key="layer").set_value(4).run()
     at.selectbox(key="head").set_value(7).run()
-    head_map = chart_data(at, 1)
-    assert np.allclose(decode(head_map[1]["customdata"])[:, 2], result.weights[3, 6].ravel(), atol=1e-6)
+    assert np.allclose(softmax(live(at)["scores"].astype(np.float64)), result.weights[3, 6], atol=1e-6)
     assert at.query_params["layer"] in ("4", ["4"]) and at.query_params["head"] in ("7", ["7"])
-    summary_before = decode(chart_data(at, 4)[0]["z"])
+    summary_before = decode(chart_data(at, 2)[0]["z"])
     at.selectbox(key="measure").set_value("cls").run()
-    summary = decode(chart_data(at, 4)[0]["z"])
+    summary = decode(chart_data(at, 2)[0]["z"])
     assert not np.array_equal(summary, summary_before)
     assert np.allclose(summary, result.weights[..., :, 0].mean(-1), atol=1e-6)
-    held(at.selectbox, "query").set_value(3).run()
-    bars = chart_data(at, 3)[0]
-    assert np.allclose(decode(bars["x"]), result.weights[3, 6, 3], atol=1e-6)
+    at.session_state["query"], at.session_state["temp"], at.session_state["mask"] = 3, 0.5, "causal"  # a view the browser sent
+    at.run()
+    assert live(at)["view"]["query"] == 3 and live(at)["view"]["temp"] == 0.5
+    assert at.query_params["temp"] in ("0.5", ["0.5"]) and at.query_params["mask"] in ("causal", ["causal"])
+    # The line view follows the weights drawn: under the causal mask no query has a line to a later key.
+    pairs = [(t["y"][k], t["y"][k + 1]) for t in chart_data(at, 1) if t.get("mode") == "lines" and t["x"][0] == 0
+             for k in range(0, len(t["y"]), 3)]
+    assert pairs and all(key <= query for query, key in pairs) and any(key < query for query, key in pairs)
     at.radio(key="unit").set_value("words").run()
     assert not at.exception
+    assert not at.get("bidi_component")  # read as words there are no scores for the browser
     words = trained.words(result.pieces)
     head_map = chart_data(at, 1)
     merged = trained.merge_pieces(result.weights[3, 6], words.groups)
@@ -523,6 +533,28 @@ def test_trained_page_controls_change_the_data():
     assert len(words.labels) == len(result.tokens) - 1  # "wagged" is two pieces
     at.text_input(key="text").input("").run()
     assert "Type a sentence" in messages(at)
+
+
+def test_the_downloads_of_a_browser_view_hold_the_weights_it_draws():
+    """pages/_interactive.weights_on_screen against the formula written out: softmax(S/τ) over the allowed keys, the
+    one-hot argmax (ties to the first key), a causal mask, hidden keys, a row with every key hidden."""
+    from pages._interactive import weights_on_screen
+
+    rng = np.random.default_rng(5)
+    scores = rng.normal(size=(6, 6)).astype(np.float32)  # (6, 6)
+    scores[2, 4] = scores[2, 1] = scores[2].max() + 1  # a tie: the first key wins
+    view = {"temp": 0.5, "hard": False, "mask": "none", "hide": [0, 1]}
+    np.testing.assert_allclose(weights_on_screen(scores, view), softmax(scores / 0.5), atol=1e-6)  # hide applies to "keys" only
+    causal = np.where(np.tril(np.ones((6, 6), bool)), scores / 2.0, -np.inf)
+    np.testing.assert_allclose(weights_on_screen(scores, {**view, "temp": 2.0, "mask": "causal"}), softmax(causal), atol=1e-6)
+    hidden = weights_on_screen(scores, {**view, "mask": "keys", "hide": [0, 3]})
+    allowed = np.ones(6, bool)
+    allowed[[0, 3]] = False
+    np.testing.assert_allclose(hidden, softmax(np.where(allowed, scores / 0.5, -np.inf)), atol=1e-6)
+    hard = weights_on_screen(scores, {**view, "hard": True})
+    np.testing.assert_array_equal(hard, np.eye(6)[scores.argmax(-1)])
+    assert hard[2, 1] == 1 and hard[2, 4] == 0
+    assert not weights_on_screen(scores, {**view, "mask": "keys", "hide": list(range(6))}).any()  # every key hidden: zeros
 
 
 def test_trained_page_walk_and_comparison():

@@ -19,7 +19,7 @@ PAGES = [
     ("encoder_decoder", "cross", "w"),
     ("batches", "bmm_q", "z"),
     ("heads", "rollout", "w"),
-    ("trained", "head_map", "w"),
+    ("trained", "rollout", "w"),
 ]
 DRAWN = """([key, what]) => { const t = document.querySelector(`.st-key-${key} .js-plotly-plot`)._fullData[0];
     if (what === 'x') return [Array.from(t.x)];

@@ -162,3 +162,37 @@ def test_png_at_3x_and_svg_downloads(server, page):
     text = open(svg.value.path(), encoding="utf-8").read()
     assert svg.value.suggested_filename == "attnviz_heatmap.svg" and text.startswith("<svg")
     assert text.count("<rect") >= 9 and ">cat<" in text and "linearGradient" in text
+
+
+def test_the_trained_models_chosen_head_redraws_in_the_browser(server, page):
+    """The Trained model's chosen head: the browser's softmax of the head's scores is the model's own weights at τ = 1;
+    τ, the mask and the query change it with no message until the pause; then the link and the .npy hold what is drawn."""
+    import numpy as np
+
+    from attnviz import trained
+
+    text = "the dog wagged his tail"
+    sent = count_sent(page)
+    page.goto(f"{server}/trained?text={text.replace(' ', '+')}&layer=2&head=4")
+    model = trained.attention(text).weights[1, 3]  # (8, 8): [CLS] the dog wa ##gged his tail [SEP]
+    first = wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 8)
+    assert np.abs(np.array(first["w"]) - model).max() < 1e-5
+    assert first["y"][3] == "#3 wa" and first["y"][4] == "#4 ##gged"
+    settle(page)
+    start = len(sent)
+    tau = page.get_by_role("slider", name="Temperature τ (log scale)")
+    tau.press("ArrowLeft")
+    live_select(page, "Mask", "causal")
+    page.mouse.click(*live_cell(page, 3, 1))
+    drawn = wait_for_heatmap(page, lambda t: t["view"]["query"] == 3 and t["view"]["mask"] == "causal")
+    assert len(sent) == start
+    assert drawn["view"]["temp"] == 0.5 and drawn["w"][1][2] == 0  # causal: "the" does not see "dog"
+    assert url_has(page, "temp=0.5", "mask=causal", "query=3")
+    settle(page)
+    assert len(sent) == start + 1
+    page.locator(".st-key-downloads_head_map button").first.click()
+    with page.expect_download() as download:
+        page.locator(".st-key-npy_head_map button:visible").click()
+    saved = np.load(download.value.path(), allow_pickle=False)
+    assert saved.shape == (8, 8) and np.abs(saved - np.array(drawn["w"])).max() < 1e-6
+    assert not exceptions(page)

@@ -5,6 +5,7 @@ import asyncio
 import base64
 import json
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -42,4 +43,6 @@ def test_a_paused_view_and_a_new_sentence_over_the_protocol(server):
         assert scores.size == 36 and np.isfinite(scores).all()
         await session.close()
 
-    asyncio.run(scenario())
+    # In a thread of its own: Playwright's sync API, open in this process for the other tests, holds an event loop here.
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(lambda: asyncio.run(scenario())).result()

@@ -187,11 +187,13 @@ def test_retyping_clicking_and_switching_pages_on_the_trained_model(server, page
     type_into(page, "Sentence", "the dog wagged his tail", submit="Enter")  # 7 pieces: tiles of 7, gap 1
     click_point(page, 0, 3 * 8 + 3, 1 * 8 + 3)  # layer 2, head 4
     assert shown_value(page, "stSelectbox", "Layer") == "2" and shown_value(page, "stSelectbox", "Head") == "4"
-    choose(page, "Query", "3 · wa")
+    page.mouse.click(*live_cell(page, 3, 1))  # the query "wa", on the head's heatmap
+    wait_for_heatmap(page, lambda t: t.get("live") and t["view"]["query"] == 3)
+    assert url_has(page, "query=3")
     assert exceptions(page) == []
 
     type_into(page, "Sentence", "hello", submit="Enter")  # 3 pieces: position 3 no longer exists; the head stays
-    assert shown_value(page, "stSelectbox", "Query") == "0 · [CLS]"
+    wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 3 and t["view"]["query"] == 0)
     assert shown_value(page, "stSelectbox", "Layer") == "2" and shown_value(page, "stSelectbox", "Head") == "4"
     widget(page, "stRadio", "Read as").get_by_text("words", exact=True).click()
     settle(page)

@@ -322,12 +322,13 @@ def interactive_heatmap(
     height: int | None = None, max_height: int | None = None,
 ) -> dict:
     """What the interactive heatmap (heatmap.js) needs to compute and draw a view in the browser: the raw scores
-    (Tq, Tk) a(q_i, k_j), before τ, the mask and the softmax, as float32 bytes in base64; the tokens as plain
+    a(q_i, k_j), (Tq, Tk) or (H, Tq, Tk) for several heads (drawn as their average or maximum, the view's `over`),
+    before τ, the mask and the softmax, as float32 bytes in base64; the tokens as plain
     text (the browser sets them as text, never as HTML), OOV marked; the view's state (temp, hard, mask, hide,
     scale, palette, query); the τ grid; the palettes' stops; and the layout rules of these figures (label pitch,
     tick-label cut, height: the rows' own, or `height`, at most `max_height`). `overflow` is the message shown where S/τ
     leaves float32's range."""
-    scores = np.ascontiguousarray(_finite(scores), dtype="<f4")  # (Tq, Tk)
+    scores = np.ascontiguousarray(_finite(scores), dtype="<f4")  # (Tq, Tk) or (H, Tq, Tk)
     rows = [t + (OOV_MARK if o else "") for t, o in zip(row_tokens, row_oov or [False] * len(row_tokens))]
     if col_tokens is None:
         cols = rows
@@ -337,7 +338,8 @@ def interactive_heatmap(
     version = hashlib.blake2b("\x00".join([packed, *rows, "\x01", *cols, title, str(row_start), str(col_start)]).encode(),
                               digest_size=12).hexdigest()
     return dict(
-        version=version, scores=packed, n=int(scores.shape[0]), m=int(scores.shape[1]), rows=rows, cols=cols,
+        version=version, scores=packed, heads=int(scores.shape[0]) if scores.ndim == 3 else 1, n=int(scores.shape[-2]),
+        m=int(scores.shape[-1]), rows=rows, cols=cols,
         row_start=row_start, col_start=col_start, title=title, view=view, taus=list(taus), overflow_message=overflow,
         palettes={name: palette_stops(name) for name in PALETTES}, label_px=label_px or _label_px.get(), font_px=font_px,
         tick_chars=TICK_CHARS, height=min(height or _side(len(rows)), max_height or math.inf), bars_limit=bars_limit,

@@ -13,6 +13,7 @@ const PALETTE_LEVELS = 1023; // colours per palette: finer than a screen's 8 bit
 const SVG_CELLS = 128 * 128; // above this many cells an SVG download carries the cells as an image
 const MASK_NAMES = { none: "none", causal: "causal", keys: "hide keys" };
 const SCALE_NAMES = { row: "per row", max: "0 → largest shown", absolute: "0 → 1", sqrt: "√ stretch" };
+const OVER_NAMES = { mean: "average", max: "maximum" }; // how several heads combine into the one matrix drawn
 
 function el(tag, attrs = {}, text) {
   const node = tag.startsWith("svg:") ? document.createElementNS(SVG_NS, tag.slice(4)) : document.createElement(tag);
@@ -98,12 +99,12 @@ class Heatmap {
   /** Recompute what the change needs, redraw, and sync Python once the person pauses. */
   update(started, byPerson) {
     const v = this.view;
-    const key = JSON.stringify([v.temp, v.hard, v.mask, v.mask === "keys" ? v.hide : []]);
+    const key = JSON.stringify([v.temp, v.hard, v.mask, v.mask === "keys" ? v.hide : [], this.over()]);
     if (this.weightsFor !== key) {
-      const { n, m } = this.data;
-      this.result = attentionWeights(this.scores, n, m, {
+      const { n, m, heads } = this.data;
+      this.result = headWeights(this.scores, heads, n, m, {
         tau: v.temp, hard: v.hard, causal: v.mask === "causal", hidden: v.mask === "keys" ? v.hide : [],
-      });
+      }, this.over());
       this.weightsFor = key;
     }
     this.draw();
@@ -113,6 +114,18 @@ class Heatmap {
       clearTimeout(this.timer);
       this.timer = setTimeout(() => this.sync(), SYNC_MS);
     }
+  }
+
+  /** How several heads combine: the view's choice ("mean" unless it says "max"); one head is itself. */
+  over() {
+    return this.data.heads > 1 && this.view.over === "max" ? "max" : "mean";
+  }
+
+  /** The figure's title: for several heads, which combination is drawn. */
+  title() {
+    const d = this.data;
+    if (d.heads === 1) return d.title;
+    return `${this.over() === "max" ? "Maximum" : "Average"} over ${d.heads} heads` + (d.title ? `: ${d.title}` : "");
   }
 
   sync() {
@@ -138,6 +151,7 @@ class Heatmap {
     hard.appendChild(document.createTextNode(" Hard attention (one-hot argmax)"));
     this.hardInput.addEventListener("change", (e) => this.change({ hard: this.hardInput.checked }, e.timeStamp));
     this.maskInput = this.select("Mask", MASK_NAMES, (value, e) => this.change({ mask: value }, e.timeStamp));
+    this.overInput = d.heads > 1 ? this.select("Over heads", OVER_NAMES, (value, e) => this.change({ over: value }, e.timeStamp)) : null;
     this.scaleInput = this.select("Colour scale", SCALE_NAMES, (value, e) => this.change({ scale: value }, e.timeStamp));
     const palettes = Object.fromEntries(Object.keys(d.palettes).map((p) => [p, p]));
     this.paletteInput = this.select("Palette", palettes, (value, e) => this.change({ palette: value }, e.timeStamp));
@@ -164,6 +178,7 @@ class Heatmap {
     this.tauText.textContent = `= ${formatG(v.temp, 4)}`;
     this.hardInput.checked = v.hard;
     this.maskInput.value = v.mask;
+    if (this.overInput) this.overInput.value = this.over();
     this.scaleInput.value = v.scale;
     this.paletteInput.value = v.palette;
   }
@@ -182,7 +197,7 @@ class Heatmap {
     const left = Math.ceil(widest(d.rows) + titlePx + 16);
     const bottom = Math.ceil(widest(d.cols) + titlePx + 16);
     const right = Math.ceil(14 + 20 + ctx.measureText("0.000").width + titlePx + 12);
-    const top = d.title ? Math.round(d.font_px * 2.6) : 12;
+    const top = d.title || d.heads > 1 ? Math.round(d.font_px * 2.6) : 12;
     const plot = { x: left, y: top, w: Math.max(40, width - left - right), h: Math.max(40, d.height - top - bottom) };
     const key = JSON.stringify([width, plot, d.version]);
     if (key === this.laidOut) return false;
@@ -211,7 +226,8 @@ class Heatmap {
     this.drawCells();
     this.drawOverlay();
     this.drawInspector();
-    this.figure.setAttribute("aria-label", `Attention weights, ${d.n} queries × ${d.m} keys. Chosen query: ` +
+    const combined = d.heads > 1 ? `, ${OVER_NAMES[this.over()]} over ${d.heads} heads` : "";
+    this.figure.setAttribute("aria-label", `Attention weights${combined}, ${d.n} queries × ${d.m} keys. Chosen query: ` +
       `${d.rows[v.query]} (position ${d.row_start + v.query}). Arrow keys move the query.` +
       (v.mask === "keys" ? " Tab to a key's label and press Enter to hide or show it." : ""));
     this.expose();
@@ -293,7 +309,7 @@ class Heatmap {
     svg.style.font = this.font;
     const cellH = plot.h / d.n;
     const cellW = plot.w / d.m;
-    if (d.title) svg.appendChild(el("svg:text", { x: plot.x, y: d.font_px * 1.6, class: "av-title" }, d.title));
+    if (this.title()) svg.appendChild(el("svg:text", { x: plot.x, y: d.font_px * 1.6, class: "av-title" }, this.title()));
     for (const i of this.rowLabels) {
       const label = el("svg:text", { x: plot.x - 6, y: plot.y + (i + 0.5) * cellH, "text-anchor": "end",
         "dominant-baseline": "central", class: "av-row" + (i === v.query ? " av-chosen" : ""), "data-row": i },
@@ -373,8 +389,15 @@ class Heatmap {
       line.appendChild(el("span", { class: "av-bar-value" }, allowed[j] ? formatG(row[j], 4) : "masked"));
     }
     const keysAllowed = allowed.reduce((a, b) => a + b, 0);
-    const h = entropy(row);
     const facts = el("div", { class: "av-facts" });
+    if (this.over() === "max") {
+      facts.appendChild(el("div", { class: "av-bound" }, "Rows need not sum to 1: each cell is its strongest head's weight, " +
+        "so the row has no entropy to give."));
+      panel.appendChild(facts);
+      this.inspector.replaceChildren(panel);
+      return;
+    }
+    const h = entropy(row);
     facts.appendChild(el("div", { class: "av-entropy" }, `Entropy of the row: H = ${h.toFixed(3)} nats`));
     facts.appendChild(el("div", { class: "av-bound" },
       `H(α_i) = −Σ_j α_ij ln α_ij ≤ ln ${Math.max(keysAllowed, 1)} = ${Math.log(Math.max(keysAllowed, 1)).toFixed(3)} ` +
@@ -417,9 +440,14 @@ class Heatmap {
     const [i, j] = cell;
     const d = this.data;
     const k = i * d.m + j;
-    const lines = [`query #${d.row_start + i} ${d.rows[i]}`, `key #${d.col_start + j} ${d.cols[j]}`,
-      this.result.allowed[k] ? `weight: ${formatG(this.result.weights[k], 4)}` : "masked: weight 0",
-      `score: ${formatG(this.scores[k], 4)}`, "click: inspect this query"];
+    const lines = [`query #${d.row_start + i} ${d.rows[i]}`, `key #${d.col_start + j} ${d.cols[j]}`];
+    if (!this.result.allowed[k]) lines.push("masked: weight 0");
+    else if (d.heads === 1) lines.push(`weight: ${formatG(this.result.weights[k], 4)}`, `score: ${formatG(this.scores[k], 4)}`);
+    else {
+      lines.push(`${OVER_NAMES[this.over()]} over heads: ${formatG(this.result.weights[k], 4)}`,
+        "per head: " + this.result.heads.map((w) => formatG(w[k], 3)).join(" · "));
+    }
+    lines.push("click: inspect this query");
     this.tip.replaceChildren(...lines.map((line) => el("div", {}, line)));
     const box = this.figure.getBoundingClientRect();
     this.tip.style.display = "block";

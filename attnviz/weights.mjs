@@ -68,6 +68,29 @@ export function attentionWeights(scores, n, m, { tau = 1, hard = false, causal =
   return { weights, allowed, blocked, overflow };
 }
 
+export const OVER_HEADS = ["mean", "max"];
+
+/**
+ * Several heads under one view: scores (H, n, m) flat, each head's weights by attentionWeights, then combined cell by
+ * cell into one (n, m) matrix, "mean" (the average over heads, as the engine's `weights.mean(0)`: rows still sum to 1)
+ * or "max" (each cell's strongest head: rows need not sum to 1). Returns attentionWeights' fields for the combined
+ * matrix (the mask is the same for every head; `overflow` holds the rows that overflow in any head) and `heads`,
+ * each head's own weights.
+ */
+export function headWeights(scores, heads, n, m, options = {}, over = "mean") {
+  if (!OVER_HEADS.includes(over)) throw new RangeError(`unknown head combination ${over}`);
+  const per = [];
+  for (let h = 0; h < heads; h++) per.push(attentionWeights(scores.subarray(h * n * m, (h + 1) * n * m), n, m, options));
+  if (heads === 1) return { ...per[0], heads: [per[0].weights] };
+  const weights = new Float64Array(n * m); // (n, m)
+  for (const head of per) {
+    for (let k = 0; k < n * m; k++) weights[k] = over === "max" ? Math.max(weights[k], head.weights[k]) : weights[k] + head.weights[k];
+  }
+  if (over === "mean") for (let k = 0; k < n * m; k++) weights[k] /= heads;
+  const overflow = [...new Set(per.flatMap((head) => head.overflow))].sort((a, b) => a - b);
+  return { weights, allowed: per[0].allowed, blocked: per[0].blocked, overflow, heads: per.map((head) => head.weights) };
+}
+
 /** Entropy −Σ α ln α of one row, in nats, with 0 ln 0 = 0. */
 export function entropy(row) {
   let h = 0;

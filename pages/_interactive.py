@@ -17,7 +17,7 @@ from attnviz import figures
 from attnviz.attention import key_mask, normalised_weights
 from pages._present import CHART_FONT_PX, PRESENT, PRESENTER_LABEL_PX
 
-VIEW_KEYS = ("temp", "hard", "mask", "hide", "scale", "palette", "query")
+VIEW_KEYS = ("temp", "hard", "mask", "hide", "scale", "palette", "query", "over")
 PRESENTER_HEIGHT = 540  # px: in presenter mode the heatmap, below the text box and toolbar, fits a 1080-px screen
 
 
@@ -46,12 +46,14 @@ def screen_sizes() -> dict:
 
 
 def weights_on_screen(scores: np.ndarray, view: dict) -> np.ndarray:
-    """(Tq, Tk) the weights the browser draws from `scores` (Tq, Tk) under `view` (τ, hard, mask, hidden keys), computed
-    by the engine: what the downloads hold."""
+    """(Tq, Tk) the weights the browser draws from `scores` (Tq, Tk), or (H, Tq, Tk) combined over heads as the view's
+    `over` says (mean or max), under `view` (τ, hard, mask, hidden keys), computed by the engine: what the downloads hold."""
     hidden = view["hide"] if view["mask"] == "keys" else []
-    mask = key_mask(scores.shape[1], hidden) if hidden else None  # (1, Tk) True where a key may be attended to
+    mask = key_mask(scores.shape[-1], hidden) if hidden else None  # (1, Tk) True where a key may be attended to
     weights, _ = normalised_weights(torch.from_numpy(np.ascontiguousarray(scores, dtype=np.float32)), mask=mask,
                                     is_causal=view["mask"] == "causal", temperature=view["temp"], hard=view["hard"])
+    if weights.dim() == 3:  # (H, Tq, Tk)
+        weights = weights.amax(0) if view.get("over") == "max" else weights.mean(0)  # (Tq, Tk)
     return weights.numpy()  # (Tq, Tk)
 
 

@@ -5,12 +5,13 @@ import torch
 
 from attnviz.encdec import layer_stack, rollout
 from attnviz.embeddings import embed, tokenize
-from attnviz.figures import HEAD_COLOURS, SCALES, attention_heatmap, line_view
-from attnviz.selfattention import Config, run
-from attnviz.urlstate import Param, bounded_text, choice, int_range
-from pages._common import clamp, clicked, glove, held, load_url_state, position_select, save_url_state, scale_select, stop
+from attnviz.figures import HEAD_COLOURS, PALETTES, SCALES, attention_heatmap, interactive_heatmap, line_view
+from attnviz.selfattention import MASKS, Config, run, temperature_grid
+from attnviz.urlstate import Param, boolean, bounded_text, choice, coerce, encode_bool, encode_int_list, int_list, int_range, nearest
+from pages._common import clamp, clicked, glove, held, load_url_state, position, position_select, save_url_state, scale_select, stop
+from pages._interactive import interactive_heatmap as mount, screen_sizes, view_state, weights_on_screen
 from attnviz.export import Matrix
-from pages._present import chart
+from pages._present import chart, downloads
 
 MAX_TOKENS, SENTENCE_CHARS = 64, 2000
 SCHEMA = {
@@ -22,6 +23,14 @@ SCHEMA = {
     "lmode": Param("identity", choice(["identity", "random"])),
     "lhead": Param(-1, int_range(-1, len(HEAD_COLOURS) - 1)),
     "scale": Param("row", choice(SCALES)),
+    # The head summary, drawn in the browser from every head's scores (pages/_interactive): what it shows.
+    "over": Param("mean", choice(["mean", "max"])),
+    "temp": Param(1.0, nearest(temperature_grid())),
+    "hard": Param(False, boolean, encode_bool),
+    "mask": Param("none", choice(MASKS)),
+    "hide": Param([], int_list, encode_int_list),
+    "palette": Param("viridis", choice(PALETTES)),
+    "query": Param(0, int_range(0, MAX_TOKENS - 1)),
 }
 
 st.title("Heads and layers")
@@ -68,16 +77,29 @@ st.caption("Click a word on the left to see its lines alone. Opacity and width g
            "largest one drawn. One colour per head, from the Okabe–Ito set, which colour-blind readers can tell apart.")
 
 st.header("Head summaries")
-scale = st.session_state.scale
-mean_col, max_col = st.columns(2)
-chart(mean_col, attention_heatmap(view.mean_weights, tokens, title="Average over heads", scale=scale, width="half"),
-      key="mean", matrix=Matrix(view.mean_weights, tokens, tokens))
-mean_col.caption("Each row sums to 1.")
-strongest = view.weights.max(0)  # (n, n)
-chart(max_col, attention_heatmap(strongest, tokens, title="Maximum over heads", scale=scale, width="half"),
-      key="max", matrix=Matrix(strongest, tokens, tokens))
-max_col.caption("Rows need not sum to 1: each cell is its strongest head's weight.")
+st.write("All the heads in one matrix: their **average** (each row still sums to 1) or each cell's **maximum** over "
+         "the heads (its strongest head; rows need not sum to 1). Choose under \"Over heads\" above the heatmap. τ, hard "
+         "attention and the masks apply to every head before they are combined; hover gives each head's weight.")
+n = len(tokens)
+st.session_state.query = position(tokens, "query")
+st.session_state.hide = [i for i in st.session_state.get("hide", []) if isinstance(i, int) and 0 <= i < n]
+summary_view = view_state()
+data = interactive_heatmap(
+    view.scores, tokens, row_oov=embedded.oov, view=summary_view, title=f"random projections, d_k = 16, seed {seed}",
+    taus=temperature_grid(), file="attnviz_heads", bars_limit=MAX_TOKENS, **screen_sizes(),
+    overflow="The scores divided by τ are larger than float32 can hold, so the softmax has no answer. Choose a larger τ.",
+)
+mount(data, key="live_heads", clean=lambda sent: coerce(sent, SCHEMA))
+summary = weights_on_screen(view.scores, summary_view)  # (n, n) as drawn
+summary_title = f"{'Maximum' if summary_view['over'] == 'max' else 'Average'} over {heads} heads"
+downloads(st, "summary", lambda: attention_heatmap(summary, tokens, row_oov=embedded.oov, title=summary_title,
+                                                   scale=summary_view["scale"], palette=summary_view["palette"]),
+          Matrix(summary, tokens, tokens), image_help="PNG or SVG: the buttons above the heatmap.")
+st.latex(r"\text{average: } \bar\alpha_{ij} = \frac{1}{H}\sum_{h=1}^{H} \alpha^{(h)}_{ij},\qquad "
+         r"\text{maximum: } \alpha^{\max}_{ij} = \max_h \alpha^{(h)}_{ij},\qquad "
+         r"\alpha^{(h)} = \mathrm{softmax}\big(Q^{(h)} K^{(h)\top} / (\sqrt{16}\,\tau)\big)")
 
+scale = st.session_state.scale
 st.header("Layers and rollout")
 st.latex(r"h^{(l)} = \mathrm{LayerNorm}\big(h^{(l-1)} + \mathrm{Attention}(h^{(l-1)})\big),\quad "
          r"\tilde A_l = 0.5\,A_l + 0.5\,I,\quad R = \tilde A_L \cdots \tilde A_1")

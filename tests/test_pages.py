@@ -408,6 +408,26 @@ def test_batches_page_padding_and_bmm():
     assert "known word" in messages(at)
 
 
+def test_heads_page_sends_every_heads_scores_for_the_average_and_the_maximum():
+    from attnviz.embeddings import embed, tokenize
+    from attnviz.selfattention import Config, run
+
+    from pages._common import glove
+
+    at = run_page("heads.py", {"text": "the cat sat on the mat", "heads": "3", "seed": "7"})
+    assert not at.exception
+    sent = json.loads(at.get("bidi_component")[0].proto.json)
+    assert sent["heads"] == 3 and sent["n"] == sent["m"] == 6 and sent["view"]["over"] == "mean"
+    scores = np.frombuffer(base64.b64decode(sent["scores"]), "<f4").reshape(3, 6, 6)
+    engine = run(embed(tokenize("the cat sat on the mat"), glove()).vectors, Config(projection="random", heads=3, d_k=16, seed=7))
+    assert np.allclose(softmax(scores.astype(np.float64)).mean(0), engine.mean_weights, atol=1e-6)
+    at.session_state["over"], at.session_state["mask"] = "max", "causal"  # a view the browser sent
+    at.run()
+    assert not at.exception and at.query_params["over"] in ("max", ["max"]) and at.query_params["mask"] in ("causal", ["causal"])
+    np.testing.assert_array_equal(np.frombuffer(base64.b64decode(json.loads(at.get("bidi_component")[0].proto.json)["scores"]),
+                                                "<f4").reshape(3, 6, 6), scores)  # the browser's view never changes the scores
+
+
 def test_heads_page_controls_change_the_data():
     at = run_page("heads.py")
     assert not at.exception

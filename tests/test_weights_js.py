@@ -92,6 +92,33 @@ def test_browser_weights_equal_the_engine(glove, tmp_path):
     assert any(not np.isfinite(e).all() for *_, e in runs)  # and an overflow
 
 
+def test_several_heads_averaged_and_maximised_equal_the_engine(glove, tmp_path):
+    """Four heads of seeded random projections (the Heads and layers page's): each head's softmax, then the mean over
+    heads (the engine's own head average) or the maximum, under τ, hard attention, the causal mask and hidden keys."""
+    from attnviz.selfattention import Config, run
+
+    x = embed(tokenize(DOG), glove).vectors  # (16, 50)
+    settings = [dict(), dict(temperature=0.2), dict(hard=True), dict(mask="causal", temperature=5.0),
+                dict(mask="keys", hidden=(2, 5))]
+    runs, payload = [], []
+    for setting in settings:
+        view = run(x, Config(projection="random", heads=4, d_k=16, seed=3, **setting))
+        raw = run(x, Config(projection="random", heads=4, d_k=16, seed=3))  # the scores the browser receives: τ = 1, no mask
+        options = {"tau": setting.get("temperature", 1.0), "hard": setting.get("hard", False),
+                   "causal": setting.get("mask") == "causal", "hidden": list(setting.get("hidden", ()))}
+        for over, expected in (("mean", view.mean_weights), ("max", view.weights.max(0))):
+            runs.append((setting, over, expected))
+            payload.append({"scores": raw.scores.tolist(), "heads": 4, "n": 16, "m": 16, "options": options, "over": over})
+    (tmp_path / "cases.json").write_text(json.dumps(payload))
+    subprocess.run([NODE, str(ROOT / "tests" / "js" / "parity.mjs"), str(tmp_path / "cases.json"), str(tmp_path / "out.json")],
+                   check=True, capture_output=True, text=True)
+    for (setting, over, expected), got in zip(runs, json.loads((tmp_path / "out.json").read_text())):
+        weights = np.asarray(got["weights"]).reshape(16, 16)
+        assert np.abs(weights - expected).max() <= 1e-6, (setting, over)
+        assert got["overflow"] == []
+    assert not np.allclose(runs[0][2], runs[1][2])  # the mean and the maximum differ: the two are really told apart
+
+
 def test_ties_go_to_the_first_key(glove):
     """The tie case really has ties: equal scores in a row, and the engine's one-hot on the first of them."""
     x = vectors(glove, "dog dog cat dog the dog")

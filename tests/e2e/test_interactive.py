@@ -196,3 +196,40 @@ def test_the_trained_models_chosen_head_redraws_in_the_browser(server, page):
     saved = np.load(download.value.path(), allow_pickle=False)
     assert saved.shape == (8, 8) and np.abs(saved - np.array(drawn["w"])).max() < 1e-6
     assert not exceptions(page)
+
+
+def test_heads_average_and_maximum_redraw_in_the_browser(server, page):
+    """Heads and layers: every head's scores go to the browser once; switching between the average and the maximum over
+    heads, and τ, redraw there with the engine's numbers; the download then holds what is drawn."""
+    import numpy as np
+
+    from attnviz.embeddings import embed, load_glove, tokenize
+    from attnviz.selfattention import Config, run
+
+    text = "the cat sat on the mat"
+    sent = count_sent(page)
+    page.goto(f"{server}/heads?text={text.replace(' ', '+')}&heads=4&seed=2")
+    first = wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 6)
+    x = embed(tokenize(text), load_glove()).vectors  # (6, 50)
+    engine = run(x, Config(projection="random", heads=4, d_k=16, seed=2))
+    assert np.abs(np.array(first["w"]) - engine.mean_weights).max() < 1e-6
+    settle(page)
+    start = len(sent)
+    live_select(page, "Over heads", "max")
+    page.get_by_role("slider", name="Temperature τ (log scale)").press("ArrowRight")
+    drawn = wait_for_heatmap(page, lambda t: t["view"].get("over") == "max" and t["view"]["temp"] == 2.0)
+    assert len(sent) == start
+    at_two = run(x, Config(projection="random", heads=4, d_k=16, seed=2, temperature=2.0))
+    assert np.abs(np.array(drawn["w"]) - at_two.weights.max(0)).max() < 1e-6
+    assert "Maximum over 4 heads" in page.locator(".av-root .av-title").text_content()
+    page.mouse.move(*live_cell(page, 2, 1))
+    assert "per head:" in page.locator(".av-root .av-tip").text_content()
+    assert url_has(page, "over=max", "temp=2.0")
+    settle(page)
+    assert len(sent) == start + 1
+    page.locator(".st-key-downloads_summary button").first.click()
+    with page.expect_download() as download:
+        page.locator(".st-key-npy_summary button:visible").click()
+    saved = np.load(download.value.path(), allow_pickle=False)
+    assert np.abs(saved - np.array(drawn["w"])).max() < 1e-6
+    assert not exceptions(page)

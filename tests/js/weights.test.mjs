@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  attentionWeights, colourBarTitle, colourValues, entropy, formatG, paletteColour, topWeight,
+  attentionWeights, colourBarTitle, colourValues, entropy, formatG, headWeights, paletteColour, topWeight,
 } from "../../attnviz/weights.mjs";
 
 const close = (a, b, tol = 1e-12) => assert.ok(Math.abs(a - b) <= tol, `${a} != ${b}`);
@@ -76,4 +76,17 @@ test("palette colours interpolate between stops", () => {
   assert.deepEqual(paletteColour(stops, 0.5), [128, 128, 128]);
   assert.deepEqual(paletteColour(stops, 2), [255, 255, 255]);
   assert.deepEqual(paletteColour(stops, NaN), [0, 0, 0]);
+});
+
+test("several heads: the mean of each head's softmax, or each cell's strongest head", () => {
+  // Two heads of one query over two keys: head 0 scores (0, ln 3) → (1/4, 3/4); head 1 scores (ln 3, 0) → (3/4, 1/4).
+  const scores = Float32Array.from([0, Math.log(3), Math.log(3), 0]); // (H = 2, n = 1, m = 2)
+  const mean = headWeights(scores, 2, 1, 2, {}, "mean");
+  assert.ok(Math.abs(mean.weights[0] - 0.5) < 1e-7 && Math.abs(mean.weights[1] - 0.5) < 1e-7);
+  const max = headWeights(scores, 2, 1, 2, {}, "max");
+  assert.ok(Math.abs(max.weights[0] - 0.75) < 1e-7 && Math.abs(max.weights[1] - 0.75) < 1e-7); // a row of 1.5
+  assert.equal(max.heads.length, 2);
+  assert.throws(() => headWeights(scores, 2, 1, 2, {}, "median"), RangeError);
+  const one = headWeights(scores.subarray(0, 2), 1, 1, 2, { tau: 0.5 });
+  assert.deepEqual(Array.from(one.weights), Array.from(attentionWeights(scores.subarray(0, 2), 1, 2, { tau: 0.5 }).weights));
 });

@@ -32,9 +32,9 @@ _heatmap = st.components.v2.component(
 )
 
 
-def view_state() -> dict:
-    """The view as the component receives it, from session state."""
-    return {name: st.session_state.get(name) for name in VIEW_KEYS}
+def view_state(schema: dict) -> dict:
+    """The view as the component receives it, from session state: the view's names that the page's URL schema has."""
+    return {name: st.session_state.get(name, schema[name].default) for name in VIEW_KEYS if name in schema}
 
 
 def screen_sizes() -> dict:

@@ -83,7 +83,7 @@ st.write("All the heads in one matrix: their **average** (each row still sums to
 n = len(tokens)
 st.session_state.query = position(tokens, "query")
 st.session_state.hide = [i for i in st.session_state.get("hide", []) if isinstance(i, int) and 0 <= i < n]
-summary_view = view_state()
+summary_view = view_state(SCHEMA)
 data = interactive_heatmap(
     view.scores, tokens, row_oov=embedded.oov, view=summary_view, title=f"random projections, d_k = 16, seed {seed}",
     taus=temperature_grid(), file="attnviz_heads", bars_limit=MAX_TOKENS, **screen_sizes(),

@@ -223,7 +223,7 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
         st.session_state.query, st.session_state.hide = query, hidden
         scores = computed.view.scores_block(0, slice(None), slice(None))  # (n, n)
         data = figures.interactive_heatmap(
-            scores, tokens, row_oov=oov, view=view_state(), title=f"Attention weights α: {n} queries × {n} keys",
+            scores, tokens, row_oov=oov, view=view_state(SCHEMA), title=f"Attention weights α: {n} queries × {n} keys",
             taus=temperature_grid(), overflow=overflow_message(computed, "The scores divided by τ"), file="attnviz_heatmap",
             bars_limit=BARS_LIMIT, **screen_sizes(),
         )

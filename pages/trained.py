@@ -106,7 +106,7 @@ def live_head(scores: np.ndarray) -> np.ndarray:
     mask, the colour scale and the query redraw at once, as on Self-attention. Returns the weights it shows."""
     st.session_state.query = position(labels, "query")
     st.session_state.hide = [i for i in st.session_state.get("hide", []) if isinstance(i, int) and 0 <= i < m]
-    view = view_state()
+    view = view_state(SCHEMA)
     data = figures.interactive_heatmap(
         scores, labels, row_oov=unknown, view=view, title=f"Layer {layer}, head {head}: {m} queries × {m} keys",
         taus=temperature_grid(), file="attnviz_head", bars_limit=LINES_LIMIT, **screen_sizes(),

@@ -17,6 +17,16 @@ def count_sent(page) -> list[float]:
     return sent
 
 
+def downloaded_npy(page, key: str):
+    """The .npy from the Download menu of the chart keyed `key`, read back."""
+    import numpy as np
+
+    page.locator(f".st-key-downloads_{key} button").first.click()
+    with page.expect_download() as download:
+        page.locator(f".st-key-npy_{key} button:visible").click()
+    return np.load(download.value.path(), allow_pickle=False)
+
+
 def burst(page):
     """Twenty changes as a person makes them: τ steps, hard on and off, masks, scales, a palette, cells and keys."""
     tau = page.get_by_role("slider", name="Temperature τ (log scale)")
@@ -190,10 +200,7 @@ def test_the_trained_models_chosen_head_redraws_in_the_browser(server, page):
     assert url_has(page, "temp=0.5", "mask=causal", "query=3")
     settle(page)
     assert len(sent) == start + 1
-    page.locator(".st-key-downloads_head_map button").first.click()
-    with page.expect_download() as download:
-        page.locator(".st-key-npy_head_map button:visible").click()
-    saved = np.load(download.value.path(), allow_pickle=False)
+    saved = downloaded_npy(page, "head_map")
     assert saved.shape == (8, 8) and np.abs(saved - np.array(drawn["w"])).max() < 1e-6
     assert not exceptions(page)
 
@@ -227,9 +234,5 @@ def test_heads_average_and_maximum_redraw_in_the_browser(server, page):
     assert url_has(page, "over=max", "temp=2.0")
     settle(page)
     assert len(sent) == start + 1
-    page.locator(".st-key-downloads_summary button").first.click()
-    with page.expect_download() as download:
-        page.locator(".st-key-npy_summary button:visible").click()
-    saved = np.load(download.value.path(), allow_pickle=False)
-    assert np.abs(saved - np.array(drawn["w"])).max() < 1e-6
+    assert np.abs(downloaded_npy(page, "summary") - np.array(drawn["w"])).max() < 1e-6
     assert not exceptions(page)

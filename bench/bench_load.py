@@ -8,7 +8,8 @@ Add --root DIR to serve an earlier checkout (a git worktree) with the same clien
 The protocol client (bench/protocol.py) speaks Streamlit's websocket protocol as a browser does, so the figures are
 the server's own: nothing else competes for the cores but one small Python process. Each session opens the page on
 its own 16-token sentence; once all have drawn it, each interacts once a second: every 8th second a new sentence of
-8-20 words, otherwise a control. The control is what reaches the server when a student plays with the heatmap: the
+8-20 words (session k in the seconds s with s mod 8 = k mod 8, so that the class does not type in step), otherwise a
+control. The control is what reaches the server when a student plays with the heatmap: the
 browser redraws on its own and sends the view (τ, hard, mask, query) once the student pauses, which reruns the
 heatmap's fragment (on a checkout without the browser-side heatmap: a click on the hard-attention toggle). A
 session waits for its run to finish before the next, as a browser tab does. Latency = request sent →
@@ -132,7 +133,7 @@ async def student(url: str, k: int, seconds: float, ready: list, start: asyncio.
     began = time.perf_counter()
     for second in range(int(seconds)):
         await asyncio.sleep(max(0.0, began + second - time.perf_counter()))
-        if second % NEW_SENTENCE_EVERY == NEW_SENTENCE_EVERY - 1:
+        if second % NEW_SENTENCE_EVERY == k % NEW_SENTENCE_EVERY:  # each session on its own beat: not all at once
             text = new_sentence(rng)
             tokens = len(text.split())
             run = await session.change(session.find("Sentence"), string_value=text)
@@ -168,7 +169,7 @@ async def protocol_load(url: str, sessions: int, seconds: float, pids: list[int]
     ok = [run.seconds * 1000 for _, run in runs if run.ok]
     result = {"runs": len(runs), "failed": failures, "p50_ms": statistics.median(ok) if ok else float("nan"),
               "p95_ms": percentile(ok, 0.95), "cpu_ms_per_run": 1000 * usage.cpu / max(len(runs), 1),
-              "cores": usage.cpu / usage.wall, "peak_mib": usage.peak}
+              "cores": usage.cpu / usage.wall, "peak_mib": usage.peak, "per_second": len(runs) / usage.wall}
     for kind in ("control", "sentence"):
         times = [run.seconds * 1000 for k, run in runs if k == kind and run.ok]
         result[f"{kind}_p50_ms"], result[f"{kind}_p95_ms"] = statistics.median(times) if times else float("nan"), percentile(times, 0.95)
@@ -291,11 +292,11 @@ def main() -> None:
             print(f"| {setup} | {k} | {r['n']} | {r['p50_ms']:.0f} ms | {r['p95_ms']:.0f} ms | {r['server_cores']:.2f} | "
                   f"{r['peak_mib']:,.0f} MiB | {failed} |")
         return
-    print("| setup | sessions K | runs | p50 | p95 | control p50 / p95 | new sentence p50 / p95 | failed | server CPU per run "
-          "| servers' CPU, in cores | servers' peak memory |\n|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| setup | sessions K | runs (a second) | p50 | p95 | control p50 / p95 | new sentence p50 / p95 | failed | server CPU "
+          "per run | servers' CPU, in cores | servers' peak memory |\n|---|---|---|---|---|---|---|---|---|---|---|")
     for setup, k, r in rows:
         failed = f"{len(r['failed'])}: {r['failed'][0]}" if r["failed"] else "0"
-        print(f"| {setup} | {k} | {r['runs']} | {r['p50_ms']:.0f} ms | {r['p95_ms']:.0f} ms | "
+        print(f"| {setup} | {k} | {r['runs']} ({r['per_second']:.1f}) | {r['p50_ms']:.0f} ms | {r['p95_ms']:.0f} ms | "
               f"{r['control_p50_ms']:.0f} / {r['control_p95_ms']:.0f} ms | {r['sentence_p50_ms']:.0f} / {r['sentence_p95_ms']:.0f} ms | "
               f"{failed} | {r['cpu_ms_per_run']:.0f} ms | {r['cores']:.2f} | {r['peak_mib']:,.0f} MiB |")
 

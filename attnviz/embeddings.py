@@ -263,7 +263,21 @@ def embed(tokens: list[str], kv: KeyedVectors, *, oov: str = "zero", seed: int =
 
 
 def nearest_words(kv: KeyedVectors, vector: np.ndarray, topn: int = 5) -> list[tuple[str, float]]:
-    """The `topn` words whose vectors have the highest cosine similarity to `vector` ([] for a zero vector)."""
+    """The `topn` words whose vectors have the highest cosine similarity to `vector` ([] for a zero vector).
+
+    gensim's similar_by_vector computes the same cosines x·u/‖x‖ (u = vector/‖vector‖) in float32; here torch's
+    matrix-vector product and top-k take a third of its time over GloVe's 400,000 words (4 against 13 ms: numpy's
+    argpartition of 400,000 cosines was as slow as the product), and this runs on every rerun of Self-attention."""
+    import torch
+
+    from attnviz.attention import cpu_threads
+
     if not np.isfinite(vector).all() or np.linalg.norm(vector) == 0:
         return []
-    return [(w, float(s)) for w, s in kv.similar_by_vector(vector.astype(np.float32), topn=topn)]
+    kv.fill_norms()
+    unit = torch.from_numpy((vector / np.linalg.norm(vector)).astype(np.float32))  # (d,)
+    with cpu_threads(0, torch.device("cpu")):  # one product: small work
+        cosines = torch.mv(torch.from_numpy(kv.vectors), unit) / torch.from_numpy(kv.norms)  # (N,)
+        cosines = torch.nan_to_num(cosines, nan=-np.inf, posinf=-np.inf)  # a zero vector in an uploaded file: no cosine
+        top = torch.topk(cosines, min(topn, len(cosines)))
+    return [(kv.index_to_key[i], float(c)) for c, i in zip(top.values.tolist(), top.indices.tolist()) if np.isfinite(c)]

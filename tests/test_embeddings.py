@@ -179,3 +179,16 @@ def test_vector_path_from_settings():
 def test_nearest_words_of_zero_vector_is_empty(glove):
     assert nearest_words(glove, np.zeros(50, np.float32)) == []
     assert nearest_words(glove, glove["dog"], topn=2)[0][0] == "dog"
+
+
+def test_nearest_words_equal_gensims_own_search(glove):
+    """nearest_words (torch's product and top-k) against gensim's similar_by_vector on mixtures of real words."""
+    rng = np.random.default_rng(4)
+    words = ["dog", "happy", "tail", "river", "king", "computer", "the", "ran"]
+    for _ in range(6):
+        weights = rng.dirichlet(np.ones(len(words)))  # (8,) a softmax row's shape: positive, sums to 1
+        mixture = (weights[:, None] * np.stack([glove[w] for w in words])).sum(0).astype(np.float32)  # (50,)
+        ours = nearest_words(glove, mixture, topn=8)
+        theirs = glove.similar_by_vector(mixture, topn=8)
+        assert [w for w, _ in ours] == [w for w, _ in theirs]
+        assert max(abs(a - b) for (_, a), (_, b) in zip(ours, theirs)) < 1e-5

@@ -325,7 +325,7 @@ def interactive_heatmap(
     scores: np.ndarray, row_tokens: list[str], col_tokens: list[str] | None = None, *, view: dict, row_oov=None,
     col_oov=None, title: str = "", row_start: int = 0, col_start: int = 0, taus: list[float], overflow: str = "",
     file: str = "attnviz_heatmap", font_px: int = FONT_PX, label_px: int | None = None, bars_limit: int = 64,
-    height: int | None = None, max_height: int | None = None,
+    height: int | None = None, max_height: int | None = None, key_window: tuple[int, int] | None = None,
 ) -> dict:
     """What the interactive heatmap (heatmap.js) needs to compute and draw a view in the browser: the raw scores
     a(q_i, k_j), (Tq, Tk) or (H, Tq, Tk) for several heads (drawn as their average or maximum, the view's `over`),
@@ -333,19 +333,28 @@ def interactive_heatmap(
     text (the browser sets them as text, never as HTML), OOV marked; the view's state (temp, hard, mask, hide,
     scale, palette, query); the τ grid; the palettes' stops; and the layout rules of these figures (label pitch,
     tick-label cut, height: the rows' own, or `height`, at most `max_height`). `overflow` is the message shown where S/τ
-    leaves float32's range."""
+    leaves float32's range.
+
+    With `key_window` = (start, width) the scores hold every key of their rows and only keys start … start + width − 1
+    are drawn (a long input's zoom window): the rows are still normalised over every key, and `keys` carries every
+    key's label for the query's bars. `row_start` is the first row's position in the sentence (the causal mask's)."""
     scores = np.ascontiguousarray(_finite(scores), dtype="<f4")  # (Tq, Tk) or (H, Tq, Tk)
     rows = [t + (OOV_MARK if o else "") for t, o in zip(row_tokens, row_oov or [False] * len(row_tokens))]
     if col_tokens is None:
         cols = rows
     else:
         cols = [t + (OOV_MARK if o else "") for t, o in zip(col_tokens, col_oov or [False] * len(col_tokens))]
+    window = {}
+    if key_window is not None:
+        col_start, width = key_window
+        window = dict(keys=cols)
+        cols = cols[col_start:col_start + width]
     packed = base64.b64encode(scores.tobytes()).decode("ascii")
     version = hashlib.blake2b("\x00".join([packed, *rows, "\x01", *cols, title, str(row_start), str(col_start)]).encode(),
                               digest_size=12).hexdigest()
     return dict(
         version=version, scores=packed, heads=int(scores.shape[0]) if scores.ndim == 3 else 1, n=int(scores.shape[-2]),
-        m=int(scores.shape[-1]), rows=rows, cols=cols,
+        m=len(cols), rows=rows, cols=cols, **window,
         row_start=row_start, col_start=col_start, title=title, view=view, taus=list(taus), overflow_message=overflow,
         palettes={name: palette_stops(name) for name in PALETTES}, label_px=label_px or _label_px.get(), font_px=font_px,
         tick_chars=TICK_CHARS, height=min(height or _side(len(rows)), max_height or math.inf), bars_limit=bars_limit,

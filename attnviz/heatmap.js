@@ -70,11 +70,14 @@ class Heatmap {
     this.data = data;
     this.root.style.fontSize = `${data.font_px + 2}px`; // the toolbar, hover and inspector; the figure's text is font_px
     if (fresh) {
-      this.scores = decodeScores(data.scores); // (n, m) float32, before τ, mask and softmax
+      this.scores = decodeScores(data.scores); // (H, n, M) float32, before τ, mask and softmax
+      // (n, m) the drawn columns' scores of the first head, for the hover
+      this.drawnScores = this.windowed() ? columns(this.scores, data.n, this.keyCount(), data.col_start, data.m) : this.scores;
       if (this.timer !== null && this.view) {
         // A change not yet sent (new data came within the pause): keep it, within the new sentence's positions.
-        const hide = this.view.hide.filter((j) => j < data.m);
-        this.view = { ...data.view, ...this.view, query: Math.min(this.view.query, data.n - 1), hide };
+        const hide = this.view.hide.filter((j) => j < this.keyCount());
+        const query = Math.min(Math.max(this.view.query, data.row_start), data.row_start + data.n - 1);
+        this.view = { ...data.view, ...this.view, query, hide };
       } else {
         this.view = { ...data.view };
       }
@@ -101,10 +104,16 @@ class Heatmap {
     const v = this.view;
     const key = JSON.stringify([v.temp, v.hard, v.mask, v.mask === "keys" ? v.hide : [], this.over()]);
     if (this.weightsFor !== key) {
-      const { n, m, heads } = this.data;
-      this.result = headWeights(this.scores, heads, n, m, {
-        tau: v.temp, hard: v.hard, causal: v.mask === "causal", hidden: v.mask === "keys" ? v.hide : [],
-      }, this.over());
+      const { n, m, heads, row_start: rowStart, col_start: start } = this.data;
+      const count = this.keyCount();
+      this.full = headWeights(this.scores, heads, n, count, {
+        tau: v.temp, hard: v.hard, causal: v.mask === "causal", hidden: v.mask === "keys" ? v.hide : [], rowStart,
+      }, this.over()); // (n, M): every key of the rows, so a window's rows are normalised over the whole sentence
+      const cut = (flat) => columns(flat, n, count, start, m); // (n, M) → (n, m) the drawn columns
+      this.result = this.windowed()
+        ? { ...this.full, weights: cut(this.full.weights), allowed: cut(this.full.allowed), heads: this.full.heads.map(cut) }
+        : this.full;
+      this.rowMax = this.windowed() ? rowMaxima(this.full.weights, n, count) : null; // (n,)
       this.weightsFor = key;
     }
     this.draw();
@@ -114,6 +123,20 @@ class Heatmap {
       clearTimeout(this.timer);
       this.timer = setTimeout(() => this.sync(), SYNC_MS);
     }
+  }
+
+  /** The rows' keys: every key of the sentence (M), of which the m drawn are a window when `keys` is sent. */
+  keyCount() {
+    return this.data.keys ? this.data.keys.length : this.data.m;
+  }
+
+  windowed() {
+    return this.keyCount() !== this.data.m;
+  }
+
+  /** The chosen query's row among the drawn rows (the view's query is a position in the sentence). */
+  row() {
+    return this.view.query - this.data.row_start;
   }
 
   /** How several heads combine: the view's choice ("mean" unless it says "max"); one head is itself. */
@@ -222,13 +245,13 @@ class Heatmap {
     this.message.textContent = this.result.blocked.length
       ? `${this.result.blocked.length} query row(s) have every key masked, so their weights and output are all zero (no NaN).`
       : "";
-    this.colours = colourValues(this.result.weights, d.n, d.m, v.scale);
+    this.colours = colourValues(this.result.weights, d.n, d.m, v.scale, this.rowMax);
     this.drawCells();
     this.drawOverlay();
     this.drawInspector();
     const combined = d.heads > 1 ? `, ${OVER_NAMES[this.over()]} over ${d.heads} heads` : "";
     this.figure.setAttribute("aria-label", `Attention weights${combined}, ${d.n} queries × ${d.m} keys. Chosen query: ` +
-      `${d.rows[v.query]} (position ${d.row_start + v.query}). Arrow keys move the query.` +
+      `${d.rows[this.row()]} (position ${v.query}). Arrow keys move the query.` +
       (v.mask === "keys" ? " Tab to a key's label and press Enter to hide or show it." : ""));
     this.expose();
   }
@@ -312,7 +335,7 @@ class Heatmap {
     if (this.title()) svg.appendChild(el("svg:text", { x: plot.x, y: d.font_px * 1.6, class: "av-title" }, this.title()));
     for (const i of this.rowLabels) {
       const label = el("svg:text", { x: plot.x - 6, y: plot.y + (i + 0.5) * cellH, "text-anchor": "end",
-        "dominant-baseline": "central", class: "av-row" + (i === v.query ? " av-chosen" : ""), "data-row": i },
+        "dominant-baseline": "central", class: "av-row" + (i === this.row() ? " av-chosen" : ""), "data-row": i },
       short(d.rows[i], d.tick_chars));
       svg.appendChild(label);
     }
@@ -322,12 +345,12 @@ class Heatmap {
       const x = plot.x + (j + 0.5) * cellW;
       const y = plot.y + plot.h + 6;
       const label = svg.appendChild(el("svg:text", { x, y, transform: `rotate(-90 ${x} ${y})`, "text-anchor": "end",
-        "dominant-baseline": "central", class: "av-col" + (hidden.has(j) ? " av-hidden" : ""), "data-col": j },
+        "dominant-baseline": "central", class: "av-col" + (hidden.has(d.col_start + j) ? " av-hidden" : ""), "data-col": j },
       short(d.cols[j], d.tick_chars)));
       if (hiding) {  // a button for the keyboard: Enter or Space hides the key or shows it again
         label.setAttribute("tabindex", "0");
         label.setAttribute("role", "button");
-        label.setAttribute("aria-pressed", String(hidden.has(j)));
+        label.setAttribute("aria-pressed", String(hidden.has(d.col_start + j)));
         label.setAttribute("aria-label", `hide key #${d.col_start + j} ${d.cols[j]}`);
       }
     }
@@ -342,7 +365,7 @@ class Heatmap {
     const qy = plot.y + plot.h / 2;
     svg.appendChild(el("svg:text", { x: qx, y: qy, transform: `rotate(-90 ${qx} ${qy})`, "text-anchor": "middle",
       "dominant-baseline": "central", class: "av-axis" }, "query"));
-    svg.appendChild(el("svg:rect", { x: plot.x - 1, y: plot.y + v.query * cellH - 1, width: plot.w + 2, height: cellH + 2,
+    svg.appendChild(el("svg:rect", { x: plot.x - 1, y: plot.y + this.row() * cellH - 1, width: plot.w + 2, height: cellH + 2,
       fill: "none", stroke: HIGHLIGHT, "stroke-width": 2, class: "av-outline" }));
     this.drawBarTicks(svg);
   }
@@ -368,21 +391,23 @@ class Heatmap {
   drawInspector() {
     const d = this.data;
     const v = this.view;
-    const i = v.query;
-    const row = this.result.weights.subarray(i * d.m, (i + 1) * d.m); // (m,)
-    const allowed = this.result.allowed.subarray(i * d.m, (i + 1) * d.m);
-    let keys = [...Array(d.m).keys()];
-    if (d.m > d.bars_limit) {
+    const i = this.row();
+    const count = this.keyCount(); // a window's query is inspected over every key of its row
+    const [labels, start] = this.windowed() ? [d.keys, 0] : [d.cols, d.col_start];
+    const row = this.full.weights.subarray(i * count, (i + 1) * count); // (M,)
+    const allowed = this.full.allowed.subarray(i * count, (i + 1) * count);
+    let keys = [...Array(count).keys()];
+    if (count > d.bars_limit) {
       keys = keys.sort((a, b) => row[b] - row[a] || a - b).slice(0, d.bars_limit).sort((a, b) => a - b);
     }
     const top = Math.max(1e-12, ...row);
     const panel = el("div", { class: "av-panel" });
     panel.appendChild(el("div", { class: "av-heading" },
-      `Query #${d.row_start + i} ${d.rows[i]}: ` + (d.m > d.bars_limit ? `its ${d.bars_limit} largest weights` : "its weights over the keys")));
+      `Query #${v.query} ${d.rows[i]}: ` + (count > d.bars_limit ? `its ${d.bars_limit} largest weights` : "its weights over the keys")));
     const bars = panel.appendChild(el("div", { class: "av-bars", role: "list" }));
     for (const j of keys) {
       const line = bars.appendChild(el("div", { class: "av-bar-row", role: "listitem" }));
-      line.appendChild(el("span", { class: "av-bar-label" }, `#${d.col_start + j} ${short(d.cols[j], d.tick_chars)}`));
+      line.appendChild(el("span", { class: "av-bar-label" }, `#${start + j} ${short(labels[j], d.tick_chars)}`));
       const track = line.appendChild(el("span", { class: "av-bar-track" }));
       const bar = track.appendChild(el("span", { class: "av-bar" }));
       bar.style.width = `${(100 * row[j]) / top}%`;
@@ -414,7 +439,8 @@ class Heatmap {
     this.root.attnviz = {
       view: { ...this.view }, rows: d.rows, cols: d.cols, overflow: overflow.length > 0 && !this.view.hard,
       weights: () => rows(weights), shown: () => (this.colours ? rows(this.colours.shown) : []), allowed: () => rows(allowed),
-      scores: () => rows(this.scores), timings: this.timings, drawn: (this.drawn = (this.drawn || 0) + 1),
+      scores: () => rows(this.drawnScores), full: () => Array.from({ length: d.n }, (_, i) => Array.from(
+        this.full.weights.subarray(i * this.keyCount(), (i + 1) * this.keyCount()))), timings: this.timings, drawn: (this.drawn = (this.drawn || 0) + 1),
       rowLabels: this.rowLabels, colLabels: this.colLabels,
       cellCentre: (i, j) => {
         const box = this.figure.getBoundingClientRect();
@@ -442,7 +468,7 @@ class Heatmap {
     const k = i * d.m + j;
     const lines = [`query #${d.row_start + i} ${d.rows[i]}`, `key #${d.col_start + j} ${d.cols[j]}`];
     if (!this.result.allowed[k]) lines.push("masked: weight 0");
-    else if (d.heads === 1) lines.push(`weight: ${formatG(this.result.weights[k], 4)}`, `score: ${formatG(this.scores[k], 4)}`);
+    else if (d.heads === 1) lines.push(`weight: ${formatG(this.result.weights[k], 4)}`, `score: ${formatG(this.drawnScores[k], 4)}`);
     else {
       lines.push(`${OVER_NAMES[this.over()]} over heads: ${formatG(this.result.weights[k], 4)}`,
         "per head: " + this.result.heads.map((w) => formatG(w[k], 3)).join(" · "));
@@ -457,15 +483,18 @@ class Heatmap {
 
   click(event) {
     const target = event.target;
-    if (target.dataset && target.dataset.row !== undefined) return this.change({ query: +target.dataset.row }, event.timeStamp);
+    const first = this.data.row_start;
+    if (target.dataset && target.dataset.row !== undefined) return this.change({ query: first + +target.dataset.row }, event.timeStamp);
     if (target.dataset && target.dataset.col !== undefined && this.view.mask === "keys") {
       return this.toggleHidden(+target.dataset.col, event.timeStamp);
     }
     const cell = this.cellAt(event);
-    if (cell) this.change({ query: cell[0] }, event.timeStamp);
+    if (cell) this.change({ query: first + cell[0] }, event.timeStamp);
   }
 
-  toggleHidden(j, started) {
+  /** Hide the drawn column j's key (its position in the sentence: col_start + j), or show it again. */
+  toggleHidden(column, started) {
+    const j = this.data.col_start + column;
     const hide = new Set(this.view.hide);
     hide.has(j) ? hide.delete(j) : hide.add(j);
     this.change({ hide: [...hide].sort((a, b) => a - b) }, started);
@@ -481,7 +510,8 @@ class Heatmap {
     const moves = { ArrowUp: -1, ArrowLeft: -1, ArrowDown: 1, ArrowRight: 1, Home: -Infinity, End: Infinity };
     if (!(event.key in moves)) return;
     event.preventDefault();
-    const query = Math.min(this.data.n - 1, Math.max(0, this.view.query + moves[event.key]));
+    const first = this.data.row_start;
+    const query = Math.min(first + this.data.n - 1, Math.max(first, this.view.query + moves[event.key]));
     if (query !== this.view.query) this.change({ query }, event.timeStamp);
   }
 

@@ -9,20 +9,24 @@
 
 const f32 = Math.fround;
 
-/** The keys query `i` may attend to: not after it under the causal mask, and not hidden. */
-export function allowedKeys(i, m, { causal = false, hidden = [] } = {}) {
+/**
+ * The keys query `i` may attend to: not after it under the causal mask, and not hidden. `rowStart` is the position of
+ * row 0 when the rows are a window of a longer sentence's queries (the keys are always every key, from position 0).
+ */
+export function allowedKeys(i, m, { causal = false, hidden = [], rowStart = 0 } = {}) {
   const hiddenSet = hidden instanceof Set ? hidden : new Set(hidden);
   const allowed = new Uint8Array(m); // (Tk,)
-  for (let j = 0; j < m; j++) allowed[j] = (causal && j > i) || hiddenSet.has(j) ? 0 : 1;
+  for (let j = 0; j < m; j++) allowed[j] = (causal && j > rowStart + i) || hiddenSet.has(j) ? 0 : 1;
   return allowed;
 }
 
 /**
- * Weights (n, m) from scores (n, m), both flat row-major arrays.
+ * Weights (n, m) from scores (n, m), both flat row-major arrays; the rows may be queries rowStart … rowStart + n − 1
+ * of a longer sentence (a zoom window's rows, each with every key).
  * Returns { weights: Float64Array(n·m), allowed: Uint8Array(n·m), blocked: rows with every key masked,
  *           overflow: rows whose S/τ left float32's range so that the softmax has no answer }.
  */
-export function attentionWeights(scores, n, m, { tau = 1, hard = false, causal = false, hidden = [] } = {}) {
+export function attentionWeights(scores, n, m, { tau = 1, hard = false, causal = false, hidden = [], rowStart = 0 } = {}) {
   if (!(tau > 0)) throw new RangeError(`τ must be positive, got ${tau}`);
   const hiddenSet = new Set(hidden);
   const weights = new Float64Array(n * m); // (n, m)
@@ -33,7 +37,7 @@ export function attentionWeights(scores, n, m, { tau = 1, hard = false, causal =
   const overflow = [];
   for (let i = 0; i < n; i++) {
     const row = i * m;
-    const keys = allowedKeys(i, m, { causal, hidden: hiddenSet });
+    const keys = allowedKeys(i, m, { causal, hidden: hiddenSet, rowStart });
     allowed.set(keys, row);
     let any = false;
     for (let j = 0; j < m; j++) {
@@ -110,21 +114,37 @@ export function topWeight(weights) {
 /**
  * What a cell's colour shows, on 0 … zmax (figures.ColourScale.show): "row" divides each row by its largest
  * weight, "max" and "absolute" show the weight itself (zmax the largest weight, or 1), "sqrt" shows √(w / top).
+ * `rowMax` (n,), when given, is each row's largest weight over every key, for drawn columns that are a window of
+ * the keys: "row" then divides by the whole row's largest, as its colour bar says.
  */
-export function colourValues(weights, n, m, scale) {
+export function colourValues(weights, n, m, scale, rowMax = null) {
   if (!SCALES.includes(scale)) throw new RangeError(`unknown colour scale ${scale}`);
   const top = topWeight(weights);
   const shown = new Float64Array(n * m); // (n, m)
   for (let i = 0; i < n; i++) {
     const row = i * m;
-    let rowMax = 0;
-    if (scale === "row") for (let j = 0; j < m; j++) rowMax = Math.max(rowMax, weights[row + j]);
+    let largest = rowMax ? rowMax[i] : 0;
+    if (scale === "row" && !rowMax) for (let j = 0; j < m; j++) largest = Math.max(largest, weights[row + j]);
     for (let j = 0; j < m; j++) {
       const w = weights[row + j];
-      shown[row + j] = scale === "row" ? (rowMax > 0 ? w / rowMax : 0) : scale === "sqrt" ? Math.sqrt(w / top) : w;
+      shown[row + j] = scale === "row" ? (largest > 0 ? w / largest : 0) : scale === "sqrt" ? Math.sqrt(w / top) : w;
     }
   }
   return { shown, top, zmax: scale === "max" ? top : 1 };
+}
+
+/** Columns start … start + width − 1 of a flat (n, m) array, as a flat (n, width) array of the same type. */
+export function columns(flat, n, m, start, width) {
+  const out = new flat.constructor(n * width); // (n, width)
+  for (let i = 0; i < n; i++) out.set(flat.subarray(i * m + start, i * m + start + width), i * width);
+  return out;
+}
+
+/** Each row's largest value of a flat (n, m) array: (n,). */
+export function rowMaxima(flat, n, m) {
+  const out = new Float64Array(n); // (n,)
+  for (let i = 0; i < n; i++) for (let j = 0; j < m; j++) out[i] = Math.max(out[i], flat[i * m + j]);
+  return out;
 }
 
 /** plotly's "~g" number format (d3-format): p significant digits, trailing zeros dropped, "−" for minus. */

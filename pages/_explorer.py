@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import streamlit as st
 
 from attnviz import figures
@@ -15,6 +16,7 @@ from attnviz.selfattention import Config, ScoresOverflow, Step, View, longest_ro
 from attnviz.urlstate import Param
 from pages._common import VISIT, clamp, held, save_url_state, widget_key
 from attnviz.export import Matrix, matrices_zip
+from pages._interactive import interactive_heatmap
 from pages._present import chart
 
 FULL_LIMIT = 256  # above this many tokens: one head at a time, and a block overview plus a zoom window
@@ -23,6 +25,7 @@ STEPS_LIMIT = 64  # the step-by-step walk draws n×n matrices up to this size
 ALL_STEPS = "All steps"
 WALK = "walk"  # the walk's open tab: its URL parameter and session-state name
 ZOOM_SIZES = [8, 16, 32, 64, 128]  # the long-input zoom window's sizes
+ZOOM_FLOATS = 2**19  # the most scores a zoom window sends the browser (2 MiB of float32): 128 rows × 4,096 keys
 # Computed views of every session share this many bytes; one of 4,096 tokens with eight heads of 128 is ~130 MB.
 VIEW_CACHE_BYTES = 256 * 2**20
 
@@ -136,24 +139,40 @@ def compare(kv, a: Request, b: Request, palette: str, scale: str, *, key: str = 
                if scale == "row" else "") + ". B − A: purple where B gives more weight, orange where A does, white where they agree.")
 
 
-def zoom_window(view: View, tokens: list[str], oov: list[bool], palette: str, scale: str, on_click) -> None:
-    """The long-input zoom: its controls, and the window's heatmap at full resolution, its axes numbered by
-    the sentence's own positions. A click on a cell calls on_click("zoom")."""
-    n = len(tokens)
+def zoom_sizes(n: int, heads: int) -> list[int]:
+    """The window sizes whose rows' scores over every key (heads × size × n) fit ZOOM_FLOATS: at least the smallest."""
+    return [size for size in ZOOM_SIZES if heads * size * n <= ZOOM_FLOATS] or ZOOM_SIZES[:1]
+
+
+def zoom_window(raw: View, tokens: list[str], oov: list[bool], *, clean: Callable[[dict], dict], **options) -> tuple[slice, slice]:
+    """The long-input zoom: its size and position, and the window drawn in the browser (pages/_interactive) from its
+    rows' scores over every key, so that τ, hard attention, the masks, the colour scale and the query redraw at once
+    and each row is normalised over the whole sentence; only the window's rows are sent, never the n×n scores. Its
+    axes are numbered by the sentence's own positions, and the chosen query is kept inside the window. `raw` holds
+    the scores; `options` go to figures.interactive_heatmap (the view, τ grid, sizes). Returns the window (rows, cols)."""
+    n, heads = len(tokens), raw.config.heads
+    sizes = zoom_sizes(n, heads)
+    if st.session_state.get("zw") not in sizes:
+        st.session_state.zw = sizes[-1]
     z_left, z_middle, z_right = st.columns(3)
-    size = z_right.select_slider("Window size", ZOOM_SIZES, key="zw")
+    size = z_right.select_slider("Window size", sizes, key="zw", disabled=len(sizes) == 1,
+                                 help=f"The browser gets the window's rows with every key: with {heads} head(s) at "
+                                      f"{n:,} tokens, windows up to {sizes[-1]} rows.")
     r0, c0 = (held(name, (n, size), clamp(0, n - size, 0),  # the window stays inside the matrix
                    lambda **widget: column.number_input(label, 0, n - size, step=size // 2, **widget))
               for name, column, label in (("zr", z_left, "First query row"), ("zc", z_middle, "First key column")))
     rows, cols = slice(r0, r0 + size), slice(c0, c0 + size)
-    scores = view.scores_block(0, rows, cols) if view.config.heads == 1 else None
-    figure = figures.attention_heatmap(
-        view.mean_weights[rows, cols], tokens[rows], tokens[cols], scores=scores, row_oov=oov[rows], col_oov=oov[cols],
-        palette=palette, scale=scale, row_start=r0, col_start=c0, clickable=True,
+    if not r0 <= st.session_state.get("query", 0) < r0 + size:
+        st.session_state.query = r0
+    view = {**options.pop("view"), "query": st.session_state.query}
+    scores = np.stack([raw.scores_block(h, rows, slice(None)) for h in range(heads)])  # (H, size, n)
+    data = figures.interactive_heatmap(
+        scores[0] if heads == 1 else scores, tokens[rows], tokens, row_oov=oov[rows], col_oov=oov, view=view,
+        row_start=r0, key_window=(c0, size), file="attnviz_zoom", **options,
         title=f"Zoom: queries {r0}–{r0 + size - 1} × keys {c0}–{c0 + size - 1}, full resolution",
     )
-    window = Matrix(view.mean_weights[rows, cols].copy(), tokens[rows], tokens[cols])  # a copy: not the whole n×n
-    chart(st, figure, key="zoom", on_select=lambda: on_click("zoom"), selection_mode="points", matrix=window)
+    interactive_heatmap(data, key="live_zoom", clean=clean)
+    return rows, cols
 
 
 def step_walk(view: View, tokens: list[str], oov: list[bool], palette: str, schema: dict[str, Param]) -> None:

@@ -123,7 +123,8 @@ with st.sidebar:
     st.slider("Heads H", 1, 8, key="heads", disabled=not random_proj, help="Identity projections would make every head the same. " + needs_random)
     if not random_proj:
         st.caption("d_k, biases and heads apply to random projections.")
-    # One head, no comparison: the browser draws the heatmap and has its own palette and colour scale.
+    # One head, no comparison: the browser draws the heatmap (up to INTERACTIVE_LIMIT tokens; a long input's zoom
+    # window at any size), with its own palette and colour scale.
     interactive = not st.session_state.cmp and not (random_proj and st.session_state.heads > 1)
     st.header("Tokens")
     st.toggle("Drop punctuation", key="punct", help="Remove tokens such as ',' and '.' before embedding.")
@@ -131,7 +132,7 @@ with st.sidebar:
         "Words not in the vocabulary", OOV_POLICIES, key="oov", horizontal=True,
         help="zero: a zero vector; random: a seeded random vector of typical length; drop: leave the word out.",
     )
-    if not interactive:  # the interactive heatmap has its own palette and colour scale
+    if st.session_state.cmp:  # elsewhere the palette and colour scale sit above the heatmap
         st.selectbox("Palette", list(figures.PALETTES), key="palette", help="All three read well with colour blindness.")
         scale_select(st)
 
@@ -153,8 +154,7 @@ if MAX_TOKENS_PROBLEM:
 
 def controls(colour: bool) -> None:
     """τ, hard attention and the mask as Streamlit widgets (each change reruns this fragment), and with `colour` the
-    palette and the colour scale: for the views the browser does not redraw on its own (Compare, several heads,
-    long inputs)."""
+    palette and the colour scale: for the views the browser does not redraw on its own (Compare, several heads)."""
     temperature, hard, mask = st.columns(3, vertical_alignment="center")
     temperature.select_slider(
         "Temperature τ (log scale)", temperature_grid(), key="temp",
@@ -180,10 +180,9 @@ def clean_view(sent: dict) -> dict:
 def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Config, interactive: bool) -> None:
     """Everything drawn from the weights. With one head and no comparison, the browser computes the weights from the
     raw scores and redraws on its own as τ, hard, the mask, the colour scale and the query change (pages/_interactive);
-    it reruns this fragment once the person pauses, so the link, the nearest words and the downloads follow.
-    Otherwise τ, hard and the mask are widgets whose changes rerun this fragment, not the sidebar and the sentence box."""
-    if not interactive:
-        controls(colour=False)
+    it reruns this fragment once the person pauses, so the link, the nearest words and the downloads follow. So does
+    a long input's zoom window, below the server's overview. Otherwise (Compare, several heads) τ, hard and the mask
+    are widgets whose changes rerun this fragment, not the sidebar and the sentence box."""
     # The raw scores a(q_i, k_j) do not depend on τ, hard or the mask: the browser applies those.
     raw = Request(vectors_id, sentence, st.session_state.punct, st.session_state.oov, base, MAX_TOKENS)
     with st.spinner("Computing attention…"):
@@ -201,11 +200,12 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
         )
         st.code(" ".join(unknown), language=None)
     n = len(tokens)
-    if interactive and n > INTERACTIVE_LIMIT:
-        interactive = False
-        controls(colour=True)
+    zoomed = not st.session_state.cmp and n > (INTERACTIVE_LIMIT if interactive else FULL_LIMIT)  # overview + zoom window
+    interactive = interactive and not zoomed
+    if not interactive and not zoomed:
+        controls(colour=not st.session_state.cmp)
     hidden = [i for i in st.session_state.get("hide", []) if isinstance(i, int) and 0 <= i < n]
-    if not interactive and st.session_state.mask == "keys":
+    if not interactive and not zoomed and st.session_state.mask == "keys":
         hidden = held("hide", tokens, lambda v: [i for i in v if isinstance(i, int) and 0 <= i < n] if isinstance(v, list) else [],
                       lambda **widget: st.multiselect(
                           "Keys to hide", list(range(n)), format_func=lambda i: f"{i} · {tokens[i]}", **widget,
@@ -243,6 +243,11 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
         save_url_state(SCHEMA)
         return
 
+    if zoomed:
+        st.session_state.hide = hidden
+        long_input(kv, vectors_name, computed, shown, config, everything)
+        return
+
     why = problem(shown, MAX_TOKENS)
     if why:
         stop(why[0], SCHEMA, error=why[1])
@@ -263,12 +268,6 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
                            heads=st.session_state.b_heads if b_random else 1, bias=st.session_state.bias and b_random)
         request_b = replace(request, sentence=st.session_state.b_text if st.session_state.b_text.strip() else sentence, config=config_b)
         compare(kv, request, request_b, palette, scale)
-    elif n > FULL_LIMIT:
-        chart(st, figures.block_overview(view.mean_weights, tokens, palette=palette, scale=scale), key="overview",
-              matrix=everything)
-        st.caption("The overview shows each block's largest weight, so no strong link disappears; its downloads hold "
-                   "every weight. Open any window at full resolution below.")
-        zoom_window(view, tokens, oov, palette, scale, pick_query)
     elif config.heads == 1:
         figure = figures.attention_heatmap(view.weights[0], tokens, scores=view.scores[0], row_oov=oov, palette=palette, scale=scale,
                                            title=f"Attention weights α: {n} queries × {n} keys", clickable=True)
@@ -302,6 +301,39 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
         st.latex(r"H(\alpha_i) = -\sum_j \alpha_{ij} \ln \alpha_{ij} \le \ln %d = %.3f" % (max(allowed, 1), np.log(max(allowed, 1))))
         nearest_to_mix(kv, vectors_name, view, query, config)
 
+    step_walk(view, tokens, oov, palette, SCHEMA)
+    save_url_state(SCHEMA)
+
+
+def long_input(kv, vectors_name: str, computed, shown, config: Config, everything: Matrix) -> None:
+    """A long input: the server's block overview of the weights on screen, and the zoom window drawn in the browser
+    (its toolbar holds τ, hard, the masks, the colour scale and the query); the overview, the window's downloads and
+    the nearest words follow once the person pauses. Where S/τ leaves float32 the window says so, and nothing else
+    is drawn until τ changes."""
+    tokens, oov = computed.embedded.tokens, computed.embedded.oov
+    palette, scale = st.session_state.palette, st.session_state.scale
+    if shown.view is not None:
+        chart(st, figures.block_overview(shown.view.mean_weights, tokens, palette=palette, scale=scale), key="overview",
+              matrix=everything)
+        st.caption("The overview shows each block's largest weight, so no strong link disappears; its downloads hold "
+                   "every weight. Below, any window at full resolution: it redraws at once, the overview once you pause.")
+    rows, cols = zoom_window(computed.view, tokens, oov, clean=clean_view, view=view_state(SCHEMA), taus=temperature_grid(),
+                             overflow=overflow_message(computed, "The scores divided by τ"), bars_limit=BARS_LIMIT,
+                             **screen_sizes())
+    if shown.view is None:
+        save_url_state(SCHEMA)
+        return
+    view = shown.view
+    weights = view.mean_weights[rows, cols].copy()  # (size, size) a copy: not the whole n×n
+    scores = view.scores_block(0, rows, cols) if config.heads == 1 else None  # (size, size)
+    downloads(st, "zoom", lambda: figures.attention_heatmap(
+        weights, tokens[rows], tokens[cols], scores=scores, row_oov=oov[rows], col_oov=oov[cols], palette=palette, scale=scale,
+        row_start=rows.start, col_start=cols.start, title=f"Zoom: queries {rows.start}–{rows.stop - 1} × keys {cols.start}–{cols.stop - 1}",
+    ), Matrix(weights, tokens[rows], tokens[cols]), image_help="PNG or SVG: the buttons above the window.")
+    st.caption("The window is computed in your browser from its rows' raw scores over every key: τ, hard, the mask, the "
+               "colour scale and a click on a cell (or the arrow keys) redraw at once. Under the hide-keys mask, click a "
+               "key's label to hide it. The overview, the link and the downloads follow once you pause.")
+    nearest_to_mix(kv, vectors_name, view, st.session_state.query, config)
     step_walk(view, tokens, oov, palette, SCHEMA)
     save_url_state(SCHEMA)
 

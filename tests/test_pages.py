@@ -34,9 +34,11 @@ def heatmap(at) -> dict:
 
 
 def live(at, index: int = 0) -> dict:
-    """The interactive heatmap's data (pages/_interactive): its raw scores decoded into an (n, m) array."""
+    """The interactive heatmap's data (pages/_interactive): its raw scores decoded into an (n, m) array, or (n, M)
+    for a zoom window's rows over every key (M = len(keys))."""
     data = json.loads(at.get("bidi_component")[index].proto.json)
-    return {**data, "scores": np.frombuffer(base64.b64decode(data["scores"]), "<f4").reshape(data["n"], data["m"])}
+    width = len(data["keys"]) if "keys" in data else data["m"]
+    return {**data, "scores": np.frombuffer(base64.b64decode(data["scores"]), "<f4").reshape(data["n"], width)}
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -162,20 +164,32 @@ def test_too_many_tokens_says_the_limit():
     assert not at.exception and "4,200 tokens" in messages(at) and "limit is 4,096" in messages(at)
 
 
-def test_long_input_draws_an_overview_and_a_full_resolution_zoom():
+def test_long_input_draws_an_overview_and_sends_the_zoom_windows_rows_over_every_key(glove):
     words = "when he saw his owner the dog was happy so he wagged his tail".split()
-    at = page({"text": " ".join(words[i % len(words)] for i in range(600))})
+    text = " ".join(words[i % len(words)] for i in range(600))
+    at = page({"text": text, "query": "10"})
     assert not at.exception
-    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    assert "Overview" in specs[0]["layout"]["title"]["text"]
-    zoom = decode(specs[1]["data"][0]["z"])
-    assert zoom.shape == (64, 64)
+    assert "Overview" in json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+    zoom = live(at)
+    assert (zoom["n"], zoom["m"], len(zoom["keys"]), zoom["row_start"], zoom["col_start"]) == (64, 64, 600, 0, 0)
+    np.testing.assert_allclose(zoom["scores"], glove_scores(glove, text)[:64], rtol=1e-5, atol=1e-5)  # (64, 600)
+    assert zoom["view"]["query"] == 10
     held(at.number_input, "zr").set_value(32).run()
-    moved = decode(json.loads(at.get("plotly_chart")[1].proto.spec)["data"][0]["z"])
-    np.testing.assert_allclose(moved[:32], zoom[32:], rtol=1e-6)  # the window slid down by 32 rows
+    moved = live(at)
+    np.testing.assert_array_equal(moved["scores"][:32], zoom["scores"][32:])  # the window slid down by 32 rows
+    assert moved["row_start"] == 32 and moved["view"]["query"] == 32  # the chosen query stays inside the window
+    assert not at.get("plotly_chart")[1:]  # the window and its query's bars are the browser's
     assert "step-by-step" in messages(at)
-    bars = json.loads(at.get("plotly_chart")[2].proto.spec)["data"][0]
-    assert len(bars["y"]) == 64 and "64 largest weights" in " ".join(c.value for c in at.caption)
+
+
+def test_the_zoom_windows_size_keeps_what_it_sends_bounded():
+    text = " ".join(["dog", "cat", "sat", "on", "mat"] * 400)  # 2,000 tokens
+    at = page({"text": text, "proj": "random", "heads": "8", "zw": "128"})
+    assert not at.exception
+    sent = json.loads(at.get("bidi_component")[0].proto.json)
+    assert sent["heads"] == 8 and sent["n"] == sent["m"] == 32  # 8 heads × 32 rows × 2,000 keys ≤ 2**19 scores
+    assert len(base64.b64decode(sent["scores"])) == 8 * 32 * 2000 * 4
+    assert at.select_slider(key="zw").options == ["8", "16", "32"]
 
 
 def walk_titles(at) -> list[str]:
@@ -488,10 +502,10 @@ def test_the_inspector_names_the_vectors_in_use(tmp_path, monkeypatch):
 def test_the_zoom_window_counts_from_the_sentences_own_positions():
     words = "when he saw his owner the dog was happy so he wagged his tail".split()
     at = page({"text": " ".join(words[i % len(words)] for i in range(600)), "zr": "200", "zc": "300", "zw": "16"})
-    zoom = json.loads(at.get("plotly_chart")[1].proto.spec)["data"]
-    assert zoom[0]["y"][0] == f"#200 {words[200 % len(words)]}" and zoom[0]["x"][0] == f"#300 {words[300 % len(words)]}"
-    cells = zoom[1]  # the click layer: a click picks the sentence's own position
-    assert decode(cells["customdata"])[0, :2].tolist() == [200, 300]
+    zoom = live(at)
+    assert (zoom["row_start"], zoom["col_start"], zoom["n"], zoom["m"]) == (200, 300, 16, 16)
+    assert zoom["rows"][0] == words[200 % len(words)] and zoom["cols"][0] == words[300 % len(words)]
+    assert zoom["keys"][300] == zoom["cols"][0] and zoom["view"]["query"] == 200  # the browser numbers them so
 
 
 def test_greyed_out_controls_say_why():

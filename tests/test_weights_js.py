@@ -119,6 +119,26 @@ def test_several_heads_averaged_and_maximised_equal_the_engine(glove, tmp_path):
     assert not np.allclose(runs[0][2], runs[1][2])  # the mean and the maximum differ: the two are really told apart
 
 
+def test_a_zoom_windows_rows_equal_the_engines_rows_of_the_whole_matrix(glove, tmp_path):
+    """A long input's zoom window: the browser gets rows r0 … r0 + w − 1 with every key (rowStart = r0), and their
+    weights equal those rows of the engine's whole matrix, the causal mask counted from the sentence's positions."""
+    x = vectors(glove, " ".join(tokenize(DOG) * 40))[:600]  # (600, 50)
+    settings = [dict(scoring="scaled_dot", is_causal=True, temperature=0.5), dict(scoring="dot", hard=True, is_causal=True),
+                dict(scoring="scaled_dot", hidden=[0, 250, 599]), dict(scoring="scaled_dot", is_causal=True, hidden=[0])]
+    runs, payload = [], []
+    for options, r0 in zip(settings, (200, 536, 0, 0)):
+        scores, weights = torch_weights(x, options)  # (600, 600) each
+        rows = slice(r0, r0 + 64)
+        runs.append((options, weights[rows]))
+        payload.append({"scores": scores[rows].tolist(), "n": 64, "m": 600, "options": {**browser_options(options), "rowStart": r0}})
+    (tmp_path / "cases.json").write_text(json.dumps(payload))
+    subprocess.run([NODE, str(ROOT / "tests" / "js" / "parity.mjs"), str(tmp_path / "cases.json"), str(tmp_path / "out.json")],
+                   check=True, capture_output=True, text=True)
+    for (options, expected), got in zip(runs, json.loads((tmp_path / "out.json").read_text())):
+        assert np.abs(np.asarray(got["weights"]).reshape(64, 600) - expected).max() <= 1e-6, options
+    assert runs[3][1][0].sum() == 0 and runs[3][1][1].sum() > 0.99  # row 0 sees no key (causal, key 0 hidden); row 1 does
+
+
 def test_ties_go_to_the_first_key(glove):
     """The tie case really has ties: equal scores in a row, and the engine's one-hot on the first of them."""
     x = vectors(glove, "dog dog cat dog the dog")

@@ -236,3 +236,49 @@ def test_heads_average_and_maximum_redraw_in_the_browser(server, page):
     assert len(sent) == start + 1
     assert np.abs(downloaded_npy(page, "summary") - np.array(drawn["w"])).max() < 1e-6
     assert not exceptions(page)
+
+
+def test_a_long_inputs_zoom_window_redraws_in_the_browser(server, page):
+    """Over 512 tokens the server draws the overview, and the zoom window's rows come to the browser with every key:
+    τ, the causal mask and the query redraw there, each row normalised over the whole sentence (the engine's rows of
+    the whole matrix); after the pause one message syncs the view and the window's download holds what is drawn."""
+    import numpy as np
+
+    from attnviz.embeddings import embed, load_glove, tokenize
+    from attnviz.selfattention import Config, run
+
+    glove = load_glove()
+    text = " ".join([w for w in glove.index_to_key[:2000] if w.isalpha()][:600])  # 600 different words
+    sent = count_sent(page)
+    page.goto(f"{server}/?text={text.replace(' ', '+')}&zr=256&zc=192&zw=64")
+    first = wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 64, timeout=60)
+    x = embed(tokenize(text), glove).vectors  # (600, 50)
+    assert x.shape == (600, 50)
+    window = (slice(256, 320), slice(192, 256))
+    assert np.abs(np.array(first["w"]) - run(x, Config()).mean_weights[window]).max() < 1e-6
+    settle(page)
+    start = len(sent)
+    page.get_by_role("slider", name="Temperature τ (log scale)").press("ArrowLeft")
+    live_select(page, "Mask", "causal")
+    page.mouse.click(*live_cell(page, 3, 5))
+    drawn = wait_for_heatmap(page, lambda t: t["view"]["query"] == 259 and t["view"]["mask"] == "causal")
+    assert len(sent) == start
+    engine = run(x, Config(temperature=0.5, mask="causal")).mean_weights  # (600, 600)
+    assert np.abs(np.array(drawn["w"]) - engine[window]).max() < 1e-6
+    full = np.array(page.evaluate("() => document.querySelector('.av-root').attnviz.full()"))  # (64, 600)
+    assert np.abs(full - engine[256:320]).max() < 1e-6 and full[3, 260:].sum() == 0  # causal from position 259
+    shown = np.array(drawn["z"])  # per row: ÷ the whole row's largest, which may lie outside the window
+    assert np.abs(shown - engine[window] / engine[256:320].max(1, keepdims=True)).max() < 1e-6
+    assert (engine[window].max(1) < engine[256:320].max(1)).any()  # where the window's own largest would differ
+    assert "Query #259" in page.locator(".av-root .av-heading").text_content()
+    assert url_has(page, "temp=0.5", "mask=causal", "query=259")
+    settle(page)
+    assert len(sent) == start + 1
+    assert np.abs(downloaded_npy(page, "zoom") - np.array(drawn["w"])).max() < 1e-6
+    live_select(page, "Mask", "keys")
+    page.locator('.av-root .av-col[data-col="0"]').click()  # the window's first key is the sentence's key 192
+    wait_for_heatmap(page, lambda t: t["view"]["hide"] == [192])
+    full = np.array(page.evaluate("() => document.querySelector('.av-root').attnviz.full()"))  # (64, 600)
+    assert (full[:, 192] == 0).all() and np.abs(full.sum(1) - 1).max() < 1e-9
+    assert url_has(page, "mask=keys", "hide=192")
+    assert not exceptions(page)

@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  attentionWeights, colourBarTitle, colourValues, entropy, formatG, headWeights, paletteColour, topWeight,
+  attentionWeights, colourBarTitle, colourValues, columns, entropy, formatG, headWeights, paletteColour, rowMaxima, topWeight,
 } from "../../attnviz/weights.mjs";
 
 const close = (a, b, tol = 1e-12) => assert.ok(Math.abs(a - b) <= tol, `${a} != ${b}`);
@@ -60,6 +60,23 @@ test("colour scales: per row, 0 → max, 0 → 1 and √ stretch", () => {
   assert.deepEqual(Array.from(colourValues([0, 0], 1, 2, "row").shown), [0, 0]);
   assert.equal(topWeight([0, 0]), 1);
   assert.throws(() => colourValues(w, 2, 2, "evil"), RangeError);
+});
+
+test("a zoom window: its columns cut from whole rows, and per-row colours divided by the whole row's largest", () => {
+  const full = Float64Array.from([0.1, 0.6, 0.3, 0.5, 0.2, 0.3]); // (2, 3)
+  const window = columns(full, 2, 3, 1, 2); // keys 1 and 2
+  assert.ok(window instanceof Float64Array);
+  assert.deepEqual(Array.from(window), [0.6, 0.3, 0.2, 0.3]);
+  assert.deepEqual(Array.from(columns(Uint8Array.from([1, 0, 1, 1, 1, 0]), 2, 3, 0, 1)), [1, 1]);
+  assert.deepEqual(Array.from(rowMaxima(full, 2, 3)), [0.6, 0.5]);
+  const shown = colourValues(window, 2, 2, "row", rowMaxima(full, 2, 3)).shown;
+  assert.deepEqual(Array.from(shown), [1, 0.5, 0.4, 0.6]); // row 1's largest (0.5) is outside the window
+  assert.deepEqual(Array.from(colourValues(window, 2, 2, "row").shown), [1, 0.5, 0.2 / 0.3, 1]);
+});
+
+test("causal rows of a window count from their own positions (rowStart)", () => {
+  const { allowed } = attentionWeights(new Float32Array(2 * 4), 2, 4, { causal: true, rowStart: 2 });
+  assert.deepEqual(Array.from(allowed), [1, 1, 1, 0, 1, 1, 1, 1]);
 });
 
 test("numbers read as plotly's ~g format and the colour bar says its scale", () => {

@@ -311,12 +311,13 @@ def attention_heatmap(
 
 def palette_stops(palette: str) -> list[list]:
     """A palette as [[position, [r, g, b]], ...], the stops plotly interpolates between, for the browser."""
-    return [[p, list(rgb)] for p, rgb in _palette_stops(palette)]
+    return [[p, list(rgb)] for p, rgb in _scale_stops(PALETTES[palette])]
 
 
 @functools.lru_cache(maxsize=None)  # parsing plotly's colours took 0.6 ms of every run with an interactive heatmap
-def _palette_stops(palette: str) -> tuple[tuple[float, tuple[int, ...]], ...]:
-    stops = plotly.colors.get_colorscale(PALETTES[palette])
+def _scale_stops(name: str) -> tuple[tuple[float, tuple[int, ...]], ...]:
+    """plotly's colour scale `name` as ((position, (r, g, b)), ...)."""
+    stops = plotly.colors.get_colorscale(name)
     return tuple((float(p), tuple(int(c) for c in plotly.colors.unlabel_rgb(plotly.colors.convert_colors_to_same_type(colour, "rgb")[0][0])))
                  for p, colour in stops)
 
@@ -360,6 +361,20 @@ def interactive_heatmap(
         tick_chars=TICK_CHARS, height=min(height or _side(len(rows)), max_height or math.inf), bars_limit=bars_limit,
         file=file,
     )
+
+
+def interactive_comparison(a: dict, b: dict, *, same_tokens: bool) -> dict:
+    """What the interactive heatmap needs for Compare A | B: the two sides' interactive_heatmap data (their own scores,
+    views and titles; B's view holds B's τ, hard and mask) and, where the tokens match, B − A's: side A's labels and
+    layout with the diverging palette (DIVERGING), drawn from the two sides' weights in the browser."""
+    sides = [{**a, "side": "A"}, {**b, "side": "B"}]
+    if not same_tokens:
+        return {"sides": sides}
+    view = {"temp": 1.0, "hard": False, "mask": "none", "hide": [], "scale": "absolute", "palette": "diverging", "query": 0}
+    stops = [[p, list(rgb)] for p, rgb in _scale_stops(DIVERGING)]
+    difference = {**a, "scores": "", "version": f"{a['version']}-{b['version']}", "title": "B − A", "view": view,
+                  "palettes": {"diverging": stops}, "file": a["file"].removesuffix("_a") + "_difference"}
+    return {"sides": sides, "difference": difference}
 
 
 def head_grid(

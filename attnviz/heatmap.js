@@ -14,6 +14,8 @@ const SVG_CELLS = 128 * 128; // above this many cells an SVG download carries th
 const MASK_NAMES = { none: "none", causal: "causal", keys: "hide keys" };
 const SCALE_NAMES = { row: "per row", max: "0 → largest shown", absolute: "0 → 1", sqrt: "√ stretch" };
 const OVER_NAMES = { mean: "average", max: "maximum" }; // how several heads combine into the one matrix drawn
+const CONTROLS = ["temp", "hard", "mask", "over", "scale", "palette"]; // a heatmap's toolbar, all of it
+const SHARED = ["scale", "palette", "query"]; // Compare: what A, B and B − A share
 
 function el(tag, attrs = {}, text) {
   const node = tag.startsWith("svg:") ? document.createElementNS(SVG_NS, tag.slice(4)) : document.createElement(tag);
@@ -40,9 +42,16 @@ function thinned(count, px, pitch) {
 }
 
 class Heatmap {
-  constructor(root) {
+  /**
+   * `options.owner`: a Compare that this heatmap is a side of (it hears of each change and syncs Python);
+   * `options.controls`: which of CONTROLS the toolbar has; `options.masks`: the mask choices ({value: name}).
+   */
+  constructor(root, options = {}) {
     this.root = root;
-    this.timings = [];
+    this.owner = options.owner || null;
+    this.controls = options.controls || CONTROLS;
+    this.masks = options.masks || MASK_NAMES;
+    this.timings = this.owner ? this.owner.timings : [];
     this.synced = null;
     this.timer = null;
     root.classList.add("av-root");
@@ -73,7 +82,7 @@ class Heatmap {
       this.scores = decodeScores(data.scores); // (H, n, M) float32, before τ, mask and softmax
       // (n, m) the drawn columns' scores of the first head, for the hover
       this.drawnScores = this.windowed() ? columns(this.scores, data.n, this.keyCount(), data.col_start, data.m) : this.scores;
-      if (this.timer !== null && this.view) {
+      if (this.pending() && this.view) {
         // A change not yet sent (new data came within the pause): keep it, within the new sentence's positions.
         const hide = this.view.hide.filter((j) => j < this.keyCount());
         const query = Math.min(Math.max(this.view.query, data.row_start), data.row_start + data.n - 1);
@@ -84,7 +93,7 @@ class Heatmap {
       this.synced = pythonView;
       this.buildToolbar();
       this.weightsFor = null;
-    } else if (pythonView !== this.synced && this.timer === null) {
+    } else if (pythonView !== this.synced && !this.pending()) {
       this.view = { ...data.view }; // Python changed the view (a link, another control): take it
       this.synced = pythonView;
       this.syncToolbar();
@@ -94,13 +103,31 @@ class Heatmap {
   }
 
   change(patch, started) {
+    if (this.owner) return this.owner.changed(this, patch, started);
     Object.assign(this.view, patch);
     this.syncToolbar();
     this.update(started, true);
   }
 
+  /** Whether a change the person made waits for the pause to be sent (this heatmap's, or its Compare's). */
+  pending() {
+    return (this.owner || this).timer !== null;
+  }
+
   /** Recompute what the change needs, redraw, and sync Python once the person pauses. */
   update(started, byPerson) {
+    this.recompute();
+    this.draw();
+    if (byPerson) {
+      // From the input event to the frame that shows the change: the task after that frame's rendering.
+      requestAnimationFrame(() => setTimeout(() => this.timings.push(performance.now() - started), 0));
+      clearTimeout(this.timer);
+      this.timer = setTimeout(() => this.sync(), SYNC_MS);
+    }
+  }
+
+  /** The weights for the view's τ, hard attention and masks, computed again only when those changed. */
+  recompute() {
     const v = this.view;
     const key = JSON.stringify([v.temp, v.hard, v.mask, v.mask === "keys" ? v.hide : [], this.over()]);
     if (this.weightsFor !== key) {
@@ -116,13 +143,17 @@ class Heatmap {
       this.rowMax = this.windowed() ? rowMaxima(this.full.weights, n, count) : null; // (n,)
       this.weightsFor = key;
     }
-    this.draw();
-    if (byPerson) {
-      // From the input event to the frame that shows the change: the task after that frame's rendering.
-      requestAnimationFrame(() => setTimeout(() => this.timings.push(performance.now() - started), 0));
-      clearTimeout(this.timer);
-      this.timer = setTimeout(() => this.sync(), SYNC_MS);
-    }
+  }
+
+  /** The colour scale drawn: a Compare draws "per row" as "0 → largest shown", since per-row scaling would not compare. */
+  scale() {
+    return this.owner && this.view.scale === "row" ? "max" : this.view.scale;
+  }
+
+  /** What each cell's colour shows (colourValues), on the scale shared with the other side in a Compare. */
+  colourise() {
+    const d = this.data;
+    return colourValues(this.result.weights, d.n, d.m, this.scale(), this.rowMax, this.owner ? this.owner.top : null);
   }
 
   /** The rows' keys: every key of the sentence (M), of which the m drawn are a window when `keys` is sent. */
@@ -152,6 +183,7 @@ class Heatmap {
   }
 
   sync() {
+    if (this.owner) return this.owner.sync();
     this.timer = null;
     const state = JSON.stringify(this.view);
     if (state === this.synced) return;
@@ -163,22 +195,35 @@ class Heatmap {
 
   buildToolbar() {
     const d = this.data;
+    const has = (name) => this.controls.includes(name);
+    const side = d.side ? ` (${d.side})` : ""; // Compare: which side a control belongs to
     this.toolbar.replaceChildren();
-    const tau = el("label", { class: "av-control" }, "Temperature τ ");
-    this.tauInput = tau.appendChild(el("input", { type: "range", min: "0", max: String(d.taus.length - 1), step: "1",
-      "aria-label": "Temperature τ (log scale)" }));
-    this.tauText = tau.appendChild(el("span", { class: "av-value" }));
-    this.tauInput.addEventListener("input", (e) => this.change({ temp: d.taus[+this.tauInput.value] }, e.timeStamp));
-    const hard = el("label", { class: "av-control" });
-    this.hardInput = hard.appendChild(el("input", { type: "checkbox" }));
-    hard.appendChild(document.createTextNode(" Hard attention (one-hot argmax)"));
-    this.hardInput.addEventListener("change", (e) => this.change({ hard: this.hardInput.checked }, e.timeStamp));
-    this.maskInput = this.select("Mask", MASK_NAMES, (value, e) => this.change({ mask: value }, e.timeStamp));
-    this.overInput = d.heads > 1 ? this.select("Over heads", OVER_NAMES, (value, e) => this.change({ over: value }, e.timeStamp)) : null;
-    this.scaleInput = this.select("Colour scale", SCALE_NAMES, (value, e) => this.change({ scale: value }, e.timeStamp));
-    const palettes = Object.fromEntries(Object.keys(d.palettes).map((p) => [p, p]));
-    this.paletteInput = this.select("Palette", palettes, (value, e) => this.change({ palette: value }, e.timeStamp));
-    this.toolbar.prepend(tau, hard);
+    this.tauInput = this.hardInput = this.maskInput = this.overInput = this.scaleInput = this.paletteInput = null;
+    if (has("temp")) {
+      const tau = this.toolbar.appendChild(el("label", { class: "av-control" }, `Temperature τ${side} `));
+      this.tauInput = tau.appendChild(el("input", { type: "range", min: "0", max: String(d.taus.length - 1), step: "1",
+        "aria-label": `Temperature τ (log scale)${side}` }));
+      this.tauText = tau.appendChild(el("span", { class: "av-value" }));
+      this.tauInput.addEventListener("input", (e) => this.change({ temp: d.taus[+this.tauInput.value] }, e.timeStamp));
+    }
+    if (has("hard")) {
+      const hard = this.toolbar.appendChild(el("label", { class: "av-control" }));
+      this.hardInput = hard.appendChild(el("input", { type: "checkbox" }));
+      hard.appendChild(document.createTextNode(` Hard attention (one-hot argmax)${side}`));
+      this.hardInput.addEventListener("change", (e) => this.change({ hard: this.hardInput.checked }, e.timeStamp));
+    }
+    if (has("mask")) this.maskInput = this.select(`Mask${side}`, this.masks, (value, e) => this.change({ mask: value }, e.timeStamp));
+    if (has("over") && d.heads > 1) {
+      this.overInput = this.select("Over heads", OVER_NAMES, (value, e) => this.change({ over: value }, e.timeStamp));
+    }
+    if (has("scale")) {
+      const scales = this.owner ? Object.fromEntries(Object.entries(SCALE_NAMES).filter(([s]) => s !== "row")) : SCALE_NAMES;
+      this.scaleInput = this.select("Colour scale", scales, (value, e) => this.change({ scale: value }, e.timeStamp));
+    }
+    if (has("palette")) {
+      const palettes = Object.fromEntries(Object.keys(d.palettes).map((p) => [p, p]));
+      this.paletteInput = this.select("Palette", palettes, (value, e) => this.change({ palette: value }, e.timeStamp));
+    }
     const png = this.toolbar.appendChild(el("button", { type: "button", class: "av-button" }, "PNG (3×)"));
     png.addEventListener("click", () => this.savePng());
     const svg = this.toolbar.appendChild(el("button", { type: "button", class: "av-button" }, "SVG"));
@@ -196,14 +241,16 @@ class Heatmap {
 
   syncToolbar() {
     const v = this.view;
-    const index = this.data.taus.indexOf(v.temp);
-    this.tauInput.value = String(index < 0 ? this.data.taus.indexOf(1) : index);
-    this.tauText.textContent = `= ${formatG(v.temp, 4)}`;
-    this.hardInput.checked = v.hard;
-    this.maskInput.value = v.mask;
+    if (this.tauInput) {
+      const index = this.data.taus.indexOf(v.temp);
+      this.tauInput.value = String(index < 0 ? this.data.taus.indexOf(1) : index);
+      this.tauText.textContent = `= ${formatG(v.temp, 4)}`;
+    }
+    if (this.hardInput) this.hardInput.checked = v.hard;
+    if (this.maskInput) this.maskInput.value = v.mask;
     if (this.overInput) this.overInput.value = this.over();
-    this.scaleInput.value = v.scale;
-    this.paletteInput.value = v.palette;
+    if (this.scaleInput) this.scaleInput.value = this.scale();
+    if (this.paletteInput) this.paletteInput.value = v.palette;
   }
 
   // ------------------------------------------------------------ layout and drawing
@@ -245,15 +292,20 @@ class Heatmap {
     this.message.textContent = this.result.blocked.length
       ? `${this.result.blocked.length} query row(s) have every key masked, so their weights and output are all zero (no NaN).`
       : "";
-    this.colours = colourValues(this.result.weights, d.n, d.m, v.scale, this.rowMax);
+    this.colours = this.colourise();
     this.drawCells();
     this.drawOverlay();
     this.drawInspector();
     const combined = d.heads > 1 ? `, ${OVER_NAMES[this.over()]} over ${d.heads} heads` : "";
-    this.figure.setAttribute("aria-label", `Attention weights${combined}, ${d.n} queries × ${d.m} keys. Chosen query: ` +
+    this.figure.setAttribute("aria-label", `${this.what()}${combined}, ${d.n} queries × ${d.m} keys. Chosen query: ` +
       `${d.rows[this.row()]} (position ${v.query}). Arrow keys move the query.` +
       (v.mask === "keys" ? " Tab to a key's label and press Enter to hide or show it." : ""));
     this.expose();
+  }
+
+  /** What the cells are, for the figure's accessible name. */
+  what() {
+    return (this.data.side ? `${this.data.side}: ` : "") + "Attention weights";
   }
 
   drawCells() {
@@ -373,7 +425,7 @@ class Heatmap {
   drawBarTicks(svg) {
     const { plot } = this;
     const { top, zmax } = this.colours;
-    const scale = this.view.scale;
+    const scale = this.scale();
     const x = plot.x + plot.w + 12 + 14 + 4;
     const ticks = scale === "sqrt"
       ? [0, 0.01, 0.05, 0.1, 0.2, 0.5, 1].filter((t) => t <= top).concat([top]).map((t) => [Math.sqrt(t / top), t])
@@ -439,6 +491,7 @@ class Heatmap {
     this.root.attnviz = {
       view: { ...this.view }, rows: d.rows, cols: d.cols, overflow: overflow.length > 0 && !this.view.hard,
       weights: () => rows(weights), shown: () => (this.colours ? rows(this.colours.shown) : []), allowed: () => rows(allowed),
+      zmax: this.colours ? this.colours.zmax : null,
       scores: () => rows(this.drawnScores), full: () => Array.from({ length: d.n }, (_, i) => Array.from(
         this.full.weights.subarray(i * this.keyCount(), (i + 1) * this.keyCount()))), timings: this.timings, drawn: (this.drawn = (this.drawn || 0) + 1),
       rowLabels: this.rowLabels, colLabels: this.colLabels,
@@ -467,18 +520,20 @@ class Heatmap {
     const d = this.data;
     const k = i * d.m + j;
     const lines = [`query #${d.row_start + i} ${d.rows[i]}`, `key #${d.col_start + j} ${d.cols[j]}`];
-    if (!this.result.allowed[k]) lines.push("masked: weight 0");
-    else if (d.heads === 1) lines.push(`weight: ${formatG(this.result.weights[k], 4)}`, `score: ${formatG(this.drawnScores[k], 4)}`);
-    else {
-      lines.push(`${OVER_NAMES[this.over()]} over heads: ${formatG(this.result.weights[k], 4)}`,
-        "per head: " + this.result.heads.map((w) => formatG(w[k], 3)).join(" · "));
-    }
-    lines.push("click: inspect this query");
+    lines.push(...this.hoverLines(k), "click: inspect this query");
     this.tip.replaceChildren(...lines.map((line) => el("div", {}, line)));
     const box = this.figure.getBoundingClientRect();
     this.tip.style.display = "block";
     this.tip.style.left = `${Math.min(event.clientX - box.left + 12, this.width - 220)}px`;
     this.tip.style.top = `${event.clientY - box.top + 12}px`;
+  }
+
+  /** The hover's numbers for cell k (flat index): the weight and the score, or each head's weight. */
+  hoverLines(k) {
+    if (!this.result.allowed[k]) return ["masked: weight 0"];
+    if (this.data.heads === 1) return [`weight: ${formatG(this.result.weights[k], 4)}`, `score: ${formatG(this.drawnScores[k], 4)}`];
+    return [`${OVER_NAMES[this.over()]} over heads: ${formatG(this.result.weights[k], 4)}`,
+      "per head: " + this.result.heads.map((w) => formatG(w[k], 3)).join(" · ")];
   }
 
   click(event) {
@@ -591,10 +646,178 @@ class Heatmap {
   }
 }
 
+/** B − A of a Compare's two sides, cell by cell, on a diverging scale centred on 0; no controls, no inspector. */
+class Difference extends Heatmap {
+  constructor(root, owner) {
+    super(root, { owner, controls: [] });
+  }
+
+  /** `data`: the labels, sizes and layout of side A, the diverging palette's stops, and the shared view's query. */
+  load(data) {
+    const fresh = !this.data || this.data.version !== data.version;
+    this.data = data;
+    this.root.style.fontSize = `${data.font_px + 2}px`;
+    this.view = { ...data.view, query: this.owner.sides[0].view.query };
+    if (fresh) this.buildToolbar();
+    this.layout();
+  }
+
+  recompute() {
+    const [a, b] = this.owner.sides.map((side) => side.result);
+    const { difference: weights, extent } = difference(a.weights, b.weights);
+    const stuck = [...a.overflow, ...b.overflow]; // a side with no weights has no difference either
+    this.result = { weights, allowed: new Uint8Array(weights.length).fill(1), blocked: [], overflow: stuck, heads: [weights],
+      sides: [a.weights, b.weights] };
+    this.extent = extent;
+    this.drawnScores = weights;
+  }
+
+  scale() {
+    return "absolute";
+  }
+
+  /** −extent … extent onto 0 … 1 of the diverging palette: 0.5 (its middle, white) where A and B agree. */
+  colourise() {
+    const { weights } = this.result;
+    const shown = new Float64Array(weights.length); // (n, m)
+    for (let k = 0; k < weights.length; k++) shown[k] = (weights[k] / this.extent + 1) / 2;
+    return { shown, top: this.extent, zmax: 1 };
+  }
+
+  what() {
+    return "B − A, the difference of the two sides' weights";
+  }
+
+  drawBarTicks(svg) {
+    const { plot } = this;
+    const x = plot.x + plot.w + 12 + 14 + 4;
+    for (const f of [0, 0.25, 0.5, 0.75, 1]) {
+      svg.appendChild(el("svg:text", { x, y: plot.y + plot.h * (1 - f), "dominant-baseline": "central", class: "av-tick" },
+        formatG((2 * f - 1) * this.extent, 3)));
+    }
+    const [tx, ty] = [this.width - 6, plot.y + plot.h / 2];
+    svg.appendChild(el("svg:text", { x: tx, y: ty, transform: `rotate(-90 ${tx} ${ty})`, "text-anchor": "middle",
+      class: "av-bar-title" }, "B − A"));
+  }
+
+  drawInspector() {
+    this.inspector.replaceChildren();
+  }
+
+  hoverLines(k) {
+    const [a, b] = this.result.sides;
+    return [`A: ${formatG(a[k], 4)}`, `B: ${formatG(b[k], 4)}`, `B − A: ${formatG(this.result.weights[k], 4)}`];
+  }
+}
+
+/**
+ * Compare A | B: two heatmaps side by side on one colour scale (A's toolbar: τ, hard, mask, colour scale, palette;
+ * B's: τ, hard, mask) and, where their tokens match, B − A below. Each redraws in the browser; the colour scale,
+ * palette and query are shared; Python hears of both sides' views in one message once the person pauses.
+ */
+class Compare {
+  constructor(host) {
+    this.host = host;
+    this.timer = null;
+    this.synced = null;
+    this.timings = [];
+    host.classList.add("av-compare");
+    const pair = host.appendChild(el("div", { class: "av-pair" }));
+    this.sides = [
+      new Heatmap(pair.appendChild(el("div")), { owner: this }),
+      new Heatmap(pair.appendChild(el("div")), { owner: this, controls: ["temp", "hard", "mask"],
+        masks: { none: MASK_NAMES.none, causal: MASK_NAMES.causal } }),
+    ];
+    this.differenceRoot = host.appendChild(el("div"));
+    this.difference = null;
+    this.resize = new ResizeObserver(() => {
+      if (host.clientWidth === this.width) return; // heights change as the toolbars align: only a new width re-wraps them
+      this.width = host.clientWidth;
+      this.alignToolbars();
+    });
+    this.resize.observe(host);
+  }
+
+  load(data, setStateValue) {
+    this.setStateValue = setStateValue;
+    this.sides.forEach((side, i) => side.load(data.sides[i], setStateValue));
+    if (data.difference) {
+      if (!this.difference) this.difference = new Difference(this.differenceRoot, this);
+      this.difference.load(data.difference);
+    } else if (this.difference) {
+      this.difference.resize.disconnect();
+      this.difference = null;
+      this.differenceRoot.replaceChildren();
+      this.differenceRoot.className = "";
+      delete this.differenceRoot.attnviz;
+    }
+    if (!this.pending()) this.synced = JSON.stringify(this.state());
+    this.redraw();
+    this.alignToolbars();
+  }
+
+  /** A's toolbar has more controls than B's: both get the taller one's height, so the two heatmaps start level. */
+  alignToolbars() {
+    const bars = this.sides.map((side) => side.toolbar);
+    bars.forEach((bar) => (bar.style.minHeight = ""));
+    const tallest = Math.max(...bars.map((bar) => bar.offsetHeight));
+    bars.forEach((bar) => (bar.style.minHeight = `${tallest}px`));
+  }
+
+  pending() {
+    return this.timer !== null;
+  }
+
+  /** A change on one side: the shared names go to the other side too; everything is redrawn; Python hears after the pause. */
+  changed(panel, patch, started) {
+    Object.assign(panel.view, patch);
+    const shared = Object.entries(patch).filter(([name]) => SHARED.includes(name));
+    for (const side of this.sides) {
+      if (side === panel) continue;
+      for (const [name, value] of shared) side.view[name] = name === "query" ? Math.min(value, side.data.n - 1) : value;
+    }
+    this.sides.forEach((side) => side.syncToolbar());
+    this.redraw();
+    requestAnimationFrame(() => setTimeout(() => this.timings.push(performance.now() - started), 0));
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.sync(), SYNC_MS);
+  }
+
+  redraw() {
+    for (const side of this.sides) side.recompute();
+    this.top = Math.max(...this.sides.map((side) => topWeight(side.result.weights)));
+    for (const side of this.sides) side.draw();
+    if (this.difference) {
+      this.difference.view.query = Math.min(this.sides[0].view.query, this.difference.data.n - 1);
+      this.difference.recompute();
+      this.difference.draw();
+    }
+  }
+
+  /** The view as Python names it: A's names, and B's τ, hard and mask as b_temp, b_hard, b_mask. */
+  state() {
+    const [a, b] = this.sides.map((side) => side.view);
+    return { ...a, b_temp: b.temp, b_hard: b.hard, b_mask: b.mask };
+  }
+
+  sync() {
+    this.timer = null;
+    const state = JSON.stringify(this.state());
+    if (state === this.synced) return;
+    this.synced = state;
+    this.setStateValue("view", this.state());
+  }
+}
+
 export default function (component) {
   const { data, parentElement, setStateValue } = component;
-  let root = parentElement.querySelector(".av-root");
-  if (!root) root = parentElement.appendChild(el("div", { class: "av-heatmap" }));
-  if (!root.heatmap) root.heatmap = new Heatmap(root);
-  root.heatmap.load(data, setStateValue);
+  const kind = data.sides ? "compare" : "single";
+  let host = parentElement.querySelector(".av-host");
+  if (!host) host = parentElement.appendChild(el("div", { class: "av-host" }));
+  if (host.kind !== kind) {
+    host.replaceChildren();
+    host.kind = kind;
+    host.view = kind === "compare" ? new Compare(host) : new Heatmap(host.appendChild(el("div", { class: "av-heatmap" })));
+  }
+  host.view.load(data, setStateValue);
 }

@@ -115,11 +115,12 @@ export function topWeight(weights) {
  * What a cell's colour shows, on 0 … zmax (figures.ColourScale.show): "row" divides each row by its largest
  * weight, "max" and "absolute" show the weight itself (zmax the largest weight, or 1), "sqrt" shows √(w / top).
  * `rowMax` (n,), when given, is each row's largest weight over every key, for drawn columns that are a window of
- * the keys: "row" then divides by the whole row's largest, as its colour bar says.
+ * the keys: "row" then divides by the whole row's largest, as its colour bar says. `shared`, when given, is the
+ * largest weight of several matrices drawn on one colour scale (Compare: A and B), used in place of this one's.
  */
-export function colourValues(weights, n, m, scale, rowMax = null) {
+export function colourValues(weights, n, m, scale, rowMax = null, shared = null) {
   if (!SCALES.includes(scale)) throw new RangeError(`unknown colour scale ${scale}`);
-  const top = topWeight(weights);
+  const top = shared ?? topWeight(weights);
   const shown = new Float64Array(n * m); // (n, m)
   for (let i = 0; i < n; i++) {
     const row = i * m;
@@ -131,6 +132,17 @@ export function colourValues(weights, n, m, scale, rowMax = null) {
     }
   }
   return { shown, top, zmax: scale === "max" ? top : 1 };
+}
+
+/** B − A cell by cell, (n, m) flat, and its largest magnitude (1 where they agree everywhere): the diverging scale's extent. */
+export function difference(a, b) {
+  const out = new Float64Array(a.length); // (n, m)
+  let extent = 0;
+  for (let k = 0; k < a.length; k++) {
+    out[k] = b[k] - a[k];
+    extent = Math.max(extent, Math.abs(out[k]));
+  }
+  return { difference: out, extent: extent > 0 ? extent : 1 };
 }
 
 /** Columns start … start + width − 1 of a flat (n, m) array, as a flat (n, width) array of the same type. */

@@ -110,6 +110,33 @@ def describe(config: Config) -> str:
     return ", ".join(parts)
 
 
+def live_compare(kv, a: Request, b: Request, views: tuple[dict, dict], *, key: str, clean: Callable[[dict], dict],
+                 where=st, **options) -> list[Computed] | None:
+    """A and B side by side, drawn in the browser from each side's raw scores (requests at τ = 1, no mask), each with
+    its own view (τ, hard, mask) on one colour scale, and B − A below where their tokens match (pages/_interactive).
+    With several heads a side draws its head average. `options` go to figures.interactive_heatmap. Returns the two
+    sides' computations, or None after saying why they cannot be drawn."""
+    sides = [compute(kv, request) for request in (a, b)]
+    for name, request, computed in zip("AB", (a, b), sides):
+        why = problem(computed, min(request.max_tokens, FULL_LIMIT))
+        if why:
+            (where.error if why[1] else where.info)(f"{name}: {why[0]}")
+            return None
+    data = []
+    for name, request, computed, view in zip("AB", (a, b), sides, views):
+        tokens, scores = computed.embedded.tokens, computed.view.scores  # (H, n, n)
+        view = {**view, "query": min(view["query"], len(tokens) - 1)}
+        data.append(figures.interactive_heatmap(
+            scores[0] if scores.shape[0] == 1 else scores, tokens, row_oov=computed.embedded.oov, view=view,
+            title=f"{name}: {describe(request.config)}", file=f"attnviz_{key}_{name.lower()}", **options,
+            overflow=overflow_message(computed, "The scores divided by τ")))
+    same = sides[0].embedded.tokens == sides[1].embedded.tokens
+    interactive_heatmap(figures.interactive_comparison(*data, same_tokens=same), key=key, clean=clean, where=where)
+    if not same:
+        where.info("A and B have different tokens, so there is no cell-by-cell difference to draw.")
+    return sides
+
+
 def compare(kv, a: Request, b: Request, palette: str, scale: str, *, key: str = "compare", where=st, width: str = "half") -> None:
     """A and B side by side on one colour scale, and B − A on a diverging scale where their tokens match.
     With several heads, a side shows its head average. Drawn in `where` (the page, or a column); `width` is the

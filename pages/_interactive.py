@@ -7,6 +7,7 @@ passed inline, so `pip install .` carries them and nothing is built."""
 
 from __future__ import annotations
 
+import contextlib
 from importlib import resources
 
 import numpy as np
@@ -18,6 +19,7 @@ from attnviz.attention import key_mask, normalised_weights
 from pages._present import CHART_FONT_PX, PRESENT, PRESENTER_LABEL_PX
 
 VIEW_KEYS = ("temp", "hard", "mask", "hide", "scale", "palette", "query", "over")
+COMPARE_KEYS = ("b_temp", "b_hard", "b_mask")  # Compare A | B: side B's τ, hard and mask
 PRESENTER_HEIGHT = 540  # px: in presenter mode the heatmap, below the text box and toolbar, fits a 1080-px screen
 
 
@@ -57,14 +59,16 @@ def weights_on_screen(scores: np.ndarray, view: dict) -> np.ndarray:
     return weights.numpy()  # (Tq, Tk)
 
 
-def interactive_heatmap(data: dict, *, key: str, clean) -> None:
-    """Mount the heatmap for `data` (figures.interactive_heatmap). When the browser sends a paused view, `clean` turns
-    it into allowed values (as a link's values are), which go into session state before this fragment reruns."""
-    _heatmap(key=key, data=data, on_view_change=lambda: _adopt(key, clean), width="stretch")
+def interactive_heatmap(data: dict, *, key: str, clean, where=st) -> None:
+    """Mount the heatmap for `data` (figures.interactive_heatmap, or figures.interactive_comparison) in `where`. When
+    the browser sends a paused view, `clean` turns it into allowed values (as a link's values are), which go into
+    session state before this fragment reruns."""
+    with contextlib.nullcontext() if where is st else where:  # a column or container, or the page
+        _heatmap(key=key, data=data, on_view_change=lambda: _adopt(key, clean), width="stretch")
 
 
 def _adopt(key: str, clean) -> None:
     sent = st.session_state[key].get("view")
     if isinstance(sent, dict):
-        for name, value in clean({k: v for k, v in sent.items() if k in VIEW_KEYS}).items():
+        for name, value in clean({k: v for k, v in sent.items() if k in VIEW_KEYS + COMPARE_KEYS}).items():
             st.session_state[name] = value

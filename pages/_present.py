@@ -72,10 +72,11 @@ def chart(where, figure, *, key: str, width: str = "stretch", matrix: Matrix | N
     return drawn
 
 
-def downloads(where, key: str, figure, matrix: Matrix, *, image_help: str = "PNG or SVG: the camera button on the chart.") -> None:
-    """CSV, .npy and HTML of one chart, in a small menu. Each file is built only when its button is clicked;
-    `figure` is a plotly figure, or a function that builds one then."""
-    menu = where.popover("Download", icon=":material/download:", key=f"downloads_{key}",
+def downloads(where, key: str, figure, matrix: Matrix, *, image_help: str = "PNG or SVG: the camera button on the chart.",
+              label: str = "Download") -> None:
+    """CSV, .npy and HTML of one chart, in a small menu labelled `label`. Each file is built only when its button is
+    clicked; `figure` is a plotly figure, or a function that builds one then."""
+    menu = where.popover(label, icon=":material/download:", key=f"downloads_{key}",
                          help="This chart's numbers (CSV, .npy) or the figure as a page that works offline (HTML). "
                               + image_help)
     name = f"attnviz_{key}"

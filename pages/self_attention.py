@@ -6,12 +6,12 @@ from dataclasses import replace
 import numpy as np
 import streamlit as st
 
-from pages._common import clicked, held, load_url_state, md_escape, position, position_select, save_url_state, scale_select, stop, word_vectors
+from pages._common import held, load_url_state, md_escape, position, position_select, save_url_state, scale_select, stop, word_vectors
 from attnviz.export import Matrix
 from pages._interactive import interactive_heatmap, screen_sizes, view_state
 from pages._present import chart, downloads
 from pages._explorer import (
-    FULL_LIMIT, INTERACTIVE_LIMIT, ZOOM_SIZES, Request, compare, compute, overflow_message, problem, step_walk, zoom_window,
+    FULL_LIMIT, INTERACTIVE_LIMIT, ZOOM_SIZES, Request, compute, live_compare, overflow_message, problem, step_walk, zoom_window,
 )
 from attnviz import figures
 from attnviz.attention import FORMULAS, PARAMETERS, SCORING_NAMES
@@ -84,13 +84,11 @@ if st.session_state.cmp:
         st.markdown("**B**: a second sentence, or the same one under other settings. **A** is the sentence above with "
                     "the sidebar's settings; both share the vectors, tokens, d_k and seed.")
         st.text_input("Sentence B (empty: A's sentence)", key="b_text", max_chars=TEXT_CHARS)
-        b_left, b_middle, b_right, b_last = st.columns(4)
+        b_left, b_middle, b_right = st.columns(3)
         b_left.selectbox("Scoring (B)", SCORING_NAMES, key="b_scoring")
-        b_middle.select_slider("Temperature τ (B)", temperature_grid(), key="b_temp")
-        b_right.radio("Mask (B)", B_MASKS, key="b_mask", horizontal=True)
-        b_right.toggle("Hard (B)", key="b_hard")
-        b_last.radio("Projections (B)", ["identity", "random"], key="b_proj", horizontal=True)
-        b_last.slider("Heads (B)", 1, 8, key="b_heads", disabled=st.session_state.b_proj != "random")
+        b_middle.radio("Projections (B)", ["identity", "random"], key="b_proj", horizontal=True)
+        b_right.slider("Heads (B)", 1, 8, key="b_heads", disabled=st.session_state.b_proj != "random")
+        st.caption("B's temperature, hard attention and mask are above its heatmap.")
 
 with st.sidebar:
     st.toggle("Compare A | B", key="cmp", help="Side by side: this sentence and settings (A) against a second sentence or "
@@ -124,7 +122,7 @@ with st.sidebar:
     if not random_proj:
         st.caption("d_k, biases and heads apply to random projections.")
     # One head, no comparison: the browser draws the heatmap (up to INTERACTIVE_LIMIT tokens; a long input's zoom
-    # window at any size), with its own palette and colour scale.
+    # window at any size). Compare is drawn in the browser too; only the grid of several heads is not.
     interactive = not st.session_state.cmp and not (random_proj and st.session_state.heads > 1)
     st.header("Tokens")
     st.toggle("Drop punctuation", key="punct", help="Remove tokens such as ',' and '.' before embedding.")
@@ -132,9 +130,6 @@ with st.sidebar:
         "Words not in the vocabulary", OOV_POLICIES, key="oov", horizontal=True,
         help="zero: a zero vector; random: a seeded random vector of typical length; drop: leave the word out.",
     )
-    if st.session_state.cmp:  # elsewhere the palette and colour scale sit above the heatmap
-        st.selectbox("Palette", list(figures.PALETTES), key="palette", help="All three read well with colour blindness.")
-        scale_select(st)
 
 loaded = word_vectors(vectors_slot)
 if loaded is None:
@@ -152,9 +147,9 @@ if MAX_TOKENS_PROBLEM:
     st.warning(MAX_TOKENS_PROBLEM)
 
 
-def controls(colour: bool) -> None:
-    """τ, hard attention and the mask as Streamlit widgets (each change reruns this fragment), and with `colour` the
-    palette and the colour scale: for the views the browser does not redraw on its own (Compare, several heads)."""
+def controls() -> None:
+    """τ, hard attention, the mask, the palette and the colour scale as Streamlit widgets (each change reruns this
+    fragment): for the one view the browser does not redraw on its own, the grid of several heads."""
     temperature, hard, mask = st.columns(3, vertical_alignment="center")
     temperature.select_slider(
         "Temperature τ (log scale)", temperature_grid(), key="temp",
@@ -165,10 +160,9 @@ def controls(colour: bool) -> None:
         "Mask", MASKS, key="mask", horizontal=True, format_func=MASK_NAMES.get,
         help="causal: a word sees only itself and earlier words. hide keys: no word may attend to the chosen words.",
     )
-    if colour:
-        palette, scale = st.columns(2)
-        palette.selectbox("Palette", list(figures.PALETTES), key="palette", help="All three read well with colour blindness.")
-        scale_select(scale)
+    palette, scale = st.columns(2)
+    palette.selectbox("Palette", list(figures.PALETTES), key="palette", help="All three read well with colour blindness.")
+    scale_select(scale)
 
 
 def clean_view(sent: dict) -> dict:
@@ -181,8 +175,8 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
     """Everything drawn from the weights. With one head and no comparison, the browser computes the weights from the
     raw scores and redraws on its own as τ, hard, the mask, the colour scale and the query change (pages/_interactive);
     it reruns this fragment once the person pauses, so the link, the nearest words and the downloads follow. So does
-    a long input's zoom window, below the server's overview. Otherwise (Compare, several heads) τ, hard and the mask
-    are widgets whose changes rerun this fragment, not the sidebar and the sentence box."""
+    a long input's zoom window, below the server's overview, and Compare A | B. With several heads (the grid) τ, hard
+    and the mask are widgets whose changes rerun this fragment, not the sidebar and the sentence box."""
     # The raw scores a(q_i, k_j) do not depend on τ, hard or the mask: the browser applies those.
     raw = Request(vectors_id, sentence, st.session_state.punct, st.session_state.oov, base, MAX_TOKENS)
     with st.spinner("Computing attention…"):
@@ -202,10 +196,11 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
     n = len(tokens)
     zoomed = not st.session_state.cmp and n > (INTERACTIVE_LIMIT if interactive else FULL_LIMIT)  # overview + zoom window
     interactive = interactive and not zoomed
-    if not interactive and not zoomed:
-        controls(colour=not st.session_state.cmp)
+    grid = not (interactive or zoomed or st.session_state.cmp)  # several heads, drawn by the server
+    if grid:
+        controls()
     hidden = [i for i in st.session_state.get("hide", []) if isinstance(i, int) and 0 <= i < n]
-    if not interactive and not zoomed and st.session_state.mask == "keys":
+    if grid and st.session_state.mask == "keys":
         hidden = held("hide", tokens, lambda v: [i for i in v if isinstance(i, int) and 0 <= i < n] if isinstance(v, list) else [],
                       lambda **widget: st.multiselect(
                           "Keys to hide", list(range(n)), format_func=lambda i: f"{i} · {tokens[i]}", **widget,
@@ -247,6 +242,10 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
         st.session_state.hide = hidden
         long_input(kv, vectors_name, computed, shown, config, everything)
         return
+    if st.session_state.cmp:
+        st.session_state.query, st.session_state.hide = position(tokens, "query"), hidden
+        compare_live(kv, vectors_name, raw, request)
+        return
 
     why = problem(shown, MAX_TOKENS)
     if why:
@@ -255,29 +254,9 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
     if view.blocked_rows:
         st.info(f"{len(view.blocked_rows)} query row(s) have every key masked, so their weights and output are all zero (no NaN).")
 
-    def pick_query(chart_key: str) -> None:
-        """A click on a heatmap cell selects its query (the click layer's customdata[0]) in the inspector."""
-        query = clicked(chart_key)
-        if query is not None:
-            st.session_state.query = query
-
-    if st.session_state.cmp:
-        b_random = st.session_state.b_proj == "random"
-        config_b = replace(config, scoring=st.session_state.b_scoring, temperature=st.session_state.b_temp,
-                           hard=st.session_state.b_hard, mask=st.session_state.b_mask, hidden=(), projection=st.session_state.b_proj,
-                           heads=st.session_state.b_heads if b_random else 1, bias=st.session_state.bias and b_random)
-        request_b = replace(request, sentence=st.session_state.b_text if st.session_state.b_text.strip() else sentence, config=config_b)
-        compare(kv, request, request_b, palette, scale)
-    elif config.heads == 1:
-        figure = figures.attention_heatmap(view.weights[0], tokens, scores=view.scores[0], row_oov=oov, palette=palette, scale=scale,
-                                           title=f"Attention weights α: {n} queries × {n} keys", clickable=True)
-        chart(st, figure, key="heatmap", on_select=lambda: pick_query("heatmap"), selection_mode="points", matrix=everything)
-        if n <= figures.CLICK_LIMIT:
-            st.caption("Click a cell to inspect its query (its row) below.")
-    else:
-        chart(st, figures.head_grid(view.weights, tokens, scores=view.scores, oov=oov, palette=palette, scale=scale), key="grid",
-              matrix=everything)
-        st.caption("The grid's downloads hold the average over heads; the step-by-step walk below has each head's.")
+    chart(st, figures.head_grid(view.weights, tokens, scores=view.scores, oov=oov, palette=palette, scale=scale), key="grid",
+          matrix=everything)
+    st.caption("The grid's downloads hold the average over heads; the step-by-step walk below has each head's.")
 
     # The query inspector is built before any of it is drawn, so the chart above reaches the browser on its own and
     # is drawn at once: Streamlit's frontend draws together whatever arrives within 10 ms of a first change.
@@ -302,6 +281,46 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
         nearest_to_mix(kv, vectors_name, view, query, config)
 
     step_walk(view, tokens, oov, palette, SCHEMA)
+    save_url_state(SCHEMA)
+
+
+def compare_live(kv, vectors_name: str, raw: Request, request: Request) -> None:
+    """Compare A | B in the browser (pages/_explorer.live_compare): each side's raw scores, A's view (its τ, hard,
+    mask, hidden keys) and B's (b_temp, b_hard, b_mask), one colour scale, palette and query. Once the person pauses,
+    the downloads of A, B and B − A, computed by the engine, hold what is drawn; then A's nearest words and walk."""
+    state = st.session_state
+    b_random = state.b_proj == "random"
+    b_base = replace(raw.config, scoring=state.b_scoring, projection=state.b_proj, heads=state.b_heads if b_random else 1,
+                     bias=state.bias and b_random)
+    raw_b = replace(raw, sentence=state.b_text if state.b_text.strip() else raw.sentence, config=b_base)
+    view = view_state(SCHEMA)
+    view_b = {**view, "temp": state.b_temp, "hard": state.b_hard, "mask": state.b_mask, "hide": []}
+    sides = live_compare(kv, raw, raw_b, (view, view_b), key="live_compare", clean=clean_view, taus=temperature_grid(),
+                         bars_limit=BARS_LIMIT, **screen_sizes())
+    request_b = replace(raw_b, config=replace(b_base, temperature=state.b_temp, hard=state.b_hard, mask=state.b_mask))
+    shown = [compute(kv, r) for r in (request, request_b)] if sides else []
+    if not shown or any(s.view is None for s in shown):  # a side cannot be drawn, or its S/τ left float32: it says so
+        save_url_state(SCHEMA)
+        return
+    (a, b), columns = shown, st.columns(3)
+    palette, scale = state.palette, "max" if state.scale == "row" else state.scale
+    shared = figures.colour_scale(scale, a.view.mean_weights, b.view.mean_weights)
+    for column, name, side in zip(columns, "AB", shown):
+        tokens, oov, weights = side.embedded.tokens, side.embedded.oov, side.view.mean_weights  # (n, n)
+        downloads(column, f"compare_{name.lower()}", lambda tokens=tokens, oov=oov, weights=weights, name=name: figures.attention_heatmap(
+            weights, tokens, row_oov=oov, colours=shared, palette=palette, title=name), Matrix(weights, tokens, tokens),
+            label=f"Download {name}", image_help="PNG or SVG: the buttons above each heatmap.")
+    if a.embedded.tokens == b.embedded.tokens:
+        tokens, oov = a.embedded.tokens, a.embedded.oov
+        difference = b.view.mean_weights - a.view.mean_weights  # (n, n)
+        downloads(columns[2], "compare_difference", lambda: figures.difference_heatmap(
+            a.view.mean_weights, b.view.mean_weights, tokens, row_oov=oov), Matrix(difference, tokens, tokens),
+            label="Download B − A", image_help="PNG or SVG: the buttons above the heatmap.")
+    st.caption("Both sides are computed in your browser from their raw scores, on one colour scale (per row is drawn as "
+               "0 → the largest weight of either: per-row scaling would not compare). B − A: purple where B gives more "
+               "weight, orange where A does, white where they agree. The link and the downloads follow once you pause.")
+    nearest_to_mix(kv, vectors_name, a.view, min(state.query, len(a.embedded.tokens) - 1), request.config)
+    step_walk(a.view, a.embedded.tokens, a.embedded.oov, palette, SCHEMA)
     save_url_state(SCHEMA)
 
 

@@ -63,8 +63,11 @@ def leaves(value):
 
 
 def live_scores(at) -> list[np.ndarray]:
-    """The raw scores each interactive heatmap got (its tokens are plain text, set as text by the browser)."""
-    return [np.frombuffer(base64.b64decode(json.loads(c.proto.json)["scores"]), "<f4") for c in at.get("bidi_component")]
+    """The raw scores each interactive heatmap got, each side's for Compare (its tokens are plain text, set as text by
+    the browser)."""
+    sent = [json.loads(c.proto.json) for c in at.get("bidi_component")]
+    heatmaps = [side for data in sent for side in data.get("sides", [data])]
+    return [np.frombuffer(base64.b64decode(data["scores"]), "<f4") for data in heatmaps]
 
 
 def check(at: AppTest, expect: str | None) -> None:

@@ -130,6 +130,7 @@ def test_a_sent_view_is_checked_as_a_link_is():
     assert clean_view({"temp": 0.11, "hard": "1", "mask": "evil", "hide": [1, "x"], "scale": "sqrt", "query": 2.6, "extra": 1}) == \
         {"temp": 0.1, "hard": True, "mask": "none", "hide": [], "scale": "sqrt", "query": 3}
     assert clean_view({"temp": float("nan"), "palette": "<img src=x>", "query": -4}) == {"temp": 1.0, "palette": "viridis", "query": 0}
+    assert clean_view({"b_temp": float("inf"), "b_hard": "1", "b_mask": "keys"}) == {"b_temp": 1.0, "b_hard": True, "b_mask": "causal"}
 
 
 def test_several_heads_draw_small_multiples_and_the_average():
@@ -264,9 +265,32 @@ def test_html_like_text_is_shown_as_text():
     at = page({"text": "<script>alert(1)</script> dog <b>"})
     assert not at.exception
     assert "<" in live(at)["rows"]  # plain text: the browser sets it as text (tests/e2e checks no element appears)
-    at = page({"text": "<script>alert(1)</script> dog <b>", "cmp": "1"})  # plotly's labels are escaped
+    at = page({"text": "<script>alert(1)</script> dog <b>", "proj": "random", "heads": "2"})  # plotly's labels are escaped
     ticks = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["xaxis"]["ticktext"]
     assert "&lt;" in ticks and "<" not in ticks
+
+
+def test_compare_sends_each_sides_raw_scores_and_view_and_takes_back_both_views(glove):
+    at = page({"cmp": "1", "b_scoring": "dot", "b_mask": "causal", "b_temp": "0.5"})
+    assert not at.exception
+    sent = json.loads(at.get("bidi_component")[0].proto.json)
+    a, b = ({**side, "scores": np.frombuffer(base64.b64decode(side["scores"]), "<f4").reshape(16, 16)} for side in sent["sides"])
+    x = glove_scores(glove, DEFAULT) * np.sqrt(50)  # XXᵀ: the dot scores; A's are ÷ √50
+    np.testing.assert_allclose(a["scores"], x / np.sqrt(50), atol=1e-5)
+    np.testing.assert_allclose(b["scores"], x, rtol=1e-5, atol=1e-4)
+    assert (a["side"], b["side"], a["title"], b["title"]) == ("A", "B", "A: scaled_dot", "B: dot")
+    assert a["view"]["mask"] == "none" and (b["view"]["temp"], b["view"]["mask"], b["view"]["hide"]) == (0.5, "causal", [])
+    assert sent["difference"]["title"] == "B − A" and sent["difference"]["palettes"]["diverging"][0][0] == 0
+    at.session_state["b_temp"], at.session_state["b_hard"], at.session_state["temp"] = 2.0, True, 0.2  # a view the browser sent
+    at.run()
+    params = {k: at.query_params[k] for k in ("b_temp", "b_hard", "temp")}
+    assert params == {"b_temp": ["2.0"], "b_hard": ["1"], "temp": ["0.2"]} or params == {"b_temp": "2.0", "b_hard": "1", "temp": "0.2"}
+    again = json.loads(at.get("bidi_component")[0].proto.json)
+    assert again["sides"][1]["view"]["temp"] == 2.0 and again["sides"][1]["view"]["hard"] and again["sides"][0]["view"]["temp"] == 0.2
+    assert again["sides"][1]["scores"] == sent["sides"][1]["scores"]  # a view never changes the scores
+    at.text_input(key="b_text").input("a dog ran").run()
+    other = json.loads(at.get("bidi_component")[0].proto.json)
+    assert "difference" not in other and other["sides"][1]["n"] == 3 and "different tokens" in messages(at)
 
 
 def test_oov_words_are_marked():
@@ -622,7 +646,7 @@ def test_every_chart_downloads_as_png_at_3x_or_as_svg(name):
 
 def test_the_sidebar_sets_the_download_format():
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.query_params["cmp"] = "1"  # Compare mode's charts are plotly's
+    at.query_params["proj"], at.query_params["heads"] = "random", "2"  # the grid of several heads is plotly's
     at.run()
     assert json.loads(at.get("plotly_chart")[0].proto.config)["toImageButtonOptions"]["format"] == "png"
     at.radio(key="figfmt").set_value("svg").run()
@@ -632,7 +656,7 @@ def test_the_sidebar_sets_the_download_format():
 def test_presenter_mode_from_the_url_and_the_toggle():
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.query_params["present"] = "1"
-    at.query_params["cmp"] = "1"  # Compare mode's charts are plotly's
+    at.query_params["proj"], at.query_params["heads"] = "random", "2"  # the grid of several heads is plotly's
     at.run()
     layout = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
     assert layout["font"]["size"] >= 16 and layout["xaxis"]["tickfont"]["size"] >= 16 and layout["hoverlabel"]["font"]["size"] >= 16

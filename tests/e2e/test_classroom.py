@@ -35,24 +35,32 @@ def test_sigma_is_learned_live_with_a_progress_bar(page, server):
     assert exceptions(page) == []
 
 
-DRAWN = """(key) => { const gd = document.querySelector(`.st-key-${key} .js-plotly-plot`); if (!gd) return null;
-    const t = gd._fullData[0];
-    return t.customdata && t.customdata[0][0].length === 1 ? Array.from(t.customdata, row => Array.from(row, c => c[0]))
-                                                             : Array.from(t.z, row => Array.from(row)); }"""
-
-
 def softmax(scores):
     e = np.exp(scores - scores.max(1, keepdims=True))
     return e / e.sum(1, keepdims=True)
 
 
+COMPARED = """() => { const roots = Array.from(document.querySelectorAll('.av-compare .av-root'));
+    return roots.length >= 2 && roots.every(r => r.attnviz) ? roots.map(r => r.attnviz.weights()) : null; }"""
+
+
+def compared(page, sides: int, timeout: float = 30) -> list:
+    """The weights each side of Compare draws (A, B, and B − A where the tokens match), once `sides` are drawn."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        drawn = page.evaluate(COMPARED)
+        if drawn and len(drawn) == sides:
+            return drawn
+        page.wait_for_timeout(200)
+    raise AssertionError(f"Compare never drew {sides} heatmaps")
+
+
 def test_a_comparison_link_draws_both_sides_and_their_difference(page, server):
     words = "the cat sat on the mat".split()
     page.goto(f"{server}/?cmp=1&text={'+'.join(words)}&scoring=dot&b_scoring=scaled_dot&b_mask=none")
-    plots(page, 3)
+    a, b, diff = (np.array(w) for w in compared(page, 3))
     settle(page)
     assert exceptions(page) == []
-    a, b, diff = (np.array(page.evaluate(DRAWN, key)) for key in ("compare_a", "compare_b", "compare_diff"))
     x = np.stack([glove()[w] for w in words]).astype(np.float64)  # (6, 50)
     np.testing.assert_allclose(a, softmax(x @ x.T), rtol=1e-5, atol=1e-7)  # A: dot
     np.testing.assert_allclose(b, softmax(x @ x.T / np.sqrt(50)), rtol=1e-5, atol=1e-7)  # B: scaled dot
@@ -62,7 +70,7 @@ def test_a_comparison_link_draws_both_sides_and_their_difference(page, server):
     # B gets its own sentence: both sides drawn, no difference, and the link keeps it
     type_into(page, "Sentence B (empty: A's sentence)", "a dog ran", submit="Enter")
     assert url_has(page, "b_text=a+dog+ran", "cmp=1")
-    assert page.evaluate(DRAWN, "compare_diff") is None and len(page.evaluate(DRAWN, "compare_b")) == 3
+    assert len(compared(page, 2)[1]) == 3  # B's three words, and no difference
     assert page.get_by_text("A and B have different tokens").count() == 1
     assert exceptions(page) == []
 

@@ -282,3 +282,51 @@ def test_a_long_inputs_zoom_window_redraws_in_the_browser(server, page):
     assert (full[:, 192] == 0).all() and np.abs(full.sum(1) - 1).max() < 1e-9
     assert url_has(page, "mask=keys", "hide=192")
     assert not exceptions(page)
+
+
+SIDES = "() => Array.from(document.querySelectorAll('.av-compare .av-root'), r => r.attnviz ? {w: r.attnviz.weights(), view: r.attnviz.view, zmax: r.attnviz.zmax} : null)"
+
+
+def test_compare_redraws_both_sides_and_their_difference_in_the_browser(server, page):
+    """Compare A | B: each side's raw scores come once; B's τ, A's mask and a click on B (the query, shared) redraw
+    A, B and B − A in the browser on one colour scale with no message; after the pause one message, then the link
+    and the three downloads hold what is drawn."""
+    import numpy as np
+
+    from attnviz.embeddings import embed, load_glove, tokenize
+    from attnviz.selfattention import Config, run
+
+    text = "the cat sat on the mat"
+    sent = count_sent(page)
+    page.goto(f"{server}/?cmp=1&text={text.replace(' ', '+')}&scoring=dot&b_scoring=scaled_dot&b_mask=none")
+    page.wait_for_function("() => document.querySelectorAll('.av-compare .av-root').length === 3 && "
+                           "Array.from(document.querySelectorAll('.av-compare .av-root')).every(r => r.attnviz)", timeout=60_000)
+    x = embed(tokenize(text), load_glove()).vectors  # (6, 50)
+    a, b, difference = page.evaluate(SIDES)
+    expect_a, expect_b = run(x, Config(scoring="dot")).mean_weights, run(x, Config()).mean_weights  # (6, 6) each
+    assert np.abs(np.array(a["w"]) - expect_a).max() < 1e-6 and np.abs(np.array(b["w"]) - expect_b).max() < 1e-6
+    assert np.abs(np.array(difference["w"]) - (expect_b - expect_a)).max() < 1e-6
+    settle(page)
+    start = len(sent)
+    page.get_by_role("slider", name="Temperature τ (log scale) (B)").press("ArrowLeft")
+    live_select(page, "Mask (A)", "causal")
+    page.mouse.click(*live_cell(page, 3, 1, index=1))  # on B: the query is shared
+    page.wait_for_function("() => { const r = Array.from(document.querySelectorAll('.av-compare .av-root'), r => r.attnviz.view);"
+                           " return r[0].mask === 'causal' && r[1].temp === 0.5 && r.every(v => v.query === 3) }")
+    a, b, difference = page.evaluate(SIDES)
+    assert len(sent) == start
+    expect_a = run(x, Config(scoring="dot", mask="causal")).mean_weights
+    expect_b = run(x, Config(temperature=0.5)).mean_weights
+    assert np.abs(np.array(a["w"]) - expect_a).max() < 1e-6 and np.abs(np.array(b["w"]) - expect_b).max() < 1e-6
+    assert np.abs(np.array(difference["w"]) - (expect_b - expect_a)).max() < 1e-6
+    # One colour scale: "per row" is drawn as 0 → the largest weight of either side.
+    assert a["zmax"] == b["zmax"] and abs(a["zmax"] - max(expect_a.max(), expect_b.max())) < 1e-6
+    page.mouse.move(*live_cell(page, 2, 1, index=2))
+    lines = page.locator(".av-compare .av-root").nth(2).locator(".av-tip div").all_text_contents()
+    assert lines[2].startswith("A: ") and lines[3].startswith("B: ") and lines[4].startswith("B − A: ")
+    assert url_has(page, "b_temp=0.5", "mask=causal", "query=3")
+    settle(page)
+    assert len(sent) == start + 1
+    for key, drawn in (("compare_a", a), ("compare_b", b), ("compare_difference", difference)):
+        assert np.abs(downloaded_npy(page, key) - np.array(drawn["w"])).max() < 1e-6, key
+    assert not exceptions(page)

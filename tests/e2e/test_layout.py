@@ -71,6 +71,13 @@ def test_lesson_steps_text_does_not_overlap(browser, server, step, present):
     check(browser, f"{server}/lesson?step={step}{query}", size, f"lesson_{step}{'_presenter' if present else ''}.png")
 
 
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_compare_mode_text_does_not_overlap(browser, server, size):
+    """Compare's two sides at half the width each, and B − A, with 40 tokens, a long word and other scripts."""
+    url = f"{server}/?cmp=1&b_mask=causal&text=" + FORTY.replace(" ", "+") + "+supercalifragilistic+東京"
+    check(browser, url, size, f"compare_{size[0]}x{size[1]}.png")
+
+
 # Charts with a heatmap whose margins plotly's automargin had to widen: each such widening draws the chart again.
 PUSHED = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
   .filter(gd => gd._fullData.some(t => t.type === 'heatmap')).flatMap(gd => {
@@ -81,7 +88,7 @@ PUSHED = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
 
 
 @pytest.mark.parametrize("path", ["?steps=1&walk=0", "?steps=1&walk=0&present=1", "trained?steps=1&walk=0", "heads", "batches", "encoder_decoder",
-                                  "?cmp=1&text=" + FORTY.replace(" ", "+") + "+supercalifragilistic+東京"])
+                                  "?text=" + "+".join([*FORTY.split(), "supercalifragilistic", "東京"] * 15)])  # the long-input overview
 def test_heatmap_margins_already_fit_so_each_is_drawn_once(browser, server, path):
     """figures.fit_margins sizes each margin for its labels, titles and colour bar; where it falls short,
     plotly widens it by drawing the whole chart a second time (the walk opened in 1.82 s with every chart drawn

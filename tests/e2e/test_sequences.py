@@ -211,9 +211,8 @@ def test_retyping_clicking_and_switching_pages_on_the_trained_model(server, page
     assert exceptions(page) == []
 
 
-COMPARE_SIDES = """() => ['compare_a', 'compare_b', 'compare_diff'].map(key => {
-    const gd = document.querySelector(`.st-key-${key} .js-plotly-plot`);
-    return gd && gd._fullData.length ? gd._fullData[0].y.length : 0; })"""
+COMPARE_SIDES = """() => { const roots = Array.from(document.querySelectorAll('.av-compare .av-root'));
+    return [0, 1, 2].map(i => roots[i] && roots[i].attnviz ? roots[i].attnviz.rows.length : 0); }"""  # A, B, B − A
 
 
 def compare_sizes(page, expected, timeout=20):

@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  attentionWeights, colourBarTitle, colourValues, columns, entropy, formatG, headWeights, paletteColour, rowMaxima, topWeight,
+  attentionWeights, colourBarTitle, colourValues, columns, difference, entropy, formatG, headWeights, paletteColour, rowMaxima, topWeight,
 } from "../../attnviz/weights.mjs";
 
 const close = (a, b, tol = 1e-12) => assert.ok(Math.abs(a - b) <= tol, `${a} != ${b}`);
@@ -72,6 +72,17 @@ test("a zoom window: its columns cut from whole rows, and per-row colours divide
   const shown = colourValues(window, 2, 2, "row", rowMaxima(full, 2, 3)).shown;
   assert.deepEqual(Array.from(shown), [1, 0.5, 0.4, 0.6]); // row 1's largest (0.5) is outside the window
   assert.deepEqual(Array.from(colourValues(window, 2, 2, "row").shown), [1, 0.5, 0.2 / 0.3, 1]);
+});
+
+test("Compare: B − A cell by cell with its extent, and both sides coloured on the larger top", () => {
+  const { difference: d, extent } = difference(Float64Array.from([0.25, 0.75]), Float64Array.from([0.5, 0.5]));
+  assert.deepEqual(Array.from(d), [0.25, -0.25]);
+  assert.equal(extent, 0.25);
+  assert.equal(difference([0.5, 0.5], [0.5, 0.5]).extent, 1); // they agree everywhere: the scale is ±1, not ±0
+  const a = colourValues(Float64Array.from([0.25, 0.75]), 1, 2, "max", null, 0.9);
+  assert.equal(a.zmax, 0.9);
+  assert.equal(a.top, 0.9);
+  close(colourValues(Float64Array.from([0.36]), 1, 1, "sqrt", null, 0.9).shown[0], Math.sqrt(0.4));
 });
 
 test("causal rows of a window count from their own positions (rowStart)", () => {

@@ -76,7 +76,7 @@ def open_and_wait(browser, url: str, paste: str | None = None, done: str = DONE,
     page = context.new_page()
     page.goto(url)
     if paste is not None:
-        page.wait_for_selector(".js-plotly-plot", timeout=timeout)
+        page.wait_for_selector(".js-plotly-plot, .av-root .av-figure", timeout=timeout)  # the default sentence drawn
         box = page.get_by_role("textbox", name="Sentence")
         box.fill(paste)
         box.press("Control+Enter")

@@ -111,7 +111,7 @@ def describe(config: Config) -> str:
 
 
 def live_compare(kv, a: Request, b: Request, views: tuple[dict, dict], *, key: str, clean: Callable[[dict], dict],
-                 where=st, **options) -> list[Computed] | None:
+                 **options) -> list[Computed] | None:
     """A and B side by side, drawn in the browser from each side's raw scores (requests at τ = 1, no mask), each with
     its own view (τ, hard, mask) on one colour scale, and B − A below where their tokens match (pages/_interactive).
     With several heads a side draws its head average. `options` go to figures.interactive_heatmap. Returns the two
@@ -120,7 +120,7 @@ def live_compare(kv, a: Request, b: Request, views: tuple[dict, dict], *, key: s
     for name, request, computed in zip("AB", (a, b), sides):
         why = problem(computed, min(request.max_tokens, FULL_LIMIT))
         if why:
-            (where.error if why[1] else where.info)(f"{name}: {why[0]}")
+            (st.error if why[1] else st.info)(f"{name}: {why[0]}")
             return None
     data = []
     for name, request, computed, view in zip("AB", (a, b), sides, views):
@@ -131,9 +131,9 @@ def live_compare(kv, a: Request, b: Request, views: tuple[dict, dict], *, key: s
             title=f"{name}: {describe(request.config)}", file=f"attnviz_{key}_{name.lower()}", **options,
             overflow=overflow_message(computed, "The scores divided by τ")))
     same = sides[0].embedded.tokens == sides[1].embedded.tokens
-    interactive_heatmap(figures.interactive_comparison(*data, same_tokens=same), key=key, clean=clean, where=where)
+    interactive_heatmap(figures.interactive_comparison(*data, same_tokens=same), key=key, clean=clean)
     if not same:
-        where.info("A and B have different tokens, so there is no cell-by-cell difference to draw.")
+        st.info("A and B have different tokens, so there is no cell-by-cell difference to draw.")
     return sides
 
 

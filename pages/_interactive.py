@@ -7,7 +7,6 @@ passed inline, so `pip install .` carries them and nothing is built."""
 
 from __future__ import annotations
 
-import contextlib
 from importlib import resources
 
 import numpy as np
@@ -59,12 +58,11 @@ def weights_on_screen(scores: np.ndarray, view: dict) -> np.ndarray:
     return weights.numpy()  # (Tq, Tk)
 
 
-def interactive_heatmap(data: dict, *, key: str, clean, where=st) -> None:
-    """Mount the heatmap for `data` (figures.interactive_heatmap, or figures.interactive_comparison) in `where`. When
-    the browser sends a paused view, `clean` turns it into allowed values (as a link's values are), which go into
-    session state before this fragment reruns."""
-    with contextlib.nullcontext() if where is st else where:  # a column or container, or the page
-        _heatmap(key=key, data=data, on_view_change=lambda: _adopt(key, clean), width="stretch")
+def interactive_heatmap(data: dict, *, key: str, clean) -> None:
+    """Mount the heatmap for `data` (figures.interactive_heatmap, or figures.interactive_comparison). When the browser
+    sends a paused view, `clean` turns it into allowed values (as a link's values are), which go into session state
+    before this fragment reruns."""
+    _heatmap(key=key, data=data, on_view_change=lambda: _adopt(key, clean), width="stretch")
 
 
 def _adopt(key: str, clean) -> None:

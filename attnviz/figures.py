@@ -363,18 +363,19 @@ def interactive_heatmap(
     )
 
 
-def interactive_comparison(a: dict, b: dict, *, same_tokens: bool) -> dict:
+def interactive_comparison(a: dict, b: dict, *, same_tokens: bool, compact: bool = False) -> dict:
     """What the interactive heatmap needs for Compare A | B: the two sides' interactive_heatmap data (their own scores,
     views and titles; B's view holds B's τ, hard and mask) and, where the tokens match, B − A's: side A's labels and
-    layout with the diverging palette (DIVERGING), drawn from the two sides' weights in the browser."""
+    layout with the diverging palette (DIVERGING), drawn from the two sides' weights in the browser. `compact` (a
+    lesson step): each side with τ, hard and the mask only, no query bars, so A and B fit beside the step's text."""
     sides = [{**a, "side": "A"}, {**b, "side": "B"}]
     if not same_tokens:
-        return {"sides": sides}
+        return {"sides": sides, "compact": compact}
     view = {"temp": 1.0, "hard": False, "mask": "none", "hide": [], "scale": "absolute", "palette": "diverging", "query": 0}
     stops = [[p, list(rgb)] for p, rgb in _scale_stops(DIVERGING)]
     difference = {**a, "scores": "", "version": f"{a['version']}-{b['version']}", "title": "B − A", "view": view,
                   "palettes": {"diverging": stops}, "file": a["file"].removesuffix("_a") + "_difference"}
-    return {"sides": sides, "difference": difference}
+    return {"sides": sides, "difference": difference, "compact": compact}
 
 
 def head_grid(
@@ -765,10 +766,17 @@ def pooling_regression(x: np.ndarray, y: np.ndarray, grid: np.ndarray, fitted: n
 
 
 def variance_against_d(dims: list[int], variance: np.ndarray) -> go.Figure:
-    """The measured variance of q·k for each dimension d, beside the line y = d, on log axes."""
+    """The measured variance of q·k for each dimension d, beside the line y = d, on log axes ticked at the measured
+    d (powers of two: evenly spaced, where plotly's own log ticks crowd a narrow column; every other one on the
+    shorter y axis), the legend above."""
     fig = go.Figure([
         go.Scatter(x=dims, y=variance, mode="markers+lines", name="measured Var(q·k)"),
         go.Scatter(x=dims, y=dims, mode="lines", name="y = d", line=dict(dash="dot")),
     ])
-    fig.update_layout(xaxis=dict(type="log", title="d"), yaxis=dict(type="log", title="variance"), height=360)
+
+    def ticks(every: int) -> dict:
+        return dict(type="log", tickvals=dims[::every], ticktext=[str(d) for d in dims[::every]])
+
+    fig.update_layout(xaxis=dict(**ticks(1), title="d"), yaxis=dict(**ticks(2), title="variance"), height=360,
+                      legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"))
     return fig

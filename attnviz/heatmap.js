@@ -44,13 +44,17 @@ function thinned(count, px, pitch) {
 class Heatmap {
   /**
    * `options.owner`: a Compare that this heatmap is a side of (it hears of each change and syncs Python);
-   * `options.controls`: which of CONTROLS the toolbar has; `options.masks`: the mask choices ({value: name}).
+   * `options.controls`: which of CONTROLS the toolbar has; `options.masks`: the mask choices ({value: name});
+   * `options.inspector`: false to leave out the chosen query's bars; `options.short`: short control labels (both
+   * for a compact Compare, whose three panels share a row).
    */
   constructor(root, options = {}) {
     this.root = root;
     this.owner = options.owner || null;
     this.controls = options.controls || CONTROLS;
     this.masks = options.masks || MASK_NAMES;
+    this.inspects = options.inspector !== false;
+    this.short = Boolean(options.short);
     this.timings = this.owner ? this.owner.timings : [];
     this.synced = null;
     this.timer = null;
@@ -200,7 +204,7 @@ class Heatmap {
     this.toolbar.replaceChildren();
     this.tauInput = this.hardInput = this.maskInput = this.overInput = this.scaleInput = this.paletteInput = null;
     if (has("temp")) {
-      const tau = this.toolbar.appendChild(el("label", { class: "av-control" }, `Temperature τ${side} `));
+      const tau = this.toolbar.appendChild(el("label", { class: "av-control" }, `${this.short ? "" : "Temperature "}τ${side} `));
       this.tauInput = tau.appendChild(el("input", { type: "range", min: "0", max: String(d.taus.length - 1), step: "1",
         "aria-label": `Temperature τ (log scale)${side}` }));
       this.tauText = tau.appendChild(el("span", { class: "av-value" }));
@@ -209,7 +213,8 @@ class Heatmap {
     if (has("hard")) {
       const hard = this.toolbar.appendChild(el("label", { class: "av-control" }));
       this.hardInput = hard.appendChild(el("input", { type: "checkbox" }));
-      hard.appendChild(document.createTextNode(` Hard attention (one-hot argmax)${side}`));
+      hard.appendChild(document.createTextNode(this.short ? ` Hard${side}` : ` Hard attention (one-hot argmax)${side}`));
+      if (this.short) hard.title = "Hard attention: each query takes only its best key (one-hot argmax)";
       this.hardInput.addEventListener("change", (e) => this.change({ hard: this.hardInput.checked }, e.timeStamp));
     }
     if (has("mask")) this.maskInput = this.select(`Mask${side}`, this.masks, (value, e) => this.change({ mask: value }, e.timeStamp));
@@ -441,6 +446,7 @@ class Heatmap {
   }
 
   drawInspector() {
+    if (!this.inspects) return this.inspector.replaceChildren();
     const d = this.data;
     const v = this.view;
     const i = this.row();
@@ -649,7 +655,7 @@ class Heatmap {
 /** B − A of a Compare's two sides, cell by cell, on a diverging scale centred on 0; no controls, no inspector. */
 class Difference extends Heatmap {
   constructor(root, owner) {
-    super(root, { owner, controls: [] });
+    super(root, { owner, controls: [], inspector: false });
   }
 
   /** `data`: the labels, sizes and layout of side A, the diverging palette's stops, and the shared view's query. */
@@ -700,10 +706,6 @@ class Difference extends Heatmap {
       class: "av-bar-title" }, "B − A"));
   }
 
-  drawInspector() {
-    this.inspector.replaceChildren();
-  }
-
   hoverLines(k) {
     const [a, b] = this.result.sides;
     return [`A: ${formatG(a[k], 4)}`, `B: ${formatG(b[k], 4)}`, `B − A: ${formatG(this.result.weights[k], 4)}`];
@@ -714,21 +716,24 @@ class Difference extends Heatmap {
  * Compare A | B: two heatmaps side by side on one colour scale (A's toolbar: τ, hard, mask, colour scale, palette;
  * B's: τ, hard, mask) and, where their tokens match, B − A below. Each redraws in the browser; the colour scale,
  * palette and query are shared; Python hears of both sides' views in one message once the person pauses.
+ * `compact` (a lesson step): each side's toolbar τ, hard and mask only, short labels and no query bars, so that A
+ * and B fit one screen beside the step's text; B − A under A.
  */
 class Compare {
-  constructor(host) {
+  constructor(host, compact = false) {
     this.host = host;
     this.timer = null;
     this.synced = null;
     this.timings = [];
     host.classList.add("av-compare");
+    if (compact) host.classList.add("av-compact");
     const pair = host.appendChild(el("div", { class: "av-pair" }));
+    const sideB = { controls: ["temp", "hard", "mask"], masks: { none: MASK_NAMES.none, causal: MASK_NAMES.causal } };
     this.sides = [
-      new Heatmap(pair.appendChild(el("div")), { owner: this }),
-      new Heatmap(pair.appendChild(el("div")), { owner: this, controls: ["temp", "hard", "mask"],
-        masks: { none: MASK_NAMES.none, causal: MASK_NAMES.causal } }),
+      new Heatmap(pair.appendChild(el("div")), { owner: this, ...(compact ? { ...sideB, inspector: false, short: true } : {}) }),
+      new Heatmap(pair.appendChild(el("div")), { owner: this, ...sideB, inspector: !compact, short: compact }),
     ];
-    this.differenceRoot = host.appendChild(el("div"));
+    this.differenceRoot = (compact ? pair : host).appendChild(el("div"));
     this.difference = null;
     this.resize = new ResizeObserver(() => {
       if (host.clientWidth === this.width) return; // heights change as the toolbars align: only a new width re-wraps them
@@ -756,10 +761,13 @@ class Compare {
     this.alignToolbars();
   }
 
-  /** A's toolbar has more controls than B's: both get the taller one's height, so the two heatmaps start level. */
+  /** A's toolbar has more controls than B's: the toolbars in A's row get the tallest one's height, so the heatmaps
+   * start level (a compact Compare puts B under A where the width holds one). */
   alignToolbars() {
-    const bars = this.sides.map((side) => side.toolbar);
-    bars.forEach((bar) => (bar.style.minHeight = ""));
+    const panels = [...this.sides, ...(this.difference ? [this.difference] : [])];
+    panels.forEach((panel) => (panel.toolbar.style.minHeight = ""));
+    const row = this.sides[0].root.offsetTop;
+    const bars = panels.filter((panel) => panel.root.offsetTop === row).map((panel) => panel.toolbar);
     const tallest = Math.max(...bars.map((bar) => bar.offsetHeight));
     bars.forEach((bar) => (bar.style.minHeight = `${tallest}px`));
   }
@@ -811,13 +819,14 @@ class Compare {
 
 export default function (component) {
   const { data, parentElement, setStateValue } = component;
-  const kind = data.sides ? "compare" : "single";
+  const kind = data.sides ? (data.compact ? "compact" : "compare") : "single";
   let host = parentElement.querySelector(".av-host");
   if (!host) host = parentElement.appendChild(el("div", { class: "av-host" }));
   if (host.kind !== kind) {
     host.replaceChildren();
+    host.className = "av-host"; // a Compare's classes go with it
     host.kind = kind;
-    host.view = kind === "compare" ? new Compare(host) : new Heatmap(host.appendChild(el("div", { class: "av-heatmap" })));
+    host.view = kind === "single" ? new Heatmap(host.appendChild(el("div", { class: "av-heatmap" }))) : new Compare(host, kind === "compact");
   }
   host.view.load(data, setStateValue);
 }

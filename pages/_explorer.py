@@ -17,7 +17,7 @@ from attnviz.urlstate import Param
 from pages._common import VISIT, clamp, held, save_url_state, widget_key
 from attnviz.export import Matrix, matrices_zip
 from pages._interactive import interactive_heatmap
-from pages._present import chart
+from pages._present import chart, downloads
 
 FULL_LIMIT = 256  # above this many tokens: one head at a time, and a block overview plus a zoom window
 INTERACTIVE_LIMIT = 512  # up to this many tokens one head is drawn whole by the browser (pages/_interactive)
@@ -111,10 +111,11 @@ def describe(config: Config) -> str:
 
 
 def live_compare(kv, a: Request, b: Request, views: tuple[dict, dict], *, key: str, clean: Callable[[dict], dict],
-                 **options) -> list[Computed] | None:
+                 compact: bool = False, **options) -> list[Computed] | None:
     """A and B side by side, drawn in the browser from each side's raw scores (requests at τ = 1, no mask), each with
     its own view (τ, hard, mask) on one colour scale, and B − A below where their tokens match (pages/_interactive).
-    With several heads a side draws its head average. `options` go to figures.interactive_heatmap. Returns the two
+    With several heads a side draws its head average. `compact`: the lesson's smaller toolbars (figures.interactive_comparison).
+    `options` go to figures.interactive_heatmap. Returns the two
     sides' computations, or None after saying why they cannot be drawn."""
     sides = [compute(kv, request) for request in (a, b)]
     for name, request, computed in zip("AB", (a, b), sides):
@@ -131,39 +132,33 @@ def live_compare(kv, a: Request, b: Request, views: tuple[dict, dict], *, key: s
             title=f"{name}: {describe(request.config)}", file=f"attnviz_{key}_{name.lower()}", **options,
             overflow=overflow_message(computed, "The scores divided by τ")))
     same = sides[0].embedded.tokens == sides[1].embedded.tokens
-    interactive_heatmap(figures.interactive_comparison(*data, same_tokens=same), key=key, clean=clean)
+    interactive_heatmap(figures.interactive_comparison(*data, same_tokens=same, compact=compact), key=key, clean=clean)
     if not same:
         st.info("A and B have different tokens, so there is no cell-by-cell difference to draw.")
     return sides
 
 
-def compare(kv, a: Request, b: Request, palette: str, scale: str, *, key: str = "compare", where=st, width: str = "half") -> None:
-    """A and B side by side on one colour scale, and B − A on a diverging scale where their tokens match.
-    With several heads, a side shows its head average. Drawn in `where` (the page, or a column); `width` is the
-    share of the page each side gets (figures.PLOT_PX)."""
-    sides = [(name, request, compute(kv, request)) for name, request in (("A", a), ("B", b))]
-    columns = where.columns(2)
-    for column, (name, request, computed) in zip(columns, sides):
-        why = problem(computed, min(request.max_tokens, FULL_LIMIT))
-        if why:
-            (column.error if why[1] else column.info)(f"{name}: {why[0]}")
-            return
-    weights = [computed.view.mean_weights for _, _, computed in sides]  # (n_A, n_A), (n_B, n_B)
-    shared = figures.colour_scale("max" if scale == "row" else scale, *weights)
-    for column, (name, request, computed), w in zip(columns, sides, weights):
-        tokens, oov = computed.embedded.tokens, computed.embedded.oov
-        figure = figures.attention_heatmap(w, tokens, row_oov=oov, colours=shared, palette=palette, width=width,
-                                           title=f"{name}: {describe(request.config)}")
-        chart(column, figure, key=f"{key}_{name.lower()}", matrix=Matrix(w, tokens, tokens))
-    (_, _, first), (_, _, second) = sides
-    if first.embedded.tokens != second.embedded.tokens:
-        where.info("A and B have different tokens, so there is no cell-by-cell difference to draw.")
-        return
-    tokens, oov = first.embedded.tokens, first.embedded.oov
-    chart(where, figures.difference_heatmap(weights[0], weights[1], tokens, row_oov=oov), key=f"{key}_diff",
-          matrix=Matrix(weights[1] - weights[0], tokens, tokens))
-    where.caption("A and B share one colour scale" + (" (0 → the largest weight of either: per-row scaling would not compare)"
-               if scale == "row" else "") + ". B − A: purple where B gives more weight, orange where A does, white where they agree.")
+def compare_downloads(kv, a: Request, b: Request, palette: str, scale: str, *, key: str = "compare") -> list[Computed] | None:
+    """Download menus of A, B and B − A, side by side, computed by the engine for `a` and `b` as the browser shows
+    them (their τ, hard and mask in the requests' configs), on one colour scale. Returns the two computations, or
+    None (and draws nothing) where a side has no weights (its S/τ left float32: the heatmap says so)."""
+    shown = [compute(kv, request) for request in (a, b)]
+    if any(side.view is None for side in shown):
+        return None
+    (first, second), columns = shown, st.columns(3)
+    shared = figures.colour_scale("max" if scale == "row" else scale, first.view.mean_weights, second.view.mean_weights)
+    for column, name, side in zip(columns, "AB", shown):
+        tokens, oov, weights = side.embedded.tokens, side.embedded.oov, side.view.mean_weights  # (n, n)
+        downloads(column, f"{key}_{name.lower()}", lambda tokens=tokens, oov=oov, weights=weights, name=name: figures.attention_heatmap(
+            weights, tokens, row_oov=oov, colours=shared, palette=palette, title=name), Matrix(weights, tokens, tokens),
+            label=f"Download {name}", image_help="PNG or SVG: the buttons above each heatmap.")
+    if first.embedded.tokens == second.embedded.tokens:
+        tokens, oov = first.embedded.tokens, first.embedded.oov
+        difference = second.view.mean_weights - first.view.mean_weights  # (n, n)
+        downloads(columns[2], f"{key}_difference", lambda: figures.difference_heatmap(
+            first.view.mean_weights, second.view.mean_weights, tokens, row_oov=oov), Matrix(difference, tokens, tokens),
+            label="Download B − A", image_help="PNG or SVG: the buttons above the heatmap.")
+    return shown
 
 
 def zoom_sizes(n: int, heads: int) -> list[int]:

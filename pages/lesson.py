@@ -3,13 +3,16 @@
 Every step calls the same attnviz functions as the page it links to; the step is in the URL (?step=7).
 """
 
+from dataclasses import replace
+
 import numpy as np
 import streamlit as st
 import torch
 from streamlit.errors import StreamlitPageNotFoundError
 
 from pages._common import glove, load_url_state, md_escape, position_select, save_url_state, clicked
-from pages._explorer import Request, compare
+from pages._explorer import Request, compare_downloads, live_compare
+from pages._interactive import screen_sizes
 from pages._model import forward
 from attnviz.export import Matrix
 from pages._present import chart
@@ -20,7 +23,7 @@ from attnviz.embeddings import embed, tokenize
 from attnviz.pooling import TRUE_FUNCTIONS, dot_variance, nadaraya_watson, salary_data
 from attnviz.retrieval import PRESETS, exact_matches, retrieve, value_matrix
 from attnviz.selfattention import Config, run, steps, temperature_grid
-from attnviz.urlstate import Param, bounded_text, choice, int_range, nearest
+from attnviz.urlstate import Param, boolean, bounded_text, choice, coerce, encode_bool, int_range, nearest
 
 DOG = "When he saw his owner, the dog was happy, so he wagged his tail"
 RECORDS = PRESETS["Surnames → first names"][0]  # Zhang→Aston, Lipton→Zachary, Li→Mu, Smola→Alex, Hu→Rachel, Werness→Brent
@@ -45,7 +48,16 @@ SCHEMA = {
     "heads": Param(4, int_range(1, 8)),
     "layer": Param(1, int_range(1, 6)),
     "head": Param(3, int_range(1, 12)),
+    # The comparison of steps 6 and 9, drawn in the browser: each side's τ, hard and mask ("step": the step's own).
+    "ctemp": Param(1.0, nearest(temperature_grid())),
+    "chard": Param(False, boolean, encode_bool),
+    "cmask": Param("step", choice(["step", "none", "causal"])),
+    "cb_temp": Param(1.0, nearest(temperature_grid())),
+    "cb_hard": Param(False, boolean, encode_bool),
+    "cb_mask": Param("step", choice(["step", "none", "causal"])),
 }
+COMPARE_NAMES = {"temp": "ctemp", "hard": "chard", "mask": "cmask", "b_temp": "cb_temp", "b_hard": "cb_hard",
+                 "b_mask": "cb_mask", "query": "query"}  # the browser's names → the lesson's
 
 
 def explore(page: str, title: str, text: str = "Explore this") -> None:
@@ -188,16 +200,17 @@ def similarity_functions(text, figure):
 
 def why_sqrt_d(text, figure):
     text.write("Why divide by √d? For random q and k with entries of variance 1, q·k adds up d products, so its "
-               "variance grows like d (left, measured). Large scores push the softmax to one-hot. Below: GloVe's "
+               "variance grows like d (measured below). Large scores push the softmax to one-hot. Right: GloVe's "
                "d = 50 on the sentence, A without the scale, B with it.")
     text.latex(r"\mathrm{Var}(q^\top k) = d")
     text.latex(r"\Rightarrow\ \mathrm{Var}\big(q^\top k/\sqrt d\big) = 1")
     sentence = sentence_input(text)
     variance = variance_samples()  # (len(DIMS),)
-    chart(figure, figures.variance_against_d(DIMS, variance), key="lesson_variance",
+    chart(text, figures.variance_against_d(DIMS, variance), key="lesson_variance",
           matrix=Matrix(variance[:, None], [str(d) for d in DIMS], ["variance"], corner="d \\ measured"))
-    draw_comparison(sentence, Config(scoring="dot"), Config(scoring="scaled_dot"), st)
-    explore("self_attention", "Self-attention", "Compare more settings")
+    draw_comparison(sentence, Config(scoring="dot"), Config(scoring="scaled_dot"), figure)
+    with text:
+        explore("self_attention", "Self-attention", "Compare more settings")
 
 
 @st.cache_data(show_spinner=False)
@@ -206,10 +219,29 @@ def variance_samples() -> np.ndarray:
     return dot_variance(DIMS, 2000, 0)
 
 
-def draw_comparison(sentence: str, a: Config, b: Config, where, width: str = "half") -> None:
-    """Compare mode of the Self-attention page, in `where`, for one sentence under two settings."""
-    first, second = (Request("glove", sentence, False, "zero", config, MAX_TOKENS) for config in (a, b))
-    compare(glove(), first, second, "viridis", "max", key="lesson_compare", where=where, width=width)
+def draw_comparison(sentence: str, a: Config, b: Config, where) -> None:
+    """Compare mode for one sentence under two settings, in `where`, drawn in the browser from each side's raw scores:
+    τ, hard and the mask of each side (a's and b's masks to start with) redraw at once; the link and the downloads
+    follow once the person pauses."""
+    state = st.session_state
+    configs = []
+    for config, temp, hard, mask in ((a, "ctemp", "chard", "cmask"), (b, "cb_temp", "cb_hard", "cb_mask")):
+        configs.append(replace(config, temperature=state[temp], hard=state[hard],
+                               mask=config.mask if state[mask] == "step" else state[mask]))
+    raw = [Request("glove", sentence, False, "zero", replace(config, mask="none"), MAX_TOKENS) for config in (a, b)]
+    views = [{"temp": c.temperature, "hard": c.hard, "mask": c.mask, "hide": [], "scale": "max", "palette": "viridis",
+              "query": state.query} for c in configs]
+    with where:
+        sides = live_compare(glove(), *raw, views, key="lesson_compare", clean=clean_comparison, compact=True,
+                             taus=temperature_grid(), **screen_sizes())
+        if sides:
+            compare_downloads(glove(), *(replace(r, config=c) for r, c in zip(raw, configs)), "viridis", "max",
+                              key="lesson_compare")
+
+
+def clean_comparison(sent: dict) -> dict:
+    """The comparison's view as the browser sent it, under the lesson's names, checked as a link's values are."""
+    return coerce({COMPARE_NAMES[name]: value for name, value in sent.items() if name in COMPARE_NAMES}, SCHEMA)
 
 
 def self_attention(text, figure):
@@ -272,7 +304,7 @@ def masks(text, figure):
             n = len(embedded.tokens)
             allowed = causal_mask(n, n).float().numpy()  # (n, n) 1 = may attend
             text.latex(r"M \in \{0,1\}^{T \times T} = %d \times %d" % (n, n))
-            draw_comparison(st.session_state.text, Config(), Config(mask="causal"), figure, "sixth")
+            draw_comparison(st.session_state.text, Config(), Config(mask="causal"), figure)
             chart(text, figures.matrix_heatmap(allowed, embedded.tokens, embedded.tokens, title="Mask M (1 = may attend)",
                                                bounded=True, width="third", height=360),
                   key="lesson_causal", matrix=Matrix(allowed, embedded.tokens, embedded.tokens))
@@ -411,6 +443,13 @@ STEPS = [
 
 def move(by: int) -> None:
     st.session_state.step = min(max(st.session_state.step + by, 1), len(STEPS))
+    new_step()
+
+
+def new_step() -> None:
+    """Each step's comparison opens with the step's own settings."""
+    for name in set(COMPARE_NAMES.values()) - {"query"}:
+        st.session_state[name] = SCHEMA[name].default
 
 
 load_url_state(SCHEMA)
@@ -418,7 +457,7 @@ back, picker, forward_button = st.columns([1, 4, 1], vertical_alignment="bottom"
 back.button("Previous", icon=":material/arrow_back:", on_click=move, args=(-1,), disabled=st.session_state.step == 1,
             key="previous", width="stretch")
 picker.selectbox("Lesson step", list(range(1, len(STEPS) + 1)), key="step",
-                 format_func=lambda i: f"{i} of {len(STEPS)} · {STEPS[i - 1][0]}")
+                 format_func=lambda i: f"{i} of {len(STEPS)} · {STEPS[i - 1][0]}", on_change=new_step)
 forward_button.button("Next", icon=":material/arrow_forward:", on_click=move, args=(1,),
                       disabled=st.session_state.step == len(STEPS), key="next", width="stretch")
 number = st.session_state.step

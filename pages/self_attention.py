@@ -11,7 +11,7 @@ from attnviz.export import Matrix
 from pages._interactive import interactive_heatmap, screen_sizes, view_state
 from pages._present import chart, downloads
 from pages._explorer import (
-    FULL_LIMIT, INTERACTIVE_LIMIT, ZOOM_SIZES, Request, compute, live_compare, overflow_message, problem, step_walk, zoom_window,
+    FULL_LIMIT, INTERACTIVE_LIMIT, ZOOM_SIZES, Request, compare_downloads, compute, live_compare, overflow_message, problem, step_walk, zoom_window,
 )
 from attnviz import figures
 from attnviz.attention import FORMULAS, PARAMETERS, SCORING_NAMES
@@ -298,29 +298,16 @@ def compare_live(kv, vectors_name: str, raw: Request, request: Request) -> None:
     sides = live_compare(kv, raw, raw_b, (view, view_b), key="live_compare", clean=clean_view, taus=temperature_grid(),
                          bars_limit=BARS_LIMIT, **screen_sizes())
     request_b = replace(raw_b, config=replace(b_base, temperature=state.b_temp, hard=state.b_hard, mask=state.b_mask))
-    shown = [compute(kv, r) for r in (request, request_b)] if sides else []
-    if not shown or any(s.view is None for s in shown):  # a side cannot be drawn, or its S/τ left float32: it says so
+    shown = compare_downloads(kv, request, request_b, state.palette, state.scale) if sides else None
+    if shown is None:  # a side cannot be drawn, or its S/τ left float32: it says so
         save_url_state(SCHEMA)
         return
-    (a, b), columns = shown, st.columns(3)
-    palette, scale = state.palette, "max" if state.scale == "row" else state.scale
-    shared = figures.colour_scale(scale, a.view.mean_weights, b.view.mean_weights)
-    for column, name, side in zip(columns, "AB", shown):
-        tokens, oov, weights = side.embedded.tokens, side.embedded.oov, side.view.mean_weights  # (n, n)
-        downloads(column, f"compare_{name.lower()}", lambda tokens=tokens, oov=oov, weights=weights, name=name: figures.attention_heatmap(
-            weights, tokens, row_oov=oov, colours=shared, palette=palette, title=name), Matrix(weights, tokens, tokens),
-            label=f"Download {name}", image_help="PNG or SVG: the buttons above each heatmap.")
-    if a.embedded.tokens == b.embedded.tokens:
-        tokens, oov = a.embedded.tokens, a.embedded.oov
-        difference = b.view.mean_weights - a.view.mean_weights  # (n, n)
-        downloads(columns[2], "compare_difference", lambda: figures.difference_heatmap(
-            a.view.mean_weights, b.view.mean_weights, tokens, row_oov=oov), Matrix(difference, tokens, tokens),
-            label="Download B − A", image_help="PNG or SVG: the buttons above the heatmap.")
+    a = shown[0]
     st.caption("Both sides are computed in your browser from their raw scores, on one colour scale (per row is drawn as "
                "0 → the largest weight of either: per-row scaling would not compare). B − A: purple where B gives more "
                "weight, orange where A does, white where they agree. The link and the downloads follow once you pause.")
     nearest_to_mix(kv, vectors_name, a.view, min(state.query, len(a.embedded.tokens) - 1), request.config)
-    step_walk(a.view, a.embedded.tokens, a.embedded.oov, palette, SCHEMA)
+    step_walk(a.view, a.embedded.tokens, a.embedded.oov, state.palette, SCHEMA)
     save_url_state(SCHEMA)
 
 

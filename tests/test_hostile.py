@@ -169,6 +169,10 @@ URLS = [
     ("lesson.py", {"step": "3", "tau": "inf", "q": ""}, DRAWN), ("lesson.py", {"step": "4", "sigma": "0"}, DRAWN),
     ("lesson.py", {"step": "5", "seed": "1e99"}, DRAWN), ("lesson.py", {"step": "8", "dk": "999"}, DRAWN),
     ("lesson.py", {"step": "9", "mask": "evil"}, DRAWN), ("lesson.py", {"step": "9", "mask": "padding"}, DRAWN),
+    ("lesson.py", {"step": "9", "ctemp": "nan", "chard": "2", "cmask": "<script>", "cb_temp": "-1e309", "cb_mask": "keys",
+                   "query": "999"}, DRAWN),
+    ("lesson.py", {"step": "6", "text": "dog " * 70}, "A: The text has 70 tokens; the limit is 64"),
+    ("lesson.py", {"step": "6", "ctemp": "0.01", "text": "dog dog dog"}, DRAWN),
     ("lesson.py", {"step": "11", "item": "99"}, DRAWN), ("lesson.py", {"step": "12", "heads": "0"}, DRAWN),
     ("lesson.py", {"step": "13", "layer": "9", "head": "99", "text": "🙂 北京"}, DRAWN),
 ]

@@ -693,6 +693,42 @@ def test_lesson_soft_step_goes_from_hard_to_the_plain_average():
     assert sharp.max() > 0.99 and np.ptp(flat) < 0.01 and flat.sum() == pytest.approx(1, rel=1e-5)
 
 
+def compared(at) -> tuple[dict, dict, dict]:
+    """The two sides of the interactive comparison, their raw scores decoded, and the whole data."""
+    sent = json.loads(at.get("bidi_component")[0].proto.json)
+    a, b = ({**side, "scores": np.frombuffer(base64.b64decode(side["scores"]), "<f4").reshape(side["n"], side["m"])}
+            for side in sent["sides"])
+    return a, b, sent
+
+
+def test_lesson_comparisons_send_raw_scores_and_take_back_the_paused_view(glove):
+    """Steps 6 and 9 draw Compare in the browser, compact: step 6 dot (XXᵀ) against scaled dot (XXᵀ/√50), step 9
+    the same scores with B causal. A paused view goes into the link under the lesson's names, and each step opens
+    with its own settings again."""
+    x = glove_scores(glove, DEFAULT)  # XXᵀ/√50
+    at = run_page("lesson.py", {"step": "6"})
+    a, b, sent = compared(at)
+    assert sent["compact"] and (a["title"], b["title"]) == ("A: dot", "B: scaled_dot")
+    np.testing.assert_allclose(a["scores"], x * np.sqrt(50), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(b["scores"], x, atol=1e-5)
+    assert a["view"]["mask"] == b["view"]["mask"] == "none" and a["view"]["query"] == 9  # the lesson's query: "happy"
+    at = run_page("lesson.py", {"step": "9"})
+    a, b, _ = compared(at)
+    np.testing.assert_allclose(a["scores"], x, atol=1e-5)
+    assert a["scores"].tobytes() == b["scores"].tobytes() and (a["view"]["mask"], b["view"]["mask"]) == ("none", "causal")
+    at.session_state["cb_mask"], at.session_state["ctemp"], at.session_state["query"] = "none", 0.2, 3  # the browser's pause
+    at.run()
+    a, b, _ = compared(at)
+    assert (a["view"]["temp"], a["view"]["query"], b["view"]["mask"]) == (0.2, 3, "none")
+    params = {k: at.query_params[k] for k in ("cb_mask", "ctemp")}
+    assert params in ({"cb_mask": ["none"], "ctemp": ["0.2"]}, {"cb_mask": "none", "ctemp": "0.2"})
+    at.button(key="next").click().run()
+    at.button(key="previous").click().run()
+    a, b, _ = compared(at)
+    assert (a["view"]["temp"], b["view"]["mask"]) == (1.0, "causal")  # the step's own settings again; the query stays
+    assert a["view"]["query"] == 3 and "cb_mask" not in at.query_params
+
+
 def test_lesson_buttons_walk_the_steps():
     at = run_page("lesson.py", {"step": "12"})
     at.button(key="next").click().run()

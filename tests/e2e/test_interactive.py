@@ -330,3 +330,50 @@ def test_compare_redraws_both_sides_and_their_difference_in_the_browser(server, 
     for key, drawn in (("compare_a", a), ("compare_b", b), ("compare_difference", difference)):
         assert np.abs(downloaded_npy(page, key) - np.array(drawn["w"])).max() < 1e-6, key
     assert not exceptions(page)
+
+
+def test_the_lessons_comparison_redraws_in_the_browser_and_each_step_opens_with_its_own(server, page):
+    """Lesson step 9 in presenter mode: A (no mask) and B (causal) side by side on one screen. B's mask and A's τ
+    redraw A, B and B − A with no message; after the pause one message, the link and B's download hold what is
+    drawn; the step after and back again opens with the step's own settings (B causal)."""
+    import numpy as np
+
+    from attnviz.embeddings import embed, load_glove, tokenize
+    from attnviz.selfattention import Config, run
+
+    text = "the cat sat on the mat"
+    page.set_viewport_size({"width": 1920, "height": 1080})
+    ready = ("() => document.querySelectorAll('.av-compare.av-compact .av-root').length === 3 && "
+             "Array.from(document.querySelectorAll('.av-compare .av-root')).every(r => r.attnviz)")
+    sent = count_sent(page)
+    page.goto(f"{server}/lesson?step=9&present=1&text={text.replace(' ', '+')}")
+    page.wait_for_function(ready, timeout=60_000)
+    settle(page)
+    x = embed(tokenize(text), load_glove()).vectors  # (6, 50)
+    a, b, difference = page.evaluate(SIDES)
+    assert np.abs(np.array(a["w"]) - run(x, Config()).mean_weights).max() < 1e-6
+    assert np.abs(np.array(b["w"]) - run(x, Config(mask="causal")).mean_weights).max() < 1e-6
+    for side in page.locator(".av-compare .av-pair > div").all()[:2]:  # A and B whole on the projector's screen
+        box = side.locator(".av-figure").bounding_box()
+        assert box["y"] + box["height"] <= 1080, box
+    start = len(sent)
+    live_select(page, "Mask (B)", "none", index=1)
+    page.get_by_role("slider", name="Temperature τ (log scale) (A)").press("ArrowLeft")
+    page.wait_for_function("() => { const [a, b] = Array.from(document.querySelectorAll('.av-compare .av-root'), r => r.attnviz.view);"
+                           " return a.temp === 0.5 && b.mask === 'none' }")
+    a, b, difference = page.evaluate(SIDES)
+    assert len(sent) == start
+    expect_a, expect_b = run(x, Config(temperature=0.5)).mean_weights, run(x, Config()).mean_weights
+    assert np.abs(np.array(a["w"]) - expect_a).max() < 1e-6 and np.abs(np.array(b["w"]) - expect_b).max() < 1e-6
+    assert np.abs(np.array(difference["w"]) - (expect_b - expect_a)).max() < 1e-6
+    assert url_has(page, "ctemp=0.5", "cb_mask=none")
+    settle(page)
+    assert len(sent) == start + 1
+    assert np.abs(downloaded_npy(page, "lesson_compare_b") - expect_b).max() < 1e-6
+    page.get_by_role("button", name="Next").click()
+    assert url_has(page, "step=10")
+    page.get_by_role("button", name="Previous").click()
+    assert url_has(page, "step=9")
+    page.wait_for_function(ready)
+    page.wait_for_function("() => document.querySelectorAll('.av-compare .av-root')[1].attnviz.view.mask === 'causal'")
+    assert "cb_mask" not in page.url and not exceptions(page)

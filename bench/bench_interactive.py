@@ -2,7 +2,8 @@
 
 1 a change (hard, a τ step, the mask, the colour scale, the query) to the heatmap redrawn, at 16 tokens, timed inside
   the page: from the input event to the task after the frame that shows it (heatmap.js keeps these timings);
-2 the same at 512 tokens, and at 4,096 tokens in the long input's zoom window (64 rows, each over every key);
+2 the same at 512 tokens, at 4,096 tokens in the long input's zoom window (64 rows, each over every key), and in
+  Compare A | B at 16 and 512 tokens (a change on A's toolbar redraws A, B and B − A);
 3 the websocket messages the page sends during 20 such changes, and after the pause that follows them;
 4 the first heatmap on a warm server: the Self-attention page opened from the sidebar in a new session, to drawn;
   with --before DIR, the same for the checkout in DIR (say, a git worktree of an earlier commit), in the same run.
@@ -34,12 +35,14 @@ def wait_drawn(page, n: int, timeout: float = 120_000):
 
 
 def changes(page, rounds: int) -> None:
-    """`rounds` times: hard on and off, τ down and up, two masks, two scales, two queries by key: 10 changes a round."""
-    tau = page.get_by_role("slider", name="Temperature τ (log scale)")
-    hard = page.locator(".av-root input[type=checkbox]")
-    mask = page.locator(".av-root label.av-control", has_text="Mask").locator("select")
-    scale = page.locator(".av-root label.av-control", has_text="Colour scale").locator("select")
-    figure = page.locator(".av-root .av-figure")
+    """`rounds` times: hard on and off, τ down and up, two masks, two scales, two queries by key: 10 changes a round,
+    on the first heatmap's toolbar (Compare's A)."""
+    root = page.locator(".av-root").first
+    tau = root.get_by_role("slider")
+    hard = root.locator("input[type=checkbox]")
+    mask = root.locator("label.av-control", has_text="Mask").locator("select")
+    scale = root.locator("label.av-control", has_text="Colour scale").locator("select")
+    figure = root.locator(".av-figure")
     for _ in range(rounds):
         hard.click()
         hard.click()
@@ -55,10 +58,11 @@ def changes(page, rounds: int) -> None:
         page.wait_for_timeout(600)  # a pause: the sync's rerun happens here, outside the timed changes
 
 
-def timed_changes(browser, url: str, n: int, rounds: int, rows: int | None = None) -> list[float]:
-    """The in-page timings of `rounds` rounds of changes at `n` tokens, once the heatmap shows `rows` rows (n)."""
+def timed_changes(browser, url: str, n: int, rounds: int, rows: int | None = None, query: str = "") -> list[float]:
+    """The in-page timings of `rounds` rounds of changes at `n` tokens, once the heatmap shows `rows` rows (n).
+    `query`: more of the link (`&cmp=1`: Compare A | B, whose sides share their timings)."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(f"{url}/?text=" + "+".join(sentence(n).split()))
+    page.goto(f"{url}/?text=" + "+".join(sentence(n).split()) + query)
     wait_drawn(page, rows or n)
     page.wait_for_timeout(1000)
     changes(page, rounds)
@@ -129,6 +133,7 @@ def main() -> None:
         small = timed_changes(browser, server.url, 16, args.rounds)
         large = timed_changes(browser, server.url, 512, args.rounds)
         zoom = timed_changes(browser, server.url, 4096, args.rounds, rows=64)
+        compared = [timed_changes(browser, server.url, n, args.rounds, query="&cmp=1&b_mask=none") for n in (16, 512)]
         during, after = messages(browser, server.url)
         loads = first_heatmap(browser, server.url, args.rounds)
         browser.close()
@@ -142,6 +147,10 @@ def main() -> None:
     print(f"| same, 512 tokens (median, p95) | ≤ 100 ms | {statistics.median(large):.1f} ms, p95 {percentile(large, 0.95):.1f} ms |")
     print(f"| same, 4,096 tokens: the zoom window, 64 rows × every key (median, p95) | ≤ 100 ms | "
           f"{statistics.median(zoom):.1f} ms, p95 {percentile(zoom, 0.95):.1f} ms |")
+    for n, timings in zip((16, 512), compared):
+        print(f"| Compare A \\| B at {n} tokens: a change on A redraws A, B and B − A (median, p95) | "
+              f"{'≤ 33 ms, p95 ≤ 50 ms' if n == 16 else '≤ 100 ms'} | "
+              f"{statistics.median(timings):.1f} ms, p95 {percentile(timings, 0.95):.1f} ms |")
     print(f"| messages to the server: during 20 changes, then after the pause | 0, ≤ 1 | {during}, {after} |")
     reference = f"; before: {statistics.median(before):.2f} s ({min(before):.2f}–{max(before):.2f})" if before else ""
     print(f"| first heatmap on a warm server: Self-attention opened from the sidebar, new session (median of {len(loads)}) "

@@ -69,15 +69,52 @@ FORMULAS = {
 
 
 @dataclass(frozen=True)
+class Parts:
+    """One score a(q, k) taken apart (the neuron view): aligned rows over `unit`s (the dimensions of q and k, or the
+    additive scorer's hidden units), and `terms`, one per unit, whose sum is the score. `rule` says in LaTeX how the
+    terms are made from the rows and summed."""
+
+    unit: str
+    rows: list[tuple[str, torch.Tensor]]  # (name, (m,)) each
+    terms: torch.Tensor  # (m,)
+    rule: str
+
+    @property
+    def score(self) -> float:
+        return float(self.terms.sum())
+
+
+@dataclass(frozen=True)
 class Scorer:
-    """A named scoring function a(q, k) with its formula. Called as scorer(query, key) -> (..., Tq, Tk)."""
+    """A named scoring function a(q, k) with its formula. Called as scorer(query, key) -> (..., Tq, Tk).
+    `parts(q, k)` takes one score of a query (d_q,) and a key (d_k,) apart (Parts)."""
 
     name: str
     formula: str  # LaTeX
     fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    parts: Callable[[torch.Tensor, torch.Tensor], Parts] | None = None
 
     def __call__(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
         return self.fn(query, key)
+
+
+def dot_parts(q: torch.Tensor, k: torch.Tensor) -> Parts:
+    product = q * k  # (d,)
+    return Parts("dimension", [("q", q), ("k", k), ("q ∘ k", product)], product, r"a = \sum_i q_i k_i")
+
+
+def scaled_dot_parts(q: torch.Tensor, k: torch.Tensor) -> Parts:
+    product = q * k  # (d,)
+    return Parts("dimension", [("q", q), ("k", k), ("q ∘ k", product)], product / math.sqrt(q.shape[-1]),
+                 r"a = \sum_i \frac{q_i k_i}{\sqrt{%d}}" % q.shape[-1])
+
+
+def cosine_parts(q: torch.Tensor, k: torch.Tensor) -> Parts:
+    product = q * k  # (d,)
+    norms = float(q.norm() * k.norm())
+    terms = product / norms if norms > 0 else torch.zeros_like(product)  # a zero (OOV) vector scores 0, as F.normalize
+    return Parts("dimension", [("q", q), ("k", k), ("q ∘ k", product)], terms,
+                 r"a = \sum_i \frac{q_i k_i}{\lVert q \rVert\,\lVert k \rVert},\ \lVert q \rVert\,\lVert k \rVert = %.4g" % norms)
 
 
 def _check_same_dim(query: torch.Tensor, key: torch.Tensor, name: str) -> None:
@@ -111,7 +148,12 @@ def general(matrix: torch.Tensor) -> Scorer:
     def fn(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
         return query @ matrix.to(query) @ key.transpose(-2, -1)  # (..., Tq, dq)(dq, dk)(..., dk, Tk) -> (..., Tq, Tk)
 
-    return Scorer("general", FORMULAS["general"], fn)
+    def parts(q: torch.Tensor, k: torch.Tensor) -> Parts:
+        turned = q @ matrix.to(q)  # (dk,) qᵀM
+        return Parts("dimension of k", [("qᵀM", turned), ("k", k), ("(qᵀM) ∘ k", turned * k)], turned * k,
+                     r"a = \sum_j (q^\top M)_j\, k_j")
+
+    return Scorer("general", FORMULAS["general"], fn, parts)
 
 
 # A pairwise scorer builds a (..., rows, Tk, width) tensor before it reduces it to scores. At 4,096 tokens
@@ -147,7 +189,14 @@ def additive(w_query: torch.Tensor, w_key: torch.Tensor, w: torch.Tensor) -> Sco
 
         return by_query_rows(q_hidden, k_hidden, w.shape[0], pairwise)  # (..., Tq, Tk)
 
-    return Scorer("additive", FORMULAS["additive"], fn)
+    def parts(q: torch.Tensor, k: torch.Tensor) -> Parts:
+        q_hidden, k_hidden = w_query.to(q) @ q, w_key.to(k) @ k  # (h,), (h,)
+        hidden = torch.tanh(q_hidden + k_hidden)  # (h,)
+        weight = w.to(q)  # (h,)
+        return Parts("hidden unit", [("W_q q", q_hidden), ("W_k k", k_hidden), ("tanh(W_q q + W_k k)", hidden), ("w", weight)],
+                     weight * hidden, r"a = \sum_u w_u \tanh(W_q q + W_k k)_u")
+
+    return Scorer("additive", FORMULAS["additive"], fn, parts)
 
 
 def gaussian(sigma: float = 1.0) -> Scorer:
@@ -163,7 +212,13 @@ def gaussian(sigma: float = 1.0) -> Scorer:
         _check_same_dim(query, key, "gaussian")
         return by_query_rows(query, key, query.shape[-1], pairwise)  # (..., Tq, Tk)
 
-    return Scorer("gaussian", FORMULAS["gaussian"], fn)
+    def parts(q: torch.Tensor, k: torch.Tensor) -> Parts:
+        _check_same_dim(q, k, "gaussian")
+        diff = q - k  # (d,)
+        return Parts("dimension", [("q", q), ("k", k), ("q − k", diff)], -(diff**2) / (2 * sigma**2),
+                     r"a = -\sum_i \frac{(q_i - k_i)^2}{2\sigma^2},\ \sigma = %g" % sigma)
+
+    return Scorer("gaussian", FORMULAS["gaussian"], fn, parts)
 
 
 def xavier(rows: int, cols: int, generator: torch.Generator, dtype=torch.float32) -> torch.Tensor:
@@ -178,11 +233,11 @@ def make_scorer(
     """The scorer called `name`. 'general' and 'additive' get seeded Xavier parameters for these sizes."""
     generator = torch.Generator().manual_seed(seed)
     if name == "dot":
-        return Scorer(name, FORMULAS[name], dot_scores)
+        return Scorer(name, FORMULAS[name], dot_scores, dot_parts)
     if name == "scaled_dot":
-        return Scorer(name, FORMULAS[name], scaled_dot_scores)
+        return Scorer(name, FORMULAS[name], scaled_dot_scores, scaled_dot_parts)
     if name == "cosine":
-        return Scorer(name, FORMULAS[name], cosine_scores)
+        return Scorer(name, FORMULAS[name], cosine_scores, cosine_parts)
     if name == "general":
         return general(xavier(d_query, d_key, generator))
     if name == "additive":

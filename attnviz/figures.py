@@ -527,6 +527,28 @@ def weight_bars(
     ))
 
 
+def score_parts(rows: list[tuple[str, np.ndarray]], terms: np.ndarray, unit: str, *, title: str = "",
+                sort: bool = False) -> go.Figure:
+    """A score taken apart (the neuron view): one bar row per vector of `rows` (say q, k and q ∘ k), aligned over
+    the `unit`s (dimensions, or hidden units), and last the terms that sum to the score, blue where a term adds to it,
+    orange where it takes away. `sort`: the units in order of |term|, largest first, else in their own order."""
+    terms = _finite(terms)  # (m,)
+    order = np.argsort(-np.abs(terms), kind="stable") if sort else np.arange(len(terms))  # (m,)
+    names = [str(u) for u in order]
+    panels = [(name, _finite(vector)) for name, vector in rows] + [("term", terms)]
+    fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.04,
+                        subplot_titles=[name for name, _ in panels])
+    for r, (name, vector) in enumerate(panels, start=1):
+        values = vector[order]  # (m,)
+        colours = ["#0072b2" if v >= 0 else "#d55e00" for v in values] if name == "term" else "#7f7f7f"
+        fig.add_trace(go.Bar(x=names, y=values, marker_color=colours, name=name, showlegend=False,
+                             hovertemplate=f"{unit} %{{x}}<br>{name}: %{{y:.4~g}}<extra></extra>"), row=r, col=1)
+    fig.update_xaxes(type="category", showticklabels=False)
+    fig.update_xaxes(showticklabels=len(names) <= 64, title=unit + (" (by |term|)" if sort else ""), row=len(panels), col=1)
+    fig.update_layout(title=title, height=120 + 110 * len(panels), margin=dict(t=70), bargap=0.15)
+    return fig
+
+
 def dims(n: int) -> list[str]:
     """Column labels for the feature dimensions of a matrix."""
     return [f"d{i}" for i in range(n)]

@@ -424,6 +424,11 @@ class Heatmap {
       "dominant-baseline": "central", class: "av-axis" }, "query"));
     svg.appendChild(el("svg:rect", { x: plot.x - 1, y: plot.y + this.row() * cellH - 1, width: plot.w + 2, height: cellH + 2,
       fill: "none", stroke: HIGHLIGHT, "stroke-width": 2, class: "av-outline" }));
+    const column = v.key - d.col_start; // the chosen cell, whose score the page takes apart
+    if (Number.isInteger(v.key) && column >= 0 && column < d.m) {
+      svg.appendChild(el("svg:rect", { x: plot.x + column * cellW, y: plot.y + this.row() * cellH, width: cellW, height: cellH,
+        fill: "none", stroke: "#ffffff", "stroke-width": 2, class: "av-cell-outline" }));
+    }
     this.drawBarTicks(svg);
   }
 
@@ -550,7 +555,10 @@ class Heatmap {
       return this.toggleHidden(+target.dataset.col, event.timeStamp);
     }
     const cell = this.cellAt(event);
-    if (cell) this.change({ query: first + cell[0] }, event.timeStamp);
+    if (!cell) return;
+    // Where the page takes a score apart (its view has a `key`), the cell's key is chosen with its query.
+    const patch = "key" in this.view ? { query: first + cell[0], key: this.data.col_start + cell[1] } : { query: first + cell[0] };
+    this.change(patch, event.timeStamp);
   }
 
   /** Hide the drawn column j's key (its position in the sentence: col_start + j), or show it again. */

@@ -42,7 +42,9 @@ HEAVY = {
 # Done when the overview is drawn, or a message box says why not.
 DONE = """() => Array.from(document.querySelectorAll('[data-testid="stAlert"]')).some(a => a.innerText.trim())
     || Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd => gd.layout && gd.layout.title && String(gd.layout.title.text).includes('Overview'))"""
-ANY_CHART = "() => document.querySelectorAll('.js-plotly-plot').length > 0"
+ANY_CHART = "() => document.querySelectorAll('.js-plotly-plot, .av-root .av-figure').length > 0"
+# The warm-up's paste (under 512 tokens) is drawn by the browser's heatmap: done when it shows the paste's rows.
+WARM_DONE = "() => Array.from(document.querySelectorAll('.av-root')).some(r => r.attnviz && r.attnviz.rows.length > 100)"
 
 
 def status(pid: int, field: str) -> float:
@@ -215,7 +217,7 @@ def main() -> None:
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-            context, _ = open_and_wait(browser, server.url, texts(words, 1, 999)[0][:3000])  # warm: imports, GloVe, one long input
+            context, _ = open_and_wait(browser, server.url, texts(words, 1, 999)[0][:3000], done=WARM_DONE)  # warm: imports, GloVe, ~500 tokens
             context.close()
             time.sleep(3)
             warm = status(pid, "VmRSS")

@@ -8,13 +8,15 @@ from typing import Callable
 
 import numpy as np
 import streamlit as st
+import torch
 
 from attnviz import figures
 from attnviz.cache import ByteBudgetCache
 from attnviz.embeddings import Embedded, embed, tokenize
+from attnviz.attention import Parts
 from attnviz.selfattention import Config, ScoresOverflow, Step, View, longest_rows, run, steps
 from attnviz.urlstate import Param
-from pages._common import VISIT, clamp, held, save_url_state, widget_key
+from pages._common import VISIT, clamp, held, md_escape, position_select, save_url_state, widget_key
 from attnviz.export import Matrix, matrices_zip
 from pages._interactive import interactive_heatmap
 from pages._present import chart, downloads
@@ -159,6 +161,61 @@ def compare_downloads(kv, a: Request, b: Request, palette: str, scale: str, *, k
             first.view.mean_weights, second.view.mean_weights, tokens, row_oov=oov), Matrix(difference, tokens, tokens),
             label="Download B − A", image_help="PNG or SVG: the buttons above the heatmap.")
     return shown
+
+
+def chosen_key(weights: np.ndarray, query: int) -> int:
+    """The key whose score is taken apart (session state `key`): where it is no position of `weights` (n, n), the
+    query's strongest key, ties to the first as torch.argmax."""
+    chosen = st.session_state.get("key")
+    if not (isinstance(chosen, int) and not isinstance(chosen, bool) and 0 <= chosen < weights.shape[1]):
+        st.session_state.key = int(np.argmax(weights[query]))
+    return st.session_state.key
+
+
+def view_parts(view: View, head: int = 0) -> Callable[[int, int], Parts]:
+    """parts(i, j): the score of query i and key j of `head` taken apart by the view's own scorer."""
+    return lambda i, j: view.scorer.parts(torch.from_numpy(view.query[head][i]), torch.from_numpy(view.key[head][j]))
+
+
+def inside_a_score(parts_of: Callable[[int, int], Parts], scores: np.ndarray, weights: np.ndarray, allowed: np.ndarray,
+                   tokens: list[str], oov: list[bool], query: int, *, tau: float, hard: bool, names: tuple[str, str] = ("q", "k")) -> None:
+    """The neuron view of one cell, in an expander (session state `parts`) drawn only while open (its chart costs
+    ~60 ms of a run): the chosen query's and key's vectors, the scorer's terms over the dimensions (or hidden units)
+    and their sum, the score, ÷τ and the weight, each the number the heatmap gives: `scores` (n, n) before τ,
+    `weights` (n, n) and `allowed` (n, n) as drawn (at τ, hard, the mask). The key is session state `key` (a click on
+    a cell sets it with the query; out of range, the query's strongest key). `names`: what q and k are."""
+    chosen_key(weights, query)
+    section = st.expander("Inside a score: the chosen cell's q, k and their terms, dimension by dimension", key="parts",
+                          on_change="rerun")
+    if section.open:
+        with section:
+            _score_apart(parts_of, scores, weights, allowed, figures.labels(tokens, oov), query, tau=tau, hard=hard, names=names)
+
+
+def _score_apart(parts_of, scores, weights, allowed, label: list[str], query: int, *, tau: float, hard: bool,
+                 names: tuple[str, str]) -> None:
+    """inside_a_score's content: the key picker, the sort toggle, the formulas with their numbers and the chart."""
+    st.caption("Click a cell of the heatmap to take its score apart, or choose the key here.")
+    left, right = st.columns([3, 2])
+    j = position_select(left, "Key word", label, "key")
+    ordered = right.toggle("Sort by contribution", key="nsort", help="The terms in order of size, largest first.")
+    parts = parts_of(query, j)
+    score = float(scores[query, j])
+    q_name, k_name = names
+    st.markdown(f"Query #{query} **{md_escape(label[query])}** ({q_name}) and key #{j} **{md_escape(label[j])}** ({k_name}), "
+                f"{len(parts.terms)} {parts.unit}s:")
+    st.latex(parts.rule.replace("a =", "a_{%d,%d} =" % (query, j), 1) + r" = %.6g" % parts.score)
+    if not allowed[query, j]:
+        st.latex(r"\text{masked: } \alpha_{%d,%d} = 0" % (query, j))
+    elif hard:
+        st.latex(r"\alpha_{%d,%d} = [\,%d = \arg\max_{j'} a_{%d j'}\,] = %g" % (query, j, j, query, weights[query, j]))
+    else:
+        st.latex(r"\frac{a_{%d,%d}}{\tau} = \frac{%.6g}{%g} = %.6g,\quad \alpha_{%d,%d} = \frac{e^{a_{%d,%d}/\tau}}{\sum_{j'} e^{a_{%d j'}/\tau}} = %.6g"
+                 % (query, j, score, tau, score / tau, query, j, query, j, query, weights[query, j]))
+    rows = [(name, vector.numpy()) for name, vector in parts.rows]  # (m,) each
+    chart(st, figures.score_parts(rows, parts.terms.numpy(), parts.unit, sort=ordered, title=f"a = Σ terms = {parts.score:.4g}"),
+          key="score_parts", matrix=Matrix(np.stack([v for _, v in rows] + [parts.terms.numpy()]), [name for name, _ in rows] + ["term"],
+                                 [str(u) for u in range(len(parts.terms))], corner=f"row \\ {parts.unit}"))
 
 
 def zoom_sizes(n: int, heads: int) -> list[int]:

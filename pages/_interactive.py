@@ -17,7 +17,7 @@ from attnviz import figures
 from attnviz.attention import key_mask, normalised_weights
 from pages._present import CHART_FONT_PX, PRESENT, PRESENTER_LABEL_PX
 
-VIEW_KEYS = ("temp", "hard", "mask", "hide", "scale", "palette", "query", "over")
+VIEW_KEYS = ("temp", "hard", "mask", "hide", "scale", "palette", "query", "over", "key")  # key: the cell taken apart
 COMPARE_KEYS = ("b_temp", "b_hard", "b_mask")  # Compare A | B: side B's τ, hard and mask
 PRESENTER_HEIGHT = 540  # px: in presenter mode the heatmap, below the text box and toolbar, fits a 1080-px screen
 
@@ -56,6 +56,15 @@ def weights_on_screen(scores: np.ndarray, view: dict) -> np.ndarray:
     if weights.dim() == 3:  # (H, Tq, Tk)
         weights = weights.amax(0) if view.get("over") == "max" else weights.mean(0)  # (Tq, Tk)
     return weights.numpy()  # (Tq, Tk)
+
+
+def allowed_on_screen(n: int, view: dict) -> np.ndarray:
+    """(n, n) True where the view's mask lets query i attend to key j: j ≤ i under the causal mask, no hidden key under
+    hide-keys (the masks weights_on_screen applies)."""
+    allowed = np.tril(np.ones((n, n), bool)) if view["mask"] == "causal" else np.ones((n, n), bool)  # (n, n)
+    if view["mask"] == "keys":
+        allowed[:, [j for j in view["hide"] if 0 <= j < n]] = False
+    return allowed
 
 
 def interactive_heatmap(data: dict, *, key: str, clean) -> None:

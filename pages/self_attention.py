@@ -6,12 +6,13 @@ from dataclasses import replace
 import numpy as np
 import streamlit as st
 
-from pages._common import held, load_url_state, md_escape, position, position_select, save_url_state, scale_select, stop, word_vectors
+from pages._common import clamp, held, load_url_state, md_escape, position, position_select, save_url_state, scale_select, stop, word_vectors
 from attnviz.export import Matrix
 from pages._interactive import interactive_heatmap, screen_sizes, view_state
 from pages._present import chart, downloads
 from pages._explorer import (
-    FULL_LIMIT, INTERACTIVE_LIMIT, ZOOM_SIZES, Request, compare_downloads, compute, live_compare, overflow_message, problem, step_walk, zoom_window,
+    FULL_LIMIT, INTERACTIVE_LIMIT, ZOOM_SIZES, Request, chosen_key, compare_downloads, compute, inside_a_score, live_compare,
+    overflow_message, problem, step_walk, view_parts, zoom_window,
 )
 from attnviz import figures
 from attnviz.attention import FORMULAS, PARAMETERS, SCORING_NAMES
@@ -42,6 +43,10 @@ SCHEMA = {
     "mask": Param("none", choice(MASKS)),
     "hide": Param([], int_list, encode_int_list),
     "query": Param(0, int_range(0, 100_000)),
+    "key": Param(-1, int_range(-1, 100_000)),  # the key whose score is taken apart; -1: the query's strongest
+    "parts": Param(False, boolean, encode_bool),  # "Inside a score" is open
+    "nsort": Param(False, boolean, encode_bool),
+    "nhead": Param(0, int_range(0, 7)),
     "head": Param(0, int_range(0, 7)),
     "palette": Param("viridis", choice(figures.PALETTES)),
     "scale": Param("row", choice(figures.SCALES)),
@@ -216,6 +221,8 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
     if interactive:
         query = position(tokens, "query")
         st.session_state.query, st.session_state.hide = query, hidden
+        if shown.view is not None:
+            chosen_key(shown.view.mean_weights, query)
         scores = computed.view.scores_block(0, slice(None), slice(None))  # (n, n)
         data = figures.interactive_heatmap(
             scores, tokens, row_oov=oov, view=view_state(SCHEMA), title=f"Attention weights α: {n} queries × {n} keys",
@@ -233,6 +240,8 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
         st.caption("Everything above is computed in your browser from the raw scores: τ, hard, the mask, the colour scale "
                    "and a click on a cell (or the arrow keys) redraw at once. Under the hide-keys mask, click a key's label "
                    "to hide it. The link and the downloads follow once you pause.")
+        inside_a_score(view_parts(view), scores, view.mean_weights, view.allowed, tokens, oov, query,  # one head: its own
+                       tau=config.temperature, hard=config.hard)
         nearest_to_mix(kv, vectors_name, view, query, config)
         step_walk(view, tokens, oov, palette, SCHEMA)
         save_url_state(SCHEMA)
@@ -280,6 +289,10 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
         st.latex(r"H(\alpha_i) = -\sum_j \alpha_{ij} \ln \alpha_{ij} \le \ln %d = %.3f" % (max(allowed, 1), np.log(max(allowed, 1))))
         nearest_to_mix(kv, vectors_name, view, query, config)
 
+    head = held("nhead", config.heads, clamp(0, config.heads - 1, 0),
+                lambda **widget: st.selectbox("Head whose score is taken apart", list(range(config.heads)), **widget))
+    inside_a_score(view_parts(view, head), view.scores[head], view.weights[head], view.allowed, tokens, oov, query,
+                   tau=config.temperature, hard=config.hard)
     step_walk(view, tokens, oov, palette, SCHEMA)
     save_url_state(SCHEMA)
 

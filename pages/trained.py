@@ -6,12 +6,12 @@ import torch
 
 from pages._common import clicked, clicked_point, glove, load_url_state, position, position_select, save_url_state, scale_select, stop
 from attnviz.export import Matrix
-from pages._interactive import interactive_heatmap, screen_sizes, view_state, weights_on_screen
+from pages._interactive import allowed_on_screen, interactive_heatmap, screen_sizes, view_state, weights_on_screen
 from pages._present import chart, downloads
-from pages._explorer import draw_steps, walk_section
+from pages._explorer import chosen_key, draw_steps, inside_a_score, walk_section
 from pages._model import forward, model, word_weights
 from attnviz import figures, trained
-from attnviz.attention import entropy
+from attnviz.attention import entropy, scaled_dot_parts
 from attnviz.embeddings import embed, tokenize
 from attnviz.selfattention import MASKS, Config, run, temperature_grid
 from attnviz.urlstate import Param, boolean, bounded_text, choice, coerce, encode_bool, encode_int_list, int_list, int_range, nearest
@@ -26,6 +26,9 @@ SCHEMA = {
     "measure": Param("previous", choice(trained.SUMMARIES)),
     "unit": Param("pieces", choice(UNITS)),
     "query": Param(0, int_range(0, trained.MAX_TOKENS - 1)),
+    "key": Param(-1, int_range(-1, trained.MAX_TOKENS - 1)),  # the key whose score is taken apart; -1: the query's strongest
+    "parts": Param(False, boolean, encode_bool),  # "Inside a score" is open
+    "nsort": Param(False, boolean, encode_bool),
     "scale": Param("row", choice(figures.SCALES)),
     # The chosen head's heatmap, drawn in the browser from its scores (pages/_interactive): what it shows.
     "temp": Param(1.0, nearest(temperature_grid())),
@@ -101,11 +104,15 @@ def pick_query() -> None:
         st.session_state.query = query
 
 
-def live_head(scores: np.ndarray) -> np.ndarray:
-    """The chosen head drawn by the browser from its scores S = QKᵀ/√d_k (n, n), with the query inspector: τ, hard, a
-    mask, the colour scale and the query redraw at once, as on Self-attention. Returns the weights it shows."""
-    st.session_state.query = position(labels, "query")
+def live_head(trace: trained.LayerTrace, h: int) -> np.ndarray:
+    """The chosen head (h of the layer's `trace`) drawn by the browser from its scores S = QKᵀ/√d_k (n, n), with the
+    query inspector: τ, hard, a mask, the colour scale and the query redraw at once, as on Self-attention; below, the
+    chosen cell's score taken apart over the head's 32 dimensions. Returns the weights it shows."""
+    scores = trace.scores[h].numpy()  # (n, n)
+    st.session_state.query = query = position(labels, "query")
     st.session_state.hide = [i for i in st.session_state.get("hide", []) if isinstance(i, int) and 0 <= i < m]
+    shown = weights_on_screen(scores, view_state(SCHEMA))  # (n, n)
+    chosen_key(shown, query)
     view = view_state(SCHEMA)
     data = figures.interactive_heatmap(
         scores, labels, row_oov=unknown, view=view, title=f"Layer {layer}, head {head}: {m} queries × {m} keys",
@@ -113,18 +120,20 @@ def live_head(scores: np.ndarray) -> np.ndarray:
         overflow="The scores divided by τ are larger than float32 can hold, so the softmax has no answer. Choose a larger τ.",
     )
     interactive_heatmap(data, key="live_head", clean=lambda sent: coerce(sent, SCHEMA))
-    shown = weights_on_screen(scores, view)  # (n, n)
     downloads(st, "head_map", lambda: figures.attention_heatmap(shown, labels, scores=scores, row_oov=unknown, scale=view["scale"],
                                                                 palette=view["palette"], title=data["title"]),
               Matrix(shown, labels, labels), image_help="PNG or SVG: the buttons above the heatmap.")
     st.caption("The model's weights are those at τ = 1 with no mask; the controls above the heatmap show what τ, hard "
                "attention or a mask would make of the same scores, computed in your browser.")
+    st.latex(r"\alpha = \mathrm{softmax}\Big(\frac{(XW_q + b_q)(XW_k + b_k)^\top}{\sqrt{32}\,\tau}\Big)")
+    q, k = trace.query[h], trace.key[h]  # (n, 32) each: XW_q + b_q, XW_k + b_k of this head
+    inside_a_score(lambda i, j: scaled_dot_parts(q[i], k[j]), scores, shown, allowed_on_screen(m, view), labels, unknown, query,
+                   tau=view["temp"], hard=view["hard"], names=("q = xW_q + b_q", "k = xW_k + b_k"))
     return shown
 
 
 if unit == "pieces":
-    head_weights = live_head(result.traces[layer - 1].scores[head - 1].numpy())  # (n, n) as drawn
-    st.latex(r"\alpha = \mathrm{softmax}\Big(\frac{(XW_q + b_q)(XW_k + b_k)^\top}{\sqrt{32}\,\tau}\Big)")
+    head_weights = live_head(result.traces[layer - 1], head - 1)  # (n, n) as drawn
     if m <= LINES_LIMIT:
         chart(st, figures.line_view(head_weights[None], labels, oov=unknown, head_names=[f"layer {layer}, head {head}"]),
               key="lines")

@@ -282,3 +282,31 @@ def test_small_work_runs_on_one_cpu_thread_and_puts_the_count_back(monkeypatch):
     torch.set_num_threads(configured)
     assert seen == {"small": 1, "large": 2}
 
+
+
+@pytest.mark.parametrize("name", attention.SCORING_NAMES)
+def test_a_score_taken_apart_sums_to_the_engines_score(name):
+    """The neuron view's terms, one per dimension (or hidden unit), sum to the score the scorer gives (≤ 1e-5), and
+    each row is what its name says, written out."""
+    d_q, d_k = (6, 9) if name in ("general", "additive") else (8, 8)
+    generator = torch.Generator().manual_seed(4)
+    query, key = torch.randn(5, d_q, generator=generator), torch.randn(7, d_k, generator=generator)  # (5, dq), (7, dk)
+    scorer = make_scorer(name, d_q, d_k, seed=2, hidden=12, sigma=0.7)
+    scores = scorer(query, key)  # (5, 7)
+    for i, j in [(0, 0), (2, 5), (4, 6)]:
+        parts = scorer.parts(query[i], key[j])
+        assert abs(parts.score - float(scores[i, j])) <= 1e-5 * max(1.0, abs(float(scores[i, j]))), (name, i, j)
+        rows = dict(parts.rows)
+        if name in ("dot", "scaled_dot", "cosine", "gaussian"):
+            torch.testing.assert_close(rows["q"], query[i])
+            torch.testing.assert_close(rows["k"], key[j])
+        if name == "scaled_dot":
+            torch.testing.assert_close(parts.terms, query[i] * key[j] / math.sqrt(d_q))
+        if name == "gaussian":
+            torch.testing.assert_close(parts.terms, -(query[i] - key[j]) ** 2 / (2 * 0.7**2))
+    assert len(parts.terms) == (12 if name == "additive" else d_k) and parts.unit.startswith("hidden" if name == "additive" else "dimension")
+
+
+def test_cosine_of_a_zero_vector_takes_apart_to_zero():
+    parts = make_scorer("cosine", 4, 4).parts(torch.zeros(4), torch.ones(4))
+    assert parts.score == 0 and not torch.isnan(parts.terms).any()

@@ -90,7 +90,9 @@ def test_default_sentence_heatmap(glove):
     data = live(at)
     assert data["scores"].shape == (16, 16) and data["rows"] == data["cols"] and data["rows"][:3] == ["when", "he", "saw"]
     np.testing.assert_allclose(data["scores"], glove_scores(glove, DEFAULT), atol=1e-5)
-    assert data["view"] == {"temp": 1.0, "hard": False, "mask": "none", "hide": [], "scale": "row", "palette": "viridis", "query": 0}
+    strongest = int(np.argmax(glove_scores(glove, DEFAULT)[0]))  # the key taken apart until a cell is clicked
+    assert data["view"] == {"temp": 1.0, "hard": False, "mask": "none", "hide": [], "scale": "row", "palette": "viridis", "query": 0,
+                            "key": strongest}
     assert data["taus"][0] == 0.01 and data["taus"][-1] == 100 and set(data["palettes"]) == {"viridis", "cividis", "greys"}
     assert "computed with torch on" in " ".join(c.value for c in at.caption)
 
@@ -613,6 +615,68 @@ def test_the_downloads_of_a_browser_view_hold_the_weights_it_draws():
     np.testing.assert_array_equal(hard, np.eye(6)[scores.argmax(-1)])
     assert hard[2, 1] == 1 and hard[2, 4] == 0
     assert not weights_on_screen(scores, {**view, "mask": "keys", "hide": list(range(6))}).any()  # every key hidden: zeros
+
+
+def score_apart(at) -> tuple[np.ndarray, float, float]:
+    """The neuron view on a page: its chart's rows (the vectors, then the terms), and the score and weight its
+    formulas give (the last number of each line)."""
+    spec = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
+                if str(json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "")).startswith("a = Σ terms"))
+    rows = [decode(trace["y"]) for trace in spec["data"]]
+    lines = [line.value.strip("$\n") for line in at.latex]
+    score = float(next(line for line in lines if re.match(r"a_\{\d+,\d+\} =", line)).split("=")[-1])
+    weight = float(next(line for line in lines if re.search(r"(quad |^)\\alpha_\{\d+,\d+\} =", line)).split("=")[-1])
+    return rows, score, weight
+
+
+def test_inside_a_score_on_self_attention_equals_the_formula(glove):
+    """The neuron view of query "happy" and the key clicked (session state `key`): q and k are the words' GloVe rows,
+    the terms q_i k_i/√50 sum to the score of XXᵀ/√50, and the weight is that row's softmax; with no key chosen it
+    takes the query's strongest key; the sort and another head's scorer (gaussian, random projections) agree too."""
+    from attnviz.embeddings import embed, tokenize
+
+    x = embed(tokenize(DEFAULT), glove).vectors.astype(np.float64)  # (16, 50)
+    scores = x @ x.T / np.sqrt(50)  # (16, 16)
+    closed = page({"query": "9"})
+    assert not any("a = Σ terms" in c.proto.spec for c in closed.get("plotly_chart"))  # drawn only while open
+    at = page({"query": "9", "parts": "1"})
+    rows, score, weight = score_apart(at)
+    assert at.session_state.key == int(np.argmax(scores[9]))  # the query's strongest key
+    at.session_state["key"] = 7  # a click on the cell (happy, dog)
+    at.run()
+    rows, score, weight = score_apart(at)
+    np.testing.assert_allclose(rows[0], x[9], atol=1e-6)
+    np.testing.assert_allclose(rows[1], x[7], atol=1e-6)
+    np.testing.assert_allclose(rows[3], x[9] * x[7] / np.sqrt(50), atol=1e-6)
+    assert rows[3].sum() == pytest.approx(scores[9, 7], abs=1e-4) and score == pytest.approx(scores[9, 7], abs=1e-4)
+    assert weight == pytest.approx(softmax(scores[9])[7], rel=1e-4)
+    at.toggle(key="nsort").set_value(True).run()
+    sorted_terms = score_apart(at)[0][3]
+    assert np.all(np.diff(np.abs(sorted_terms)) <= 1e-9) and sorted_terms.sum() == pytest.approx(scores[9, 7], abs=1e-4)
+    at = page({"query": "2", "key": "5", "parts": "1", "proj": "random", "heads": "3", "scoring": "gaussian", "nhead": "1", "temp": "0.5"})
+    rows, score, weight = score_apart(at)
+    from attnviz.selfattention import Config, run
+    view = run(x.astype(np.float32), Config(scoring="gaussian", projection="random", heads=3, temperature=0.5))
+    np.testing.assert_allclose(rows[0], view.query[1][2], atol=1e-5)
+    assert score == pytest.approx(float(view.scores[1][2, 5]), rel=1e-4) and rows[-1].sum() == pytest.approx(score, rel=1e-4)
+    assert weight == pytest.approx(float(view.weights[1][2, 5]), rel=1e-4)
+
+
+def test_inside_a_score_on_the_trained_model_uses_its_projections():
+    """The chosen head's cell taken apart: q = xW_q + b_q and k = xW_k + b_k of that head (the engine's trace), terms
+    q_i k_i/√32 summing to its score, and the weight under the view's causal mask (0 above the diagonal)."""
+    from attnviz import trained
+
+    at = run_page("trained.py", {"text": "the dog was happy", "layer": "2", "head": "3", "query": "4", "key": "2", "parts": "1"})
+    rows, score, weight = score_apart(at)
+    result = trained.attention("the dog was happy")
+    trace = result.traces[1]
+    np.testing.assert_allclose(rows[0], trace.query[2][4].numpy(), atol=1e-5)
+    np.testing.assert_allclose(rows[1], trace.key[2][2].numpy(), atol=1e-5)
+    assert score == pytest.approx(float(trace.scores[2][4, 2]), rel=1e-4) and rows[3].sum() == pytest.approx(score, rel=1e-4)
+    assert weight == pytest.approx(float(result.weights[1, 2, 4, 2]), rel=1e-4)
+    at = run_page("trained.py", {"text": "the dog was happy", "layer": "2", "head": "3", "query": "1", "key": "4", "parts": "1", "mask": "causal"})
+    assert any(r"\text{masked: } \alpha_{1,4} = 0" in line.value for line in at.latex)
 
 
 def test_trained_page_walk_and_comparison():

@@ -5,6 +5,7 @@ and the downloads hold what is drawn, and a reload of that link draws the same n
 import csv
 import io
 import math
+import re
 import time
 
 from driver import SHOTS, exceptions, live_cell, live_select, settle, url_has, wait_for_heatmap
@@ -59,7 +60,7 @@ def test_a_burst_of_changes_asks_the_server_nothing_until_the_pause(server, page
     drawn = wait_for_heatmap(page, lambda t: t["view"]["query"] == 6)
     assert during == 0, f"{during} messages sent during the burst"
     assert drawn["view"] == {"temp": 0.2, "hard": False, "mask": "causal", "hide": [], "scale": "max", "palette": "cividis",
-                             "query": 6}
+                             "query": 6, "key": 2}  # the clicked cell's key stays as the arrows move the query
     assert drawn["w"] != before["w"] and drawn["w"][0][1] == 0  # causal: the first word sees only itself
     assert url_has(page, "temp=0.2", "mask=causal", "scale=max", "palette=cividis", "query=6")
     settle(page)
@@ -377,3 +378,29 @@ def test_the_lessons_comparison_redraws_in_the_browser_and_each_step_opens_with_
     page.wait_for_function(ready)
     page.wait_for_function("() => document.querySelectorAll('.av-compare .av-root')[1].attnviz.view.mask === 'causal'")
     assert "cb_mask" not in page.url and not exceptions(page)
+
+
+def test_a_click_on_a_cell_takes_its_score_apart_after_the_pause(server, page):
+    """A click on the cell (happy, dog) chooses the query and the key in the browser, outlines the cell and sends
+    nothing; after the pause the page takes that score apart: the score and the weight the heatmap gives."""
+    import numpy as np
+
+    sent = count_sent(page)
+    page.goto(f"{server}/?parts=1&text=when+he+saw+his+owner+the+dog+was+happy")
+    wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 9)
+    settle(page)
+    start = len(sent)
+    page.mouse.click(*live_cell(page, 8, 6))
+    trace = wait_for_heatmap(page, lambda t: t["view"]["query"] == 8 and t["view"].get("key") == 6)
+    assert len(sent) == start and page.locator(".av-root .av-cell-outline").count() == 1
+    assert url_has(page, "query=8", "key=6")
+    formula = page.locator(".stMarkdown, [data-testid='stMarkdownContainer']", has_text="Query #8").first
+    assert "key #6 dog" in formula.inner_text()
+    chart = page.locator(".st-key-score_parts .js-plotly-plot")
+    chart.wait_for()
+    terms = np.array(page.evaluate("() => Array.from(document.querySelector('.st-key-score_parts .js-plotly-plot')._fullData.at(-1).y)"))
+    score = page.evaluate("() => document.querySelector('.av-root').attnviz.scores()[8][6]")
+    assert abs(terms.sum() - score) < 1e-4  # the terms sum to the score the heatmap's hover gives
+    tex = " ".join(page.locator(".katex-mathml annotation").all_text_contents())  # each formula's TeX, numbers and all
+    weight = float(re.search(r"\\alpha_\{8,6\} = \\frac\{[^$]*?\} = ([-0-9.e]+)", tex).group(1))
+    assert abs(weight - trace["w"][8][6]) < 1e-5 and not exceptions(page)

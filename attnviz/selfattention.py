@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from attnviz.positions import rotate, sinusoidal
 from attnviz.attention import (
     FORMULAS, Scorer, attend, combine_heads, cpu_threads, entropy, key_mask, make_projections, make_scorer, pick_device,
     project_heads,
@@ -44,6 +45,7 @@ class Config:
     hidden: tuple[int, ...] = ()  # key positions hidden by the "keys" mask
     sigma: float = 1.0  # gaussian scoring
     additive_hidden: int = 16  # h of additive scoring
+    positions: str = "none"  # none | sinusoidal (added to X) | rotary (q and k turned by position): attnviz.positions
 
 
 class ScoresOverflow(ValueError):
@@ -65,8 +67,8 @@ class View:
 
     config: Config
     device: str
-    x: np.ndarray  # (n, d_model)
-    query: np.ndarray  # (H, n, dk)
+    x: np.ndarray  # (n, d_model) the input attended over: X, or X + P under sinusoidal positions
+    query: np.ndarray  # (H, n, dk) as scored: turned by position under rotary positions
     key: np.ndarray  # (H, n, dk)
     value: np.ndarray  # (H, n, dv)
     scores: np.ndarray | None  # (H, n, n), or None
@@ -135,7 +137,12 @@ def _run(x: np.ndarray, config: Config, device: torch.device, keep_heads: bool) 
     options = dict(scoring=scorer, mask=None if mask is None else mask.to(device), is_causal=is_causal,
                    temperature=config.temperature, hard=config.hard)
     x_t = torch.as_tensor(x, dtype=torch.float32, device=device)  # (n, d_model)
+    if config.positions == "sinusoidal":
+        x_t = x_t + sinusoidal(n, d_model).to(device)  # (n, d_model) X + P
     query, key, value = project_heads(x_t, x_t, projections)  # (H, n, dk), (H, n, dk), (H, n, dv)
+    if config.positions == "rotary":
+        where = torch.arange(n, device=device)  # (n,)
+        query, key = rotate(query, where), rotate(key, where)  # (H, n, dk) each, turned by position
     if keep_heads:
         att = attend(query, key, value, **options)  # weights (H, n, n)
         _check_finite(att.weights, x)
@@ -163,7 +170,7 @@ def _run(x: np.ndarray, config: Config, device: torch.device, keep_heads: bool) 
         return None if t is None else t.detach().cpu().numpy()
 
     return View(
-        config=config, device=str(device), x=np.asarray(x, dtype=np.float32),
+        config=config, device=str(device), x=cpu(x_t),
         query=cpu(query), key=cpu(key), value=cpu(value), scores=cpu(scores), weights=cpu(weights),
         mean_weights=cpu(mean), allowed=cpu(allowed), head_output=cpu(head_output), output=cpu(output),
         mixture=cpu(mixture), scorer=scorer,
@@ -214,10 +221,18 @@ def steps(view: View, head: int = 0) -> list[Step]:
     scores, weights = view.scores[head], view.weights[head]  # (n, n)
     identity = c.projection == "identity"
     bias = " + b_{%s}" if c.bias and not identity else ""
-    out = [Step("Input X (one GloVe row per token)", r"X " + shape_latex(view.x), view.x, "tokens", "dims", symbol="X")]
+    if c.positions == "sinusoidal":
+        out = [Step("Input X + P (one GloVe row per token, plus its sinusoidal position)",
+                    r"X + P,\ P_{p,2i} = \sin(p/10000^{2i/d}),\ P_{p,2i+1} = \cos(p/10000^{2i/d})\ " + shape_latex(view.x),
+                    view.x, "tokens", "dims", symbol="X + P")]
+    else:
+        out = [Step("Input X (one GloVe row per token)", r"X " + shape_latex(view.x), view.x, "tokens", "dims", symbol="X")]
+    source = "(X + P)" if c.positions == "sinusoidal" else "X"
     for name, matrix in (("Q", q), ("K", k), ("V", v)):
         sub = name.lower()
-        formula = f"{name} = X" if identity else f"{name} = XW_{{{sub}}}" + (bias % sub if bias else "")
+        formula = f"{name} = {source}" if identity else f"{name} = {source}W_{{{sub}}}" + (bias % sub if bias else "")
+        if c.positions == "rotary" and name != "V":
+            formula = r"%s = R_p\,(%s)" % (name, formula.split(" = ", 1)[1])  # row p turned by its position
         out.append(Step(f"{name} ({'identity' if identity else 'projection'})", f"{formula} {shape_latex(matrix)}", matrix, "tokens", "dims",
                         symbol=name))
     if c.scoring == "scaled_dot":

@@ -14,11 +14,12 @@ from attnviz import figures
 from attnviz.cache import ByteBudgetCache
 from attnviz.embeddings import Embedded, embed, tokenize
 from attnviz.attention import Parts
+from attnviz.positions import cosine_similarity, permutation, rotary_angles, rotary_similarity, sinusoidal
 from attnviz.selfattention import Config, ScoresOverflow, Step, View, longest_rows, run, steps
 from attnviz.urlstate import Param
 from pages._common import VISIT, clamp, held, md_escape, position_select, save_url_state, widget_key
 from attnviz.export import Matrix, matrices_zip
-from pages._interactive import interactive_heatmap
+from pages._interactive import interactive_heatmap, weights_on_screen
 from pages._present import chart, downloads
 
 FULL_LIMIT = 256  # above this many tokens: one head at a time, and a block overview plus a zoom window
@@ -135,9 +136,31 @@ def live_compare(kv, a: Request, b: Request, views: tuple[dict, dict], *, key: s
             overflow=overflow_message(computed, "The scores divided by τ")))
     same = sides[0].embedded.tokens == sides[1].embedded.tokens
     interactive_heatmap(figures.interactive_comparison(*data, same_tokens=same, compact=compact), key=key, clean=clean)
-    if not same:
+    order = None if same else permutation(sides[0].embedded.tokens, sides[1].embedded.tokens)
+    if order is not None:
+        word_order(sides, views, order)
+    elif not same:
         st.info("A and B have different tokens, so there is no cell-by-cell difference to draw.")
     return sides
+
+
+def word_order(sides: list[Computed], views: tuple[dict, dict], order: list[int]) -> None:
+    """B's words are A's in another order (B's word k is A's word π(k)): whether B's weights, as drawn, are A's with
+    rows and columns reordered the same way, α_B = P α_A Pᵀ, measured. Without positions they are: self-attention
+    cannot tell the orders apart."""
+    a, b = (weights_on_screen(side.view.scores if side.view.scores.shape[0] > 1 else side.view.scores[0], view)
+            for side, view in zip(sides, views))  # (n, n) each, as drawn
+    gap = float(np.abs(b - a[np.ix_(order, order)]).max())
+    positions = [side.view.config.positions for side in sides]
+    said = (f"B's words are A's in another order: B's word k is A's word π(k), π = {order}. "
+            f"max |α_B − P α_A Pᵀ| = {gap:.2g}")
+    if gap <= 1e-6:
+        st.success(said + ": equal. Without position information, self-attention cannot tell the two orders apart: "
+                   "reorder the words and its weights reorder with them.")
+    elif positions != ["none", "none"]:
+        st.info(said + f": not equal. Positions ({positions[0]} on A, {positions[1]} on B) tell the orders apart.")
+    else:
+        st.info(said + ": not equal, because A's and B's settings differ.")
 
 
 def compare_downloads(kv, a: Request, b: Request, palette: str, scale: str, *, key: str = "compare") -> list[Computed] | None:
@@ -216,6 +239,38 @@ def _score_apart(parts_of, scores, weights, allowed, label: list[str], query: in
     chart(st, figures.score_parts(rows, parts.terms.numpy(), parts.unit, sort=ordered, title=f"a = Σ terms = {parts.score:.4g}"),
           key="score_parts", matrix=Matrix(np.stack([v for _, v in rows] + [parts.terms.numpy()]), [name for name, _ in rows] + ["term"],
                                  [str(u) for u in range(len(parts.terms))], corner=f"row \\ {parts.unit}"))
+
+
+def positions_section(config: Config, tokens: list[str], oov: list[bool], d: int) -> None:
+    """The position encoding in use (config.positions: sinusoidal or rotary) for these tokens, d wide: its matrix
+    (positions × dimensions, or × pairs for rotary) and the position–position similarity it induces."""
+    if config.positions == "none":
+        return
+    n, label = len(tokens), figures.labels(tokens, oov)
+    names = [f"{p} · {t}" for p, t in enumerate(label)]
+    st.subheader(f"Positions: {config.positions}")
+    if config.positions == "rotary" and d < 2:
+        st.info("Rotary positions turn pairs of dimensions, and d_k = 1 has none: here they change nothing. Choose a "
+                "larger d_k.")
+        return
+    left, right = st.columns(2)
+    if config.positions == "sinusoidal":
+        table = sinusoidal(n, d).numpy()  # (n, d)
+        left.latex(r"P_{p,2i} = \sin\frac{p}{10000^{2i/%d}},\ P_{p,2i+1} = \cos\frac{p}{10000^{2i/%d}},\ P: %d \times %d" % (d, d, n, d))
+        similarity, how = cosine_similarity(table), r"\cos(P_m, P_n)"
+        title, cols = "P: added to each word's vector", figures.dims(d)
+    else:
+        table = np.cos(rotary_angles(torch.arange(n), d).numpy())  # (n, d // 2)
+        left.latex(r"q_p, k_p \text{ turned pair by pair: } \theta_i = 10000^{-2i/%d},\ \cos(p\,\theta_i): %d \times %d" % (d, n, d // 2))
+        similarity, how = rotary_similarity(n, d), r"\tfrac{1}{%d}\sum_i \cos((m-n)\,\theta_i)" % (d // 2)
+        title, cols = "cos(p·θ_i): how far pair i of row p is turned", [f"pair {i}" for i in range(d // 2)]
+    chart(left, figures.matrix_heatmap(table, names, cols, title=title, width="half"), key="positions_table",
+          matrix=Matrix(table, label, cols, corner="position \\ " + ("dimension" if config.positions == "sinusoidal" else "pair")))
+    right.latex(r"\mathrm{similarity}(m, n) = " + how + r",\ %d \times %d" % (n, n))
+    chart(right, figures.matrix_heatmap(similarity, names, names, title="Position–position similarity", width="half"),
+          key="positions_similarity", matrix=Matrix(similarity, label, label, corner="position \\ position"))
+    st.caption("Near positions are alike and far ones less so: this is all the model learns of order. Compare A | B "
+               "with B's words reordered, or B's positions off, to see what it changes.")
 
 
 def zoom_sizes(n: int, heads: int) -> list[int]:

@@ -12,11 +12,12 @@ from pages._interactive import interactive_heatmap, screen_sizes, view_state
 from pages._present import chart, downloads
 from pages._explorer import (
     FULL_LIMIT, INTERACTIVE_LIMIT, ZOOM_SIZES, Request, chosen_key, compare_downloads, compute, inside_a_score, live_compare,
-    overflow_message, problem, step_walk, view_parts, zoom_window,
+    overflow_message, positions_section, problem, step_walk, view_parts, zoom_window,
 )
 from attnviz import figures
 from attnviz.attention import FORMULAS, PARAMETERS, SCORING_NAMES
 from attnviz.embeddings import OOV_POLICIES, nearest_words
+from attnviz.positions import POSITIONS
 from attnviz.selfattention import MASKS, Config, max_tokens_setting, temperature_grid
 from attnviz.urlstate import Param, boolean, bounded_text, choice, coerce, encode_bool, encode_int_list, int_list, int_range, nearest
 
@@ -40,6 +41,7 @@ SCHEMA = {
     "seed": Param(0, int_range(0, 2**31 - 1)),
     "bias": Param(False, boolean, encode_bool),
     "heads": Param(1, int_range(1, 8)),
+    "pos": Param("none", choice(POSITIONS)),
     "mask": Param("none", choice(MASKS)),
     "hide": Param([], int_list, encode_int_list),
     "query": Param(0, int_range(0, 100_000)),
@@ -64,7 +66,9 @@ SCHEMA = {
     "b_mask": Param("causal", choice(B_MASKS)),
     "b_proj": Param("identity", choice(["identity", "random"])),
     "b_heads": Param(1, int_range(1, 8)),
+    "b_pos": Param("none", choice(POSITIONS)),
 }
+POSITION_NAMES = {"none": "none (blind to order)", "sinusoidal": "sinusoidal, added to X", "rotary": "rotary (RoPE), on q and k"}
 SCORING_HELP = {
     "dot": "q·k: the raw dot product.",
     "scaled_dot": "q·k/√d: the Transformer's choice; dividing by √d keeps the softmax from saturating.",
@@ -89,10 +93,11 @@ if st.session_state.cmp:
         st.markdown("**B**: a second sentence, or the same one under other settings. **A** is the sentence above with "
                     "the sidebar's settings; both share the vectors, tokens, d_k and seed.")
         st.text_input("Sentence B (empty: A's sentence)", key="b_text", max_chars=TEXT_CHARS)
-        b_left, b_middle, b_right = st.columns(3)
+        b_left, b_middle, b_right, b_far = st.columns(4)
         b_left.selectbox("Scoring (B)", SCORING_NAMES, key="b_scoring")
         b_middle.radio("Projections (B)", ["identity", "random"], key="b_proj", horizontal=True)
         b_right.slider("Heads (B)", 1, 8, key="b_heads", disabled=st.session_state.b_proj != "random")
+        b_far.selectbox("Positions (B)", POSITIONS, key="b_pos", format_func=POSITION_NAMES.get)
         st.caption("B's temperature, hard attention and mask are above its heatmap.")
 
 with st.sidebar:
@@ -126,6 +131,11 @@ with st.sidebar:
     st.slider("Heads H", 1, 8, key="heads", disabled=not random_proj, help="Identity projections would make every head the same. " + needs_random)
     if not random_proj:
         st.caption("d_k, biases and heads apply to random projections.")
+    st.header("Positions")
+    st.radio("Word order", POSITIONS, key="pos", format_func=POSITION_NAMES.get,
+             help="Self-attention alone is blind to order: reorder the words and its weights reorder with them. "
+                  "sinusoidal: P(p, 2i) = sin(p/10000^(2i/d)), P(p, 2i+1) = cos(…), added to X. rotary: each pair of "
+                  "dimensions of q and k turned by p·θ_i, so a score depends on the offset between two words.")
     # One head, no comparison: the browser draws the heatmap (up to INTERACTIVE_LIMIT tokens; a long input's zoom
     # window at any size). Compare is drawn in the browser too; only the grid of several heads is not.
     interactive = not st.session_state.cmp and not (random_proj and st.session_state.heads > 1)
@@ -146,7 +156,7 @@ if not sentence.strip():
 base = Config(
     scoring=scoring, projection=projection, d_k=st.session_state.dk, seed=st.session_state.seed,
     bias=st.session_state.bias and random_proj, heads=st.session_state.heads if random_proj else 1,
-    sigma=st.session_state.sigma, additive_hidden=st.session_state.h,
+    sigma=st.session_state.sigma, additive_hidden=st.session_state.h, positions=st.session_state.pos,
 )
 if MAX_TOKENS_PROBLEM:
     st.warning(MAX_TOKENS_PROBLEM)
@@ -243,6 +253,7 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
         inside_a_score(view_parts(view), scores, view.mean_weights, view.allowed, tokens, oov, query,  # one head: its own
                        tau=config.temperature, hard=config.hard)
         nearest_to_mix(kv, vectors_name, view, query, config)
+        positions_section(config, tokens, oov, position_width(view))
         step_walk(view, tokens, oov, palette, SCHEMA)
         save_url_state(SCHEMA)
         return
@@ -293,8 +304,14 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
                 lambda **widget: st.selectbox("Head whose score is taken apart", list(range(config.heads)), **widget))
     inside_a_score(view_parts(view, head), view.scores[head], view.weights[head], view.allowed, tokens, oov, query,
                    tau=config.temperature, hard=config.hard)
+    positions_section(config, tokens, oov, position_width(view))
     step_walk(view, tokens, oov, palette, SCHEMA)
     save_url_state(SCHEMA)
+
+
+def position_width(view) -> int:
+    """How wide the position encoding is: d_model for sinusoidal positions (added to X), a head's d_k for rotary."""
+    return view.query.shape[-1] if view.config.positions == "rotary" else view.x.shape[1]
 
 
 def compare_live(kv, vectors_name: str, raw: Request, request: Request) -> None:
@@ -304,7 +321,7 @@ def compare_live(kv, vectors_name: str, raw: Request, request: Request) -> None:
     state = st.session_state
     b_random = state.b_proj == "random"
     b_base = replace(raw.config, scoring=state.b_scoring, projection=state.b_proj, heads=state.b_heads if b_random else 1,
-                     bias=state.bias and b_random)
+                     bias=state.bias and b_random, positions=state.b_pos)
     raw_b = replace(raw, sentence=state.b_text if state.b_text.strip() else raw.sentence, config=b_base)
     view = view_state(SCHEMA)
     view_b = {**view, "temp": state.b_temp, "hard": state.b_hard, "mask": state.b_mask, "hide": []}

@@ -12,6 +12,7 @@ from pages._explorer import chosen_key, draw_steps, inside_a_score, walk_section
 from pages._model import forward, model, word_weights
 from attnviz import figures, trained
 from attnviz.attention import entropy, scaled_dot_parts
+from attnviz.positions import cosine_similarity
 from attnviz.embeddings import embed, tokenize
 from attnviz.selfattention import MASKS, Config, run, temperature_grid
 from attnviz.urlstate import Param, boolean, bounded_text, choice, coerce, encode_bool, encode_int_list, int_list, int_range, nearest
@@ -29,6 +30,7 @@ SCHEMA = {
     "key": Param(-1, int_range(-1, trained.MAX_TOKENS - 1)),  # the key whose score is taken apart; -1: the query's strongest
     "parts": Param(False, boolean, encode_bool),  # "Inside a score" is open
     "nsort": Param(False, boolean, encode_bool),
+    "learned": Param(False, boolean, encode_bool),  # "Positions the model learned" is open
     "scale": Param("row", choice(figures.SCALES)),
     # The chosen head's heatmap, drawn in the browser from its scores (pages/_interactive): what it shows.
     "temp": Param(1.0, nearest(temperature_grid())),
@@ -162,6 +164,28 @@ else:
         row_entropy = float(entropy(torch.from_numpy(row)))
         st.metric("Entropy of the row (nats)", f"{row_entropy:.3f}", help="0: all weight on one key; ln m: spread evenly.")
         st.latex(r"H(\alpha_i) = -\sum_j \alpha_{ij} \ln \alpha_{ij} \le \ln %d = %.3f" % (m, np.log(m)))
+
+def learned_positions() -> None:
+    """The model's own position embeddings for this text's positions (read from its weights: the rows it adds to
+    each piece's embedding) and the cosine similarity between every two of them."""
+    table = model().position_embeddings[:len(pieces.tokens)].float().cpu().numpy()  # (n, 384)
+    names = [f"{p} · {t}" for p, t in enumerate(figures.labels(pieces.labels(), pieces.unknown))]
+    similarity = cosine_similarity(table)  # (n, n)
+    st.latex(r"x_p = \mathrm{LayerNorm}(E_{\text{word}} + P_p + E_{\text{type}}),\quad P: %d \times %d" % table.shape)
+    left, right = st.columns(2)
+    chart(left, figures.matrix_heatmap(table, names, figures.dims(table.shape[1]), title="P: one learned row per position",
+                                       width="half"), key="learned_table",
+          matrix=Matrix(table, names, figures.dims(table.shape[1]), corner="position \\ dimension"))
+    chart(right, figures.matrix_heatmap(similarity, names, names, title="cos(P_m, P_n)", width="half"), key="learned_similarity",
+          matrix=Matrix(similarity, names, names, corner="position \\ position"))
+    st.caption("Learned, not given by a formula: near positions come out alike, as the sinusoids of Self-attention's "
+               "Positions make them. The pieces label their position; P does not depend on them.")
+
+
+section = st.expander("Positions the model learned: P, and how alike every two positions are", key="learned", on_change="rerun")
+if section.open:
+    with section:
+        learned_positions()
 
 st.header("Head summaries")
 st.write("What each head looks at on average over the queries, on the model's own pieces (after Clark et al., 2019, "

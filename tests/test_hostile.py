@@ -163,7 +163,11 @@ URLS = [
                            "b_mask": "keys", "b_hard": "2"}, DRAWN),
     ("self_attention.py", {"cmp": "1", "b_text": "qzxjvwk"}, "B: None of these words"),
     ("self_attention.py", {"parts": "1", "text": "the dog " * 150, "key": "299", "query": "298"}, DRAWN),  # past 256: no (H, n, n) kept
-    ("self_attention.py", {"key": "-7", "nsort": "maybe", "parts": "yes", "query": "3"}, DRAWN), ("self_attention.py", {"key": "99999", "nhead": "-1"}, DRAWN),
+    ("self_attention.py", {"key": "-7", "nsort": "maybe", "parts": "yes", "query": "3"}, DRAWN),
+    ("self_attention.py", {"pos": "<script>", "b_pos": "nan"}, DRAWN), ("self_attention.py", {"pos": "rotary", "proj": "random", "dk": "1"}, DRAWN),
+    ("self_attention.py", {"pos": "sinusoidal", "text": "dog", "cmp": "1", "b_text": "dog dog", "b_pos": "rotary"}, DRAWN),
+    ("self_attention.py", {"pos": "rotary", "text": "the dog " * 300, "parts": "1"}, DRAWN),
+    ("trained.py", {"learned": "1", "text": "🙂 北京 <b>x</b>"}, DRAWN), ("trained.py", {"learned": "evil"}, DRAWN), ("self_attention.py", {"key": "99999", "nhead": "-1"}, DRAWN),
     ("self_attention.py", {"key": "1e9", "proj": "random", "heads": "4", "nhead": "7", "mask": "causal", "query": "0"}, DRAWN),
     ("trained.py", {"key": "<b>", "query": "3", "mask": "keys", "hide": "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17"}, DRAWN),
     ("self_attention.py", {"cmp": "1", "text": "the dog " * 200}, "A: The text has 400 tokens; the limit is 256"),

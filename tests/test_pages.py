@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from streamlit.testing.v1 import AppTest
 
 from attnviz.pooling import fit_bandwidth, salary_data
@@ -677,6 +678,50 @@ def test_inside_a_score_on_the_trained_model_uses_its_projections():
     assert weight == pytest.approx(float(result.weights[1, 2, 4, 2]), rel=1e-4)
     at = run_page("trained.py", {"text": "the dog was happy", "layer": "2", "head": "3", "query": "1", "key": "4", "parts": "1", "mask": "causal"})
     assert any(r"\text{masked: } \alpha_{1,4} = 0" in line.value for line in at.latex)
+
+
+def spec_titled(at, start: str) -> dict:
+    return next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
+                if str(json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "")).startswith(start))
+
+
+def test_positions_on_self_attention_change_the_scores_as_the_formulas_say(glove):
+    """Sinusoidal: the browser gets (X + P)(X + P)ᵀ/√50 with P from the formula, and P's chart is that P. Rotary: the
+    scores of q and k turned by position. "dog bites man" against "man bites dog": equal up to the permutation
+    without positions (said, with π), not with them."""
+    import math
+
+    from attnviz.embeddings import embed, tokenize
+    from attnviz.positions import rotate
+
+    x = embed(tokenize(DEFAULT), glove).vectors.astype(np.float64)  # (16, 50)
+    p = np.array([[math.sin(t / 10000 ** (i / 50)) if i % 2 == 0 else math.cos(t / 10000 ** ((i - 1) / 50)) for i in range(50)]
+                  for t in range(16)])  # (16, 50)
+    at = page({"pos": "sinusoidal"})
+    np.testing.assert_allclose(live(at)["scores"], (x + p) @ (x + p).T / np.sqrt(50), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(decode(spec_titled(at, "P: added")["data"][0]["z"]), p, atol=1e-6)
+    at = page({"pos": "rotary"})
+    turned = rotate(torch.from_numpy(x), torch.arange(16)).numpy()  # (16, 50)
+    np.testing.assert_allclose(live(at)["scores"], turned @ turned.T / np.sqrt(50), rtol=1e-5, atol=1e-4)
+    order = page({"cmp": "1", "text": "dog bites man", "b_text": "man bites dog", "b_mask": "none"})
+    assert "π = [2, 1, 0]" in order.success[0].value and "equal" in order.success[0].value
+    moved = page({"cmp": "1", "text": "dog bites man", "b_text": "man bites dog", "b_mask": "none", "pos": "sinusoidal",
+                  "b_pos": "sinusoidal"})
+    assert not moved.success and "not equal. Positions (sinusoidal on A, sinusoidal on B)" in messages(moved)
+
+
+def test_the_trained_models_learned_positions_are_its_weights():
+    from safetensors.numpy import load_file
+
+    from attnviz import trained
+
+    at = run_page("trained.py", {"text": "the dog was happy", "learned": "1"})
+    stored = load_file(str(trained.model_dir() / "model.safetensors"))["embeddings.position_embeddings.weight"]  # (512, 384)
+    table = decode(spec_titled(at, "P: one learned row")["data"][0]["z"])  # (n, 384)
+    np.testing.assert_array_equal(table, stored[:6].astype(np.float32))  # [CLS] the dog was happy [SEP]
+    unit = stored[:6] / np.linalg.norm(stored[:6], axis=1, keepdims=True)
+    np.testing.assert_allclose(decode(spec_titled(at, "cos(P_m, P_n)")["data"][0]["z"]), unit @ unit.T, atol=1e-5)
+    assert not any("learned row" in c.proto.spec for c in run_page("trained.py", {"text": "the dog"}).get("plotly_chart"))
 
 
 def test_trained_page_walk_and_comparison():

@@ -1,0 +1,68 @@
+"""Position encodings: self-attention by itself is blind to word order (permute the words and its weights permute
+with them), so a transformer adds where each word is.
+
+- sinusoidal (Vaswani et al. 2017): PE(p, 2i) = sin(p / base^(2i/d)), PE(p, 2i+1) = cos(p / base^(2i/d)), added to X;
+- rotary (RoPE, Su et al. 2021): each pair of dimensions (2i, 2i+1) of q and k turned by the angle p·θ_i,
+  θ_i = base^(-2i/d), so q_mᵀk_n depends on m − n only;
+- learned: a trained model's own table of position vectors (attnviz.trained reads it from the weights).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+POSITIONS = ("none", "sinusoidal", "rotary")
+BASE = 10000.0
+
+
+def sinusoidal(n: int, d: int, base: float = BASE) -> torch.Tensor:
+    """(n, d) PE: sin in the even dimensions, cos in the odd ones, one frequency per pair."""
+    position = torch.arange(n, dtype=torch.float64)[:, None]  # (n, 1)
+    angle = position / base ** (torch.arange(0, d, 2, dtype=torch.float64) / d)  # (n, ⌈d/2⌉)
+    pe = torch.zeros(n, d, dtype=torch.float64)  # (n, d)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle[:, : d // 2])
+    return pe.float()
+
+
+def rotary_angles(positions: torch.Tensor, d: int, base: float = BASE) -> torch.Tensor:
+    """(n, d // 2) the angle p·θ_i of each position and pair, θ_i = base^(-2i/d)."""
+    theta = base ** (-torch.arange(0, d // 2, dtype=torch.float64) * 2 / d)  # (d // 2,)
+    return positions.to(torch.float64)[:, None] * theta  # (n, d // 2)
+
+
+def rotate(x: torch.Tensor, positions: torch.Tensor, base: float = BASE) -> torch.Tensor:
+    """x (..., n, d) with each pair (2i, 2i+1) of row p turned by p·θ_i (RoPE). An odd d keeps its last dimension."""
+    d = x.shape[-1]
+    angle = rotary_angles(positions, d, base)  # (n, d // 2)
+    cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)  # (n, d // 2) each
+    even, odd = x[..., 0:2 * (d // 2):2], x[..., 1:2 * (d // 2):2]  # (..., n, d // 2) each
+    turned = x.clone()  # (..., n, d)
+    turned[..., 0:2 * (d // 2):2] = even * cos - odd * sin
+    turned[..., 1:2 * (d // 2):2] = even * sin + odd * cos
+    return turned
+
+
+def rotary_similarity(n: int, d: int, base: float = BASE) -> np.ndarray:
+    """(n, n) what RoPE alone makes of two positions: the cosine between a vector turned to position m and the same
+    vector turned to n, averaged over its pairs, mean_i cos((m − n)·θ_i). It depends on m − n only."""
+    angle = rotary_angles(torch.arange(n), d, base)  # (n, d // 2)
+    return torch.cos(angle[:, None, :] - angle[None, :, :]).mean(-1).float().numpy()  # (n, n)
+
+
+def cosine_similarity(rows: np.ndarray) -> np.ndarray:
+    """(n, n) the cosine between every two rows of a position table (n, d); a zero row gives 0."""
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)  # (n, 1)
+    unit = np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)  # (n, d)
+    return unit @ unit.T  # (n, n)
+
+
+def permutation(a: list[str], b: list[str]) -> list[int] | None:
+    """π with b[k] = a[π[k]] (repeated words matched in order), or None when b is not a reordering of a."""
+    if sorted(a) != sorted(b):
+        return None
+    unused: dict[str, list[int]] = {}
+    for i, token in enumerate(a):
+        unused.setdefault(token, []).append(i)
+    return [unused[token].pop(0) for token in b]

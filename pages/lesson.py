@@ -1,4 +1,4 @@
-"""Lesson: the story of attention in thirteen steps, one per screen, each a live figure with its formula.
+"""Lesson: the story of attention in fourteen steps, one per screen, each a live figure with its formula.
 
 Every step calls the same attnviz functions as the page it links to; the step is in the URL (?step=7).
 """
@@ -34,7 +34,7 @@ SIGMAS = [0.02, 0.05, 0.1, 0.2, 0.5, 1.0]
 DIMS = [2, 4, 8, 16, 32, 64, 128, 256, 512]
 FIGURE_COLUMN = "three_fifths"  # the share of the page a step's figure column gives a figure (figures.PLOT_PX)
 SCHEMA = {
-    "step": Param(1, int_range(1, 13)),
+    "step": Param(1, int_range(1, 14)),
     "q": Param("Li", bounded_text(40)),
     "tau": Param(0.1, nearest(temperature_grid())),
     "sigma": Param(0.1, nearest(SIGMAS)),
@@ -48,7 +48,9 @@ SCHEMA = {
     "heads": Param(4, int_range(1, 8)),
     "layer": Param(1, int_range(1, 6)),
     "head": Param(3, int_range(1, 12)),
-    # The comparison of steps 6 and 9, drawn in the browser: each side's τ, hard and mask ("step": the step's own).
+    "order": Param("dog bites man", bounded_text(120)),  # step 8: a sentence, and its words backwards
+    "opos": Param(False, boolean, encode_bool),  # step 8: sinusoidal positions added
+    # The comparison of steps 6, 8 and 10, drawn in the browser: each side's τ, hard and mask ("step": the step's own).
     "ctemp": Param(1.0, nearest(temperature_grid())),
     "chard": Param(False, boolean, encode_bool),
     "cmask": Param("step", choice(["step", "none", "causal"])),
@@ -219,16 +221,17 @@ def variance_samples() -> np.ndarray:
     return dot_variance(DIMS, 2000, 0)
 
 
-def draw_comparison(sentence: str, a: Config, b: Config, where) -> None:
-    """Compare mode for one sentence under two settings, in `where`, drawn in the browser from each side's raw scores:
-    τ, hard and the mask of each side (a's and b's masks to start with) redraw at once; the link and the downloads
-    follow once the person pauses."""
+def draw_comparison(sentence: str, a: Config, b: Config, where, b_sentence: str | None = None) -> None:
+    """Compare mode for one sentence under two settings (or, with `b_sentence`, B's own sentence), in `where`, drawn in
+    the browser from each side's raw scores: τ, hard and the mask of each side (a's and b's masks to start with)
+    redraw at once; the link and the downloads follow once the person pauses."""
     state = st.session_state
     configs = []
     for config, temp, hard, mask in ((a, "ctemp", "chard", "cmask"), (b, "cb_temp", "cb_hard", "cb_mask")):
         configs.append(replace(config, temperature=state[temp], hard=state[hard],
                                mask=config.mask if state[mask] == "step" else state[mask]))
-    raw = [Request("glove", sentence, False, "zero", replace(config, mask="none"), MAX_TOKENS) for config in (a, b)]
+    raw = [Request("glove", text, False, "zero", replace(config, mask="none"), MAX_TOKENS)
+           for text, config in ((sentence, a), (b_sentence or sentence, b))]
     views = [{"temp": c.temperature, "hard": c.hard, "mask": c.mask, "hide": [], "scale": "max", "palette": "viridis",
               "query": state.query} for c in configs]
     with where:
@@ -270,6 +273,25 @@ def self_attention(text, figure):
           key="lesson_matrix", on_select=pick, selection_mode="points", matrix=Matrix(weights, embedded.tokens, embedded.tokens))
     with text:
         explore("self_attention", "Self-attention")
+
+
+def order_matters(text, figure):
+    text.write("Self-attention has no idea where a word stands. Say the same words in another order: each word still "
+               "compares its vector with every other word's, so the weights are the same numbers, only moved to the new "
+               "rows and columns. Add positions to the vectors and the two orders come apart.")
+    text.latex(r"\alpha_B = P\,\alpha_A\,P^\top \ \text{ (P: the reordering) without positions}")
+    sentence = text.text_input("Sentence A (B is its words backwards)", key="order", max_chars=120)
+    with_positions = text.toggle("Add sinusoidal positions to X", key="opos")
+    if with_positions:
+        text.latex(r"X + P,\ P_{p,2i} = \sin\frac{p}{10000^{2i/d}},\ P_{p,2i+1} = \cos\frac{p}{10000^{2i/d}}")
+    words = tokenize(sentence)
+    if not 2 <= len(words) <= MAX_TOKENS:
+        figure.info(f"Type a sentence of 2 to {MAX_TOKENS} words.")
+        return
+    config = Config(positions="sinusoidal" if with_positions else "none")
+    draw_comparison(" ".join(words), config, config, figure, b_sentence=" ".join(reversed(words)))
+    with text:
+        explore("self_attention", "Self-attention", "Reorder your own sentence")
 
 
 def projections(text, figure):
@@ -432,6 +454,7 @@ STEPS = [
     ("Similarity functions", similarity_functions),
     ("Why divide by √d", why_sqrt_d),
     ("Self-attention", self_attention),
+    ("Order matters", order_matters),
     ("Weights and biases: Q, K, V", projections),
     ("Masks: causal and padding", masks),
     ("Encoder, decoder and cross-attention", encoder_decoder_step),

@@ -811,7 +811,7 @@ def compared(at) -> tuple[dict, dict, dict]:
 
 
 def test_lesson_comparisons_send_raw_scores_and_take_back_the_paused_view(glove):
-    """Steps 6 and 9 draw Compare in the browser, compact: step 6 dot (XXᵀ) against scaled dot (XXᵀ/√50), step 9
+    """Steps 6 and 10 draw Compare in the browser, compact: step 6 dot (XXᵀ) against scaled dot (XXᵀ/√50), step 10
     the same scores with B causal. A paused view goes into the link under the lesson's names, and each step opens
     with its own settings again."""
     x = glove_scores(glove, DEFAULT)  # XXᵀ/√50
@@ -821,7 +821,7 @@ def test_lesson_comparisons_send_raw_scores_and_take_back_the_paused_view(glove)
     np.testing.assert_allclose(a["scores"], x * np.sqrt(50), rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(b["scores"], x, atol=1e-5)
     assert a["view"]["mask"] == b["view"]["mask"] == "none" and a["view"]["query"] == 9  # the lesson's query: "happy"
-    at = run_page("lesson.py", {"step": "9"})
+    at = run_page("lesson.py", {"step": "10"})
     a, b, _ = compared(at)
     np.testing.assert_allclose(a["scores"], x, atol=1e-5)
     assert a["scores"].tobytes() == b["scores"].tobytes() and (a["view"]["mask"], b["view"]["mask"]) == ("none", "causal")
@@ -838,10 +838,24 @@ def test_lesson_comparisons_send_raw_scores_and_take_back_the_paused_view(glove)
     assert a["view"]["query"] == 3 and "cb_mask" not in at.query_params
 
 
+def test_lesson_order_step_reorders_the_same_weights_until_positions_come(glove):
+    """Step 8: "dog bites man" against "man bites dog": B's raw scores are A's reordered (π = [2, 1, 0]), and the page
+    says so with the measured gap 0; with sinusoidal positions the scores are those of X + P and the gap is not 0."""
+    x = glove_scores(glove, "dog bites man")  # (3, 3) XXᵀ/√50
+    at = run_page("lesson.py", {"step": "8"})
+    a, b, sent = compared(at)
+    np.testing.assert_allclose(a["scores"], x, atol=1e-5)
+    np.testing.assert_allclose(b["scores"], x[::-1, ::-1], atol=1e-5)
+    assert "difference" not in sent and "π = [2, 1, 0]" in at.success[0].value and "= 0: equal" in at.success[0].value
+    at = run_page("lesson.py", {"step": "8", "opos": "1"})
+    a, b, _ = compared(at)
+    assert not at.success and "not equal" in messages(at) and np.abs(b["scores"] - a["scores"][::-1, ::-1]).max() > 1e-2
+
+
 def test_lesson_buttons_walk_the_steps():
-    at = run_page("lesson.py", {"step": "12"})
+    at = run_page("lesson.py", {"step": "13"})
     at.button(key="next").click().run()
-    assert at.session_state.step == 13 and at.button(key="next").disabled
+    assert at.session_state.step == 14 and at.button(key="next").disabled
     at.button(key="previous").click().run()
     at.button(key="previous").click().run()
-    assert at.session_state.step == 11 and not at.exception
+    assert at.session_state.step == 12 and not at.exception

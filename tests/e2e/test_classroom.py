@@ -80,19 +80,20 @@ def glove():
     return load_glove()
 
 
+DRAWN = ".js-plotly-plot, .av-root .av-figure"  # a step's figures: plotly's, or the browser's heatmaps
 COMPARED_B = ".st-key-lesson_compare .av-pair > div:nth-child(2) .av-figure"  # side B of the browser's comparison
 LESSON_FIGURES = {1: "lesson_exact", 2: "lesson_hard", 3: "lesson_soft", 4: "lesson_pooling", 5: "lesson_score_gaussian",
-                  6: COMPARED_B, 7: "lesson_matrix", 8: "lesson_proj_3", 9: COMPARED_B, 10: "lesson_cross",
-                  11: "lesson_bmm", 12: "lesson_heads", 13: "lesson_trained"}
+                  6: COMPARED_B, 7: "lesson_matrix", 8: COMPARED_B, 9: "lesson_proj_3", 10: COMPARED_B, 11: "lesson_cross",
+                  12: "lesson_bmm", 13: "lesson_heads", 14: "lesson_trained"}
 
 
-@pytest.mark.parametrize("step", range(1, 14))
+@pytest.mark.parametrize("step", range(1, 15))
 def test_each_lesson_step_opens_from_its_link_fits_a_projector_and_moves_on(browser, server, step):
     """In presenter mode at 1920×1080: the step's figure drawn whole without scrolling; Next opens the next step."""
     context = browser.new_context(viewport={"width": 1920, "height": 1080})
     page = context.new_page()
     page.goto(f"{server}/lesson?step={step}&present=1")
-    plots(page)
+    page.wait_for_selector(DRAWN, timeout=60_000)
     settle(page)
     assert exceptions(page) == []
     assert page.locator("h2").first.inner_text().startswith(f"{step}. ")
@@ -100,13 +101,13 @@ def test_each_lesson_step_opens_from_its_link_fits_a_projector_and_moves_on(brow
     figure = page.locator(main if main.startswith(".") else f".st-key-{main} .js-plotly-plot")
     box = figure.bounding_box()
     assert box and box["height"] > 150 and box["y"] + box["height"] <= 1080, box  # the last of the step's main figures
-    assert page.evaluate("() => document.querySelector('.js-plotly-plot').data.length") > 0
-    if step < 13:
+    assert page.evaluate("() => Array.from(document.querySelectorAll('.js-plotly-plot')).every(gd => gd.data.length > 0)")
+    if step < 14:
         page.get_by_role("button", name="Next").click()
         settle(page)
         assert url_has(page, f"step={step + 1}")
         assert page.locator("h2").first.inner_text().startswith(f"{step + 1}. ")
-        plots(page)
+        page.wait_for_selector(DRAWN, timeout=60_000)
         assert exceptions(page) == []
     else:
         assert page.get_by_role("button", name="Next").is_disabled()

@@ -334,7 +334,7 @@ def test_compare_redraws_both_sides_and_their_difference_in_the_browser(server, 
 
 
 def test_the_lessons_comparison_redraws_in_the_browser_and_each_step_opens_with_its_own(server, page):
-    """Lesson step 9 in presenter mode: A (no mask) and B (causal) side by side on one screen. B's mask and A's τ
+    """Lesson step 10 in presenter mode: A (no mask) and B (causal) side by side on one screen. B's mask and A's τ
     redraw A, B and B − A with no message; after the pause one message, the link and B's download hold what is
     drawn; the step after and back again opens with the step's own settings (B causal)."""
     import numpy as np
@@ -347,7 +347,7 @@ def test_the_lessons_comparison_redraws_in_the_browser_and_each_step_opens_with_
     ready = ("() => document.querySelectorAll('.av-compare.av-compact .av-root').length === 3 && "
              "Array.from(document.querySelectorAll('.av-compare .av-root')).every(r => r.attnviz)")
     sent = count_sent(page)
-    page.goto(f"{server}/lesson?step=9&present=1&text={text.replace(' ', '+')}")
+    page.goto(f"{server}/lesson?step=10&present=1&text={text.replace(' ', '+')}")
     page.wait_for_function(ready, timeout=60_000)
     settle(page)
     x = embed(tokenize(text), load_glove()).vectors  # (6, 50)
@@ -372,9 +372,9 @@ def test_the_lessons_comparison_redraws_in_the_browser_and_each_step_opens_with_
     assert len(sent) == start + 1
     assert np.abs(downloaded_npy(page, "lesson_compare_b") - expect_b).max() < 1e-6
     page.get_by_role("button", name="Next").click()
-    assert url_has(page, "step=10")
+    assert url_has(page, "step=11")
     page.get_by_role("button", name="Previous").click()
-    assert url_has(page, "step=9")
+    assert url_has(page, "step=10")
     page.wait_for_function(ready)
     page.wait_for_function("() => document.querySelectorAll('.av-compare .av-root')[1].attnviz.view.mask === 'causal'")
     assert "cb_mask" not in page.url and not exceptions(page)

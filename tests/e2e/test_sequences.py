@@ -262,12 +262,14 @@ def test_the_lesson_keeps_its_sentence_and_step_through_a_sequence(server, page)
     type_into(page, "Sentence", SENTENCES[0], submit="Enter")
     choose(page, "Query word", "2 · sat")
     assert url_becomes(page, {"step": "7", "text": SENTENCES[0], "query": "2"}) == {"step": "7", "text": SENTENCES[0], "query": "2"}
-    page.get_by_role("button", name="Next").click()
-    settle(page)
-    assert page.locator("h2").first.inner_text().startswith("8. ")
+    for _ in range(2):  # past step 8, which has a sentence of its own, to step 9
+        page.get_by_role("button", name="Next").click()
+        settle(page)
+    assert page.locator("h2").first.inner_text().startswith("9. ")
     assert page.get_by_role("textbox", name="Sentence", exact=True).input_value() == SENTENCES[0]
-    page.get_by_role("button", name="Previous").click()
-    settle(page)
+    for _ in range(2):
+        page.get_by_role("button", name="Previous").click()
+        settle(page)
     assert shown_value(page, "stSelectbox", "Query word") == "2 · sat"
     page.get_by_role("link", name="Explore this in Self-attention").click()
     page.wait_for_url(lambda url: "/lesson" not in url)

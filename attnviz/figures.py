@@ -625,6 +625,41 @@ def _add_lines(fig: go.Figure, shares: np.ndarray, rows: list[int], colour: str,
                                  name=FADED if fade < 1 else "lines"))
 
 
+def qk_space(queries: np.ndarray, keys: np.ndarray, names: list[str], sentence: np.ndarray, position: np.ndarray,
+             explained: np.ndarray, *, chosen: int | None = None, targets: list[tuple[int, float]] = (), title: str = "") -> go.Figure:
+    """Queries (circles) and keys (diamonds) of one head in one 2-D projection (N, 2) each, point i being piece
+    names[i], at `position[i]` of sentence `sentence[i]`, coloured by its place in its sentence (0 first, 1 last).
+    `chosen` (a query's index) is ringed, with a line to each of `targets`, its strongest keys (index, weight)."""
+    text = labels(names)
+    length = np.array([np.sum(sentence == s) for s in sentence])  # (N,) each point's sentence length
+    place = position / np.maximum(length - 1, 1)  # (N,) 0 → first, 1 → last
+    data = np.stack([np.arange(len(text)), sentence, position], -1)  # (N, 3) index, sentence, position
+    marker = dict(size=9, color=place, colorscale="Viridis", cmin=0, cmax=1, line=dict(width=0.5, color="#ffffff"))
+    hover = "%{text}<br>sentence %{customdata[1]}, position %{customdata[2]}<extra>"
+    fig = go.Figure([
+        go.Scatter(x=queries[:, 0], y=queries[:, 1], mode="markers", name="queries", text=text, customdata=data,
+                   marker=dict(**marker, symbol="circle", colorbar=_colorbar("place in its sentence (0 first, 1 last)")),
+                   hovertemplate="query " + hover + "query</extra>"),
+        go.Scatter(x=keys[:, 0], y=keys[:, 1], mode="markers", name="keys", text=text, customdata=data,
+                   marker=dict(**marker, symbol="diamond"), hovertemplate="key " + hover + "key</extra>"),
+    ])
+    if chosen is not None:
+        for j, weight in targets:
+            fig.add_trace(go.Scatter(x=[queries[chosen, 0], keys[j, 0]], y=[queries[chosen, 1], keys[j, 1]], mode="lines",
+                                     line=dict(color="#d55e00", width=1 + 5 * weight), showlegend=False, hoverinfo="skip"))
+        fig.add_trace(go.Scatter(x=keys[[j for j, _ in targets], 0], y=keys[[j for j, _ in targets], 1], mode="markers+text",
+                                 text=[f"{_short(text[j])} {w:.2f}" for j, w in targets], textposition="top center",
+                                 marker=dict(size=14, symbol="diamond-open", color="#d55e00"), name="its strongest keys",
+                                 hovertemplate="%{text}<extra>weight</extra>"))
+        fig.add_trace(go.Scatter(x=queries[chosen:chosen + 1, 0], y=queries[chosen:chosen + 1, 1], mode="markers",
+                                 marker=dict(size=16, symbol="circle-open", color="#d55e00", line=dict(width=2)),
+                                 name=f"query {_short(text[chosen])}", hoverinfo="skip"))
+    fig.update_layout(title=title, height=520, margin=dict(t=60), legend=dict(orientation="h", y=-0.18),
+                      xaxis=dict(title=f"PC 1 ({explained[0]:.0%} of the variance)", automargin=True, zeroline=False),
+                      yaxis=dict(title=f"PC 2 ({explained[1]:.0%})", automargin=True, zeroline=False, scaleanchor="x"))
+    return fig
+
+
 # ---------------------------------------------------------------- the key–value database
 
 

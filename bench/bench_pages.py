@@ -1,4 +1,5 @@
-"""Benchmark: every page's first visit on a warm server, and the step-by-step walk opened (issue 15, rows 4 and 5).
+"""Benchmark: every page's first visit on a warm server, the step-by-step walk opened (issue 15, rows 4 and 5), and
+the score-and-order views opened and clicked (Inside a score, Positions, learned positions, the query–key space).
 
 A real `streamlit run app.py` and headless Chromium. The server is warmed by one session that draws the
 Self-attention page (imports, GloVe). Then, in a new browser session each round, every page is opened from the
@@ -81,6 +82,52 @@ def step_walk(page) -> dict[str, float]:
     return seconds
 
 
+VIEW_ROWS = {
+    "parts_open": "Inside a score: the expander opened (Self-attention, 16 tokens)",
+    "parts_sort": "Inside a score: a click inside (Sort by contribution)",
+    "positions_open": "Positions: sinusoidal chosen, its table and similarity drawn",
+    "positions_rotary": "Positions: a click inside (rotary chosen)",
+    "learned_open": "Trained model: the learned positions opened",
+    "qk_open": "Trained model: the query–key space opened (~80 queries and keys)",
+    "qk_click": "Trained model: a click on a query in it (its strongest keys joined)",
+}
+CHART_WITH = "() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd => String(gd.layout.title.text).includes({!r}))"
+
+
+def new_views(page) -> dict[str, float]:
+    """Seconds from a click to the view drawn, on Self-attention then the Trained model (VIEW_ROWS)."""
+    seconds = {}
+    opener = page.get_by_text("Inside a score: the chosen cell", exact=False)
+    opener.scroll_into_view_if_needed()
+    seconds["parts_open"] = timed_click(page, opener, CHART_WITH.format("a = Σ terms"))
+    sort = page.get_by_text("Sort by contribution")
+    seconds["parts_sort"] = timed_click(page, sort, "() => Array.from(document.querySelectorAll('.js-plotly-plot'))"
+                                        ".some(gd => String(gd._fullLayout.xaxis4 && gd._fullLayout.xaxis4.title.text).includes('by |term|'))")
+    side = page.get_by_test_id("stSidebar")
+    seconds["positions_open"] = timed_click(page, side.get_by_text("sinusoidal, added to X"), CHART_WITH.format("P: added"))
+    seconds["positions_rotary"] = timed_click(page, side.get_by_text("rotary (RoPE), on q and k"), CHART_WITH.format("cos(p·θ_i)"))
+    visit(page, "Trained model")
+    opener = page.get_by_text("Positions the model learned", exact=False)
+    opener.scroll_into_view_if_needed()
+    seconds["learned_open"] = timed_click(page, opener, CHART_WITH.format("P: one learned row"))
+    opener = page.get_by_text("The query–key space of layer", exact=False)
+    opener.scroll_into_view_if_needed()
+    seconds["qk_open"] = timed_click(page, opener, CHART_WITH.format("queries and"))
+    chart = page.locator(".st-key-qk_map .js-plotly-plot")
+    chart.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    x, y = page.evaluate("""() => { const gd = document.querySelector('.st-key-qk_map .js-plotly-plot'), l = gd._fullLayout;
+      const box = gd.getBoundingClientRect(), t = gd._fullData[0];
+      return [box.left + l._size.l + l.xaxis.d2p(t.x[5]), box.top + l._size.t + l.yaxis.d2p(t.y[5])]; }""")
+    started = time.perf_counter()
+    page.mouse.click(x, y)
+    page.wait_for_function(CHART_WITH.format("queries and") + " && Array.from(document.querySelectorAll('.js-plotly-plot'))"
+                           ".some(gd => gd._fullData.some(t => t.name === 'its strongest keys'))", timeout=60_000, polling="raf")
+    page.wait_for_function(DRAWN, timeout=60_000, polling="raf")
+    seconds["qk_click"] = time.perf_counter() - started
+    return seconds
+
+
 def visits(browser, url: str, pages: list[str], rounds: int) -> tuple[dict[str, list[float]], list[dict[str, float]]]:
     """Each round in a new browser session: every page in `pages` visited in turn, then the step walk opened.
     (seconds per page per round, seconds of the walk per round). The server is warmed by one session first."""
@@ -102,6 +149,8 @@ def visits(browser, url: str, pages: list[str], rounds: int) -> tuple[dict[str, 
             visit(page, "Self-attention")
         walks.append(step_walk(page))
         print(f"round {number + 1}: step walk " + ", ".join(f"{k} {v:.2f} s" for k, v in walks[-1].items()), file=sys.stderr, flush=True)
+        walks[-1].update(new_views(page))
+        print(f"round {number + 1}: views " + ", ".join(f"{k} {walks[-1][k]:.2f} s" for k in VIEW_ROWS), file=sys.stderr, flush=True)
         context.close()
     return times, walks
 
@@ -127,6 +176,10 @@ def main() -> None:
     for what, label in WALK_ROWS.items():
         values = [walk[what] for walk in walks]
         print(f"| {label} | {values[0]:.2f} s | {later(values)} | {'≤ 0.5 s' if what == 'open' else ''} |")
+    for what, label in VIEW_ROWS.items():
+        values = [walk[what] for walk in walks]
+        target = "≤ 0.3 s" if what in ("parts_sort", "positions_rotary", "qk_click") else "≤ 1.5 s"
+        print(f"| {label} | {values[0]:.2f} s | {later(values)} | {target} |")
 
 
 if __name__ == "__main__":

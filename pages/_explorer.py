@@ -253,20 +253,20 @@ def positions_section(config: Config, tokens: list[str], oov: list[bool], d: int
         st.info("Rotary positions turn pairs of dimensions, and d_k = 1 has none: here they change nothing. Choose a "
                 "larger d_k.")
         return
-    left, right = st.columns(2)
     if config.positions == "sinusoidal":
         table = sinusoidal(n, d).numpy()  # (n, d)
-        left.latex(r"P_{p,2i} = \sin\frac{p}{10000^{2i/%d}},\ P_{p,2i+1} = \cos\frac{p}{10000^{2i/%d}},\ P: %d \times %d" % (d, d, n, d))
+        st.latex(r"P_{p,2i} = \sin\frac{p}{10000^{2i/%d}},\ P_{p,2i+1} = \cos\frac{p}{10000^{2i/%d}},\ P: %d \times %d" % (d, d, n, d))
         similarity, how = cosine_similarity(table), r"\cos(P_m, P_n)"
         title, cols = "P: added to each word's vector", figures.dims(d)
     else:
         table = np.cos(rotary_angles(torch.arange(n), d).numpy())  # (n, d // 2)
-        left.latex(r"q_p, k_p \text{ turned pair by pair: } \theta_i = 10000^{-2i/%d},\ \cos(p\,\theta_i): %d \times %d" % (d, n, d // 2))
+        st.latex(r"q_p, k_p \text{ turned pair by pair by } p\,\theta_i,\ \theta_i = 10000^{-2i/%d},\ \cos(p\,\theta_i): %d \times %d" % (d, n, d // 2))
         similarity, how = rotary_similarity(n, d), r"\tfrac{1}{%d}\sum_i \cos((m-n)\,\theta_i)" % (d // 2)
         title, cols = "cos(p·θ_i): how far pair i of row p is turned", [f"pair {i}" for i in range(d // 2)]
+    st.latex(r"\mathrm{similarity}(m, n) = " + how + r",\ %d \times %d" % (n, n))
+    left, right = st.columns(2)
     chart(left, figures.matrix_heatmap(table, names, cols, title=title, width="half"), key="positions_table",
           matrix=Matrix(table, label, cols, corner="position \\ " + ("dimension" if config.positions == "sinusoidal" else "pair")))
-    right.latex(r"\mathrm{similarity}(m, n) = " + how + r",\ %d \times %d" % (n, n))
     chart(right, figures.matrix_heatmap(similarity, names, names, title="Position–position similarity", width="half"),
           key="positions_similarity", matrix=Matrix(similarity, label, label, corner="position \\ position"))
     st.caption("Near positions are alike and far ones less so: this is all the model learns of order. Compare A | B "

@@ -10,7 +10,7 @@ from pages._interactive import allowed_on_screen, interactive_heatmap, screen_si
 from pages._present import chart, downloads
 from pages._explorer import chosen_key, draw_steps, inside_a_score, walk_section
 from pages._model import forward, model, word_weights
-from attnviz import figures, trained
+from attnviz import figures, qkspace, trained
 from attnviz.attention import entropy, scaled_dot_parts
 from attnviz.positions import cosine_similarity
 from attnviz.embeddings import embed, tokenize
@@ -31,6 +31,8 @@ SCHEMA = {
     "parts": Param(False, boolean, encode_bool),  # "Inside a score" is open
     "nsort": Param(False, boolean, encode_bool),
     "learned": Param(False, boolean, encode_bool),  # "Positions the model learned" is open
+    "qk": Param(False, boolean, encode_bool),  # the query–key space is open
+    "qkq": Param(-1, int_range(-1, 10_000)),  # its chosen query: an index into its points; -1 none
     "scale": Param("row", choice(figures.SCALES)),
     # The chosen head's heatmap, drawn in the browser from its scores (pages/_interactive): what it shows.
     "temp": Param(1.0, nearest(temperature_grid())),
@@ -186,6 +188,53 @@ section = st.expander("Positions the model learned: P, and how alike every two p
 if section.open:
     with section:
         learned_positions()
+
+QK_PIECES = 128  # the text's own pieces join the built-in sentences up to this many, so the view stays fast
+
+
+def qk_space_view() -> None:
+    """Layer/head's queries and keys of this text and of qkspace.SENTENCES in one PCA projection (attnviz.qkspace):
+    a click on a query rings it and draws its strongest keys in its own sentence."""
+    texts = ([sentence] if len(pieces.tokens) <= QK_PIECES else []) + list(qkspace.SENTENCES)
+    results = [forward(text) for text in texts]
+    traces = [r.traces[layer - 1] for r in results]
+    query = np.concatenate([t.query[head - 1].numpy() for t in traces])  # (N, 32)
+    key = np.concatenate([t.key[head - 1].numpy() for t in traces])  # (N, 32)
+    names = [label for r in results for label in r.pieces.labels()]
+    which = np.concatenate([np.full(len(r.tokens), s) for s, r in enumerate(results)])  # (N,) sentence of each point
+    where = np.concatenate([np.arange(len(r.tokens)) for r in results])  # (N,) position in it
+    space = qkspace.joint_space(query, key)
+    chosen = st.session_state.qkq if 0 <= st.session_state.qkq < len(names) else None
+    targets = []
+    if chosen is not None:
+        s, i = int(which[chosen]), int(where[chosen])
+        row = results[s].weights[layer - 1, head - 1, i]  # (n_s,) the model's own weights
+        start = int(np.flatnonzero(which == s)[0])
+        targets = [(start + int(j), float(row[j])) for j in np.argsort(-row, kind="stable")[:3]]
+    first = len(texts) - len(qkspace.SENTENCES)  # 1 when the text is drawn (sentence 0), else 0
+    st.caption(("Sentence 0 is your text. " if first else f"Your text has over {QK_PIECES} pieces, so it is left out. ")
+               + "The built-in ones: " + " · ".join(f"{first + k}: {t}" for k, t in enumerate(qkspace.SENTENCES)))
+    chart(st, figures.qk_space(space.queries, space.keys, names, which, where, space.explained, chosen=chosen, targets=targets,
+                               title=f"Layer {layer}, head {head}: {len(names)} queries and {len(names)} keys"),
+          key="qk_map", on_select=pick_qk, selection_mode="points")
+    st.latex(r"q \to c\,q,\ \ k \to k/c - \bar k/c + c\,\bar q,\ \ c = \sqrt{\overline{\lVert k \rVert} / \overline{\lVert q \rVert}} = %.3g"
+             % space.scale)
+    st.caption("Scaling and the translation leave every softmax row as it was, and make a query sit near the keys it "
+               "attends to (AttentionViz's alignment); then PCA of queries and keys together. Click a query (a circle) "
+               "to ring it and join it to its three strongest keys in its own sentence, with their weights.")
+
+
+def pick_qk() -> None:
+    point = clicked_point("qk_map")
+    if point and len(point) == 3:
+        st.session_state.qkq = int(point[0])
+
+
+space_section = st.expander(f"The query–key space of layer {layer}, head {head}: queries and keys of a few sentences in "
+                            "one picture", key="qk", on_change="rerun")
+if space_section.open:
+    with space_section:
+        qk_space_view()
 
 st.header("Head summaries")
 st.write("What each head looks at on average over the queries, on the model's own pieces (after Clark et al., 2019, "

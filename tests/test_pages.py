@@ -724,6 +724,29 @@ def test_the_trained_models_learned_positions_are_its_weights():
     assert not any("learned row" in c.proto.spec for c in run_page("trained.py", {"text": "the dog"}).get("plotly_chart"))
 
 
+def test_the_query_key_space_of_a_head_and_a_clicked_query():
+    """The trained head's queries and keys of the text and the built-in sentences, projected as attnviz.qkspace does
+    from the engine's own q and k; a query (the state a click leaves) is joined to its three strongest keys of its
+    own sentence, with the model's weights."""
+    from attnviz import qkspace, trained
+
+    text = "the dog was happy"
+    at = run_page("trained.py", {"text": text, "layer": "3", "head": "5", "qk": "1", "qkq": "2"})
+    spec = spec_titled(at, "Layer 3, head 5:")
+    results = [trained.attention(t) for t in (text, *qkspace.SENTENCES)]
+    query = np.concatenate([r.traces[2].query[4].numpy() for r in results])  # (N, 32)
+    key = np.concatenate([r.traces[2].key[4].numpy() for r in results])  # (N, 32)
+    space = qkspace.joint_space(query, key)
+    queries, keys = spec["data"][0], spec["data"][1]
+    np.testing.assert_allclose(np.stack([decode(queries["x"]), decode(queries["y"])], -1), space.queries, atol=1e-4)
+    np.testing.assert_allclose(np.stack([decode(keys["x"]), decode(keys["y"])], -1), space.keys, atol=1e-4)
+    row = results[0].weights[2, 4, 2]  # query 2 ("dog") of sentence 0
+    strongest = spec["data"][-2]  # the ringed keys, labelled with their weights
+    weights = sorted((float(t.split()[-1]) for t in strongest["text"]), reverse=True)
+    np.testing.assert_allclose(weights, np.sort(row)[::-1][:3], atol=5e-3)
+    assert not any("queries and" in c.proto.spec for c in run_page("trained.py", {"text": text}).get("plotly_chart"))
+
+
 def test_trained_page_walk_and_comparison():
     at = run_page("trained.py", {"text": "the dog was happy", "steps": "1", "walk": "2", "layer": "2", "head": "3"})
     assert not at.exception

@@ -80,10 +80,13 @@ def test_compare_mode_text_does_not_overlap(browser, server, size):
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("path", ["?parts=1&query=9&key=7", "?parts=1&scoring=additive&nsort=1&query=2",
-                                  "trained?parts=1&query=8&key=7&present=1"])
-def test_inside_a_score_text_does_not_overlap(browser, server, path, size):
-    """The neuron view's bar rows, their titles and the dimension labels (all 50 of GloVe's; 32 of a trained head)."""
-    check(browser, f"{server}/{path}", size, f"inside_a_score_{path.split('?')[0] or 'self_attention'}_{size[0]}x{size[1]}.png")
+                                  "trained?parts=1&query=8&key=7&present=1", "?pos=sinusoidal", "?pos=rotary&present=1",
+                                  "trained?learned=1", "trained?qk=1&qkq=8&layer=3&head=5"])
+def test_score_and_order_views_text_does_not_overlap(browser, server, path, size):
+    """Inside a score (its bar rows, titles and all 50 of GloVe's dimension labels; 32 of a trained head), the position
+    tables and similarities, the learned positions and the query–key space."""
+    name = path.replace("?", "_").replace("&", "_").replace("=", "")
+    check(browser, f"{server}/{path}", size, f"views{name}_{size[0]}x{size[1]}.png")
 
 
 # Charts with a heatmap whose margins plotly's automargin had to widen: each such widening draws the chart again.

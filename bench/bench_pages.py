@@ -91,7 +91,7 @@ VIEW_ROWS = {
     "qk_open": "Trained model: the query–key space opened (~80 queries and keys)",
     "qk_click": "Trained model: a click on a query in it (its strongest keys joined)",
 }
-CHART_WITH = "() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd => String(gd.layout.title.text).includes({!r}))"
+CHART_WITH = "() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd => String(gd.layout.title && gd.layout.title.text).includes({!r}))"
 
 
 def new_views(page) -> dict[str, float]:

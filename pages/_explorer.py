@@ -201,18 +201,27 @@ def view_parts(view: View, head: int = 0) -> Callable[[int, int], Parts]:
 
 
 def inside_a_score(parts_of: Callable[[int, int], Parts], scores: np.ndarray, weights: np.ndarray, allowed: np.ndarray,
-                   tokens: list[str], oov: list[bool], query: int, *, tau: float, hard: bool, names: tuple[str, str] = ("q", "k")) -> None:
+                   tokens: list[str], oov: list[bool], query: int, *, tau: float, hard: bool, schema: dict[str, Param],
+                   names: tuple[str, str] = ("q", "k")) -> None:
     """The neuron view of one cell, in an expander (session state `parts`) drawn only while open (its chart costs
     ~60 ms of a run): the chosen query's and key's vectors, the scorer's terms over the dimensions (or hidden units)
     and their sum, the score, ÷τ and the weight, each the number the heatmap gives: `scores` (n, n) before τ,
     `weights` (n, n) and `allowed` (n, n) as drawn (at τ, hard, the mask). The key is session state `key` (a click on
-    a cell sets it with the query; out of range, the query's strongest key). `names`: what q and k are."""
+    a cell sets it with the query; out of range, the query's strongest key). `names`: what q and k are. Opening it,
+    the key picker and the sort rerun it alone (a fragment), and the link follows (`schema`, the page's)."""
     chosen_key(weights, query)
+    _score_section(parts_of, scores, weights, allowed, figures.labels(tokens, oov), query, tau, hard, names, schema)
+
+
+@st.fragment
+def _score_section(parts_of, scores, weights, allowed, label: list[str], query: int, tau: float, hard: bool,
+                   names: tuple[str, str], schema: dict[str, Param]) -> None:
     section = st.expander("Inside a score: the chosen cell's q, k and their terms, dimension by dimension", key="parts",
                           on_change="rerun")
     if section.open:
         with section:
-            _score_apart(parts_of, scores, weights, allowed, figures.labels(tokens, oov), query, tau=tau, hard=hard, names=names)
+            _score_apart(parts_of, scores, weights, allowed, label, query, tau=tau, hard=hard, names=names)
+    save_url_state(schema, note=False)
 
 
 def _score_apart(parts_of, scores, weights, allowed, label: list[str], query: int, *, tau: float, hard: bool,

@@ -251,7 +251,7 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
                    "and a click on a cell (or the arrow keys) redraw at once. Under the hide-keys mask, click a key's label "
                    "to hide it. The link and the downloads follow once you pause.")
         inside_a_score(view_parts(view), scores, view.mean_weights, view.allowed, tokens, oov, query,  # one head: its own
-                       tau=config.temperature, hard=config.hard)
+                       tau=config.temperature, hard=config.hard, schema=SCHEMA)
         nearest_to_mix(kv, vectors_name, view, query, config)
         positions_section(config, tokens, oov, position_width(view))
         step_walk(view, tokens, oov, palette, SCHEMA)
@@ -303,7 +303,7 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
     head = held("nhead", config.heads, clamp(0, config.heads - 1, 0),
                 lambda **widget: st.selectbox("Head whose score is taken apart", list(range(config.heads)), **widget))
     inside_a_score(view_parts(view, head), view.scores[head], view.weights[head], view.allowed, tokens, oov, query,
-                   tau=config.temperature, hard=config.hard)
+                   tau=config.temperature, hard=config.hard, schema=SCHEMA)
     positions_section(config, tokens, oov, position_width(view))
     step_walk(view, tokens, oov, palette, SCHEMA)
     save_url_state(SCHEMA)

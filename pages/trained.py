@@ -132,7 +132,7 @@ def live_head(trace: trained.LayerTrace, h: int) -> np.ndarray:
     st.latex(r"\alpha = \mathrm{softmax}\Big(\frac{(XW_q + b_q)(XW_k + b_k)^\top}{\sqrt{32}\,\tau}\Big)")
     q, k = trace.query[h], trace.key[h]  # (n, 32) each: XW_q + b_q, XW_k + b_k of this head
     inside_a_score(lambda i, j: scaled_dot_parts(q[i], k[j]), scores, shown, allowed_on_screen(m, view), labels, unknown, query,
-                   tau=view["temp"], hard=view["hard"], names=("q = xW_q + b_q", "k = xW_k + b_k"))
+                   tau=view["temp"], hard=view["hard"], names=("q = xW_q + b_q", "k = xW_k + b_k"), schema=SCHEMA)
     return shown
 
 
@@ -192,10 +192,21 @@ if section.open:
 QK_PIECES = 128  # the text's own pieces join the built-in sentences up to this many, so the view stays fast
 
 
-def qk_space_view() -> None:
+@st.fragment
+def qk_space_section(sentence: str, n_pieces: int, layer: int, head: int) -> None:
+    """The query–key space's expander, a fragment: opening it and a click in it rerun it alone."""
+    section = st.expander(f"The query–key space of layer {layer}, head {head}: queries and keys of a few sentences in "
+                          "one picture", key="qk", on_change="rerun")
+    if section.open:
+        with section:
+            qk_space_view(sentence, n_pieces, layer, head)
+    save_url_state(SCHEMA, note=False)
+
+
+def qk_space_view(sentence: str, n_pieces: int, layer: int, head: int) -> None:
     """Layer/head's queries and keys of this text and of qkspace.SENTENCES in one PCA projection (attnviz.qkspace):
     a click on a query rings it and draws its strongest keys in its own sentence."""
-    texts = ([sentence] if len(pieces.tokens) <= QK_PIECES else []) + list(qkspace.SENTENCES)
+    texts = ([sentence] if n_pieces <= QK_PIECES else []) + list(qkspace.SENTENCES)
     results = [forward(text) for text in texts]
     traces = [r.traces[layer - 1] for r in results]
     query = np.concatenate([t.query[head - 1].numpy() for t in traces])  # (N, 32)
@@ -230,11 +241,7 @@ def pick_qk() -> None:
         st.session_state.qkq = int(point[0])
 
 
-space_section = st.expander(f"The query–key space of layer {layer}, head {head}: queries and keys of a few sentences in "
-                            "one picture", key="qk", on_change="rerun")
-if space_section.open:
-    with space_section:
-        qk_space_view()
+qk_space_section(sentence, len(pieces.tokens), layer, head)
 
 st.header("Head summaries")
 st.write("What each head looks at on average over the queries, on the model's own pieces (after Clark et al., 2019, "

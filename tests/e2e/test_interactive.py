@@ -404,3 +404,27 @@ def test_a_click_on_a_cell_takes_its_score_apart_after_the_pause(server, page):
     tex = " ".join(page.locator(".katex-mathml annotation").all_text_contents())  # each formula's TeX, numbers and all
     weight = float(re.search(r"\\alpha_\{8,6\} = \\frac\{[^$]*?\} = ([-0-9.e]+)", tex).group(1))
     assert abs(weight - trace["w"][8][6]) < 1e-5 and not exceptions(page)
+
+
+def test_a_click_on_a_query_in_the_query_key_space_joins_it_to_its_strongest_keys(server, page):
+    """The Trained model's query–key space: a click on a query's point rings it and labels its three strongest keys
+    of its own sentence with the model's weights; the link keeps the query."""
+    from attnviz import trained
+
+    page.goto(f"{server}/trained?qk=1&layer=3&head=5&text=the+dog+was+happy")
+    chart = page.locator(".st-key-qk_map .js-plotly-plot")
+    chart.wait_for(timeout=90_000)
+    settle(page)
+    chart.scroll_into_view_if_needed()
+    x, y = page.evaluate("""() => { const gd = document.querySelector('.st-key-qk_map .js-plotly-plot'), l = gd._fullLayout;
+      const box = gd.getBoundingClientRect(), t = gd._fullData[0];
+      return [box.left + l._size.l + l.xaxis.d2p(t.x[2]), box.top + l._size.t + l.yaxis.d2p(t.y[2])]; }""")
+    page.mouse.click(x, y)
+    page.wait_for_function("() => document.querySelector('.st-key-qk_map .js-plotly-plot')._fullData"
+                           ".some(t => t.name === 'its strongest keys')", timeout=30_000)
+    assert url_has(page, "qkq=2")
+    labels = page.evaluate("() => document.querySelector('.st-key-qk_map .js-plotly-plot')._fullData"
+                           ".find(t => t.name === 'its strongest keys').text")
+    row = trained.attention("the dog was happy").weights[2, 4, 2]  # query 2 ("dog") of the text, layer 3, head 5
+    assert sorted((float(label.split()[-1]) for label in labels), reverse=True) == [round(float(w), 2) for w in sorted(row)[::-1][:3]]
+    assert not exceptions(page)

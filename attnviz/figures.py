@@ -501,13 +501,13 @@ def matrix_heatmap(
 
 def weight_bars(
     weights: np.ndarray, tokens: list[str], *, oov=None, title: str = "", highlight: int | None = None, top: int | None = None,
-    start: int = 0,
+    start: int = 0, axis: str = "weight",
 ) -> go.Figure:
     """One query's weights over the keys, one horizontal bar per key in sentence order, top to bottom; the
     `highlight` bar (say, the hard pick) stands out.
 
     With `top`, only the `top` largest weights are drawn (still in sentence order): a long input has
-    too many keys for one bar each.
+    too many keys for one bar each. `axis` names what the bars are (weights, unless they are, say, similarities).
     """
     text = labels(tokens, oov)
     weights = _finite(weights)  # (Tk,)
@@ -519,11 +519,11 @@ def weight_bars(
     height = 110 + max(6, len(keys)) * (24 if len(keys) <= 16 else 16)
     return go.Figure(go.Bar(
         y=shown, x=weights[keys], orientation="h", marker_color=["#d55e00" if i == highlight else "#0072b2" for i in keys],
-        hovertemplate="key %{y}<br>weight: %{x:.4~g}<extra></extra>",
+        hovertemplate=f"key %{{y}}<br>{axis}: %{{x:.4~g}}<extra></extra>",
     ), layout=dict(
         title=title, height=height, margin=dict(t=50),
         yaxis=_rows_axis([text[i] for i in keys], shown, height, title=None),
-        xaxis=dict(title="weight", range=[0, max(1e-9, float(weights.max())) * 1.05], automargin=True),
+        xaxis=dict(title=axis, range=[min(0.0, float(weights.min())) * 1.05, max(1e-9, float(weights.max())) * 1.05], automargin=True),
     ))
 
 

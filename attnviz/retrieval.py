@@ -60,6 +60,12 @@ def records_frame(pairs) -> pd.DataFrame:
     return pd.DataFrame(pairs, columns=["key", "value"])
 
 
+def half_filled(frame: pd.DataFrame) -> list[int]:
+    """The rows (from 0) with a key or a value but not both, once stripped: a record still being typed."""
+    stripped = frame.loc[:, ["key", "value"]].astype("string").fillna("").apply(lambda col: col.str.strip())
+    return [i for i, (key, value) in enumerate(zip(stripped.key, stripped.value)) if (key == "") != (value == "")]
+
+
 def clean_records(frame: pd.DataFrame, *, numeric_keys: bool, numeric_values: bool) -> pd.DataFrame:
     """Strip the table, drop fully empty rows, and say exactly which row is unusable."""
     frame = frame.loc[:, ["key", "value"]].astype("string").fillna("")

@@ -10,6 +10,7 @@ import zlib
 from typing import Any, Callable
 
 import streamlit as st
+from streamlit.errors import StreamlitPageNotFoundError
 import torch  # noqa: F401  every page computes with it
 from gensim.models import KeyedVectors
 
@@ -79,6 +80,31 @@ def _upload_picker(where) -> tuple[KeyedVectors, str, str] | None:
     data = upload.getvalue()
     digest = hashlib.sha256(data).hexdigest()
     return _uploaded(digest, data, upload.name, None if fmt == "auto" else fmt), f"upload:{digest}:{fmt}", upload.name
+
+
+def page_link(page: str, label: str, icon: str = ":material/arrow_forward:") -> None:
+    """A link to another page of the app that keeps the session (and presenter mode); a plain link where the page
+    runs on its own, without app.py's navigation (AppTest)."""
+    try:
+        st.page_link(f"pages/{page}.py", label=label, icon=icon)
+    except StreamlitPageNotFoundError:
+        st.markdown(f"[{md_escape(label)}](./{page})")
+
+
+def newcomer_note() -> None:
+    """On a session's first screen opened with no link, a box that says where to start (the Lesson), until closed."""
+    if not st.session_state.setdefault(NEWCOMER, not st.query_params):
+        return
+    with st.container(border=True):
+        text, close = st.columns([5, 1], vertical_alignment="center")
+        with text:
+            st.markdown("**New to attention?** Start with the Lesson: fourteen short steps, from a database lookup to a "
+                        "trained model's heads, each a live figure. This page is the explorer they lead to.")
+            page_link("lesson", "Start the Lesson", ":material/school:")
+        close.button("Got it", key="newcomer_close", on_click=lambda: st.session_state.update({NEWCOMER: False}))
+
+
+NEWCOMER = "_newcomer"
 
 
 def load_url_state(schema: dict[str, Param]) -> None:

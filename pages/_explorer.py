@@ -73,7 +73,7 @@ def _compute(kv, r: Request) -> Computed:
     if not tokens or len(tokens) > r.max_tokens:
         return Computed(tokens, None, None)
     embedded = embed(tokens, kv, oov=r.oov, seed=r.config.seed)
-    if not embedded.tokens or all(embedded.oov):
+    if not embedded.tokens or (all(embedded.oov) and r.oov != "random"):  # "random" gives each unknown word a vector
         return Computed(tokens, embedded, None)
     try:
         return Computed(tokens, embedded, run(embedded.vectors, r.config, keep_heads=len(embedded.tokens) <= FULL_LIMIT))
@@ -100,8 +100,13 @@ def problem(computed: Computed, max_tokens: int) -> tuple[str, bool] | None:
         return f"The text has {len(computed.tokens):,} tokens; the limit is {max_tokens:,}. Shorten it and try again.", True
     if computed.overflow:
         return overflow_message(computed), True
+    if computed.view is None and not computed.embedded.tokens:
+        return ("None of these words are in the vocabulary, and the 'drop' policy leaves none. Try ordinary English "
+                "words, or the 'random' policy."), True
     if computed.view is None:
-        return "None of these words are in the vocabulary, so there is nothing to attend to. Try ordinary English words.", True
+        return ("None of these words are in the vocabulary: as zero vectors every score would be 0 and every weight "
+                "1/n. Choose the 'random' policy for unknown words to give each a vector of its own, or try ordinary "
+                "English words."), True
     return None
 
 

@@ -50,7 +50,8 @@ def chart_config(key: str) -> dict:
 def chart(where, figure, *, key: str, width: str = "stretch", matrix: Matrix | None = None, **kwargs):
     """st.plotly_chart in `where` (st, a column, an expander) with the download config, the presenter's
     chart text (titles, ticks, legends, hover) at CHART_FONT_PX or more, and margins sized for that text
-    (figures.fit_margins), so plotly draws the chart once. With `matrix`, a Download menu
+    (figures.fit_margins), so plotly draws the chart once; a heatmap's axes are fixed (hover, no pan or zoom by drag).
+    With `matrix`, a Download menu
     under the chart offers its numbers (CSV, float32 .npy) and the figure (standalone HTML)."""
     if st.session_state.get(PRESENT):
         figure.update_layout(font=dict(size=CHART_FONT_PX), hoverlabel=dict(font=dict(size=CHART_FONT_PX)))
@@ -65,6 +66,9 @@ def chart(where, figure, *, key: str, width: str = "stretch", matrix: Matrix | N
                 trace.textfont.size = CHART_FONT_PX
             if "colorbar" in trace:
                 trace.colorbar.tickfont.size = CHART_FONT_PX
+    if any(trace.type == "heatmap" for trace in figure.data):  # a drag would pan the cells away from their labels
+        figure.update_xaxes(fixedrange=True)
+        figure.update_yaxes(fixedrange=True)
     fit_margins(figure)
     drawn = where.plotly_chart(figure, key=key, width=width, config=chart_config(key), **kwargs)
     if matrix is not None:

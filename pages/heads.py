@@ -21,7 +21,7 @@ SCHEMA = {
     "focus": Param(-1, int_range(-1, MAX_TOKENS - 1)),
     "layers": Param(3, int_range(1, 6)),
     "lmode": Param("identity", choice(["identity", "random"])),
-    "lhead": Param(-1, int_range(-1, len(HEAD_COLOURS) - 1)),
+    "lhead": Param(0, int_range(-1, len(HEAD_COLOURS) - 1)),  # one head to start: every word × every head is a hairball
     "scale": Param("row", choice(SCALES)),
     # The head summary, drawn in the browser from every head's scores (pages/_interactive): what it shows.
     "over": Param("mean", choice(["mean", "max"])),
@@ -58,7 +58,7 @@ st.header("Line view")
 st.write("Each line joins a query word (left) to a key word (right); the stronger the weight, the bolder the line.")
 pick_word, pick_heads = st.columns(2)
 focus = position_select(pick_word, "Show the lines of", tokens, "focus", first=(-1, "every word"))
-shown = held("lhead", heads, clamp(-1, heads - 1, -1),
+shown = held("lhead", heads, clamp(-1, heads - 1, 0),
              lambda **widget: pick_heads.selectbox("Heads shown", [-1, *range(heads)], **widget,
                                                    format_func=lambda h: "all heads together" if h < 0 else f"head {h} alone"))
 

@@ -7,7 +7,7 @@ from attnviz.attention import FORMULAS
 from attnviz.embeddings import nearest_words
 from attnviz.figures import entropy_against_tau, pca_scatter, weight_bars
 from attnviz.retrieval import (
-    ENCODERS, NUMBER_RULE, PRESETS, SIMILARITIES, VALUE_KINDS, RecordError, clean_records, entropy_curve, is_number, parse_csv, pca_2d,
+    ENCODERS, NUMBER_RULE, PRESETS, SIMILARITIES, VALUE_KINDS, RecordError, clean_records, entropy_curve, half_filled, is_number, parse_csv, pca_2d,
     records_frame, retrieve, value_matrix,
 )
 from attnviz.selfattention import temperature_grid
@@ -77,6 +77,11 @@ edited = st.data_editor(table, key=editor_key, num_rows="dynamic", width="stretc
 st.caption("Duplicate keys are allowed: each record gets its own weight.")
 
 encoder, kind = st.session_state.encoder, st.session_state.kind
+partial = half_filled(edited)
+if partial and len(partial) < len(edited):  # a row being typed: the others still answer the query
+    st.warning(f"Row{'s' if len(partial) > 1 else ''} {', '.join(str(i + 1) for i in partial)} "
+               f"{'have' if len(partial) > 1 else 'has'} a key or a value but not both: left out until filled in.")
+    edited = edited.drop(index=edited.index[partial])
 try:
     records = clean_records(edited, numeric_keys=encoder == "numeric", numeric_values=kind == "numeric")
 except RecordError as error:

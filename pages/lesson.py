@@ -8,9 +8,8 @@ from dataclasses import replace
 import numpy as np
 import streamlit as st
 import torch
-from streamlit.errors import StreamlitPageNotFoundError
 
-from pages._common import glove, load_url_state, md_escape, position_select, save_url_state, clicked
+from pages._common import clicked, glove, load_url_state, md_escape, page_link, position_select, save_url_state
 from pages._explorer import Request, compare_downloads, live_compare
 from pages._interactive import screen_sizes
 from pages._model import forward
@@ -64,11 +63,7 @@ COMPARE_NAMES = {"temp": "ctemp", "hard": "chard", "mask": "cmask", "b_temp": "c
 
 def explore(page: str, title: str, text: str = "Explore this") -> None:
     """A link to the full page for this idea; it keeps the session (and presenter mode)."""
-    label = f"{text} in {title}"
-    try:
-        st.page_link(f"pages/{page}.py", label=label, icon=":material/arrow_forward:")
-    except StreamlitPageNotFoundError:  # the lesson run on its own, without app.py's navigation
-        st.markdown(f"[{label}](./{page})")
+    page_link(page, f"{text} in {title}")
 
 
 def sentence_input(where) -> str:
@@ -89,10 +84,10 @@ def embedded_sentence(sentence: str, where):
 
 
 def record_bars(figure, numbers: np.ndarray, query: str, keys: list[str], values: list[str], *, key: str, title: str,
-                highlight: int | None) -> None:
-    """One number per record (N,) as bars labelled "key → value", with its downloads, and the link onward."""
+                highlight: int | None, axis: str = "weight") -> None:
+    """One number per record (N,) as bars labelled "key → value" (`axis`: what the numbers are), with its downloads."""
     labels = [f"{k} → {v}" for k, v in zip(keys, values)]
-    chart(figure, figures.weight_bars(numbers, labels, highlight=highlight, title=title), key=key,
+    chart(figure, figures.weight_bars(numbers, labels, highlight=highlight, title=title, axis=axis), key=key,
           matrix=Matrix(numbers[None], [query], labels, corner="query \\ record"))
 
 
@@ -136,7 +131,7 @@ def hard_retrieval(text, figure):
     exact = md_escape(values[result.exact[0]]) if result.exact else "no answer"
     text.success(f"Exact: {exact}. Hard: {md_escape(keys[best])} → {md_escape(values[best])}")
     record_bars(figure, result.scores[0], query, keys, values, key="lesson_hard", title="Similarity a(q, k) of each key",
-                highlight=best)
+                highlight=best, axis="similarity cos(q, k)")
     with text:
         explore("kv_database", "Key–value database")
 

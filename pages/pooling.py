@@ -96,9 +96,12 @@ chart(st, attention_heatmap(weights[sub], query_gpas, train_gpas, title="Weights
       key="weights", matrix=Matrix(weights[sub], query_gpas, train_gpas, corner="query GPA \\ training GPA"))
 st.caption("Rows: every 8th query GPA of the curve above. Columns: the training points' GPAs, in the order drawn.")
 
-st.subheader("Learning σ (parametric attention pooling)")
+st.subheader("Learning the Gaussian kernel's σ (parametric attention pooling)")
 st.write("Instead of picking σ by hand, learn it: gradient descent (Adam on log σ) lowers the leave-one-out loss, each "
          "training point predicted from all the others.")
+if kernel != "gaussian":
+    st.info(f"This learns the Gaussian kernel's σ, whatever the kernel above: the {kernel} kernel's weights jump where a "
+            "point enters or leaves its reach, so its loss has no gradient to follow.")
 st.latex(r"\mathcal{L}(\sigma) = \frac{1}{n}\sum_i \Big(y_i - \sum_{j \ne i} \alpha_\sigma(x_i, x_j)\, y_j\Big)^2")
 fits = st.session_state.setdefault("_bandwidth_fits", {})  # (n, noise, f, seed) → the finished fit
 data_key = (state.n, state.noise, state.f, state.seed)

@@ -6,7 +6,7 @@ from dataclasses import replace
 import numpy as np
 import streamlit as st
 
-from pages._common import clamp, held, load_url_state, md_escape, position, position_select, save_url_state, scale_select, stop, word_vectors
+from pages._common import clamp, held, newcomer_note, load_url_state, md_escape, position, position_select, save_url_state, scale_select, stop, word_vectors
 from attnviz.export import Matrix
 from pages._interactive import interactive_heatmap, screen_sizes, view_state
 from pages._present import chart, downloads
@@ -80,8 +80,10 @@ SCORING_HELP = {
 
 
 st.title("Self-attention explorer")
+newcomer_note()
 st.write(
-    "Type a sentence. Each word becomes its GloVe vector, and every word (a query, one row) attends to "
+    "Type a sentence. Each word becomes its word vector (GloVe 6B 50-d, or vectors you upload in the sidebar), and "
+    "every word (a query, one row) attends to "
     "every word (a key, one column). A row shows how a word splits its attention; each row sums to 1."
 )
 load_url_state(SCHEMA)
@@ -224,7 +226,8 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
                      hidden=tuple(hidden))
     request = replace(raw, config=config)
     shown = compute(kv, request)  # the weights on screen (at τ, hard, mask): the downloads, nearest words and walk
-    st.caption(f"{n} tokens · d_model = {computed.view.x.shape[1]} · computed with torch on **{computed.view.device}**")
+    st.caption(f"{n} token{'s' if n != 1 else ''} · d_model = {computed.view.x.shape[1]} · computed with torch on "
+               f"**{computed.view.device}**")
     palette, scale = st.session_state.palette, st.session_state.scale
     everything = Matrix(lambda: compute(kv, request).view.mean_weights, tokens, tokens)  # computed again on a click
 
@@ -235,7 +238,7 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
             chosen_key(shown.view.mean_weights, query)
         scores = computed.view.scores_block(0, slice(None), slice(None))  # (n, n)
         data = figures.interactive_heatmap(
-            scores, tokens, row_oov=oov, view=view_state(SCHEMA), title=f"Attention weights α: {n} queries × {n} keys",
+            scores, tokens, row_oov=oov, view=view_state(SCHEMA), title=f"Attention weights α: {n} quer{'ies' if n != 1 else 'y'} × {n} key{'s' if n != 1 else ''}",
             taus=temperature_grid(), overflow=overflow_message(computed, "The scores divided by τ"), file="attnviz_heatmap",
             bars_limit=BARS_LIMIT, **screen_sizes(),
         )

@@ -162,6 +162,10 @@ URLS = [
     ("self_attention.py", {"cmp": "1", "b_scoring": "<script>", "b_temp": "nan", "b_heads": "99", "b_proj": "random",
                            "b_mask": "keys", "b_hard": "2"}, DRAWN),
     ("self_attention.py", {"cmp": "1", "b_text": "qzxjvwk"}, "B: None of these words"),
+    ("self_attention.py", {"text": "qzxjvwk zzqqx", "oov": "random"}, DRAWN),  # each unknown word gets a vector of its own
+    ("self_attention.py", {"text": "qzxjvwk zzqqx", "oov": "drop"}, "the 'drop' policy leaves none"),
+    ("self_attention.py", {"text": "qzxjvwk zzqqx"}, "Choose the 'random' policy"),
+    ("self_attention.py", {"text": "dog", "parts": "1"}, DRAWN),
     ("self_attention.py", {"parts": "1", "text": "the dog " * 150, "key": "299", "query": "298"}, DRAWN),  # past 256: no (H, n, n) kept
     ("self_attention.py", {"key": "-7", "nsort": "maybe", "parts": "yes", "query": "3"}, DRAWN),
     ("self_attention.py", {"pos": "<script>", "b_pos": "nan"}, DRAWN), ("self_attention.py", {"pos": "rotary", "proj": "random", "dk": "1"}, DRAWN),

@@ -296,6 +296,23 @@ def test_compare_sends_each_sides_raw_scores_and_view_and_takes_back_both_views(
     assert "difference" not in other and other["sides"][1]["n"] == 3 and "different tokens" in messages(at)
 
 
+def test_a_newcomer_is_told_to_start_with_the_lesson_until_they_close_it():
+    """A session's first screen opened with no link says where to start; a link (a shared view) does not; "Got it"
+    closes it for the session."""
+    at = page()
+    assert any("Start with the Lesson" in m.value for m in at.markdown)
+    at.button(key="newcomer_close").click().run()
+    assert not any("Start with the Lesson" in m.value for m in at.markdown)
+    assert not any("Start with the Lesson" in m.value for m in page({"text": "the dog ran"}).markdown)
+
+
+def test_an_all_unknown_sentence_is_drawn_under_the_random_policy_and_refused_as_zeros_with_why():
+    drawn = page({"text": "qzxjvwk zzqqx", "oov": "random"})
+    assert live(drawn)["n"] == 2 and "not in the vocabulary" in messages(drawn)  # the OOV warning, and a heatmap
+    refused = page({"text": "qzxjvwk zzqqx"})
+    assert not refused.get("bidi_component") and "every weight 1/n" in messages(refused)
+
+
 def test_oov_words_are_marked():
     at = page({"text": "the dog qzxjvwk"})
     assert "not in the vocabulary" in messages(at)
@@ -359,7 +376,7 @@ def test_kv_bad_inputs_show_messages():
     at.text_area(key="records_paste").input("only-one-column").run()
     assert not at.exception and "two columns" in messages(at)
     at.text_area(key="records_paste").input("a,1\n,2").run()
-    assert "empty key" in messages(at)
+    assert "Row 2 has a key or a value but not both" in messages(at)  # left out; the whole record still answers
     at = kv_page({"preset": "Your own records (CSV)", "encoder": "numeric", "sim": "gaussian", "kind": "numeric", "q": "3"})
     at.text_area(key="records_paste").input("3.0,50000\n3.5,lots").run()
     assert not at.exception and "'lots' is not a number" in messages(at)
@@ -472,6 +489,10 @@ def test_heads_page_sends_every_heads_scores_for_the_average_and_the_maximum():
 def test_heads_page_controls_change_the_data():
     at = run_page("heads.py")
     assert not at.exception
+    names = {t.get("name") for t in chart_data(at, 0)} - {"queries", "keys", "lines"}
+    assert names == {"head 0"}  # the line view opens on one head: every word × every head is a hairball
+    held(at.selectbox, "lhead").set_value(-1).run()
+    assert {t.get("name") for t in chart_data(at, 0)} >= {"head 0", "head 1", "head 2", "head 3"}
     held(at.selectbox, "focus").set_value(3).run()
     line_traces = [t for t in chart_data(at, 0) if t.get("mode") == "lines" and t.get("showlegend") is False and t.get("name") == "lines"]
     assert line_traces and {y for t in line_traces for y in list(t["y"])[0::3]} == {3}
@@ -480,6 +501,16 @@ def test_heads_page_controls_change_the_data():
     assert not np.array_equal(decode(chart_data(at, -1)[0]["z"]), rollout_before)
     at.text_input(key="text").input("").run()
     assert "Type a sentence" in messages(at)
+
+
+def test_a_record_half_typed_is_left_out_and_the_page_still_answers():
+    at = kv_page({"preset": "Your own records (CSV)", "q": "Li"})
+    at.text_area(key="records_paste").input("Zhang,Aston\nLi,\nSmola,Alex").run()
+    assert not at.exception and "Row 2 has a key or a value but not both" in messages(at)
+    table = soft_table(at)
+    assert len(table) == 2 and not at.error  # the two whole records answer the query
+    at.text_area(key="records_paste").input("Li,\n").run()
+    assert "Row 1 has an empty value" in messages(at)  # nothing whole to answer with: the row is named
 
 
 def test_messages_quoting_user_text_render_it_literally():

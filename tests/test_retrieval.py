@@ -122,3 +122,12 @@ def test_csv_parsing():
         parse_csv(b"just one column\n")
     with pytest.raises(RecordError, match="limit"):
         parse_csv(b"a,b\n" * 400_000)
+
+
+def test_half_filled_rows_are_found_after_stripping():
+    import pandas as pd
+
+    from attnviz.retrieval import half_filled
+
+    frame = pd.DataFrame({"key": ["a", " ", "c", None, ""], "value": ["1", "2", "  ", None, ""]})
+    assert half_filled(frame) == [1, 2]  # a key with no value, a value with no key; empty rows are not half filled

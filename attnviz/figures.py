@@ -249,6 +249,19 @@ def _weights_trace(weights, scores, row_names, col_names, colours: ColourScale, 
     )
 
 
+MASKED_GREY = "#d9d9d9"  # the browser's heatmap draws masked cells in the same grey
+
+
+def _masked_trace(allowed: np.ndarray, row_names, col_names, **trace) -> go.Heatmap:
+    """The masked cells (allowed False) in light grey over the weights, their hover "masked": a masked key gets no
+    weight at all, which the palette's colour for 0 would show as a tiny weight. Allowed cells are gaps (null, not
+    NaN) that let the weights beneath show and hover."""
+    z = [[None if ok else 1 for ok in row] for row in np.asarray(allowed, bool)]  # (rows, cols)
+    return go.Heatmap(z=z, x=col_names, y=row_names, zmin=0, zmax=1, colorscale=[[0, MASKED_GREY], [1, MASKED_GREY]],
+                      showscale=False, hoverongaps=False, name="masked",
+                      hovertemplate="query %{y}<br>key %{x}<br>masked: weight 0<extra></extra>", **trace)
+
+
 def _click_layer(weights, scores, row_names, col_names, row_start: int, col_start: int) -> go.Scatter:
     """One invisible point per cell, carrying its (query, key) positions in the sentence: plotly reports
     clicks on scatter points but not on heatmap cells. It also carries the hover, as the nearest point is
@@ -281,9 +294,10 @@ def attention_heatmap(
     weights: np.ndarray, row_tokens: list[str], col_tokens: list[str] | None = None, *,
     scores: np.ndarray | None = None, row_oov=None, col_oov=None, title: str = "", palette: str = "viridis",
     scale: str = "row", width: str = "full", row_start: int = 0, col_start: int = 0, clickable: bool = False,
-    colours: ColourScale | None = None, height: int | None = None,
+    colours: ColourScale | None = None, height: int | None = None, allowed: np.ndarray | None = None,
 ) -> go.Figure:
-    """Weights (Tq, Tk): queries are rows, top to bottom in sentence order; keys are columns.
+    """Weights (Tq, Tk): queries are rows, top to bottom in sentence order; keys are columns. With `allowed` (Tq, Tk),
+    masked cells are drawn light grey and say "masked" on hover (see _masked_trace).
 
     `scale` picks what colour means (SCALES); hover gives query, key, the true weight and the raw score.
     `width` is the share of the page the figure gets (a key of PLOT_PX), which sets how many key
@@ -300,6 +314,8 @@ def attention_heatmap(
     if clickable:
         heatmap.hoverinfo = "skip"  # the click layer above it carries the hover
     traces = [heatmap, _click_layer(weights, scores, row_names, col_names, row_start, col_start)] if clickable else [heatmap]
+    if allowed is not None and not np.all(allowed):
+        traces.insert(1, _masked_trace(allowed, row_names, col_names))
     height = height or _side(len(rows))
     # The layout goes into the constructor: a later update_layout (plotly's relayout machinery) cost more than
     # the rest of this function, on every click.
@@ -380,7 +396,7 @@ def interactive_comparison(a: dict, b: dict, *, same_tokens: bool, compact: bool
 
 def head_grid(
     weights: np.ndarray, tokens: list[str], *, scores: np.ndarray | None = None, oov=None, palette: str = "viridis",
-    scale: str = "row",
+    scale: str = "row", allowed: np.ndarray | None = None,
 ) -> go.Figure:
     """Small multiples: one heatmap per head (H, n, n) and the head average, on one colour bar.
 
@@ -403,6 +419,8 @@ def head_grid(
     for i, (_, w, s) in enumerate(panels):
         r, c = divmod(i, cols)
         fig.add_trace(_weights_trace(w, s, names, names, colours, coloraxis="coloraxis"), row=r + 1, col=c + 1)
+        if allowed is not None and not np.all(allowed):  # (n, n) one mask for every head
+            fig.add_trace(_masked_trace(allowed, names, names), row=r + 1, col=c + 1)
         # Key labels under the last row only: hanging from a panel above an empty cell, they would run into
         # the titles of the row below.
         fig.update_xaxes(**_keys_axis(text, names, "third", title=None), showticklabels=r == nrows - 1, row=r + 1, col=c + 1)

@@ -46,16 +46,19 @@ chart(st, matrix_heatmap(valid.float().numpy(), sentence_names, places, title="P
 padding_weight = float(result.weights.masked_select(~mask[:, 0]).abs().max()) if (~mask).any() else 0.0
 st.success(f"Largest weight on any padding key in the batch: {padding_weight:.1f} (exactly zero).")
 
+PAD = "⟨pad⟩"
 columns = st.columns(min(B, 3))
 for b, s in enumerate(sentences):
     n = len(s.tokens)
     with columns[b % len(columns)]:
-        real = result.weights[b, :n, :n].numpy()  # (n, n)
-        chart(st, attention_heatmap(real, s.tokens, title=f"sentence {b}: {n} of {T} real", scale=st.session_state.scale,
-                                    width="third"),
-              key=f"sentence_{b}", matrix=Matrix(real, s.tokens, s.tokens))
+        real = result.weights[b, :n, :].numpy()  # (n, T): the real queries over every key, padding included
+        keys = s.tokens + [PAD] * (T - n)
+        chart(st, attention_heatmap(real, s.tokens, keys, title=f"sentence {b}: {n} of {T} real", scale=st.session_state.scale,
+                                    width="third", allowed=mask[b, 0, :n].numpy()),
+              key=f"sentence_{b}", matrix=Matrix(real, s.tokens, keys))
         if n < T:
-            st.caption(f"{T - n} padding query row(s) not drawn: they are not real words.")
+            st.caption(f"The {T - n} padding key(s) ({PAD}) are masked: weight exactly 0, drawn grey. The padding "
+                       "query rows are not drawn: they are not real words.")
 
 st.header("Batch matrix multiplication")
 st.latex(r"\mathrm{BMM}(Q, K^\top) = [Q_1 K_1^\top, \dots, Q_n K_n^\top],\quad Q \in \mathbb{R}^{n \times a \times b},\ K^\top \in \mathbb{R}^{n \times b \times c} \Rightarrow \mathbb{R}^{n \times a \times c}")

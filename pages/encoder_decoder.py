@@ -1,5 +1,6 @@
 """Encoder–decoder views: encoder self-attention, causal decoder self-attention and cross-attention."""
 
+import numpy as np
 import streamlit as st
 
 from attnviz.encdec import alignment, encoder_decoder, pad_batch
@@ -60,8 +61,9 @@ for column, (name, formula, (t_q, t_k), key, weights, rows_tokens, cols_tokens, 
         st.subheader(name)
         st.latex(formula)
         st.caption(f"mask (B, 1, T_q, T_k) = (1, 1, {t_q}, {t_k})")
+        allowed = np.tril(np.ones((t_q, t_k), bool)) if key == "decoder" else None  # the causal mask: j ≤ i
         chart(st, attention_heatmap(weights[0, 0].numpy(), rows_tokens, cols_tokens, row_oov=row_oov, col_oov=col_oov,
-                                    title=axes, scale=scale, width="third"), key=key,
+                                    title=axes, scale=scale, width="third", allowed=allowed), key=key,
               matrix=Matrix(weights[0, 0].numpy(), rows_tokens, cols_tokens))
 st.caption("Encoder: every source word sees every source word. Decoder: above the diagonal is the future, blocked, "
            "weight exactly 0. Cross-attention: rows are target words (queries), columns source words; keys and values "

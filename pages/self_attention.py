@@ -277,7 +277,8 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
     if view.blocked_rows:
         st.info(f"{len(view.blocked_rows)} query row(s) have every key masked, so their weights and output are all zero (no NaN).")
 
-    chart(st, figures.head_grid(view.weights, tokens, scores=view.scores, oov=oov, palette=palette, scale=scale), key="grid",
+    chart(st, figures.head_grid(view.weights, tokens, scores=view.scores, oov=oov, palette=palette, scale=scale,
+                                allowed=view.allowed), key="grid",
           matrix=everything)
     st.caption("The grid's downloads hold the average over heads; the step-by-step walk below has each head's.")
 

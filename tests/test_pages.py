@@ -366,6 +366,30 @@ def test_kv_preset_from_url_numeric():
     assert any(m.label == "value" for m in at.metric)
 
 
+def masked_cells(trace: dict) -> np.ndarray:
+    """(rows, cols) True where a "masked" trace draws its grey cell (z 1; null where the weights show)."""
+    return np.array([[z is not None for z in row] for row in trace["z"]])
+
+
+def test_masked_cells_are_drawn_grey_and_say_masked():
+    """The decoder's future (above the diagonal), Batches' padding keys (now drawn) and the grid's causal mask:
+    a grey cell whose hover says "masked", exactly where the mask is, and the weights there are 0."""
+    at = run_page("encoder_decoder.py")
+    decoder = spec_titled(at, "target × target")
+    grey = next(t for t in decoder["data"] if t.get("name") == "masked")
+    n = len(grey["z"])
+    assert np.array_equal(masked_cells(grey), ~np.tril(np.ones((n, n), bool))) and "masked" in grey["hovertemplate"]
+    at = run_page("batches.py")
+    spec = spec_titled(at, "sentence 1:")
+    weights, grey = spec["data"][0], next(t for t in spec["data"] if t.get("name") == "masked")
+    real = decode(weights["customdata"])[..., 0]  # (3, 9): "a cat sat" over every key of the batch
+    assert real.shape == (3, 9) and all("pad" in str(x) for x in list(weights["x"])[3:])
+    assert masked_cells(grey)[:, 3:].all() and not masked_cells(grey)[:, :3].any() and not real[:, 3:].any()
+    at = page({"proj": "random", "heads": "2", "mask": "causal", "text": "the cat sat on"})
+    greys = [t for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"] if t.get("name") == "masked"]
+    assert len(greys) == 3 and all(np.array_equal(masked_cells(t), ~np.tril(np.ones((4, 4), bool))) for t in greys)
+
+
 def test_kv_bad_inputs_show_messages():
     at = kv_page({"preset": "GPA → starting salary", "encoder": "numeric", "sim": "gaussian", "kind": "numeric", "q": "abc"})
     assert not at.exception and "needs a number" in messages(at)

@@ -51,7 +51,7 @@ st.caption("Mask shapes (B, 1, T_q, T_k): B sentences in the batch (here 1), 1 m
 PANELS = [
     ("Encoder self-attention", r"H = \mathrm{softmax}\big(a(X_s, X_s)\big)\,X_s", (t_in, t_in), "encoder",
      views.encoder, source, source, src.oov, src.oov, "source × source"),
-    ("Decoder, causal", r"D = \mathrm{softmax}\big(a(X_t, X_t),\ j \le i\big)\,X_t", (t_out, t_out), "decoder",
+    ("Decoder, causal", r"D = \mathrm{softmax}_{j \le i}\big(a(X_t, X_t)\big)\,X_t", (t_out, t_out), "decoder",
      views.decoder, target, target, tgt.oov, tgt.oov, "target × target"),
     ("Cross-attention", r"\alpha = \mathrm{softmax}\big(a(D, H)\big),\ \alpha H", (t_out, t_in), "cross",
      views.cross, target, source, tgt.oov, src.oov, "target × source"),

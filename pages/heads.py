@@ -96,8 +96,8 @@ downloads(st, "summary", lambda: attention_heatmap(summary, tokens, row_oov=embe
                                                    scale=summary_view["scale"], palette=summary_view["palette"]),
           Matrix(summary, tokens, tokens), image_help="PNG or SVG: the buttons above the heatmap.")
 st.latex(r"\text{average: } \bar\alpha_{ij} = \frac{1}{H}\sum_{h=1}^{H} \alpha^{(h)}_{ij},\qquad "
-         r"\text{maximum: } \alpha^{\max}_{ij} = \max_h \alpha^{(h)}_{ij},\qquad "
-         r"\alpha^{(h)} = \mathrm{softmax}\big(Q^{(h)} K^{(h)\top} / (\sqrt{16}\,\tau)\big)")
+         r"\text{maximum: } \alpha^{\max}_{ij} = \max_h \alpha^{(h)}_{ij}")
+st.latex(r"\alpha^{(h)} = \mathrm{softmax}\big(Q^{(h)} K^{(h)\top} / (\sqrt{16}\,\tau)\big)")
 
 scale = st.session_state.scale
 st.header("Layers and rollout")

@@ -137,7 +137,8 @@ with hard_col:
     st.caption("Approximate matching: the best key always answers. Ties go to the first record.")
 with soft_col:
     st.subheader("Soft retrieval")
-    st.latex(r"\sum_i \alpha_i v_i,\ \alpha = \mathrm{softmax}(a(q, k) / \tau)")
+    st.latex(r"\sum_i \alpha_i v_i")
+    st.latex(r"\alpha = \mathrm{softmax}(a(q, k) / \tau)")
     st.write(f"Top record: #{int(soft.argmax())} (weight {soft.max():.3f})")
     show_output(result.soft_output[0])
     st.caption("Every record answers a little, in proportion to its weight.")

@@ -179,7 +179,8 @@ def similarity_functions(text, figure):
     text.write("How do we compare a query with a key? Four common answers, on the same 5 queries and 7 keys (random "
                "vectors of size 8). Each panel is softmax of its scores: rows are queries, each sums to 1.")
     for name in LESSON_SCORERS:
-        text.latex(r"\small \text{%s}:\ %s" % (name.replace("_", " "), FORMULAS[name]))
+        text.markdown(f"**{name.replace('_', ' ')}**")  # the name above its formula: side by side they outgrow the column
+        text.latex(r"\small " + FORMULAS[name])
     seed = text.number_input("Seed (new random queries and keys)", 0, 2**31 - 1, key="seed")
     generator = torch.Generator().manual_seed(seed)
     query = torch.randn(5, 8, generator=generator)  # (5, 8)
@@ -274,7 +275,8 @@ def order_matters(text, figure):
     text.write("Self-attention has no idea where a word stands. Say the same words in another order: each word still "
                "compares its vector with every other word's, so the weights are the same numbers, only moved to the new "
                "rows and columns. Add positions to the vectors and the two orders come apart.")
-    text.latex(r"\alpha_B = P\,\alpha_A\,P^\top \ \text{ (P: the reordering) without positions}")
+    text.latex(r"\alpha_B = P\,\alpha_A\,P^\top")
+    text.caption("P: the reordering. This holds without positions.")
     sentence = text.text_input("Sentence A (B is its words backwards)", key="order", max_chars=120)
     with_positions = text.toggle("Add sinusoidal positions to X", key="opos")
     if with_positions:
@@ -298,7 +300,8 @@ def projections(text, figure):
     dk = text.slider("d_k", 1, 16, key="dk")
     view = run(embedded.vectors, Config(projection="random", d_k=dk, bias=True))
     n, d = view.x.shape
-    text.latex(r"Q = XW_q + b_q,\ K = XW_k + b_k,\ V = XW_v + b_v")
+    text.latex(r"Q = XW_q + b_q,\ K = XW_k + b_k")
+    text.latex(r"V = XW_v + b_v")
     text.latex(r"\small (%d \times %d)(%d \times %d) + (1 \times %d) \to %d \times %d" % (n, d, d, dk, dk, n, dk))
     labels = figures.labels(embedded.tokens, embedded.oov)
     panels = figure.columns(2)

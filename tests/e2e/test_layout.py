@@ -1,5 +1,5 @@
-"""No two texts in a chart overlap, and none is cut off by the chart's box: every page, at 1280×800 and
-1920×1080, in its default state and with a 40-token sentence."""
+"""No two texts in a chart overlap, none is cut off by the chart's box, and no formula is cut by its column: every
+page, at 1280×800 and 1920×1080, in its default state and with a 40-token sentence."""
 
 import pytest
 
@@ -31,6 +31,13 @@ TEXT_BOXES = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).m
   return {chart: `interactive ${i}`, frame: {x0: frame.left, y0: frame.top, x1: frame.right, y1: frame.bottom}, texts};
 }))"""
 SLACK = 1.0  # px: glyph boxes of neighbouring labels may touch
+# Formulas wider than their column: KaTeX's box scrolls sideways, with no visible sign that the end is cut. A few px
+# of overhang (a square root's or a sum's glyph) are not a cut. Formulas in the collapsed sidebar are not on screen.
+CUT_FORMULAS = """() => Array.from(document.querySelectorAll('.katex-display')).filter(k => {
+  const box = k.getBoundingClientRect();
+  if (!box.width || box.right <= 0 || k.closest('[data-testid="stSidebar"][aria-expanded="false"]')) return false;
+  return k.scrollWidth > k.clientWidth + 4;
+}).map(k => `formula cut by ${k.scrollWidth - k.clientWidth} px: ${(k.querySelector('annotation') || {}).textContent}`)"""
 
 
 def problems(charts) -> list[str]:
@@ -121,7 +128,7 @@ def check(browser, url: str, size: tuple[int, int], shot: str) -> None:
     page.wait_for_selector(".js-plotly-plot, .av-root .av-figure", timeout=60_000)
     settle(page)
     page.wait_for_timeout(1500)  # plotly's automargin settles after the first draw
-    found = problems(page.evaluate(TEXT_BOXES))
+    found = problems(page.evaluate(TEXT_BOXES)) + page.evaluate(CUT_FORMULAS)
     page.screenshot(path=str(SHOTS / shot), full_page=True)
     context.close()
     assert not found, "\n".join(found[:25]) + (f"\n… and {len(found) - 25} more" if len(found) > 25 else "")

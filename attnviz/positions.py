@@ -28,7 +28,7 @@ def sinusoidal(n: int, d: int, base: float = BASE) -> torch.Tensor:
 
 def rotary_angles(positions: torch.Tensor, d: int, base: float = BASE) -> torch.Tensor:
     """(n, d // 2) the angle p·θ_i of each position and pair, θ_i = base^(-2i/d)."""
-    theta = base ** (-torch.arange(0, d // 2, dtype=torch.float64) * 2 / d)  # (d // 2,)
+    theta = base ** (-torch.arange(0, d // 2, dtype=torch.float64, device=positions.device) * 2 / d)  # (d // 2,)
     return positions.to(torch.float64)[:, None] * theta  # (n, d // 2)
 
 

@@ -90,3 +90,14 @@ def test_permutation_matches_repeated_words_in_order_and_refuses_other_words():
     assert permutation(["the", "cat", "saw", "the", "dog"], ["the", "dog", "saw", "the", "cat"]) == [0, 4, 2, 3, 1]
     assert permutation(["dog", "bites", "man"], ["man", "bites", "dog"]) == [2, 1, 0]
     assert permutation(["a", "b"], ["a", "c"]) is None and permutation(["a"], ["a", "a"]) is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("positions", ["sinusoidal", "rotary"])
+def test_positions_on_cuda_match_the_cpu(positions):
+    """Every tensor of the encodings on the engine's device (rotary's angles once stayed on the CPU)."""
+    x = np.random.default_rng(5).normal(size=(40, 50)).astype(np.float32)  # (n, d)
+    config = Config(positions=positions, projection="random", heads=2, d_k=16, bias=True)
+    cpu, cuda = run(x, config, torch.device("cpu")), run(x, config, torch.device("cuda"))
+    assert cuda.device.startswith("cuda")
+    np.testing.assert_allclose(cuda.weights, cpu.weights, atol=1e-5)

@@ -302,7 +302,8 @@ class Heatmap {
     this.drawOverlay();
     this.drawInspector();
     const combined = d.heads > 1 ? `, ${OVER_NAMES[this.over()]} over ${d.heads} heads` : "";
-    this.figure.setAttribute("aria-label", `${this.what()}${combined}, ${d.n} queries × ${d.m} keys. Chosen query: ` +
+    const count = (k, one, many) => `${k} ${k === 1 ? one : many}`;
+    this.figure.setAttribute("aria-label", `${this.what()}${combined}, ${count(d.n, "query", "queries")} × ${count(d.m, "key", "keys")}. Chosen query: ` +
       `${d.rows[this.row()]} (position ${v.query}). Arrow keys move the query.` +
       (v.mask === "keys" ? " Tab to a key's label and press Enter to hide or show it." : ""));
     this.expose();

@@ -150,6 +150,8 @@ def test_one_token_and_512_tokens(server, page):
     page.goto(f"{server}/?text=dog")
     one = wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 1)
     assert one["w"] == [[1]]
+    assert "1 query × 1 key." in page.locator(".av-root .av-figure").get_attribute("aria-label")
+    assert page.get_by_text("Attention weights α: 1 query × 1 key").count() == 1
     words = "when he saw his owner the dog was happy so he wagged his tail".split()
     page.goto(f"{server}/?text=" + "+".join(words[i % len(words)] for i in range(512)) + "&mask=causal")
     long = wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 512, timeout=60)

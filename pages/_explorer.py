@@ -191,15 +191,6 @@ def compare_downloads(kv, a: Request, b: Request, palette: str, scale: str, *, k
     return shown
 
 
-def chosen_key(weights: np.ndarray, query: int) -> int:
-    """The key whose score is taken apart (session state `key`): where it is no position of `weights` (n, n), the
-    query's strongest key, ties to the first as torch.argmax."""
-    chosen = st.session_state.get("key")
-    if not (isinstance(chosen, int) and not isinstance(chosen, bool) and 0 <= chosen < weights.shape[1]):
-        st.session_state.key = int(np.argmax(weights[query]))
-    return st.session_state.key
-
-
 def view_parts(view: View, head: int = 0) -> Callable[[int, int], Parts]:
     """parts(i, j): the score of query i and key j of `head` taken apart by the view's own scorer."""
     return lambda i, j: view.scorer.parts(torch.from_numpy(view.query[head][i]), torch.from_numpy(view.key[head][j]))
@@ -212,9 +203,8 @@ def inside_a_score(parts_of: Callable[[int, int], Parts], scores: np.ndarray, we
     ~60 ms of a run): the chosen query's and key's vectors, the scorer's terms over the dimensions (or hidden units)
     and their sum, the score, ÷τ and the weight, each the number the heatmap gives: `scores` (n, n) before τ,
     `weights` (n, n) and `allowed` (n, n) as drawn (at τ, hard, the mask). The key is session state `key` (a click on
-    a cell sets it with the query; out of range, the query's strongest key). `names`: what q and k are. Opening it,
-    the key picker and the sort rerun it alone (a fragment), and the link follows (`schema`, the page's)."""
-    chosen_key(weights, query)
+    a cell sets it with the query; -1, the default, is the query's strongest key). `names`: what q and k are. Opening
+    it, the key picker and the sort rerun it alone (a fragment), and the link follows (`schema`, the page's)."""
     _score_section(parts_of, scores, weights, allowed, figures.labels(tokens, oov), query, tau, hard, names, schema)
 
 
@@ -234,7 +224,9 @@ def _score_apart(parts_of, scores, weights, allowed, label: list[str], query: in
     """inside_a_score's content: the key picker, the sort toggle, the formulas with their numbers and the chart."""
     st.caption("Click a cell of the heatmap to take its score apart, or choose the key here.")
     left, right = st.columns([3, 2])
-    j = position_select(left, "Key word", label, "key")
+    best = int(np.argmax(weights[query]))  # ties to the first key, as torch.argmax
+    chosen = position_select(left, "Key word", label, "key", first=(-1, f"its strongest: {best} · {label[best]}"))
+    j = best if chosen < 0 else chosen
     ordered = right.toggle("Sort by contribution", key="nsort", help="The terms in order of size, largest first.")
     parts = parts_of(query, j)
     score = float(scores[query, j])

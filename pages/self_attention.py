@@ -11,7 +11,7 @@ from attnviz.export import Matrix
 from pages._interactive import interactive_heatmap, screen_sizes, view_state
 from pages._present import chart, downloads
 from pages._explorer import (
-    FULL_LIMIT, INTERACTIVE_LIMIT, ZOOM_SIZES, Request, chosen_key, compare_downloads, compute, inside_a_score, live_compare,
+    FULL_LIMIT, INTERACTIVE_LIMIT, ZOOM_SIZES, Request, compare_downloads, compute, inside_a_score, live_compare,
     overflow_message, positions_section, problem, step_walk, view_parts, zoom_window,
 )
 from attnviz import figures
@@ -110,7 +110,7 @@ with st.sidebar:
         "Scoring function a(q, k)", SCORING_NAMES, key="scoring",
         help="How a query and a key are compared. " + " ".join(f"{k}: {v}" for k, v in SCORING_HELP.items()),
     )
-    st.latex(FORMULAS[scoring])
+    st.latex(r"\small " + FORMULAS[scoring])  # additive's is wider than the sidebar at full size
     if scoring in PARAMETERS:
         st.caption(PARAMETERS[scoring])
     st.select_slider("σ (Gaussian width)", [0.25, 0.5, 1.0, 2.0, 4.0, 8.0], key="sigma", disabled=scoring != "gaussian",
@@ -234,8 +234,6 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
     if interactive:
         query = position(tokens, "query")
         st.session_state.query, st.session_state.hide = query, hidden
-        if shown.view is not None:
-            chosen_key(shown.view.mean_weights, query)
         scores = computed.view.scores_block(0, slice(None), slice(None))  # (n, n)
         data = figures.interactive_heatmap(
             scores, tokens, row_oov=oov, view=view_state(SCHEMA), title=f"Attention weights α: {n} quer{'ies' if n != 1 else 'y'} × {n} key{'s' if n != 1 else ''}",

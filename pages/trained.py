@@ -8,7 +8,7 @@ from pages._common import clicked, clicked_point, glove, load_url_state, positio
 from attnviz.export import Matrix
 from pages._interactive import allowed_on_screen, interactive_heatmap, screen_sizes, view_state, weights_on_screen
 from pages._present import chart, downloads
-from pages._explorer import chosen_key, draw_steps, inside_a_score, walk_section
+from pages._explorer import draw_steps, inside_a_score, walk_section
 from pages._model import forward, model, word_weights
 from attnviz import figures, qkspace, trained
 from attnviz.attention import entropy, scaled_dot_parts
@@ -115,9 +115,8 @@ def live_head(trace: trained.LayerTrace, h: int) -> np.ndarray:
     scores = trace.scores[h].numpy()  # (n, n)
     st.session_state.query = query = position(labels, "query")
     st.session_state.hide = [i for i in st.session_state.get("hide", []) if isinstance(i, int) and 0 <= i < m]
-    shown = weights_on_screen(scores, view_state(SCHEMA))  # (n, n)
-    chosen_key(shown, query)
     view = view_state(SCHEMA)
+    shown = weights_on_screen(scores, view)  # (n, n)
     data = figures.interactive_heatmap(
         scores, labels, row_oov=unknown, view=view, title=f"Layer {layer}, head {head}: {m} queries × {m} keys",
         taus=temperature_grid(), file="attnviz_head", bars_limit=LINES_LIMIT, **screen_sizes(),
@@ -166,6 +165,7 @@ else:
         row_entropy = float(entropy(torch.from_numpy(row)))
         st.metric("Entropy of the row (nats)", f"{row_entropy:.3f}", help="0: all weight on one key; ln m: spread evenly.")
         st.latex(r"H(\alpha_i) = -\sum_j \alpha_{ij} \ln \alpha_{ij} \le \ln %d = %.3f" % (m, np.log(m)))
+
 
 def learned_positions() -> None:
     """The model's own position embeddings for this text's positions (read from its weights: the rows it adds to
@@ -236,8 +236,10 @@ def qk_space_view(sentence: str, n_pieces: int, layer: int, head: int) -> None:
 
 
 def pick_qk() -> None:
+    """A click on a query (the first trace: the circles) rings it; a click on a key leaves the view as it is."""
+    points = st.session_state["qk_map"].selection.points
     point = clicked_point("qk_map")
-    if point and len(point) == 3:
+    if point and len(point) == 3 and points[0].get("curve_number") == 0:
         st.session_state.qkq = int(point[0])
 
 

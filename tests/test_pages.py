@@ -91,9 +91,8 @@ def test_default_sentence_heatmap(glove):
     data = live(at)
     assert data["scores"].shape == (16, 16) and data["rows"] == data["cols"] and data["rows"][:3] == ["when", "he", "saw"]
     np.testing.assert_allclose(data["scores"], glove_scores(glove, DEFAULT), atol=1e-5)
-    strongest = int(np.argmax(glove_scores(glove, DEFAULT)[0]))  # the key taken apart until a cell is clicked
     assert data["view"] == {"temp": 1.0, "hard": False, "mask": "none", "hide": [], "scale": "row", "palette": "viridis", "query": 0,
-                            "key": strongest}
+                            "key": -1}  # no cell clicked: the query's strongest key is taken apart, and the link stays short
     assert data["taus"][0] == 0.01 and data["taus"][-1] == 100 and set(data["palettes"]) == {"viridis", "cividis", "greys"}
     assert "computed with torch on" in " ".join(c.value for c in at.caption)
 
@@ -697,7 +696,9 @@ def test_inside_a_score_on_self_attention_equals_the_formula(glove):
     assert not any("a = Σ terms" in c.proto.spec for c in closed.get("plotly_chart"))  # drawn only while open
     at = page({"query": "9", "parts": "1"})
     rows, score, weight = score_apart(at)
-    assert at.session_state.key == int(np.argmax(scores[9]))  # the query's strongest key
+    strongest = int(np.argmax(scores[9]))
+    assert at.session_state.key == -1 and score == pytest.approx(scores[9, strongest], abs=1e-4)  # the strongest key
+    assert "key" not in at.query_params
     at.session_state["key"] = 7  # a click on the cell (happy, dog)
     at.run()
     rows, score, weight = score_apart(at)

@@ -28,10 +28,11 @@ def test_a_paused_view_and_a_new_sentence_over_the_protocol(server):
         data = heatmap_data(session)
         assert [row.split(" ")[0] for row in data["rows"]] == ["the", "dog", "was", "happy"]
 
-        view = {"temp": 2.0, "hard": True, "mask": "causal", "hide": [], "scale": "max", "palette": "cividis", "query": 2}
+        view = {"temp": 2.0, "hard": True, "mask": "causal", "hide": [], "scale": "max", "palette": "cividis", "query": 2,
+                "key": 1}
         paused = await session.set_component_state("live", {"view": view})
         assert paused.ok, paused.problem
-        for part in ("temp=2.0", "hard=1", "mask=causal", "scale=max", "palette=cividis", "query=2"):
+        for part in ("temp=2.0", "hard=1", "mask=causal", "scale=max", "palette=cividis", "query=2", "key=1"):
             assert part in session.query.split("&"), session.query  # the link follows the view the browser sent
         assert heatmap_data(session)["view"] == view
 

@@ -56,7 +56,7 @@ def test_retyping_then_clicking_on_self_attention(server, page):
     assert exceptions(page) == []
     assert trace["view"]["query"] == 0 and trace["view"]["hard"] and trace["view"]["mask"] == "causal"
     assert shown_value(page, "stSelectbox", "Scoring function a(q, k)") == "cosine"
-    expected = {"text": "birds fly", "mask": "causal", "hard": "1", "scoring": "cosine"}
+    expected = {"text": "birds fly", "mask": "causal", "hard": "1", "scoring": "cosine", "key": "0"}  # the clicked cell's key
     assert url_becomes(page, expected) == expected
 
     page.reload()  # the link alone reproduces the view
@@ -176,7 +176,7 @@ def test_switching_pages_and_back_keeps_the_view(server, page):
     settle(page)
     assert shown_value(page, "stSelectbox", "Scoring function a(q, k)") == "cosine"
     assert trace["view"]["query"] == 2
-    expected = {"text": "the cat sat", "scoring": "cosine", "query": "2"}
+    expected = {"text": "the cat sat", "scoring": "cosine", "query": "2", "key": "0"}  # the clicked cell (sat, the)
     assert url_becomes(page, expected) == expected
     assert exceptions(page) == []
 
@@ -205,7 +205,7 @@ def test_retyping_clicking_and_switching_pages_on_the_trained_model(server, page
     page.get_by_role("link", name="Trained model").click()
     page.wait_for_url("**/trained**")
     settle(page)
-    expected = {"text": "hello", "layer": "2", "head": "4", "unit": "words"}
+    expected = {"text": "hello", "layer": "2", "head": "4", "unit": "words", "key": "1"}  # the clicked cell's key, still there
     assert url_becomes(page, expected) == expected
     assert shown_value(page, "stSelectbox", "Head") == "4"
     assert exceptions(page) == []

@@ -153,8 +153,7 @@ def word_order(sides: list[Computed], views: tuple[dict, dict], order: list[int]
     """B's words are A's in another order (B's word k is A's word π(k)): whether B's weights, as drawn, are A's with
     rows and columns reordered the same way, α_B = P α_A Pᵀ, measured. Without positions they are: self-attention
     cannot tell the orders apart."""
-    a, b = (weights_on_screen(side.view.scores if side.view.scores.shape[0] > 1 else side.view.scores[0], view)
-            for side, view in zip(sides, views))  # (n, n) each, as drawn
+    a, b = (weights_on_screen(side.view.scores, view) for side, view in zip(sides, views))  # (n, n) each, as drawn
     gap = float(np.abs(b - a[np.ix_(order, order)]).max())
     positions = [side.view.config.positions for side in sides]
     said = (f"B's words are A's in another order: B's word k is A's word π(k), π = {order}. "

@@ -49,22 +49,20 @@ def screen_sizes() -> dict:
 def weights_on_screen(scores: np.ndarray, view: dict) -> np.ndarray:
     """(Tq, Tk) the weights the browser draws from `scores` (Tq, Tk), or (H, Tq, Tk) combined over heads as the view's
     `over` says (mean or max), under `view` (τ, hard, mask, hidden keys), computed by the engine: what the downloads hold."""
+    return on_screen(scores, view)[0]
+
+
+def on_screen(scores: np.ndarray, view: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(weights, allowed), each (Tq, Tk): weights_on_screen's weights, and where the view's mask lets query i attend to
+    key j, both from the engine's normalised_weights."""
     hidden = view["hide"] if view["mask"] == "keys" else []
     mask = key_mask(scores.shape[-1], hidden) if hidden else None  # (1, Tk) True where a key may be attended to
-    weights, _ = normalised_weights(torch.from_numpy(np.ascontiguousarray(scores, dtype=np.float32)), mask=mask,
-                                    is_causal=view["mask"] == "causal", temperature=view["temp"], hard=view["hard"])
-    if weights.dim() == 3:  # (H, Tq, Tk)
+    weights, allowed = normalised_weights(torch.from_numpy(np.ascontiguousarray(scores, dtype=np.float32)), mask=mask,
+                                          is_causal=view["mask"] == "causal", temperature=view["temp"], hard=view["hard"])
+    if weights.dim() == 3:  # (H, Tq, Tk); one mask for every head
         weights = weights.amax(0) if view.get("over") == "max" else weights.mean(0)  # (Tq, Tk)
-    return weights.numpy()  # (Tq, Tk)
-
-
-def allowed_on_screen(n: int, view: dict) -> np.ndarray:
-    """(n, n) True where the view's mask lets query i attend to key j: j ≤ i under the causal mask, no hidden key under
-    hide-keys (the masks weights_on_screen applies)."""
-    allowed = np.tril(np.ones((n, n), bool)) if view["mask"] == "causal" else np.ones((n, n), bool)  # (n, n)
-    if view["mask"] == "keys":
-        allowed[:, [j for j in view["hide"] if 0 <= j < n]] = False
-    return allowed
+        allowed = allowed[0]  # (Tq, Tk)
+    return weights.numpy(), allowed.numpy()  # (Tq, Tk) each
 
 
 def interactive_heatmap(data: dict, *, key: str, clean) -> None:

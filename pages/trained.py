@@ -6,7 +6,7 @@ import torch
 
 from pages._common import clicked, clicked_point, glove, load_url_state, position, position_select, save_url_state, scale_select, stop
 from attnviz.export import Matrix
-from pages._interactive import allowed_on_screen, interactive_heatmap, screen_sizes, view_state, weights_on_screen
+from pages._interactive import interactive_heatmap, on_screen, screen_sizes, view_state
 from pages._present import chart, downloads
 from pages._explorer import draw_steps, inside_a_score, walk_section
 from pages._model import forward, model, word_weights
@@ -116,7 +116,7 @@ def live_head(trace: trained.LayerTrace, h: int) -> np.ndarray:
     st.session_state.query = query = position(labels, "query")
     st.session_state.hide = [i for i in st.session_state.get("hide", []) if isinstance(i, int) and 0 <= i < m]
     view = view_state(SCHEMA)
-    shown = weights_on_screen(scores, view)  # (n, n)
+    shown, allowed = on_screen(scores, view)  # (n, n) each
     data = figures.interactive_heatmap(
         scores, labels, row_oov=unknown, view=view, title=f"Layer {layer}, head {head}: {m} queries × {m} keys",
         taus=temperature_grid(), file="attnviz_head", bars_limit=LINES_LIMIT, **screen_sizes(),
@@ -130,7 +130,7 @@ def live_head(trace: trained.LayerTrace, h: int) -> np.ndarray:
                "attention or a mask would make of the same scores, computed in your browser.")
     st.latex(r"\alpha = \mathrm{softmax}\Big(\frac{(XW_q + b_q)(XW_k + b_k)^\top}{\sqrt{32}\,\tau}\Big)")
     q, k = trace.query[h], trace.key[h]  # (n, 32) each: XW_q + b_q, XW_k + b_k of this head
-    inside_a_score(lambda i, j: scaled_dot_parts(q[i], k[j]), scores, shown, allowed_on_screen(m, view), labels, unknown, query,
+    inside_a_score(lambda i, j: scaled_dot_parts(q[i], k[j]), scores, shown, allowed, labels, unknown, query,
                    tau=view["temp"], hard=view["hard"], names=("q = xW_q + b_q", "k = xW_k + b_k"), schema=SCHEMA)
     return shown
 

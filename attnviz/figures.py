@@ -35,14 +35,40 @@ SCALES = {"row": "per row", "max": "0 → largest shown", "absolute": "0 → 1",
 # page it is drawn in; a vertical tick label needs LABEL_PX of it.
 PLOT_PX = {"full": 520, "three_fifths": 260, "half": 200, "third": 72, "sixth": 50}
 LABEL_PX = 15
-# The label pitch of the figures built in this thread: a Streamlit script run sets it for its session (presenter
-# mode's larger type needs more room per label), so concurrent sessions do not see each other's.
-_label_px = contextvars.ContextVar("label_px", default=LABEL_PX)
+# Presenter mode is laid out for a 1920×1080 projector with the sidebar folded: its plot widths (a third of the
+# page measured 400 px in Chromium), and 21 px a 16 px label.
+PRESENTER_PLOT_PX = {"full": 1100, "three_fifths": 640, "half": 480, "third": 340, "sixth": 120}
+PRESENTER_LABEL_PX = 21
+ALL_LABELS = 20  # up to this many tokens every label is drawn: smaller type, or a taller figure, never a gap
 
 
-def set_label_px(px: int) -> None:
-    """Space each tick label takes, in px, for the figures this thread builds from now on."""
-    _label_px.set(px)
+@dataclass(frozen=True)
+class Screen:
+    """What the figures built for one screen lay their labels out for."""
+
+    plot_px: dict  # plot width by the share of the page (PLOT_PX's keys)
+    label_px: int  # room one tick label takes
+    font_px: int  # tick labels' size
+    min_font_px: int  # the smallest a bottom axis's labels shrink to so that up to ALL_LABELS all show
+
+
+LAPTOP = Screen(PLOT_PX, LABEL_PX, 12, 8)
+PRESENTER = Screen(PRESENTER_PLOT_PX, PRESENTER_LABEL_PX, 16, 16)  # 16 px is presenter mode's smallest chart text
+# The screen of the figures built in this thread: a Streamlit script run sets it for its session, so concurrent
+# sessions do not see each other's.
+_screen = contextvars.ContextVar("screen", default=LAPTOP)
+
+
+def set_presenter(on: bool) -> None:
+    """Lay the figures this thread builds from now on out for presenter mode (on) or a laptop's screen."""
+    _screen.set(PRESENTER if on else LAPTOP)
+
+
+def label_px() -> int:
+    """Room each tick label takes in the figures this thread builds."""
+    return _screen.get().label_px
+
+
 TICK_CHARS = 18  # longer tokens are cut in tick labels (hover shows them whole)
 CLICK_LIMIT = 64  # up to this many queries a heatmap gets its click layer (one invisible point per cell)
 # The click layers' points: invisible, and drawn one only (maxdisplayed), since hover and clicks read plotly's data,
@@ -81,22 +107,51 @@ def _finite(z: np.ndarray) -> np.ndarray:
     return z
 
 
-def _axis(ticktext: list[str], names: list[str], budget: int) -> dict:
-    """A category axis over `names` showing the plain labels, at most `budget` of them (every k-th)."""
-    step = max(1, math.ceil(len(ticktext) / max(budget, 1)))
-    return dict(type="category", tickmode="array", tickvals=names[::step], ticktext=[_short(t) for t in ticktext[::step]],
+def _axis(ticktext: list[str], names: list[str], plot_px: int, shrink: bool = True) -> dict:
+    """A category axis over `names` showing the plain labels, as many as `plot_px` holds (every k-th), but all of
+    them up to ALL_LABELS: then, with `shrink`, in smaller type where the room is short (a figure made taller is
+    the other way, see grow_to_labels)."""
+    screen = _screen.get()
+    budget = max(plot_px // screen.label_px, 1)
+    count = len(ticktext)
+    step = 1 if count <= ALL_LABELS else max(1, math.ceil(count / budget))
+    axis = dict(type="category", tickmode="array", tickvals=names[::step], ticktext=[_short(t) for t in ticktext[::step]],
                 showgrid=False, automargin=True)
+    if shrink and step == 1 and count > budget:
+        axis["tickfont"] = dict(size=max(screen.min_font_px, screen.font_px * plot_px // (count * screen.label_px)))
+    return axis
 
 
 def _keys_axis(ticktext: list[str], names: list[str], width: str, title: str | None = "key") -> dict:
     """The bottom axis of keys (or dimensions): vertical labels, as many as the figure's width holds."""
-    axis = _axis(ticktext, names, PLOT_PX[width] // _label_px.get())
+    axis = _axis(ticktext, names, _screen.get().plot_px[width])
     return dict(axis, side="bottom", tickangle=-90, title=title)
 
 
 def _rows_axis(ticktext: list[str], names: list[str], height: int, title: str | None = "query") -> dict:
-    """The left axis of queries (or rows), top to bottom, as many labels as the height holds."""
-    return dict(_axis(ticktext, names, (height - 160) // _label_px.get()), autorange="reversed", title=title)
+    """The left axis of queries (or rows), top to bottom, as many labels as the height holds (all up to
+    ALL_LABELS: grow_to_labels makes the figure tall enough)."""
+    return dict(_axis(ticktext, names, height - 160, shrink=False), autorange="reversed", title=title)
+
+
+def grow_to_labels(fig: go.Figure) -> go.Figure:
+    """A figure tall enough for every label of its left axes (margins set, fit_margins): each label gets its
+    room, the figure grows where the plot is short of it."""
+    layout = fig.layout
+    if layout.height is None:
+        return fig
+    plot_h = layout.height - (layout.margin.t or 0) - (layout.margin.b or 0)
+    need = 0.0
+    for axis in fig.select_yaxes():
+        if axis.type != "category" or axis.showticklabels is False or not axis.tickvals or len(axis.tickvals) > ALL_LABELS:
+            continue
+        # One line of horizontal labels: 1.2 em apart (Source Sans's glyph box is 1.26 em, so neighbours touch).
+        pitch = math.ceil(1.2 * (axis.tickfont.size or _screen.get().font_px))
+        share = (axis.domain[1] - axis.domain[0]) if axis.domain else 1.0
+        need = max(need, len(axis.tickvals) * pitch / share - plot_h)
+    if need > 0:
+        fig.update_layout(height=math.ceil(layout.height + need))
+    return fig
 
 
 def _side(n: int) -> int:
@@ -373,7 +428,8 @@ def interactive_heatmap(
         version=version, scores=packed, heads=int(scores.shape[0]) if scores.ndim == 3 else 1, n=int(scores.shape[-2]),
         m=len(cols), rows=rows, cols=cols, **window,
         row_start=row_start, col_start=col_start, title=title, view=view, taus=list(taus), overflow_message=overflow,
-        palettes={name: palette_stops(name) for name in PALETTES}, label_px=label_px or _label_px.get(), font_px=font_px,
+        palettes={name: palette_stops(name) for name in PALETTES}, label_px=label_px or _screen.get().label_px, font_px=font_px,
+        min_font_px=min(font_px, _screen.get().min_font_px),
         tick_chars=TICK_CHARS, height=min(height or _side(len(rows)), max_height or math.inf), bars_limit=bars_limit,
         file=file,
     )
@@ -396,35 +452,51 @@ def interactive_comparison(a: dict, b: dict, *, same_tokens: bool, compact: bool
 
 def head_grid(
     weights: np.ndarray, tokens: list[str], *, scores: np.ndarray | None = None, oov=None, palette: str = "viridis",
-    scale: str = "row", allowed: np.ndarray | None = None,
+    scale: str = "row", allowed: np.ndarray | None = None, width: str = "full", cols: int = 3, labelled: bool = True,
+    panel_px: int | None = None,
 ) -> go.Figure:
-    """Small multiples: one heatmap per head (H, n, n) and the head average, on one colour bar.
-
-    Tick labels sit on the grid's outer edges only (keys under the last row, queries left of the first
-    column), so no subplot's labels run into the next one's title.
-    """
-    heads = weights.shape[0]
-    panels = [(f"head {h}", weights[h], None if scores is None else scores[h]) for h in range(heads)]
-    panels.append(("average over heads", weights.mean(0), None))
-    cols = min(3, len(panels))
-    nrows = math.ceil(len(panels) / cols)
+    """Small multiples: one heatmap per head (H, n, n) and the head average, on one colour bar (panel_grid)."""
+    panels = [(f"head {h}", weights[h], None if scores is None else scores[h]) for h in range(weights.shape[0])]
+    panels.append(("average over heads" if labelled else "average", weights.mean(0), None))  # a thumbnail's title is short
     text = labels(tokens, oov)
-    names = positions(text)
-    panel_px = min(420, max(240, 120 + 12 * len(tokens)))
-    label_px = 8 * min(TICK_CHARS, max(len(t) for t in text)) + 30  # the vertical key labels under a panel
+    return panel_grid(panels, text, text, palette=palette, scale=scale, allowed=allowed, width=width, cols=cols,
+                      labelled=labelled, panel_px=panel_px)
+
+
+def panel_grid(
+    panels: list[tuple[str, np.ndarray, np.ndarray | None]], row_text: list[str], col_text: list[str], *,
+    palette: str = "viridis", scale: str = "row", allowed: np.ndarray | None = None, width: str = "full", cols: int = 3,
+    labelled: bool = True, panel_px: int | None = None,
+) -> go.Figure:
+    """Small multiples: one weights heatmap per panel (title, weights (n, m), scores or None), `cols` to a row, on one
+    colour bar, in a figure given `width` of the page (PLOT_PX's keys).
+
+    Tick labels sit on the grid's outer edges only (keys under the last row, queries left of the first column),
+    so no subplot's labels run into the next one's title. Unlabelled (`labelled` False), the panels are thumbnails
+    of a pattern, named by their titles and hover: a figure beside them draws the chosen one with every label.
+    """
+    cols = max(1, min(cols, len(panels)))
+    nrows = math.ceil(len(panels) / cols)
+    row_names, col_names = positions(row_text), positions(col_text)
+    n = len(row_text)
+    panel_px = panel_px or min(420, max(240, 120 + 12 * n))
+    label_px = 8 * min(TICK_CHARS, max(len(t) for t in col_text)) + 30 if labelled else 10  # the vertical key labels
     height = nrows * panel_px + label_px + 60
     fig = make_subplots(rows=nrows, cols=cols, subplot_titles=[p[0] for p in panels], horizontal_spacing=0.04,
                         vertical_spacing=min(0.3, 50 / height))
     colours = colour_scale(scale, *(p[1] for p in panels))
+    room = _screen.get().plot_px[width] // cols  # each panel's share of the width
     for i, (_, w, s) in enumerate(panels):
         r, c = divmod(i, cols)
-        fig.add_trace(_weights_trace(w, s, names, names, colours, coloraxis="coloraxis"), row=r + 1, col=c + 1)
-        if allowed is not None and not np.all(allowed):  # (n, n) one mask for every head
-            fig.add_trace(_masked_trace(allowed, names, names), row=r + 1, col=c + 1)
+        fig.add_trace(_weights_trace(w, s, row_names, col_names, colours, coloraxis="coloraxis"), row=r + 1, col=c + 1)
+        if allowed is not None and not np.all(allowed):  # (n, m) one mask for every panel
+            fig.add_trace(_masked_trace(allowed, row_names, col_names), row=r + 1, col=c + 1)
         # Key labels under the last row only: hanging from a panel above an empty cell, they would run into
         # the titles of the row below.
-        fig.update_xaxes(**_keys_axis(text, names, "third", title=None), showticklabels=r == nrows - 1, row=r + 1, col=c + 1)
-        fig.update_yaxes(**_rows_axis(text, names, panel_px + 160, title=None), showticklabels=c == 0, row=r + 1, col=c + 1)
+        fig.update_xaxes(**_axis(col_text, col_names, room), side="bottom", tickangle=-90, title=None,
+                         showticklabels=labelled and r == nrows - 1, row=r + 1, col=c + 1)
+        fig.update_yaxes(**_rows_axis(row_text, row_names, panel_px + 160, title=None), showticklabels=labelled and c == 0,
+                         row=r + 1, col=c + 1)
     fig.update_layout(
         coloraxis=dict(cmin=0, cmax=colours.zmax, colorscale=PALETTES[palette], colorbar=colours.colorbar()),
         height=height, margin=dict(t=40, b=label_px),
@@ -496,9 +568,10 @@ def block_overview(weights: np.ndarray, tokens: list[str], *, max_blocks: int = 
 
 def matrix_heatmap(
     matrix: np.ndarray, row_labels: list[str], col_labels: list[str], *, title: str = "",
-    bounded: bool = False, palette: str = "viridis", width: str = "full", height: int | None = None,
+    bounded: bool = False, palette: str = "viridis", width: str = "full", height: int | None = None, scale_bar: bool = True,
 ) -> go.Figure:
-    """Any labelled matrix; signed values use a diverging scale centred on 0, [0, 1] values the palette."""
+    """Any labelled matrix; signed values use a diverging scale centred on 0, [0, 1] values the palette (without
+    `scale_bar`, no colour bar: a 0/1 matrix whose title says what its two colours are)."""
     z = _finite(matrix)  # (rows, cols)
     if bounded:
         colour = dict(zmin=0, zmax=1, colorscale=PALETTES[palette])
@@ -508,7 +581,7 @@ def matrix_heatmap(
     row_names, col_names = positions(row_labels), positions(col_labels)
     height = height or max(300, _side(len(row_labels)) * 2 // 3)
     return go.Figure(go.Heatmap(
-        z=z, x=col_names, y=row_names, **colour, colorbar=_colorbar("value"),
+        z=z, x=col_names, y=row_names, **colour, colorbar=_colorbar("value"), showscale=scale_bar,
         hovertemplate="row %{y}<br>column %{x}<br>value: %{z:.4f}<extra></extra>",
     ), layout=dict(
         title=dict(text=f"{title}  ({z.shape[0]}×{z.shape[1]})"), height=height,
@@ -681,17 +754,44 @@ def qk_space(queries: np.ndarray, keys: np.ndarray, names: list[str], sentence: 
 # ---------------------------------------------------------------- the key–value database
 
 
+# The PCA's plot as small as it is drawn (half of a 1280×800 page): a label placed clear of the others there is
+# clear on any larger screen, where the points spread further apart and the labels keep their size.
+SCATTER_PLOT_PX = (300, 230)
+LABEL_PLACES = {"top center": (0.0, 1.0), "bottom center": (0.0, -1.0), "middle right": (1.0, 0.0), "middle left": (-1.0, 0.0)}
+
+
+def place_labels(points: np.ndarray, texts: list[str], order: np.ndarray, font_px: float = FONT_PX,
+                 plot_px: tuple[int, int] = SCATTER_PLOT_PX) -> tuple[list[str], list[str]]:
+    """Each point's label (points (N, 2)) put above, below, right or left of it, the first place whose box meets no
+    label placed before, taking the points in `order` (the heaviest first); a label with no free place is left
+    off (""). Returns (texts, textpositions) for a plotly scatter."""
+    span = np.ptp(points, axis=0) * 1.15 + 1e-9  # (2,) plotly pads the range a little
+    px = (points - points.min(0)) / span * np.array(plot_px)  # (N, 2) where each point falls, in px
+    placed, texts_out, where = [], [""] * len(texts), ["top center"] * len(texts)
+    for i in order:
+        w, h = text_px(texts[i], font_px) + 2, 1.3 * font_px
+        for name, (dx, dy) in LABEL_PLACES.items():
+            cx, cy = px[i, 0] + dx * (w / 2 + 6), px[i, 1] + dy * (h / 2 + 6)
+            box = (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2)
+            if all(box[2] <= b[0] or b[2] <= box[0] or box[3] <= b[1] or b[3] <= box[1] for b in placed):
+                placed.append(box)
+                texts_out[i], where[i] = texts[i], name
+                break
+    return texts_out, where
+
+
 def pca_scatter(points: np.ndarray, key_labels: list[str], query_label: str, weights: np.ndarray) -> go.Figure:
     """Keys and the query on their first two principal components (points (N+1, 2), the query last), each
-    key sized and coloured by its soft weight. Key names are drawn beside their points; crowded ones still
-    name themselves on hover."""
-    keys = labels(key_labels)
+    key sized and coloured by its soft weight. Key names are drawn beside their points where they do not run into
+    another's (place_labels, the heaviest keys first); crowded ones name themselves on hover."""
+    keys = [_short(k) for k in labels(key_labels)]
+    drawn, where = place_labels(points[:-1], keys, np.argsort(-weights, kind="stable"))
     fig = go.Figure([
-        go.Scatter(x=points[:-1, 0], y=points[:-1, 1], mode="markers+text", text=[_short(k) for k in keys], textposition="top center",
+        go.Scatter(x=points[:-1, 0], y=points[:-1, 1], mode="markers+text", text=drawn, textposition=where,
                    marker=dict(size=8 + 40 * weights, color=weights, colorscale="Viridis", cmin=0, cmax=1,
                                colorbar=_colorbar("soft weight")),
-                   customdata=np.stack([weights, np.arange(len(keys))], -1), name="keys",
-                   hovertemplate="key #%{customdata[1]:.0f} %{text}<br>weight: %{customdata[0]:.4~g}<extra></extra>"),
+                   customdata=np.stack([weights, np.arange(len(keys))], -1), name="keys", hovertext=keys,
+                   hovertemplate="key #%{customdata[1]:.0f} %{hovertext}<br>weight: %{customdata[0]:.4~g}<extra></extra>"),
         go.Scatter(x=points[-1:, 0], y=points[-1:, 1], mode="markers", marker=dict(size=14, symbol="x", color="#d55e00"),
                    name="query", text=labels([query_label]), hovertemplate="query %{text}<extra></extra>"),
     ])
@@ -815,7 +915,13 @@ def bandwidth_training(losses: list[float], sigmas: list[float], steps: int, *, 
                       annotation_text=f"best σ on a grid: {grid_sigma:.3g}", annotation_position="top right")
     fig.update_xaxes(range=[0, steps + 1])
     fig.update_xaxes(title="Adam step", row=2, col=1)
-    fig.update_yaxes(type="log", row=2, col=1)
+    # Four labelled ticks over the σ drawn: plotly's own on a log axis spanning less than a decade are its minor
+    # digits (2, 3, 4, …), which pile up on a short panel.
+    shown = [*sigmas, *([grid_sigma] if grid_sigma is not None else [])]
+    low, high = min(shown), max(shown)
+    ticks = np.geomspace(low, high, 4) if high > low * 1.01 else np.array([low])  # (≤4,)
+    fig.update_yaxes(type="log", tickvals=ticks, ticktext=[f"{t:.3g}" for t in ticks], row=2, col=1,
+                     range=[math.log10(low) - 0.05, math.log10(high) + 0.05])
     fig.update_layout(title=f"Learning σ: step {len(losses)} of {steps}", height=420, showlegend=False, margin=dict(t=70))
     return fig
 

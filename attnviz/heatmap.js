@@ -33,12 +33,23 @@ function short(label, chars) {
   return [...label].length <= chars ? label : [...label].slice(0, chars - 1).join("") + "…";
 }
 
-/** The positions whose labels are drawn: every k-th, as many as `px` holds at `pitch` px each (figures._axis). */
-function thinned(count, px, pitch) {
+const ALL_LABELS = 20; // figures.ALL_LABELS: up to this many tokens every label is drawn
+
+/** The positions whose labels are drawn: all up to ALL_LABELS, else every k-th, as many as `px` holds at `pitch` px
+ * each (figures._axis), and always `keep` (the chosen query), with the labels too near it left out. */
+function thinned(count, px, pitch, keep) {
+  if (count <= ALL_LABELS) return Array.from({ length: count }, (_, i) => i);
   const step = Math.max(1, Math.ceil(count / Math.max(1, Math.floor(px / pitch))));
   const shown = [];
-  for (let i = 0; i < count; i += step) shown.push(i);
-  return shown;
+  for (let i = 0; i < count; i += step) if (keep === undefined || Math.abs(i - keep) * (px / count) >= pitch) shown.push(i);
+  if (keep !== undefined) shown.push(keep);
+  return shown.sort((a, b) => a - b);
+}
+
+/** The labels' size along an axis: `font`, or smaller where up to ALL_LABELS labels are short of room, never below `min`. */
+function labelFontPx(count, px, pitch, font, min) {
+  if (count > ALL_LABELS || count * pitch <= px) return font;
+  return Math.max(min, Math.floor((font * px) / (count * pitch)));
 }
 
 class Heatmap {
@@ -169,6 +180,18 @@ class Heatmap {
     return this.keyCount() !== this.data.m;
   }
 
+  /** Row i's tick label: its token, cut to tick_chars; in a long input's window with its position, since a word
+   * recurs there (the window's keys and queries are positions of the whole sentence). */
+  rowLabel(i) {
+    const label = short(this.data.rows[i], this.data.tick_chars);
+    return this.windowed() ? `#${this.data.row_start + i} ${label}` : label;
+  }
+
+  colLabel(j) {
+    const label = short(this.data.cols[j], this.data.tick_chars);
+    return this.windowed() ? `#${this.data.col_start + j} ${label}` : label;
+  }
+
   /** The chosen query's row among the drawn rows (the view's query is a position in the sentence). */
   row() {
     return this.view.query - this.data.row_start;
@@ -267,10 +290,10 @@ class Heatmap {
     const font = `${d.font_px}px "Source Sans Pro", "Source Sans 3", sans-serif`;
     const ctx = this.canvas.getContext("2d");
     ctx.font = font;
-    const widest = (labels) => Math.max(0, ...labels.map((t) => ctx.measureText(short(t, d.tick_chars)).width));
+    const widest = (count, label) => Math.max(0, ...Array.from({ length: count }, (_, i) => ctx.measureText(label(i)).width));
     const titlePx = Math.round(d.font_px * 1.4);
-    const left = Math.ceil(widest(d.rows) + titlePx + 16);
-    const bottom = Math.ceil(widest(d.cols) + titlePx + 16);
+    const left = Math.ceil(widest(d.n, (i) => this.rowLabel(i)) + titlePx + 16);
+    const bottom = Math.ceil(widest(d.m, (j) => this.colLabel(j)) + titlePx + 16);
     const right = Math.ceil(14 + 20 + ctx.measureText("0.000").width + titlePx + 12);
     const top = d.title || d.heads > 1 ? Math.round(d.font_px * 2.6) : 12;
     const plot = { x: left, y: top, w: Math.max(40, width - left - right), h: Math.max(40, d.height - top - bottom) };
@@ -278,8 +301,9 @@ class Heatmap {
     if (key === this.laidOut) return false;
     this.laidOut = key;
     Object.assign(this, { width, font, plot });
-    this.rowLabels = thinned(d.n, plot.h, d.label_px);
     this.colLabels = thinned(d.m, plot.w, d.label_px);
+    const fonts = [labelFontPx(d.n, plot.h, d.label_px, d.font_px, d.min_font_px), labelFontPx(d.m, plot.w, d.label_px, d.font_px, d.min_font_px)];
+    this.labelFonts = fonts.map((px) => (px < d.font_px ? `${px}px` : ""));
     return true;
   }
 
@@ -391,10 +415,13 @@ class Heatmap {
     const cellH = plot.h / d.n;
     const cellW = plot.w / d.m;
     if (this.title()) svg.appendChild(el("svg:text", { x: plot.x, y: d.font_px * 1.6, class: "av-title" }, this.title()));
+    this.rowLabels = thinned(d.n, plot.h, d.label_px, this.row());
+    const [rowFont, colFont] = this.labelFonts;
     for (const i of this.rowLabels) {
       const label = el("svg:text", { x: plot.x - 6, y: plot.y + (i + 0.5) * cellH, "text-anchor": "end",
         "dominant-baseline": "central", class: "av-row" + (i === this.row() ? " av-chosen" : ""), "data-row": i },
-      short(d.rows[i], d.tick_chars));
+      this.rowLabel(i));
+      if (rowFont) label.style.fontSize = rowFont;
       svg.appendChild(label);
     }
     const hiding = v.mask === "keys";
@@ -404,7 +431,8 @@ class Heatmap {
       const y = plot.y + plot.h + 6;
       const label = svg.appendChild(el("svg:text", { x, y, transform: `rotate(-90 ${x} ${y})`, "text-anchor": "end",
         "dominant-baseline": "central", class: "av-col" + (hidden.has(d.col_start + j) ? " av-hidden" : ""), "data-col": j },
-      short(d.cols[j], d.tick_chars)));
+      this.colLabel(j)));
+      if (colFont) label.style.fontSize = colFont;
       if (hiding) {  // a button for the keyboard: Enter or Space hides the key or shows it again
         label.setAttribute("tabindex", "0");
         label.setAttribute("role", "button");

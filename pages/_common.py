@@ -6,6 +6,7 @@ import hashlib
 import os
 import re
 import sys
+import urllib.parse
 import zlib
 from typing import Any, Callable
 
@@ -82,13 +83,15 @@ def _upload_picker(where) -> tuple[KeyedVectors, str, str] | None:
     return _uploaded(digest, data, upload.name, None if fmt == "auto" else fmt), f"upload:{digest}:{fmt}", upload.name
 
 
-def page_link(page: str, label: str, icon: str = ":material/arrow_forward:") -> None:
-    """A link to another page of the app that keeps the session (and presenter mode); a plain link where the page
-    runs on its own, without app.py's navigation (AppTest)."""
+def page_link(page: str, label: str, icon: str = ":material/arrow_forward:", query_params: dict | None = None) -> None:
+    """A link to another page of the app that keeps the session (and presenter mode), opening it in the state
+    `query_params` give (the page's URL names); a plain link where the page runs on its own, without app.py's
+    navigation (AppTest)."""
     try:
-        st.page_link(f"pages/{page}.py", label=label, icon=icon)
+        st.page_link(f"pages/{page}.py", label=label, icon=icon, query_params=query_params)
     except StreamlitPageNotFoundError:
-        st.markdown(f"[{md_escape(label)}](./{page})")
+        query = "?" + urllib.parse.urlencode(query_params) if query_params else ""
+        st.markdown(f"[{md_escape(label)}](./{page}{query})")
 
 
 def newcomer_note() -> None:

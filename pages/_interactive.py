@@ -15,7 +15,7 @@ import torch
 
 from attnviz import figures
 from attnviz.attention import key_mask, normalised_weights
-from pages._present import CHART_FONT_PX, PRESENT, PRESENTER_LABEL_PX
+from pages._present import CHART_FONT_PX, PRESENT
 
 VIEW_KEYS = ("temp", "hard", "mask", "hide", "scale", "palette", "query", "over", "key")  # key: the cell taken apart
 COMPARE_KEYS = ("b_temp", "b_hard", "b_mask")  # Compare A | B: side B's τ, hard and mask
@@ -42,7 +42,7 @@ def screen_sizes() -> dict:
     """figures.interactive_heatmap's text sizes and height cap for this session: presenter mode's larger type."""
     presenting = bool(st.session_state.get(PRESENT))
     return dict(font_px=CHART_FONT_PX if presenting else figures.FONT_PX,
-                label_px=PRESENTER_LABEL_PX if presenting else figures.LABEL_PX,
+                label_px=figures.PRESENTER_LABEL_PX if presenting else figures.LABEL_PX,
                 max_height=PRESENTER_HEIGHT if presenting else None)
 
 

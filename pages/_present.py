@@ -4,7 +4,7 @@ app.py imports it before the page config, so it must not wait for torch or gensi
 import streamlit as st
 
 from attnviz.export import Matrix, figure_html
-from attnviz.figures import LABEL_PX, fit_margins, set_label_px
+from attnviz.figures import PRESENTER_LABEL_PX, fit_margins, grow_to_labels, set_presenter
 
 PRESENT = "present"  # session key and URL parameter: presenter mode is on
 FIGURE_FORMAT = "figfmt"  # session key: what the camera button of every chart saves
@@ -17,7 +17,6 @@ PRESENTER_CSS = """<style>
 .stApp h1 { font-size: 3.2rem !important; }
 </style>"""
 CHART_FONT_PX = 16
-PRESENTER_LABEL_PX = 21  # a 16 px tick label's room: the figures show fewer labels, never overlapping ones
 
 
 def presenting() -> bool:
@@ -26,7 +25,7 @@ def presenting() -> bool:
     if PRESENT not in st.session_state:
         st.session_state[PRESENT] = st.query_params.get(PRESENT) == "1"
     on = bool(st.session_state[PRESENT])
-    set_label_px(PRESENTER_LABEL_PX if on else LABEL_PX)
+    set_presenter(on)
     return on
 
 
@@ -69,7 +68,7 @@ def chart(where, figure, *, key: str, width: str = "stretch", matrix: Matrix | N
     if any(trace.type == "heatmap" for trace in figure.data):  # a drag would pan the cells away from their labels
         figure.update_xaxes(fixedrange=True)
         figure.update_yaxes(fixedrange=True)
-    fit_margins(figure)
+    grow_to_labels(fit_margins(figure))
     drawn = where.plotly_chart(figure, key=key, width=width, config=chart_config(key), **kwargs)
     if matrix is not None:
         downloads(where, key, figure, matrix)

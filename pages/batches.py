@@ -47,14 +47,14 @@ padding_weight = float(result.weights.masked_select(~mask[:, 0]).abs().max()) if
 st.success(f"Largest weight on any padding key in the batch: {padding_weight:.1f} (exactly zero).")
 
 PAD = "⟨pad⟩"
-columns = st.columns(min(B, 3))
+columns = st.columns(min(B, 2))  # two to a row: every key's label fits a half of a 1280-px page
 for b, s in enumerate(sentences):
     n = len(s.tokens)
     with columns[b % len(columns)]:
         real = result.weights[b, :n, :].numpy()  # (n, T): the real queries over every key, padding included
         keys = s.tokens + [PAD] * (T - n)
         chart(st, attention_heatmap(real, s.tokens, keys, title=f"sentence {b}: {n} of {T} real", scale=st.session_state.scale,
-                                    width="third", allowed=mask[b, 0, :n].numpy()),
+                                    width="half", allowed=mask[b, 0, :n].numpy()),
               key=f"sentence_{b}", matrix=Matrix(real, s.tokens, keys))
         if n < T:
             st.caption(f"The {T - n} padding key(s) ({PAD}) are masked: weight exactly 0, drawn grey. The padding "

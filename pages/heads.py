@@ -104,10 +104,10 @@ st.header("Layers and rollout")
 st.latex(r"h^{(l)} = \mathrm{LayerNorm}\big(h^{(l-1)} + \mathrm{Attention}(h^{(l-1)})\big),\quad "
          r"\tilde A_l = 0.5\,A_l + 0.5\,I,\quad R = \tilde A_L \cdots \tilde A_1")
 per_layer = layer_stack(torch.from_numpy(embedded.vectors), layers, mode=mode, seed=seed)
-columns = st.columns(min(layers, 3))
+columns = st.columns(min(layers, 2))  # two to a row: every word's label fits a half of a 1280-px page
 for l, weights in enumerate(per_layer):
     chart(columns[l % len(columns)],
-          attention_heatmap(weights.numpy(), tokens, title=f"layer {l + 1}", scale=scale, width="third" if layers > 2 else "half"),
+          attention_heatmap(weights.numpy(), tokens, title=f"layer {l + 1}", scale=scale, width="half"),
           key=f"layer_{l}", matrix=Matrix(weights.numpy(), tokens, tokens))
 flow = rollout(per_layer).numpy()  # (n, n)
 chart(st, attention_heatmap(flow, tokens, title=f"Rollout through {layers} layer(s)", scale=scale), key="rollout",

@@ -27,6 +27,7 @@ SCHEMA = {
     "tau": Param(0.1, nearest(temperature_grid())),
     "sigma": Param(0.25, nearest(SIGMAS)),
     "kind": Param("text", choice(VALUE_KINDS)),
+    "drop": Param("", bounded_text(QUERY_CHARS)),  # the key whose records are left out ("": none), as the lesson's steps 2–3 do
 }
 
 
@@ -76,6 +77,23 @@ edited = st.data_editor(table, key=editor_key, num_rows="dynamic", width="stretc
                         column_config={"key": st.column_config.TextColumn("key"), "value": st.column_config.TextColumn("value")})
 st.caption("Duplicate keys are allowed: each record gets its own weight.")
 
+
+
+def leave_out(records):
+    """The records without those whose key the "Leave a record out" box names: the exact lookup then has no
+    answer, while hard and soft retrieval still find the nearest keys (the lesson's steps 2 and 3 leave out Li)."""
+    keys = [str(k) for k in dict.fromkeys(records.key.tolist())]
+    if st.session_state.get("drop", "") not in keys:
+        st.session_state.drop = ""
+    dropped = st.selectbox("Leave a record out", ["", *keys], key="drop", format_func=lambda k: k or "(none)",
+                           help="Remove the records with this key, to see what hard and soft retrieval answer when the "
+                                "exact lookup has nothing.")
+    kept = records[records.key.astype(str) != dropped] if dropped else records
+    if kept.empty:
+        stop("Every record is left out: choose (none) under \"Leave a record out\", or add records.", SCHEMA)
+    return kept
+
+
 encoder, kind = st.session_state.encoder, st.session_state.kind
 partial = half_filled(edited)
 if partial and len(partial) < len(edited):  # a row being typed: the others still answer the query
@@ -86,6 +104,7 @@ try:
     records = clean_records(edited, numeric_keys=encoder == "numeric", numeric_values=kind == "numeric")
 except RecordError as error:
     stop(str(error), SCHEMA, error=True)
+records = leave_out(records)
 query = st.text_input("Query", key="q", max_chars=QUERY_CHARS)
 if not query.strip():
     stop("Type a query to look it up.", SCHEMA)

@@ -14,7 +14,7 @@ from pages._explorer import Request, compare_downloads, live_compare
 from pages._interactive import screen_sizes
 from pages._model import forward
 from attnviz.export import Matrix
-from pages._present import chart
+from pages._present import PRESENT, chart
 from attnviz import figures, trained
 from attnviz.attention import FORMULAS, attend, causal_mask, entropy, make_scorer
 from attnviz.encdec import bmm_items, encoder_decoder, pad_batch, padding_mask
@@ -45,6 +45,7 @@ SCHEMA = {
     "scoring": Param("dot", choice(["dot", "scaled_dot", "cosine"])),
     "item": Param(0, int_range(0, len(BATCH) - 1)),
     "heads": Param(4, int_range(1, 8)),
+    "hhead": Param(0, int_range(0, 8)),  # step 13: the head drawn whole (H: their average)
     "layer": Param(1, int_range(1, 6)),
     "head": Param(3, int_range(1, 12)),
     "order": Param("dog bites man", bounded_text(120)),  # step 8: a sentence, and its words backwards
@@ -61,9 +62,10 @@ COMPARE_NAMES = {"temp": "ctemp", "hard": "chard", "mask": "cmask", "b_temp": "c
                  "b_mask": "cb_mask", "query": "query"}  # the browser's names → the lesson's
 
 
-def explore(page: str, title: str, text: str = "Explore this") -> None:
-    """A link to the full page for this idea; it keeps the session (and presenter mode)."""
-    page_link(page, f"{text} in {title}")
+def explore(page: str, title: str, text: str = "Explore this", state: dict | None = None) -> None:
+    """A link to the full page for this idea; it keeps the session (and presenter mode), and opens the page in the
+    step's `state` (that page's URL names)."""
+    page_link(page, f"{text} in {title}", query_params=state)
 
 
 def sentence_input(where) -> str:
@@ -133,7 +135,7 @@ def hard_retrieval(text, figure):
     record_bars(figure, result.scores[0], query, keys, values, key="lesson_hard", title="Similarity a(q, k) of each key",
                 highlight=best, axis="similarity cos(q, k)")
     with text:
-        explore("kv_database", "Key–value database")
+        explore("kv_database", "Key–value database", state={"q": query, "drop": "Li"})
 
 
 def soft_retrieval(text, figure):
@@ -151,7 +153,7 @@ def soft_retrieval(text, figure):
     record_bars(figure, weights, st.session_state.q, keys, values, key="lesson_soft", title=f"Soft weights α at τ = {tau:g}",
                 highlight=int(weights.argmax()))
     with text:
-        explore("kv_database", "Key–value database")
+        explore("kv_database", "Key–value database", state={"q": st.session_state.q, "drop": "Li", "tau": tau})
 
 
 def kernel_regression(text, figure):
@@ -186,12 +188,11 @@ def similarity_functions(text, figure):
     query = torch.randn(5, 8, generator=generator)  # (5, 8)
     key = torch.randn(7, 8, generator=generator)  # (7, 8)
     rows, cols = [f"q{i}" for i in range(5)], [f"k{j}" for j in range(7)]
-    panels = figure.columns(2)
-    for i, name in enumerate(LESSON_SCORERS):
-        result = attend(query, key, torch.eye(7), scoring=make_scorer(name, 8, 8, seed=seed))  # weights (5, 7)
-        chart(panels[i % 2], figures.attention_heatmap(result.weights.numpy(), rows, cols, scores=result.scores.numpy(),
-                                                         title=name.replace("_", " "), scale="absolute", width="third", height=300),
-              key=f"lesson_score_{name}", matrix=Matrix(result.weights.numpy(), rows, cols))
+    results = [attend(query, key, torch.eye(7), scoring=make_scorer(name, 8, 8, seed=seed)) for name in LESSON_SCORERS]
+    panels = [(name.replace("_", " "), r.weights.numpy(), r.scores.numpy()) for name, r in zip(LESSON_SCORERS, results)]  # (5, 7) each
+    chart(figure, figures.panel_grid(panels, rows, cols, scale="absolute", width=FIGURE_COLUMN, cols=2, panel_px=200),
+          key="lesson_scores", matrix=Matrix(np.concatenate([p[1] for p in panels]),
+                                             [f"{name} {r}" for name, *_ in panels for r in rows], cols))
     with text:
         explore("scoring", "Scoring functions")
 
@@ -304,10 +305,16 @@ def projections(text, figure):
     text.latex(r"V = XW_v + b_v")
     text.latex(r"\small (%d \times %d)(%d \times %d) + (1 \times %d) \to %d \times %d" % (n, d, d, dk, dk, n, dk))
     labels = figures.labels(embedded.tokens, embedded.oov)
-    panels = figure.columns(2)
-    for i, step in enumerate(steps(view)[:4]):  # X, Q, K, V
-        cols = figures.dims(step.matrix.shape[1])
-        chart(panels[i % 2], figures.matrix_heatmap(step.matrix, labels, cols, title=step.title.split(" (")[0], width="third", height=300),
+    matrices = steps(view)[:4]  # X, Q, K, V
+    if st.session_state.get(PRESENT):  # Q, K, V in one row, X under them: two rows of 16 words at 16 px overflow 1080 px
+        row = figure.columns(3)
+        places = {1: (row[0], "third"), 2: (row[1], "third"), 3: (row[2], "third"), 0: (figure, FIGURE_COLUMN)}
+    else:  # two by two
+        grid = figure.columns(2)
+        places = {i: (grid[i % 2], "third") for i in range(4)}
+    for i, (where, width) in places.items():
+        step, cols = matrices[i], figures.dims(matrices[i].matrix.shape[1])
+        chart(where, figures.matrix_heatmap(step.matrix, labels, cols, title=step.title.split(" (")[0], width=width, height=300),
               key=f"lesson_proj_{i}", matrix=Matrix(step.matrix, labels, cols, corner="token \\ dimension"))
     with text:
         explore("self_attention", "Self-attention", "Random projections, heads and every step")
@@ -325,9 +332,10 @@ def masks(text, figure):
             allowed = causal_mask(n, n).float().numpy()  # (n, n) 1 = may attend
             text.latex(r"M \in \{0,1\}^{T \times T} = %d \times %d" % (n, n))
             draw_comparison(st.session_state.text, Config(), Config(mask="causal"), figure)
-            chart(text, figures.matrix_heatmap(allowed, embedded.tokens, embedded.tokens, title="Mask M (1 = may attend)",
-                                               bounded=True, width="third", height=360),
+            chart(text, figures.matrix_heatmap(allowed, embedded.tokens, embedded.tokens, width="third", height=440,
+                                               title="Mask M: 1 = attend", bounded=True, scale_bar=False),
                   key="lesson_causal", matrix=Matrix(allowed, embedded.tokens, embedded.tokens))
+            text.caption("M's yellow cells are 1 (may attend), its dark cells 0 (masked).")
     else:
         text.write("A batch holds sentences of different lengths, padded with zeros to the longest. The **padding** "
                    "mask hides the padding keys, so no word attends to them.")
@@ -411,9 +419,17 @@ def heads_step(text, figure):
         return
     heads = text.slider("Heads H", 1, 8, key="heads")
     view = run(embedded.vectors, Config(projection="random", heads=heads, d_k=16))
-    chart(figure, figures.head_grid(view.weights, embedded.tokens, oov=embedded.oov), key="lesson_heads",
-          matrix=Matrix(view.mean_weights, embedded.tokens, embedded.tokens))
-    text.caption("The download holds the average over heads.")
+    # Every head small (the patterns side by side), and the one chosen drawn with every word's label.
+    chart(figure, figures.head_grid(view.weights, embedded.tokens, oov=embedded.oov, width=FIGURE_COLUMN, cols=5,
+                                    labelled=False, panel_px=130), key="lesson_heads")
+    st.session_state.hhead = min(st.session_state.hhead, heads)
+    names = [f"head {h}" for h in range(heads)] + ["average"]
+    chosen = text.radio("Head to read", range(heads + 1), format_func=names.__getitem__, key="hhead", horizontal=True)
+    weights = view.mean_weights if chosen == heads else view.weights[chosen]  # (n, n)
+    title = "Average over heads" if chosen == heads else f"Head {chosen}"
+    chart(figure, figures.attention_heatmap(weights, embedded.tokens, row_oov=embedded.oov, col_oov=embedded.oov,
+                                            title=title, width=FIGURE_COLUMN, height=520),
+          key="lesson_head", matrix=Matrix(weights, embedded.tokens, embedded.tokens))
     with text:
         explore("heads", "Heads and layers")
 

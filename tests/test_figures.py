@@ -282,3 +282,37 @@ def test_margins_grow_with_the_longest_label_title_and_font_and_keep_a_larger_on
     assert figures.fit_margins(roomy).layout.margin.b == 300  # a builder's larger margin is kept
     grid = figures.fit_margins(figures.head_grid(np.full((2, 3, 3), 1 / 3), ["a", "b", "c"]))
     assert grid.layout.margin.r > 60  # the grid's shared colour bar (a coloraxis) counts
+
+
+def test_scatter_labels_never_run_into_each_other_and_the_heaviest_is_named():
+    rng = np.random.default_rng(0)
+    points = rng.normal(size=(30, 2))  # (30, 2)
+    points[1] = points[0] + 1e-3  # two keys on top of each other (the surnames' Smola and Werness)
+    texts = [f"key number {i}" for i in range(30)]
+    order = np.arange(30)[::-1]
+    drawn, where = figures.place_labels(points, texts, order)
+    assert drawn[29] == texts[29] and not (drawn[0] and drawn[1])  # the first placed always fits; one of the pair waits
+    assert 0 < sum(bool(t) for t in drawn) < 30
+    span = np.ptp(points, axis=0) * 1.15
+    px = (points - points.min(0)) / span * np.array(figures.SCATTER_PLOT_PX)  # (30, 2)
+    boxes = []
+    for i, (text, place) in enumerate(zip(drawn, where)):
+        if text:
+            dx, dy = figures.LABEL_PLACES[place]
+            w, h = figures.text_px(text, figures.FONT_PX) + 2, 1.3 * figures.FONT_PX
+            cx, cy = px[i, 0] + dx * (w / 2 + 6), px[i, 1] + dy * (h / 2 + 6)
+            boxes.append((cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2))
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1]
+    fig = figures.pca_scatter(np.vstack([points, [[0, 0]]]), texts, "q", np.linspace(0, 1, 30))
+    assert list(fig.data[0].hovertext) == texts  # every key still names itself on hover
+
+
+def test_learned_sigma_axis_has_a_few_distinct_labels_spanning_what_is_drawn():
+    sigmas = list(np.geomspace(0.5, 0.21, 60))  # σ falls over less than a decade
+    fig = figures.bandwidth_training([1.0] * 60, sigmas, 80, grid_sigma=0.19)
+    axis = fig.layout.yaxis2
+    assert len(axis.tickvals) == 4 and len(set(axis.ticktext)) == 4
+    assert min(axis.tickvals) == pytest.approx(0.19) and max(axis.tickvals) == pytest.approx(0.5)
+    assert 10 ** axis.range[0] < 0.19 and 10 ** axis.range[1] > 0.5

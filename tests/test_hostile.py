@@ -190,6 +190,8 @@ URLS = [
     ("lesson.py", {"step": "8", "order": "dog"}, "Type a sentence of 2 to 64 words"), ("lesson.py", {"step": "8", "order": "<b>a</b> b", "opos": "x"}, DRAWN),
     ("lesson.py", {"step": "8", "order": "qzxjvwk zzqqx"}, "A: None of these words"),
     ("lesson.py", {"step": "12", "item": "99"}, DRAWN), ("lesson.py", {"step": "13", "heads": "0"}, DRAWN),
+    ("lesson.py", {"step": "13", "heads": "2", "hhead": "7"}, DRAWN), ("lesson.py", {"step": "13", "hhead": "<b>"}, DRAWN),
+    ("kv_database.py", {"drop": "<script>alert(1)</script>"}, DRAWN), ("kv_database.py", {"drop": "x" * 5000}, DRAWN),
     ("lesson.py", {"step": "14", "layer": "9", "head": "99", "text": "🙂 北京"}, DRAWN),
 ]
 

@@ -3,6 +3,7 @@
 import base64
 import re
 import json
+import urllib.parse
 from pathlib import Path
 
 import numpy as np
@@ -875,6 +876,33 @@ def test_lesson_retrieval_steps_answer_as_the_notes_say():
     assert at.success[0].value == "Exact: Aston. Hard: Zhang → Aston"
 
 
+def link_params(at, label: str) -> dict:
+    """The query of the page link (AppTest's plain-link stand-in) whose label starts with `label`."""
+    target = next(m.value for m in at.markdown if m.value.startswith(f"[{label}"))
+    return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(target[target.index("](") + 2:-1]).query))
+
+
+def test_lesson_retrieval_links_open_the_database_in_the_steps_state():
+    """Steps 2 and 3 leave Li out: their "Explore this" opens the Key–value page with Li left out too, so it answers
+    as the step did (hard: Lipton; soft: the step's weights), not by finding Li again."""
+    step = run_page("lesson.py", {"step": "3", "q": "Smol", "tau": "0.5"})
+    params = link_params(step, "Explore this in Key–value database")
+    assert params == {"q": "Smol", "drop": "Li", "tau": "0.5"}
+    lesson_weights = decode(chart_data(step, 0)[0]["x"])  # (5,) over the records but Li
+    at = kv_page(params)
+    assert not at.exception and "No record" in messages(at)
+    assert at.selectbox(key="drop").value == "Li" and "Mu" not in soft_table(at)["value"].tolist()  # Li → Mu is out
+    kv_weights = decode(json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["x"])
+    np.testing.assert_allclose(kv_weights, lesson_weights, rtol=1e-5)
+    at.text_input(key="q").input("Li").run()
+    assert not at.exception and "No record" in messages(at)  # left out
+    at.selectbox(key="drop").set_value("").run()  # Li back: the exact lookup finds it
+    assert not at.exception and "No record" not in messages(at)
+    step = run_page("lesson.py", {"step": "2"})
+    assert link_params(step, "Explore this in Key–value database") == {"q": "Li", "drop": "Li"}
+    assert kv_page({"drop": "Nobody"}).selectbox(key="drop").value == ""  # a key not in the table: nothing is left out
+
+
 def test_lesson_soft_step_goes_from_hard_to_the_plain_average():
     sharp = decode(chart_data(run_page("lesson.py", {"step": "3", "tau": "0.01"}), 0)[0]["x"])
     flat = decode(chart_data(run_page("lesson.py", {"step": "3", "tau": "100"}), 0)[0]["x"])
@@ -938,3 +966,22 @@ def test_lesson_buttons_walk_the_steps():
     at.button(key="previous").click().run()
     at.button(key="previous").click().run()
     assert at.session_state.step == 12 and not at.exception
+
+
+def test_lesson_heads_step_draws_the_chosen_head_whole_beside_the_unlabelled_thumbnails():
+    at = run_page("lesson.py", {"step": "13", "heads": "3", "hhead": "1"})
+    assert not at.exception
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    grid, chosen = charts[0], charts[1]
+    panels = [decode(t["customdata"])[..., 0] for t in grid["data"]]  # (n, n) each: heads 0–2 and their average
+    assert len(panels) == 4 and np.allclose(panels[3], np.mean(panels[:3], 0), atol=1e-6)
+    axes = [v for k, v in grid["layout"].items() if k.startswith(("xaxis", "yaxis"))]
+    assert axes and all(a.get("showticklabels") is False for a in axes)  # thumbnails: titles and hover only
+    n = panels[1].shape[0]
+    assert chosen["layout"]["title"]["text"].startswith("Head 1")
+    assert np.allclose(decode(chosen["data"][0]["customdata"])[..., 0], panels[1], atol=1e-6)
+    assert len(chosen["layout"]["xaxis"]["tickvals"]) == n == len(chosen["layout"]["yaxis"]["tickvals"])  # every word
+    at.radio(key="hhead").set_value(3).run()  # the average
+    chosen = json.loads(at.get("plotly_chart")[1].proto.spec)
+    assert chosen["layout"]["title"]["text"].startswith("Average over heads")
+    assert np.allclose(decode(chosen["data"][0]["customdata"])[..., 0], panels[3], atol=1e-6)

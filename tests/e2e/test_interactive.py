@@ -274,6 +274,9 @@ def test_a_long_inputs_zoom_window_redraws_in_the_browser(server, page):
     assert np.abs(shown - engine[window] / engine[256:320].max(1, keepdims=True)).max() < 1e-6
     assert (engine[window].max(1) < engine[256:320].max(1)).any()  # where the window's own largest would differ
     assert "Query #259" in page.locator(".av-root .av-heading").text_content()
+    words = text.split()  # the window's labels name the sentence's positions, since words recur in a long input
+    assert page.locator('.av-root .av-col[data-col="0"]').text_content() == f"#192 {words[192]}"
+    assert page.locator(".av-root .av-row.av-chosen").text_content() == f"#259 {words[259]}"
     assert url_has(page, "temp=0.5", "mask=causal", "query=259")
     settle(page)
     assert len(sent) == start + 1

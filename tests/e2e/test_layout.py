@@ -1,5 +1,7 @@
-"""No two texts in a chart overlap, none is cut off by the chart's box, and no formula is cut by its column: every
-page, at 1280×800 and 1920×1080, in its default state and with a 40-token sentence."""
+"""No two texts in a chart overlap, none is cut off by the chart's box, no formula is cut by its column, and no label
+of a sentence of up to 20 tokens is left out: every page, at 1280×800 and 1920×1080, in its default state and with a
+40-token sentence. In presenter mode (1920×1080) every page and lesson step also fits: each figure within the
+screen's height, and Self-attention's heatmap on the first screen (each lesson step's main figure: test_classroom)."""
 
 import pytest
 
@@ -39,6 +41,43 @@ CUT_FORMULAS = """() => Array.from(document.querySelectorAll('.katex-display')).
   return k.scrollWidth > k.clientWidth + 4;
 }).map(k => `formula cut by ${k.scrollWidth - k.clientWidth} px: ${(k.querySelector('annotation') || {}).textContent}`)"""
 
+# Labels left out: up to figures.ALL_LABELS tokens every label is drawn (plotly's category axes, the interactive
+# heatmap's rows and keys), and the chosen query's row is always named, however long the sentence.
+HIDDEN_LABELS = """() => {
+  const found = [];
+  document.querySelectorAll('.js-plotly-plot').forEach((gd, chart) => {
+    const layout = gd._fullLayout;
+    const title = String(layout.title.text || '').replace(/<[^>]*>/g, '').slice(0, 40);
+    Object.keys(layout).filter(k => /^[xy]axis\\d*$/.test(k)).forEach(k => {
+      const axis = layout[k];
+      if (axis.type !== 'category' || !axis.visible || !axis.showticklabels) return;
+      const count = (axis._categories || []).length;
+      const drawn = Array.from(gd.querySelectorAll(`g.${axis._id}tick text`)).filter(t => t.textContent.trim()).length;
+      if (count <= 20 && drawn < count) found.push(`chart ${chart} '${title}' ${k}: ${drawn} of ${count} labels drawn`);
+    });
+  });
+  document.querySelectorAll('.av-root').forEach((root, i) => {
+    const shown = root.attnviz;
+    if (!shown || shown.overflow || !root.querySelector('.av-overlay text')) return;
+    for (const [what, labels, drawn] of [['rows', shown.rows, shown.rowLabels], ['keys', shown.cols, shown.colLabels]])
+      if (labels.length <= 20 && drawn.length < labels.length) found.push(`interactive ${i}: ${drawn.length} of ${labels.length} ${what} labelled`);
+    if (!root.querySelector('.av-overlay .av-row.av-chosen')) found.push(`interactive ${i}: the chosen query's row has no label`);
+  });
+  return found;
+}"""
+# Presenter mode is laid out for a 1920×1080 projector: every figure fits the screen's height, and Self-attention's
+# heatmap is whole on the first screen, without scrolling (each lesson step's main figure: test_classroom.py).
+FIGURE_BOXES = """() => Array.from(document.querySelectorAll('.js-plotly-plot, .av-root .av-figure'))
+  .map(f => { const b = f.getBoundingClientRect(); return {top: b.top + window.scrollY, bottom: b.bottom + window.scrollY}; })"""
+
+
+def unfit(figures: list[dict], height: int, first_screen: bool) -> list[str]:
+    found = [f"a figure {f['bottom'] - f['top']:.0f} px tall does not fit the {height} px screen"
+             for f in figures if f["bottom"] - f["top"] > height]
+    if first_screen and figures[0]["bottom"] > height + SLACK:
+        found.append(f"the first figure ends at {figures[0]['bottom']:.0f} px, below the first {height} px screen")
+    return found
+
 
 def problems(charts) -> list[str]:
     found = []
@@ -68,7 +107,8 @@ def test_no_text_overlaps_or_is_cut_off(browser, server, path, size, forty):
 @pytest.mark.parametrize("path", PAGES)
 def test_presenter_mode_text_does_not_overlap(browser, server, path):
     """Presenter mode's larger chart text (16 px and more) still fits."""
-    check(browser, f"{server}/{path}?present=1", (1920, 1080), f"{path or 'self_attention'}_presenter_1920x1080.png")
+    check(browser, f"{server}/{path}?present=1", (1920, 1080), f"{path or 'self_attention'}_presenter_1920x1080.png",
+          first_screen=path == "")
 
 
 @pytest.mark.parametrize("present", [False, True], ids=["1280x800", "presenter 1920x1080"])
@@ -121,14 +161,18 @@ def test_heatmap_margins_already_fit_so_each_is_drawn_once(browser, server, path
     assert not pushed, "\n".join(pushed)
 
 
-def check(browser, url: str, size: tuple[int, int], shot: str) -> None:
+def check(browser, url: str, size: tuple[int, int], shot: str, first_screen: bool = False) -> None:
+    """No text overlaps or is cut off, no formula is cut, no label of up to 20 tokens is left out; in presenter
+    mode every figure fits the screen's height and, with `first_screen`, the first figure lies on the first screen."""
     context = browser.new_context(viewport={"width": size[0], "height": size[1]})
     page = context.new_page()
     page.goto(url)
     page.wait_for_selector(".js-plotly-plot, .av-root .av-figure", timeout=60_000)
     settle(page)
     page.wait_for_timeout(1500)  # plotly's automargin settles after the first draw
-    found = problems(page.evaluate(TEXT_BOXES)) + page.evaluate(CUT_FORMULAS)
+    found = problems(page.evaluate(TEXT_BOXES)) + page.evaluate(CUT_FORMULAS) + page.evaluate(HIDDEN_LABELS)
+    if "present=1" in url:
+        found += unfit(page.evaluate(FIGURE_BOXES), size[1], first_screen)
     page.screenshot(path=str(SHOTS / shot), full_page=True)
     context.close()
     assert not found, "\n".join(found[:25]) + (f"\n… and {len(found) - 25} more" if len(found) > 25 else "")

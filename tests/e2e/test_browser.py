@@ -4,7 +4,7 @@ import pytest
 
 from driver import SHOTS, click_point, exceptions, plots, settle, shown_value, url_has, wait_for_heatmap
 
-PAGES = ["", "lesson", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads", "trained"]
+PAGES = ["", "lesson", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads", "trained", "decoder"]
 
 
 def test_default_heatmap_is_drawn(server, page):
@@ -89,3 +89,44 @@ def test_no_request_leaves_the_app(server, page):
     icon = page.evaluate("() => Array.from(document.querySelectorAll('link[rel~=icon]'), link => link.href)")
     assert icon and all(href.startswith(server) for href in icon), icon
     assert outside == [], outside
+
+
+def test_the_decoder_writes_on_reads_back_and_keeps_its_controls(server, page):
+    """A sequence: two greedy next words, the first piece hidden, a head opened from the atlas, a new text typed, a
+    sampled word, then away to another page and back: every step drawn, each row of the chosen head summing to 1."""
+    page.goto(f"{server}/decoder?t=0&layer=2&head=4")
+    page.wait_for_selector(".js-plotly-plot", timeout=120_000)
+    settle(page)
+    box = page.get_by_role("textbox", name="Text")
+    start = box.input_value()
+    for _ in range(2):
+        before = box.input_value()
+        page.get_by_role("button", name="Next word (greedy)").click()
+        page.wait_for_function("(b) => document.querySelector('textarea').value !== b", arg=before, timeout=60_000)
+        settle(page)
+    assert box.input_value().startswith(start) and len(box.input_value()) > len(start)
+    page.get_by_text("Hide the first piece (renormalise)").click()
+    settle(page)
+    titles = [str((t.get("title") or {})) for t in page.evaluate(
+        "() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(g => g.layout)")]
+    assert any("first piece hidden" in t for t in titles) and url_has(page, "nosink=1", "layer=2", "head=4")
+    box.fill("A cat sat on the warm mat and")
+    box.press("Control+Enter")
+    settle(page)
+    page.get_by_role("button", name="Next word (sample)").click()
+    page.wait_for_function("() => document.querySelector('textarea').value.length > 'A cat sat on the warm mat and'.length",
+                           timeout=60_000)
+    settle(page)
+    head = next(d for d in page.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+        .map(g => ({title: String((g.layout.title || {}).text || '').replace(/<[^>]*>/g, ''),
+                    z: Array.from(g.data[0].customdata || [], row => Array.from(row, cell => Array.from(cell)))}))""")
+        if d["title"].startswith("Layer 2, head 4"))
+    rows = [[cell[0] for cell in row] for row in head["z"]][1:]  # the first row has no key left once hidden
+    assert all(abs(sum(row) - 1) < 1e-4 for row in rows)
+    assert exceptions(page) == []
+    page.goto(f"{server}/trained")
+    page.wait_for_selector(".js-plotly-plot", timeout=120_000)
+    page.go_back()
+    page.wait_for_selector(".js-plotly-plot", timeout=120_000)
+    settle(page)
+    assert exceptions(page) == [] and page.locator('[data-testid="stException"]').count() == 0

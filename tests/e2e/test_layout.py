@@ -8,10 +8,10 @@ import pytest
 from driver import SHOTS, settle
 
 SIZES = [(1280, 800), (1920, 1080)]
-PAGES = ["", "lesson", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads", "trained"]
+PAGES = ["", "lesson", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads", "trained", "decoder"]
 FORTY = ("when he saw his owner at the door, the dog was so happy that he ran in circles and wagged his tail "
          "while the cat watched from the top of the old red sofa by the big bright window")  # 40 tokens
-SENTENCE_PARAM = {"": "text", "heads": "text", "trained": "text", "encoder_decoder": "src", "batches": "batch"}
+SENTENCE_PARAM = {"": "text", "heads": "text", "trained": "text", "encoder_decoder": "src", "batches": "batch", "decoder": "text"}
 
 # Every visible text element of every plotly chart and interactive heatmap, with its box, and the chart's own box. Scatter data labels
 # (the key–value PCA's words) are left out: crowded points also name themselves on hover.
@@ -112,7 +112,7 @@ def test_presenter_mode_text_does_not_overlap(browser, server, path):
 
 
 @pytest.mark.parametrize("present", [False, True], ids=["1280x800", "presenter 1920x1080"])
-@pytest.mark.parametrize("step", range(2, 15))
+@pytest.mark.parametrize("step", range(2, 16))
 def test_lesson_steps_text_does_not_overlap(browser, server, step, present):
     size, query = ((1920, 1080), "&present=1") if present else ((1280, 800), "")
     check(browser, f"{server}/lesson?step={step}{query}", size, f"lesson_{step}{'_presenter' if present else ''}.png")

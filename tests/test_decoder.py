@@ -1,0 +1,218 @@
+"""The decoder (SmolLM2-135M from its GGUF file) against transformers' LlamaForCausalLM loaded from the same file, and
+its causal, grouped-query attention, the next-token distribution and the logit lens against the formulas."""
+
+import base64
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from attnviz import decoder
+
+# Kept apart from the page's and the lesson's examples.
+SENTENCES = [
+    "The quick brown fox jumps over the lazy dog.",
+    "In 1492, Columbus sailed across the ocean with 3 ships.",
+    "def add(a, b):\n    return a + b",
+    "東京は日本の首都です 🙂 and Zürich is in Switzerland.",
+    "She opened the window because the room was too warm, and the birds outside began to sing.",
+]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("decoder_cache")
+    os.environ["ATTNVIZ_CACHE"] = str(cache)
+    try:
+        first = decoder.load_model(device="cpu")  # from the GGUF file, written to the cache
+        assert any(cache.iterdir())
+        yield decoder.load_model(device="cpu")  # read back from the cache
+    finally:
+        del os.environ["ATTNVIZ_CACHE"]
+    del first
+
+
+@pytest.fixture(scope="module")
+def reference():
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    path = decoder.gguf_path()
+    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    model = LlamaForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, attn_implementation="eager",
+                                             dtype=torch.float32).eval()
+    return tokenizer, model
+
+
+@pytest.mark.parametrize("sentence", SENTENCES)
+def test_matches_transformers_llama_from_the_same_file(model, reference, sentence):
+    tokenizer, llama = reference
+    ids = tokenizer(sentence).input_ids
+    assert decoder.tokenize(model, sentence).ids == ids
+    with torch.no_grad():
+        out = llama(torch.tensor([ids]), output_attentions=True)
+    hidden, weights, _ = decoder.forward(model, ids)
+    assert len(weights) == len(out.attentions) == 30
+    for ours, theirs in zip(weights, out.attentions):
+        assert ours.shape == (9, len(ids), len(ids))
+        torch.testing.assert_close(ours, theirs[0], atol=1e-4, rtol=0)
+    torch.testing.assert_close(decoder.logits(model, hidden[-1]), out.logits[0], atol=1e-3, rtol=0)
+
+
+def test_the_dog_sentence_predicts_happy_among_five(model):
+    result = decoder.run(model, "When he saw his owner, the dog was")
+    top = np.argsort(-result.next_logits)[:5]
+    assert " happy" in [model.tokenizer.decode([int(i)]) for i in top]
+
+
+def test_attention_is_causal_and_each_key_value_head_is_shared_by_three_query_heads(model):
+    result = decoder.run(model, SENTENCES[4])
+    w = result.weights  # (30, 9, n, n)
+    n = w.shape[-1]
+    np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-5)
+    assert (w[..., np.triu_indices(n, 1)[0], np.triu_indices(n, 1)[1]] == 0).all()  # the future: exactly 0
+    for trace in result.traces:
+        assert trace.key.shape == trace.value.shape == (3, n, 64) and trace.query.shape == (9, n, 64)
+        for h in range(9):  # head h's scores are its own queries against key head h // 3, over √64
+            np.testing.assert_allclose(trace.scores[h], trace.query[h] @ trace.key[h // 3].T / 8.0, atol=1e-4)
+    assert not np.allclose(w[5, 0], w[5, 1])  # a group shares K and V, not its queries
+
+
+def test_rms_norm_and_the_feed_forward_are_the_formulas(model):
+    x = torch.randn(4, 576)
+    weight = model.layers[0].ffn_norm
+    expected = x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + model.config.eps) * weight
+    torch.testing.assert_close(decoder.rms_norm(x, weight, model.config.eps), expected)
+
+
+def test_next_distribution_follows_temperature_top_k_and_top_p():
+    logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0])
+    p = np.exp(logits.numpy() / 0.5)
+    p /= p.sum()
+    np.testing.assert_allclose(decoder.next_distribution(logits, 0.5), p, rtol=1e-5)
+    two = decoder.next_distribution(logits, 1.0, top_k=2).numpy()
+    soft = np.exp(logits.numpy()[:2]) / np.exp(logits.numpy()[:2]).sum()
+    np.testing.assert_allclose(two, [*soft, 0, 0, 0], rtol=1e-5)
+    full = np.exp(logits.numpy()) / np.exp(logits.numpy()).sum()  # 0.563, 0.207, 0.126, 0.076, 0.028
+    nucleus = decoder.next_distribution(logits, 1.0, top_p=0.75).numpy()  # the top two reach 0.770 ≥ 0.75
+    np.testing.assert_allclose(nucleus, [*(full[:2] / full[:2].sum()), 0, 0, 0], rtol=1e-5)
+    wider = decoder.next_distribution(logits, 1.0, top_p=0.8).numpy()  # 0.770 < 0.8: the third joins
+    np.testing.assert_allclose(wider, [*(full[:3] / full[:3].sum()), 0, 0], rtol=1e-5)
+    assert decoder.next_distribution(logits, 1.0, top_p=0.01).numpy().tolist() == [1, 0, 0, 0, 0]
+    assert decoder.next_distribution(logits, 0.0).numpy().tolist() == [1, 0, 0, 0, 0]  # greedy
+
+
+def test_the_logit_lens_of_the_last_layer_is_the_models_prediction(model):
+    result = decoder.run(model, SENTENCES[0])
+    ids, probs = decoder.logit_lens(model, result.hidden, top=3)
+    n = len(result.tokens.ids)
+    assert ids.shape == probs.shape == (31, n, 3) and (np.diff(probs, axis=-1) <= 0).all()
+    assert ids[-1, -1, 0] == int(np.argmax(result.next_logits))
+    final = torch.softmax(torch.from_numpy(result.next_logits), -1).max().item()
+    assert probs[-1, -1, 0] == pytest.approx(final, rel=1e-4)
+
+
+def test_bad_text_gets_a_reason(model):
+    for text in ["", "   \n\t"]:
+        with pytest.raises(decoder.TextError, match="Type a text"):
+            decoder.tokenize(model, text)
+    with pytest.raises(decoder.TextError, match="at most 512 pieces"):
+        decoder.tokenize(model, "dog " * 600)
+    tokens = decoder.tokenize(model, "dog " * 300)  # up to 512 pieces: read
+    assert len(tokens.ids) <= 512
+    odd = decoder.run(model, "🙂 北京 <b>x</b> &amp; \u0301")
+    assert np.isfinite(odd.weights).all() and len(odd.tokens.labels()) == len(odd.tokens.ids)
+
+
+# ---------------------------------------------------------------- the page
+
+
+def decoder_page(params=None):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "pages" / "decoder.py"), default_timeout=180)
+    for name, value in (params or {}).items():
+        at.query_params[name] = value
+    at.run()
+    charts = {c.proto.id: c for c in at.get("plotly_chart")}
+    specs = [json.loads(c.proto.spec) for c in charts.values()]
+    return at, specs
+
+
+def titled(specs, start: str) -> dict:
+    return next(s for s in specs if str(s["layout"].get("title", {}).get("text", "")).startswith(start))
+
+
+def z_of(value) -> np.ndarray:
+    """A plotly JSON array: a plain list, or numpy's typed-array encoding {dtype, bdata, shape}."""
+    if isinstance(value, dict) and "bdata" in value:
+        shape = [int(n) for n in str(value.get("shape", "-1")).split(",")]
+        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"]).reshape(shape)
+    return np.asarray(value)
+
+
+def test_the_page_draws_the_chosen_head_sinks_and_the_next_word(model):
+    text = "When he saw his owner, the dog was"
+    at, specs = decoder_page({"layer": "3", "head": "5", "t": "0", "lens": "1"})  # T = 0: greedy
+    assert not at.exception
+    engine = decoder.run(model, text)
+    head = titled(specs, "Layer 3, head 5 (K/V group 2)")
+    np.testing.assert_allclose(z_of(head["data"][0]["customdata"])[..., 0], engine.weights[2, 4], atol=1e-6)
+    sinks = titled(specs, "Mean weight on the first piece")
+    np.testing.assert_allclose(z_of(sinks["data"][0]["z"]), engine.weights[:, :, 1:, 0].mean(-1), atol=1e-6)
+    bars = titled(specs, "Next piece after")
+    assert z_of(bars["data"][0]["x"]).tolist() == [1.0]  # greedy: one piece, all the mass
+    best = model.tokenizer.decode([int(np.argmax(engine.next_logits))])
+    lens = at.dataframe[0].value  # the logit lens: its last row (the final layer) at the last position is the prediction
+    assert len(lens) == 31 and lens.iloc[-1, -1].startswith(repr(best))
+    at.button[1].click().run()  # "Next word (greedy)"
+    assert not at.exception and at.text_area(key="text").value == text + best
+    at.toggle(key="nosink").set_value(True).run()
+    chart = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
+                 if "first piece hidden" in str(json.loads(c.proto.spec)["layout"]["title"]["text"]))
+    longer = decoder.run(model, text + best).weights[2, 4]  # (n + 1, n + 1)
+    expected = longer[1:, 1:] / longer[1:, 1:].sum(-1, keepdims=True)  # rows after the first, renormalised
+    np.testing.assert_allclose(z_of(chart["data"][0]["customdata"])[1:, :, 0], expected, atol=1e-6)
+
+
+def test_the_page_says_why_it_draws_nothing(model):
+    at, _ = decoder_page({"text": ""})
+    assert not at.exception and "Type a text" in " ".join(m.value for m in at.info)
+    at, _ = decoder_page({"text": "dog " * 600})
+    assert not at.exception and "at most 512 pieces" in " ".join(m.value for m in at.error)
+    at, _ = decoder_page({"text": "<script>alert(1)</script> 🙂", "layer": "99", "head": "-4", "t": "nan", "topp": "x"})
+    assert not at.exception and not at.error
+
+
+def test_the_lessons_decoder_step_shows_the_models_next_words(model):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "pages" / "lesson.py"), default_timeout=180)
+    at.query_params["step"] = "15"
+    at.run()
+    assert not at.exception
+    bars = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
+    engine = torch.softmax(torch.from_numpy(decoder.run(model, "When he saw his owner, the dog was").next_logits), -1)
+    top = torch.topk(engine, 8)
+    np.testing.assert_allclose(z_of(bars["x"]), top.values.numpy(), rtol=1e-5)
+    assert "·happy" in list(bars["y"])[0] or any("·happy" in y for y in bars["y"])
+    heads = json.loads(at.get("plotly_chart")[1].proto.spec)
+    weights = z_of(heads["data"][0]["customdata"])[..., 0]  # (n, n)
+    assert np.allclose(np.triu(weights, 1), 0) and np.allclose(weights.sum(-1), 1, atol=1e-5)
+
+
+def test_one_more_piece_from_the_kv_cache_equals_the_whole_forward(model):
+    text = "When he saw his owner, the dog was"
+    short = decoder.run(model, text)
+    token = int(np.argmax(short.next_logits))
+    longer = decoder.extend(model, short, token)
+    whole = decoder.run(model, text + model.tokenizer.decode([token]))
+    assert longer.tokens.ids == whole.tokens.ids and longer.tokens.tokens == whole.tokens.tokens
+    np.testing.assert_allclose(longer.weights, whole.weights, atol=1e-5)
+    np.testing.assert_allclose(longer.hidden, whole.hidden, rtol=1e-5, atol=1e-4)  # the last layer reaches ~600
+    np.testing.assert_allclose(longer.next_logits, whole.next_logits, atol=1e-3)
+    for a, b in zip(longer.traces, whole.traces):
+        for name in ("input", "query", "key", "value", "scores"):
+            torch.testing.assert_close(getattr(a, name), getattr(b, name), atol=1e-4, rtol=0)

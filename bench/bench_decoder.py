@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,7 +21,6 @@ from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-RUNS = 7
 
 LOAD_ONE = """
 import json, time, torch
@@ -36,31 +33,20 @@ print(json.dumps({"seconds": time.perf_counter() - start}))
 
 
 def load_time() -> float:
-    """Each load in a fresh process (the cache written by a first load; the OS page cache may hold the file)."""
+    """Each load in a fresh process, after a first load has written the cache."""
     from attnviz import decoder
+    from bench.bench_trained import load_time as fresh_loads
 
     decoder.load_model(device="cpu")  # writes the cache if there is none
-    runs = [json.loads(subprocess.check_output([sys.executable, "-c", LOAD_ONE], cwd=ROOT))["seconds"] for _ in range(RUNS)]
-    return statistics.median(runs)
+    return fresh_loads(LOAD_ONE)
 
 
-def forward_time(model, pieces: int, runs: int = RUNS) -> float:
-    import torch
-
+def forward_time(model, pieces: int) -> float:
     from attnviz import decoder
+    from bench.bench_trained import median_time
 
     ids = list(range(1000, 1000 + pieces))
-    decoder.forward(model, ids)  # warm-up
-    times = []
-    for _ in range(runs):
-        if model.device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        decoder.forward(model, ids)
-        if model.device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return median_time(lambda: decoder.forward(model, ids), model.device)
 
 
 def shaped_model(device: str):

@@ -31,9 +31,10 @@ print(json.dumps({"seconds": time.perf_counter() - start}))
 """
 
 
-def load_time() -> float:
-    """Each load in a fresh process, so nothing is cached in Python (the file may be in the OS page cache)."""
-    runs = [json.loads(subprocess.check_output([sys.executable, "-c", LOAD_ONE], cwd=ROOT))["seconds"] for _ in range(RUNS)]
+def load_time(script: str = LOAD_ONE) -> float:
+    """Each load (`script` prints its seconds as JSON) in a fresh process, so nothing is cached in Python (the file
+    may be in the OS page cache)."""
+    runs = [json.loads(subprocess.check_output([sys.executable, "-c", script], cwd=ROOT))["seconds"] for _ in range(RUNS)]
     return statistics.median(runs)
 
 
@@ -42,23 +43,28 @@ def text_of(pieces: int) -> str:
     return " ".join(["dog"] * (pieces - 2))
 
 
-def forward_time(model, pieces: int) -> float:
+def median_time(call, device) -> float:
+    """The median seconds of RUNS calls after a warm-up one, waiting for the GPU where `device` is CUDA."""
     import torch
 
-    from attnviz import trained
-
-    ids = trained.tokenize(model, text_of(pieces)).ids
-    trained.forward(model, ids)  # warm-up
+    call()  # warm-up
     runs = []
     for _ in range(RUNS):
-        if model.device.type == "cuda":
+        if device.type == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()
-        trained.forward(model, ids)
-        if model.device.type == "cuda":
+        call()
+        if device.type == "cuda":
             torch.cuda.synchronize()
         runs.append(time.perf_counter() - start)
     return statistics.median(runs)
+
+
+def forward_time(model, pieces: int) -> float:
+    from attnviz import trained
+
+    ids = trained.tokenize(model, text_of(pieces)).ids
+    return median_time(lambda: trained.forward(model, ids), model.device)
 
 
 FIRST_WORDS = ["When", "After", "Once", "While", "Because", "Since", "Though", "As", "If", "Until"]

@@ -836,11 +836,12 @@ def _outline(fig: go.Figure, x0: float, y0: float, x1: float, y1: float) -> None
 
 
 def head_atlas(weights: np.ndarray, *, chosen: tuple[int, int] | None = None, palette: str = "viridis",
-               scale: str = "row", most: int = ATLAS_BLOCKS, tile_px: int = ATLAS_TILE_PX) -> go.Figure:
+               scale: str = "row", most: int = ATLAS_BLOCKS, tile_px: int = ATLAS_TILE_PX, group: int = 1) -> go.Figure:
     """Every head of every layer as a thumbnail, layers as rows: weights (L, H, n, n).
 
     Above `most` tokens a thumbnail shows block maxima; each layer's row is `tile_px` tall. `chosen` (layer, head),
-    counted from 0, is outlined. A click on a thumbnail selects a point whose customdata is [layer, head].
+    counted from 0, is outlined. A click on a thumbnail selects a point whose customdata is [layer, head]. With
+    `group` > 1 (grouped-query attention: each `group` heads share one key/value head) a dark line parts the groups.
     """
     blocks, b = block_max(weights, most)  # (L, H, r, r)
     n_layers, n_heads, r, _ = blocks.shape
@@ -853,7 +854,9 @@ def head_atlas(weights: np.ndarray, *, chosen: tuple[int, int] | None = None, pa
     fig = go.Figure(go.Heatmap(z=z, zmin=0, zmax=colours.zmax, colorscale=PALETTES[palette], hoverinfo="skip",
                                colorbar=colours.colorbar("block max" if b > 1 else "weight")))
     part = dict(type="line", line=dict(color="#ffffff", width=3), layer="above")  # set at once: add_shape takes ~3 ms each
-    fig.update_layout(shapes=[dict(part, x0=h * r - 0.5, x1=h * r - 0.5, y0=-0.5, y1=n_layers * r - 0.5) for h in range(1, n_heads)]
+    parted = dict(part, line=dict(color="#31333f", width=4))  # between key/value groups
+    fig.update_layout(shapes=[dict(parted if group > 1 and h % group == 0 else part, x0=h * r - 0.5, x1=h * r - 0.5,
+                                   y0=-0.5, y1=n_layers * r - 0.5) for h in range(1, n_heads)]
                       + [dict(part, x0=-0.5, x1=n_heads * r - 0.5, y0=l * r - 0.5, y1=l * r - 0.5) for l in range(1, n_layers)])
     centre = (r - 1) / 2
     layers, heads = np.divmod(np.arange(n_layers * n_heads), n_heads)

@@ -8,7 +8,7 @@ import torch
 from attnviz import decoder, figures
 from attnviz.export import Matrix
 from attnviz.urlstate import Param, boolean, bounded_text, choice, encode_bool, int_range, nearest
-from pages._common import clicked_point, load_url_state, save_url_state, scale_select, stop
+from pages._common import clicked_point, load_url_state, position_select, save_url_state, scale_select, stop
 from pages._model import decode, decode_one_more, decoder_model
 from pages._present import chart
 
@@ -28,6 +28,8 @@ SCHEMA = {
     "seed": Param(0, int_range(0, 2**31 - 1)),
     "scale": Param("row", choice(figures.SCALES)),
     "lens": Param(False, boolean, encode_bool),  # the logit lens is open
+    "query": Param(-1, int_range(-1, decoder.MAX_TOKENS - 1)),  # the inspected query piece; -1: the last
+    "lines": Param(False, boolean, encode_bool),  # the line view is open
 }
 
 st.title("Decoder: SmolLM2-135M")
@@ -118,8 +120,9 @@ def open_head() -> None:
 
 # 270 thumbnails of at most 16 × 16 blocks, 28 px a layer: the atlas fits a 1080-px screen and builds in ~0.1 s.
 chart(st, figures.head_atlas(result.weights, chosen=(layer - 1, head - 1), scale=st.session_state.scale, most=16,
-                             tile_px=28), key="decoder_atlas", on_select=open_head, selection_mode="points")
-st.caption("Layers run down, heads across (every head's own weights, the first piece included). Click a head to open it.")
+                             tile_px=28, group=n_heads // 3), key="decoder_atlas", on_select=open_head, selection_mode="points")
+st.caption("Layers run down, heads across (every head's own weights, the first piece included); dark lines part the "
+           "three key/value groups (heads 1–3, 4–6, 7–9 share K and V). Click a head to open it.")
 
 group = (head - 1) // (n_heads // 3) + 1
 title = f"Layer {layer}, head {head} (K/V group {group})" + (": first piece hidden, rows renormalised" if hide_sink else "")
@@ -127,6 +130,22 @@ chosen = weights[layer - 1, head - 1]  # (n, n) or (n, n − 1)
 allowed = np.tril(np.ones((n, n), bool))[:, 1:] if hide_sink and n > 1 else np.tril(np.ones((n, n), bool))
 chart(st, figures.attention_heatmap(chosen, labels, key_labels, title=title, scale=st.session_state.scale, allowed=allowed),
       key="decoder_head", matrix=Matrix(chosen, labels, key_labels))
+
+inspect, lines = st.columns(2)
+picked = position_select(inspect, "Query piece", labels, "query", first=(-1, "the last piece"))
+query = n - 1 if picked < 0 else picked
+row = chosen[query]  # (n,) or (n − 1,): zero beyond the query (causal)
+shown = np.arange(len(key_labels)) <= (query - 1 if hide_sink else query)  # the keys the query may read
+chart(inspect, figures.weight_bars(row[shown], key_labels[:int(shown.sum())], highlight=int(row.argmax()),
+                                   start=1 if hide_sink else 0, title=f"What “{labels[query]}” (#{query}) reads"),
+      key="decoder_query", matrix=Matrix(row[None].copy(), [labels[query]], key_labels))
+inspect.caption("Its weights over the pieces up to itself; the pieces after it are masked (the causal mask).")
+if lines.toggle("Line view", key="lines", help="bertviz's lines from each piece to those it reads; drawn on request, "
+                                               "so a next word redraws fewer charts"):
+    chart(lines, figures.line_view(result.weights[layer - 1, head - 1][None], labels, query=query,
+                                   head_names=[f"layer {layer}, head {head}"]), key="decoder_lines")
+    lines.caption("Each piece (left) to the pieces it reads (right), the head's own weights (the first piece "
+                  "included); the chosen query's lines stand out.")
 
 cache_mb = n_layers * 2 * 3 * n * 64 * 4 / 2**20
 last_rows = result.weights[layer - 1, :, -1, :]  # (H, n): the last piece's query row in every head of the layer

@@ -155,11 +155,15 @@ def z_of(value) -> np.ndarray:
 
 def test_the_page_draws_the_chosen_head_sinks_and_the_next_word(model):
     text = "When he saw his owner, the dog was"
-    at, specs = decoder_page({"layer": "3", "head": "5", "t": "0", "lens": "1"})  # T = 0: greedy
+    at, specs = decoder_page({"layer": "3", "head": "5", "t": "0", "lens": "1", "lines": "1"})  # T = 0: greedy
     assert not at.exception
     engine = decoder.run(model, text)
     head = titled(specs, "Layer 3, head 5 (K/V group 2)")
     np.testing.assert_allclose(z_of(head["data"][0]["customdata"])[..., 0], engine.weights[2, 4], atol=1e-6)
+    reads = titled(specs, "What “·was” (#8) reads")  # the query inspector: the last piece by default
+    np.testing.assert_allclose(z_of(reads["data"][0]["x"]), engine.weights[2, 4, 8], atol=1e-6)
+    drawn = next(s for s in specs if any(t.get("mode") == "lines" for t in s["data"]))  # the line view: one head's lines
+    assert {t.get("legendgroup") or t.get("name") for t in drawn["data"] if t.get("name")} >= {"layer 3, head 5"}
     sinks = titled(specs, "Mean weight on the first piece")
     np.testing.assert_allclose(z_of(sinks["data"][0]["z"]), engine.weights[:, :, 1:, 0].mean(-1), atol=1e-6)
     bars = titled(specs, "Next piece after")

@@ -44,15 +44,21 @@ load_url_state(SCHEMA)
 
 
 def next_word(greedy: bool) -> None:
-    """Append the next piece, drawn from the distribution the controls set (or the most likely one)."""
-    result = decode(st.session_state.text)
+    """Append the next piece, drawn from the distribution the controls set (or the most likely one). Text the model
+    cannot read (typed just before the click) is left as it is: the page then says why."""
+    try:
+        result = decode(st.session_state.text)
+    except decoder.TextError:
+        return
     probs = distribution(result)
     if greedy:
         chosen = int(probs.argmax())
     else:
         generator = torch.Generator().manual_seed(st.session_state.seed + len(result.tokens.ids))
         chosen = int(torch.multinomial(probs, 1, generator=generator))
-    st.session_state.text = decode_one_more(st.session_state.text, chosen)
+    longer = decode_one_more(st.session_state.text, chosen)
+    if len(longer) <= TEXT_CHARS:  # the text box holds at most TEXT_CHARS characters
+        st.session_state.text = longer
 
 
 def distribution(result: decoder.Result) -> torch.Tensor:

@@ -220,3 +220,11 @@ def test_one_more_piece_from_the_kv_cache_equals_the_whole_forward(model):
     for a, b in zip(longer.traces, whole.traces):
         for name in ("input", "query", "key", "value", "scores"):
             torch.testing.assert_close(getattr(a, name), getattr(b, name), atol=1e-4, rtol=0)
+
+
+def test_next_word_after_text_the_model_cannot_read_leaves_it_and_says_why(model):
+    at, _ = decoder_page()
+    at.text_area(key="text").input("dog " * 600)  # typed, then the button clicked in the same interaction
+    at.button[1].click().run()
+    assert not at.exception and "at most 512 pieces" in " ".join(m.value for m in at.error)
+    assert at.text_area(key="text").value == "dog " * 600

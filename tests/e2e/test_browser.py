@@ -62,14 +62,14 @@ def test_clicking_a_word_in_the_line_view_shows_its_lines(server, page):
 
 
 def test_trained_atlas_opens_the_clicked_head(server, page):
-    page.goto(f"{server}/trained?text=the+cat+sat")  # 5 pieces: tiles of 5 cells and a 1-cell gap
+    page.goto(f"{server}/trained?text=the+cat+sat")  # 5 pieces: tiles of 5 cells, side by side
     page.wait_for_selector(".js-plotly-plot")
     settle(page)
     atlas = plots(page)[0]
     assert atlas[0]["type"] == "heatmap" and len(atlas[1]["y"]) == 72  # the thumbnails, and one click point per head
     assert page.locator(".js-plotly-plot").first.locator(".scatterlayer .point").count() == 1  # of them, one drawn
     assert shown_value(page, "stSelectbox", "Layer") == "1" and shown_value(page, "stSelectbox", "Head") == "1"
-    click_point(page, 0, 4 * 6 + 3, 2 * 6 + 1)  # inside layer 3, head 5's tile, off its centre
+    click_point(page, 0, 4 * 5 + 3, 2 * 5 + 1)  # inside layer 3, head 5's tile, off its centre
     assert shown_value(page, "stSelectbox", "Layer") == "3" and shown_value(page, "stSelectbox", "Head") == "5"
     assert url_has(page, "layer=3", "head=5")
     assert page.get_by_role("heading", name="Layer 3, head 5").count() == 1

@@ -464,7 +464,7 @@ def decoder_step(text, figure):
                "heads) reads left to right: the causal mask of step 10, for real, so every head's upper triangle is "
                "empty. From the last piece's hidden state it predicts the next piece: the final norm, then the "
                "output matrix, then a softmax.")
-    text.latex(r"p(x_{n+1} \mid x_1, \dots, x_n) = \mathrm{softmax}ig(\mathrm{RMSNorm}(h_n^{(30)})\, E^	opig)")
+    text.latex(r"p(x_{n+1} \mid x_1, \dots, x_n) = \mathrm{softmax}\big(\mathrm{RMSNorm}(h_n^{(30)})\, E^\top\big)")
     prompt = DOG.split(" happy")[0]  # "When he saw his owner, the dog was"
     text.write(f"“{prompt} …”: which word comes next?")
     try:

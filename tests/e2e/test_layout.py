@@ -40,6 +40,9 @@ CUT_FORMULAS = """() => Array.from(document.querySelectorAll('.katex-display')).
   if (!box.width || box.right <= 0 || k.closest('[data-testid="stSidebar"][aria-expanded="false"]')) return false;
   return k.scrollWidth > k.clientWidth + 4;
 }).map(k => `formula cut by ${k.scrollWidth - k.clientWidth} px: ${(k.querySelector('annotation') || {}).textContent}`)"""
+# A formula KaTeX could not parse: it shows its source in red (an escape lost on the way, such as \b for \big).
+BROKEN_FORMULAS = """() => Array.from(document.querySelectorAll('.katex-error'))
+  .map(k => `formula not rendered: ${k.textContent.slice(0, 80)}`)"""
 
 # Labels left out: up to figures.ALL_LABELS tokens every label is drawn (plotly's category axes, the interactive
 # heatmap's rows and keys), and the chosen query's row is always named, however long the sentence.
@@ -162,7 +165,7 @@ def test_heatmap_margins_already_fit_so_each_is_drawn_once(browser, server, path
 
 
 def check(browser, url: str, size: tuple[int, int], shot: str, first_screen: bool = False) -> None:
-    """No text overlaps or is cut off, no formula is cut, no label of up to 20 tokens is left out; in presenter
+    """No text overlaps or is cut off, no formula is cut or left unrendered, no label of up to 20 tokens is left out; in presenter
     mode every figure fits the screen's height and, with `first_screen`, the first figure lies on the first screen."""
     context = browser.new_context(viewport={"width": size[0], "height": size[1]})
     page = context.new_page()
@@ -170,7 +173,8 @@ def check(browser, url: str, size: tuple[int, int], shot: str, first_screen: boo
     page.wait_for_selector(".js-plotly-plot, .av-root .av-figure", timeout=60_000)
     settle(page)
     page.wait_for_timeout(1500)  # plotly's automargin settles after the first draw
-    found = problems(page.evaluate(TEXT_BOXES)) + page.evaluate(CUT_FORMULAS) + page.evaluate(HIDDEN_LABELS)
+    found = (problems(page.evaluate(TEXT_BOXES)) + page.evaluate(CUT_FORMULAS) + page.evaluate(BROKEN_FORMULAS)
+             + page.evaluate(HIDDEN_LABELS))
     if "present=1" in url:
         found += unfit(page.evaluate(FIGURE_BOXES), size[1], first_screen)
     page.screenshot(path=str(SHOTS / shot), full_page=True)

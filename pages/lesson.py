@@ -318,7 +318,7 @@ def projections(text, figure):
         chart(where, figures.matrix_heatmap(step.matrix, labels, cols, title=step.title.split(" (")[0], width=width, height=300),
               key=f"lesson_proj_{i}", matrix=Matrix(step.matrix, labels, cols, corner="token \\ dimension"))
     with text:
-        explore("self_attention", "Self-attention", "Random projections, heads and every step")
+        explore("self_attention", "Self-attention", "Q, K, V and heads")
 
 
 def masks(text, figure):
@@ -464,7 +464,7 @@ def decoder_step(text, figure):
                "heads) reads left to right: the causal mask of step 10, for real, so every head's upper triangle is "
                "empty. From the last piece's hidden state it predicts the next piece: the final norm, then the "
                "output matrix, then a softmax.")
-    text.latex(r"p(x_{n+1} \mid x_1, \dots, x_n) = \mathrm{softmax}\big(\mathrm{RMSNorm}(h_n^{(30)})\, E^\top\big)")
+    text.latex(r"\begin{gathered} z = \mathrm{RMSNorm}(h_n^{(30)})\, E^\top \\ p(x_{n+1} \mid x_{\le n}) = \mathrm{softmax}(z) \end{gathered}")
     prompt = DOG.split(" happy")[0]  # "When he saw his owner, the dog was"
     text.write(f"“{prompt} …”: which word comes next?")
     try:
@@ -483,7 +483,7 @@ def decoder_step(text, figure):
                                             width=FIGURE_COLUMN, height=420, allowed=np.tril(np.ones(weights.shape, bool))),
           key="lesson_decoder_heads", matrix=Matrix(weights, labels, labels))
     with text:
-        explore("decoder", "Decoder (SmolLM2)", "Next words, sinks and all 270 heads")
+        explore("decoder", "Decoder (SmolLM2)", "All 270 heads")
 
 
 WIDE = {encoder_decoder_step}  # steps whose figures take the page's width, under the text

@@ -1,4 +1,4 @@
-"""No two texts in a chart overlap, none is cut off by the chart's box, no formula is cut by its column, and no label
+"""No two texts in a chart overlap, none is cut off by the chart's box, no formula is cut by its column or left unrendered, no link to a page is cut, and no label
 of a sentence of up to 20 tokens is left out: every page, at 1280×800 and 1920×1080, in its default state and with a
 40-token sentence. In presenter mode (1920×1080) every page and lesson step also fits: each figure within the
 screen's height, and Self-attention's heatmap on the first screen (each lesson step's main figure: test_classroom)."""
@@ -40,6 +40,11 @@ CUT_FORMULAS = """() => Array.from(document.querySelectorAll('.katex-display')).
   if (!box.width || box.right <= 0 || k.closest('[data-testid="stSidebar"][aria-expanded="false"]')) return false;
   return k.scrollWidth > k.clientWidth + 4;
 }).map(k => `formula cut by ${k.scrollWidth - k.clientWidth} px: ${(k.querySelector('annotation') || {}).textContent}`)"""
+# A link to a page (the lesson's "… in <page>") cut at its column's edge: Streamlit clips its text without a sign.
+CUT_LINKS = """() => Array.from(document.querySelectorAll('[data-testid="stMain"] [data-testid="stPageLink"]')).flatMap(link => {
+  const cut = Array.from(link.querySelectorAll('*')).filter(e => e.getBoundingClientRect().width && e.scrollWidth > e.clientWidth + 1);
+  return cut.length ? [`link cut by ${Math.max(...cut.map(e => e.scrollWidth - e.clientWidth))} px: ${(link.querySelector('p') || link).textContent.trim().slice(0, 80)}`] : [];
+})"""
 # A formula KaTeX could not parse: it shows its source in red (an escape lost on the way, such as \b for \big).
 BROKEN_FORMULAS = """() => Array.from(document.querySelectorAll('.katex-error'))
   .map(k => `formula not rendered: ${k.textContent.slice(0, 80)}`)"""
@@ -174,7 +179,7 @@ def check(browser, url: str, size: tuple[int, int], shot: str, first_screen: boo
     settle(page)
     page.wait_for_timeout(1500)  # plotly's automargin settles after the first draw
     found = (problems(page.evaluate(TEXT_BOXES)) + page.evaluate(CUT_FORMULAS) + page.evaluate(BROKEN_FORMULAS)
-             + page.evaluate(HIDDEN_LABELS))
+             + page.evaluate(CUT_LINKS) + page.evaluate(HIDDEN_LABELS))
     if "present=1" in url:
         found += unfit(page.evaluate(FIGURE_BOXES), size[1], first_screen)
     page.screenshot(path=str(SHOTS / shot), full_page=True)

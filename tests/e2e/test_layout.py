@@ -1,7 +1,8 @@
-"""No two texts in a chart overlap, none is cut off by the chart's box, no formula is cut by its column or left unrendered, no link to a page is cut, and no label
-of a sentence of up to 20 tokens is left out: every page, at 1280×800 and 1920×1080, in its default state and with a
-40-token sentence. In presenter mode (1920×1080) every page and lesson step also fits: each figure within the
-screen's height, and Self-attention's heatmap on the first screen (each lesson step's main figure: test_classroom)."""
+"""No two texts in a chart overlap, none is cut off by the chart's box, no formula is cut by its column or left
+unrendered, no link to a page is cut, and no label of a sentence of up to 20 tokens is left out: every page, at
+1280×800 and 1920×1080, in its default state and with a 40-token sentence. In presenter mode (1920×1080) every page
+and lesson step also fits: each figure within the screen's height, and Self-attention's heatmap on the first screen
+(each lesson step's main figure: test_classroom)."""
 
 import pytest
 

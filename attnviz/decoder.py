@@ -124,6 +124,8 @@ def read_gguf(source: Path) -> tuple[dict[str, np.ndarray], dict, object]:
     tensors = {}
     for t in reader.tensors:
         values = dequantize(t.data, t.tensor_type).astype(np.float32, copy=False)  # GGUF keeps W as (out, in), y = xWᵀ
+        if not values.flags.writeable:  # an F32 tensor is a view of the read-only file; torch wants its own copy
+            values = values.copy()
         linear = t.name.startswith("blk.") and values.ndim == 2
         tensors[t.name] = np.ascontiguousarray(values.T if linear else values)  # ours is (in, out): y = xW
     one = lambda name: _field(reader, name)[0]  # noqa: E731

@@ -67,6 +67,20 @@ def distribution(result: decoder.Result) -> torch.Tensor:
                                      st.session_state.topp)
 
 
+def looks_back(result: decoder.Result, labels: list[str], layer: int) -> None:
+    """The last piece's query row in each of the layer's heads, and the K/V cache it reads: what a click adds."""
+    n_layers, n_heads, n = result.weights.shape[:3]
+    heads = [f"head {h}" for h in range(1, n_heads + 1)]
+    rows = result.weights[layer - 1, :, -1, :]  # (H, n)
+    chart(st, figures.matrix_heatmap(rows, heads, labels, bounded=True, height=360,
+                                     title=f"The last piece “{labels[-1]}” (#{n - 1}) looks back: layer {layer}, its 9 heads"),
+          key="decoder_last", matrix=Matrix(rows, heads, labels, corner="head \\ key"))
+    cache_mb = n_layers * 2 * 3 * n * 64 * 4 / 2**20
+    st.caption(f"Each row sums to 1 over the {n} pieces so far (the layer is chosen under All 270 heads). The K/V cache "
+               f"now holds {n} rows of K and V in each of the 30 layers' 3 key/value heads (30 × 2 × 3 × {n} × 64 "
+               f"floats, {cache_mb:.1f} MB); the next piece adds one row each.")
+
+
 text = st.text_area("Text", key="text", max_chars=TEXT_CHARS, height=80)
 with st.sidebar:
     scale_select(st)
@@ -101,6 +115,7 @@ chart(bars, figures.weight_bars(probs[top], names, title=f"Next piece after “�
       matrix=Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"))
 controls.caption("A click appends the piece. The model keeps each layer's keys and values of the pieces so far (its "
                  "K/V cache), so the new piece costs one query row per head: its attention back over the text, below.")
+looks_back(result, labels, st.session_state.layer)
 
 # ---------------------------------------------------------------- heads
 st.header("All 270 heads")
@@ -152,14 +167,6 @@ if lines.toggle("Line view", key="lines", help="bertviz's lines from each piece 
                                    head_names=[f"layer {layer}, head {head}"]), key="decoder_lines")
     lines.caption("Each piece (left) to the pieces it reads (right), the head's own weights (the first piece "
                   "included); the chosen query's lines stand out.")
-
-cache_mb = n_layers * 2 * 3 * n * 64 * 4 / 2**20
-last_rows = result.weights[layer - 1, :, -1, :]  # (H, n): the last piece's query row in every head of the layer
-chart(st, figures.matrix_heatmap(last_rows, [f"head {h}" for h in range(1, n_heads + 1)], labels, bounded=True, height=360,
-                                 title=f"The last piece “{labels[-1]}” looks back: layer {layer}, its 9 heads"),
-      key="decoder_last", matrix=Matrix(last_rows, [f"head {h}" for h in range(1, n_heads + 1)], labels, corner="head \\ key"))
-st.caption(f"Each row sums to 1 over the {n} pieces so far. The K/V cache now holds {n} rows of K and V in each of the "
-           f"30 layers' 3 key/value heads (30 × 2 × 3 × {n} × 64 floats, {cache_mb:.1f} MB); the next piece adds one row each.")
 
 # ---------------------------------------------------------------- sinks and the logit lens
 st.header("Attention sinks")

@@ -173,11 +173,14 @@ def test_the_page_draws_the_chosen_head_sinks_and_the_next_word(model):
     assert len(lens) == 31 and lens.iloc[-1, -1].startswith(repr(best))
     at.button[1].click().run()  # "Next word (greedy)"
     assert not at.exception and at.text_area(key="text").value == text + best
+    longer = decoder.run(model, text + best).weights[2]  # (H, n + 1, n + 1) layer 3
+    added = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")  # the new piece's row in each head, from the K/V cache
+                 if "(#9) looks back: layer 3" in str(json.loads(c.proto.spec)["layout"]["title"]["text"]))
+    np.testing.assert_allclose(z_of(added["data"][0]["z"]), longer[:, -1], atol=1e-6)
     at.toggle(key="nosink").set_value(True).run()
     chart = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
                  if "first piece hidden" in str(json.loads(c.proto.spec)["layout"]["title"]["text"]))
-    longer = decoder.run(model, text + best).weights[2, 4]  # (n + 1, n + 1)
-    expected = longer[1:, 1:] / longer[1:, 1:].sum(-1, keepdims=True)  # rows after the first, renormalised
+    expected = longer[4, 1:, 1:] / longer[4, 1:, 1:].sum(-1, keepdims=True)  # rows after the first, renormalised
     np.testing.assert_allclose(z_of(chart["data"][0]["customdata"])[1:, :, 0], expected, atol=1e-6)
 
 

@@ -210,9 +210,13 @@ class Tokens:
     text: str
 
     def labels(self) -> list[str]:
-        """Each piece as a label: its text (spaces shown as ·, a line break as ↵), cut to LABEL_CHARS."""
-        shown = [t.replace(" ", "·").replace("\n", "↵") or "∅" for t in self.tokens]
-        return [s if len(s) <= LABEL_CHARS else s[: LABEL_CHARS - 1] + "…" for s in shown]
+        return [label(t) for t in self.tokens]
+
+
+def label(piece: str) -> str:
+    """A piece as a label: its text (spaces shown as ·, a line break as ↵, nothing as ∅), cut to LABEL_CHARS."""
+    shown = piece.replace(" ", "·").replace("\n", "↵") or "∅"
+    return shown if len(shown) <= LABEL_CHARS else shown[: LABEL_CHARS - 1] + "…"
 
 
 def piece_text(model: Model, ids: list[int]) -> list[str]:
@@ -254,29 +258,47 @@ def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
     return x.view(n, heads, width // heads).transpose(0, 1)  # (heads, n, dh)
 
 
+def project(model: Model, layer: Layer, x: torch.Tensor, positions: torch.Tensor):
+    """A layer's queries (H, m, dh) and its keys and values (KV, m, dh) of inputs x (m, d) at `positions` (m,):
+    RMSNorm, the projections, RoPE on q and k."""
+    c = model.config
+    h = rms_norm(x, layer.attention_norm, c.eps)  # (m, d)
+    query = rotate(split_heads(h @ layer.w_query, c.heads), positions, c.rope_base)  # (H, m, dh)
+    key = rotate(split_heads(h @ layer.w_key, c.kv_heads), positions, c.rope_base)  # (KV, m, dh)
+    value = split_heads(h @ layer.w_value, c.kv_heads)  # (KV, m, dh)
+    return query, key, value
+
+
+def grouped_attention(model: Model, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, causal: bool):
+    """`attend` with each key/value head (KV, n, dh) shared by `group` query heads (H, m, dh): query head h reads
+    key/value head h // group."""
+    group = model.config.group
+    return attend(query, key.repeat_interleave(group, dim=0), value.repeat_interleave(group, dim=0),  # (H, n, dh) each
+                  scoring="scaled_dot", is_causal=causal)  # weights (H, m, n)
+
+
+def finish(model: Model, layer: Layer, x: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+    """The residual stream (m, d) after the heads' output (H, m, dh) through W_o and the SwiGLU feed-forward."""
+    x = x + output.transpose(0, 1).reshape(len(x), -1) @ layer.w_out  # (m, H·dh) -> (m, d)
+    h = rms_norm(x, layer.ffn_norm, model.config.eps)  # (m, d)
+    gate = torch.nn.functional.silu(h @ layer.w_gate)  # (m, d_ff)
+    return x + (gate * (h @ layer.w_up)) @ layer.w_down  # (m, d_ff) -> (m, d)
+
+
 def forward(model: Model, ids: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor], list[LayerTrace]]:
     """The Llama decoder: hidden states (L+1 of (n, d), the embeddings first), each layer's weights (H, n, n), causal,
     and what each layer's attention computed on the way."""
-    c = model.config
     with torch.inference_mode():
         index = torch.tensor(ids, device=model.device)  # (n,)
         positions = torch.arange(len(ids), device=model.device)  # (n,)
         x = model.embeddings[index]  # (n, d)
         hidden, weights, traces = [x], [], []
         for layer in model.layers:
-            h = rms_norm(x, layer.attention_norm, c.eps)  # (n, d)
-            query = rotate(split_heads(h @ layer.w_query, c.heads), positions, c.rope_base)  # (H, n, dh)
-            key = rotate(split_heads(h @ layer.w_key, c.kv_heads), positions, c.rope_base)  # (KV, n, dh)
-            value = split_heads(h @ layer.w_value, c.kv_heads)  # (KV, n, dh)
-            shared_key = key.repeat_interleave(c.group, dim=0)  # (H, n, dh): query head h reads key head h // group
-            shared_value = value.repeat_interleave(c.group, dim=0)  # (H, n, dh)
-            a = attend(query, shared_key, shared_value, scoring="scaled_dot", is_causal=True)  # weights (H, n, n)
+            query, key, value = project(model, layer, x, positions)  # (H, n, dh), (KV, n, dh) × 2
+            a = grouped_attention(model, query, key, value, causal=True)  # weights (H, n, n)
             weights.append(a.weights)
             traces.append(LayerTrace(x, query, key, value, a.scores))
-            x = x + a.output.transpose(0, 1).reshape(len(ids), -1) @ layer.w_out  # (n, H·dh) -> (n, d)
-            h = rms_norm(x, layer.ffn_norm, c.eps)  # (n, d)
-            gate = torch.nn.functional.silu(h @ layer.w_gate)  # (n, d_ff)
-            x = x + (gate * (h @ layer.w_up)) @ layer.w_down  # (n, d_ff) -> (n, d)
+            x = finish(model, layer, x, a.output)  # (n, d)
             hidden.append(x)
     return hidden, weights, traces
 
@@ -309,6 +331,22 @@ def next_distribution(logits_row: torch.Tensor, temperature: float = 1.0, top_k:
     kept = torch.zeros_like(probs)  # (vocab,)
     kept[order[keep]] = ranked[keep]
     return kept / kept.sum()
+
+
+def top_pieces(model: Model, probs: np.ndarray, k: int) -> tuple[np.ndarray, list[str]]:
+    """The `k` most likely next pieces of a distribution (vocab,), those with any probability, most likely first:
+    their ids and labels."""
+    top = np.argsort(-probs, kind="stable")[:k]  # (≤k,)
+    top = top[probs[top] > 0]
+    return top, [label(t) for t in piece_text(model, [int(i) for i in top])]
+
+
+def without_first(weights: np.ndarray) -> np.ndarray:
+    """Weights (…, n, n) with the first key hidden: each row renormalised over the other keys, for reading past an
+    attention sink (…, n, n − 1). The first row, which has no other key, is all zero."""
+    rest = weights[..., 1:]  # (…, n, n − 1)
+    total = rest.sum(-1, keepdims=True)  # (…, n, 1)
+    return np.divide(rest, total, out=np.zeros_like(rest), where=total > 0)  # (…, n, n − 1)
 
 
 @dataclass
@@ -353,20 +391,17 @@ def extend(model: Model, result: Result, token: int) -> Result:
         x = model.embeddings[token][None]  # (1, d)
         hidden, rows, traces = [x], [], []
         for layer, trace in zip(model.layers, result.traces):
-            h = rms_norm(x, layer.attention_norm, c.eps)  # (1, d)
-            query = rotate(split_heads(h @ layer.w_query, c.heads), position, c.rope_base)  # (H, 1, dh)
-            key = torch.cat([trace.key.to(model.device), rotate(split_heads(h @ layer.w_key, c.kv_heads), position, c.rope_base)], 1)  # (KV, n+1, dh)
-            value = torch.cat([trace.value.to(model.device), split_heads(h @ layer.w_value, c.kv_heads)], 1)  # (KV, n+1, dh)
-            shared_key = key.repeat_interleave(c.group, dim=0)  # (H, n+1, dh)
-            a = attend(query, shared_key, value.repeat_interleave(c.group, dim=0), scoring="scaled_dot")  # weights (H, 1, n+1)
+            query, new_key, new_value = project(model, layer, x, position)  # (H, 1, dh), (KV, 1, dh) × 2
+            key = torch.cat([trace.key.to(model.device), new_key], 1)  # (KV, n+1, dh)
+            value = torch.cat([trace.value.to(model.device), new_value], 1)  # (KV, n+1, dh)
+            a = grouped_attention(model, query, key, value, causal=False)  # weights (H, 1, n+1): the last query sees all
             rows.append(a.weights)
-            earlier = trace.query.to(model.device) @ shared_key[:, -1:].transpose(1, 2) / c.head_dim ** 0.5  # (H, n, 1)
+            shared_key = new_key.repeat_interleave(c.group, dim=0)  # (H, 1, dh) the new key, as each query head reads it
+            earlier = trace.query.to(model.device) @ shared_key.transpose(1, 2) / c.head_dim ** 0.5  # (H, n, 1)
             scores = torch.cat([torch.cat([trace.scores.to(model.device), earlier], 2), a.scores], 1)  # (H, n+1, n+1)
             traces.append(LayerTrace(torch.cat([trace.input, x.to(cpu)]), torch.cat([trace.query, query.to(cpu)], 1),
                                      key.to(cpu), value.to(cpu), scores.to(cpu)))
-            x = x + a.output.transpose(0, 1).reshape(1, -1) @ layer.w_out  # (1, d)
-            h = rms_norm(x, layer.ffn_norm, c.eps)  # (1, d)
-            x = x + (torch.nn.functional.silu(h @ layer.w_gate) * (h @ layer.w_up)) @ layer.w_down  # (1, d)
+            x = finish(model, layer, x, a.output)  # (1, d)
             hidden.append(x)
         last = logits(model, x)[0]  # (vocab,)
     old = np.pad(result.weights, ((0, 0), (0, 0), (0, 0), (0, 1)))  # (L, H, n, n+1): no earlier row sees the new key

@@ -846,7 +846,7 @@ def head_atlas(weights: np.ndarray, *, chosen: tuple[int, int] | None = None, pa
     blocks, b = block_max(weights, most)  # (L, H, r, r)
     n_layers, n_heads, r, _ = blocks.shape
     colours = colour_scale(scale, blocks)
-    gap, tile = 0, r  # the thumbnails touch; white lines part them, so z is one dense float32 array (sent as binary)
+    # The thumbnails touch (white lines part them), so z is one dense float32 array, sent as binary.
     z = np.zeros((n_layers * r, n_heads * r), np.float32)  # (L·r, H·r)
     for layer in range(n_layers):
         for head in range(n_heads):
@@ -861,18 +861,18 @@ def head_atlas(weights: np.ndarray, *, chosen: tuple[int, int] | None = None, pa
     centre = (r - 1) / 2
     layers, heads = np.divmod(np.arange(n_layers * n_heads), n_heads)
     hover = [f"layer {l + 1}, head {h + 1}" for l, h in zip(layers, heads)]
-    _pick_layer(fig, heads * tile + centre, layers * tile + centre, layers, heads, hover)
+    _pick_layer(fig, heads * r + centre, layers * r + centre, layers, heads, hover)
     if chosen is not None:
         l, h = chosen
-        _outline(fig, h * tile - 0.5 - gap / 2, l * tile - 0.5 - gap / 2, h * tile + r - 0.5 + gap / 2, l * tile + r - 0.5 + gap / 2)
+        _outline(fig, h * r - 0.5, l * r - 0.5, (h + 1) * r - 0.5, (l + 1) * r - 0.5)
     n = weights.shape[-1]
     fig.update_layout(
         title=f"All {n_layers * n_heads} heads ({n_layers} layers × {n_heads} heads), each {n}×{n}"
               + (f", max per {b}×{b} block" if b > 1 else ""),
         height=n_layers * tile_px + 130, margin=dict(t=60, b=40), hoverdistance=-1, hovermode="closest",
-        xaxis=dict(tickvals=np.arange(n_heads) * tile + centre, ticktext=[str(h + 1) for h in range(n_heads)], title="head",
-                   showgrid=False, zeroline=False, range=[-0.5 - gap / 2, n_heads * tile - gap / 2 - 0.5]),
-        yaxis=dict(tickvals=np.arange(n_layers) * tile + centre, ticktext=[str(l + 1) for l in range(n_layers)], title="layer",
+        xaxis=dict(tickvals=np.arange(n_heads) * r + centre, ticktext=[str(h + 1) for h in range(n_heads)], title="head",
+                   showgrid=False, zeroline=False, range=[-0.5, n_heads * r - 0.5]),
+        yaxis=dict(tickvals=np.arange(n_layers) * r + centre, ticktext=[str(l + 1) for l in range(n_layers)], title="layer",
                    showgrid=False, zeroline=False, autorange="reversed"),
     )
     return fig

@@ -107,9 +107,7 @@ sample, greedy = controls.columns(2)
 sample.button("Next word (sample)", on_click=next_word, args=(False,), icon=":material/casino:")
 greedy.button("Next word (greedy)", on_click=next_word, args=(True,), icon=":material/arrow_forward:")
 probs = distribution(result).numpy()  # (vocab,)
-top = np.argsort(-probs, kind="stable")[:BARS]
-top = top[probs[top] > 0]
-names = [decoder.piece_text(decoder_model(), [int(i)])[0].replace(" ", "·").replace("\n", "↵") or "∅" for i in top]
+top, names = decoder.top_pieces(decoder_model(), probs, BARS)
 chart(bars, figures.weight_bars(probs[top], names, title=f"Next piece after “…{labels[-1]}”: the {len(top)} most likely",
                                 axis="probability"), key="next",
       matrix=Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"))
@@ -125,12 +123,8 @@ head = pick_head.selectbox("Head", list(range(1, n_heads + 1)), key="head")
 hide_sink = pick_sink.toggle("Hide the first piece (renormalise)", key="nosink",
                              help="Many heads put most of their weight on the first piece, an attention sink. Hidden, "
                                   "each row is renormalised over the other keys, to read what else the head looks at.")
-weights = result.weights  # (L, H, n, n)
-if hide_sink and n > 1:
-    rest = weights[..., 1:]  # (L, H, n, n − 1)
-    total = rest.sum(-1, keepdims=True)  # (L, H, n, 1)
-    weights = np.divide(rest, total, out=np.zeros_like(rest), where=total > 0)  # (L, H, n, n − 1); row 0 has no keys left
-key_labels = labels[1:] if hide_sink and n > 1 else labels
+hide_sink = hide_sink and n > 1  # a single piece has no other key to read
+key_labels = labels[1:] if hide_sink else labels
 
 
 def open_head() -> None:
@@ -147,8 +141,10 @@ st.caption("Layers run down, heads across (every head's own weights, the first p
 
 group = (head - 1) // (n_heads // 3) + 1
 title = f"Layer {layer}, head {head} (K/V group {group})" + (": first piece hidden, rows renormalised" if hide_sink else "")
-chosen = weights[layer - 1, head - 1]  # (n, n) or (n, n − 1)
-allowed = np.tril(np.ones((n, n), bool))[:, 1:] if hide_sink and n > 1 else np.tril(np.ones((n, n), bool))
+chosen = result.weights[layer - 1, head - 1]  # (n, n)
+allowed = np.tril(np.ones((n, n), bool))  # (n, n)
+if hide_sink:
+    chosen, allowed = decoder.without_first(chosen), allowed[:, 1:]  # (n, n − 1) each
 chart(st, figures.attention_heatmap(chosen, labels, key_labels, title=title, scale=st.session_state.scale, allowed=allowed),
       key="decoder_head", matrix=Matrix(chosen, labels, key_labels))
 

@@ -78,7 +78,6 @@ edited = st.data_editor(table, key=editor_key, num_rows="dynamic", width="stretc
 st.caption("Duplicate keys are allowed: each record gets its own weight.")
 
 
-
 def leave_out(records):
     """The records without those whose key the "Leave a record out" box names: the exact lookup then has no
     answer, while hard and soft retrieval still find the nearest keys (the lesson's steps 2 and 3 leave out Li)."""

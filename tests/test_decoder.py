@@ -231,3 +231,10 @@ def test_next_word_after_text_the_model_cannot_read_leaves_it_and_says_why(model
     at.button[1].click().run()
     assert not at.exception and "at most 512 pieces" in " ".join(m.value for m in at.error)
     assert at.text_area(key="text").value == "dog " * 600
+
+
+def test_hiding_the_first_key_renormalises_each_row_over_the_others():
+    weights = np.array([[1.0, 0.0, 0.0], [0.8, 0.2, 0.0], [0.5, 0.1, 0.4]], np.float32)  # (3, 3) causal rows
+    hidden = decoder.without_first(weights)  # (3, 2)
+    np.testing.assert_allclose(hidden, [[0.0, 0.0], [1.0, 0.0], [0.2, 0.8]], atol=1e-6)  # row 0 has no other key
+

@@ -94,8 +94,16 @@ class Scorer:
     fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     parts: Callable[[torch.Tensor, torch.Tensor], Parts] | None = None
 
-    def __call__(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-        return self.fn(query, key)
+    def __call__(self, query: torch.Tensor, key: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """The scores (..., Tq, Tk); with `out`, written into it (dot products straight from the matrix product)."""
+        if out is None:
+            return self.fn(query, key)
+        if self.name in ("dot", "scaled_dot"):
+            _check_same_dim(query, key, self.name)
+            if self.name == "scaled_dot":
+                query = query / math.sqrt(query.shape[-1])  # (..., Tq, d) as scaled_dot_scores scales it
+            return torch.matmul(query, key.transpose(-2, -1), out=out)  # (..., Tq, Tk)
+        return out.copy_(self.fn(query, key))
 
 
 def dot_parts(q: torch.Tensor, k: torch.Tensor) -> Parts:
@@ -284,6 +292,7 @@ def attend(
     temperature: float = 1.0,
     hard: bool = False,
     need_scores: bool = True,
+    out: torch.Tensor | None = None,
 ) -> AttentionResult:
     """weights = softmax(a(Q, K) / temperature) over the allowed keys; output = weights @ V.
 
@@ -291,16 +300,63 @@ def attend(
     first (leftmost) key, which is torch.argmax's rule. A query whose every key is masked gets
     all-zero weights and a zero output instead of the NaN a plain softmax would give.
     need_scores=False returns no scores and computes the weights in the scores' memory: one
-    (..., Tq, Tk) tensor instead of two, which is what long inputs need.
+    (..., Tq, Tk) tensor instead of two, which is what long inputs need. With it, `out` (..., Tq, Tk), contiguous,
+    is that memory: the weights are computed where the caller keeps them (a model's every layer in one array).
     """
     if key.shape[-2] != value.shape[-2]:
         raise ValueError(f"key and value need the same number of rows, got {key.shape[-2]} and {value.shape[-2]}")
     scorer = scoring if isinstance(scoring, Scorer) else make_scorer(scoring, query.shape[-1], key.shape[-1])
-    scores = scorer(query, key)  # (..., Tq, Tk)
+    if out is not None and need_scores:
+        raise ValueError("out= holds the weights in the scores' memory, so it needs need_scores=False")
+    scores = scorer(query, key, out=out)  # (..., Tq, Tk)
     weights, allowed = normalised_weights(scores, mask=mask, is_causal=is_causal, temperature=temperature, hard=hard,
                                           keep_scores=need_scores)  # (..., Tq, Tk) each
     output = weights @ value  # (..., Tq, dv)
     return AttentionResult(scores=scores if need_scores else None, weights=weights, output=output, allowed=allowed)
+
+
+def grouped_attend(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    *,
+    mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    **attend_kwargs,
+) -> AttentionResult:
+    """`attend` for grouped-query attention: query (..., H, Tq, d) against key (..., KV, Tk, d) and value
+    (..., KV, Tk, dv), H a multiple of KV, query head h reading key/value head h // (H / KV). With H = KV this is
+    attend itself.
+
+    Each key/value head is read by its group of G = H / KV query heads stacked as G·Tq rows, so K and V are never
+    copied G times; the mask (Tq, Tk) is tiled over the stacked rows. Returns per query head: scores, weights and
+    allowed (..., H, Tq, Tk), output (..., H, Tq, dv)."""
+    heads, kv_heads, n_query = query.shape[-3], key.shape[-3], query.shape[-2]
+    if heads % kv_heads:
+        raise ValueError(f"{heads} query heads cannot share {kv_heads} key/value heads evenly")
+    group = heads // kv_heads
+    if group == 1:
+        return attend(query, key, value, mask=mask, is_causal=is_causal, **attend_kwargs)
+    allowed = None if mask is None else mask.to(device=query.device, dtype=torch.bool)  # (.., Tq, Tk) or (1, Tk)
+    if is_causal:
+        causal = causal_mask(n_query, key.shape[-2], query.device)  # (Tq, Tk)
+        allowed = causal if allowed is None else allowed & causal
+    tiled = allowed
+    if allowed is not None and allowed.shape[-2] != 1:
+        tiled = allowed.repeat(*([1] * (allowed.dim() - 2)), group, 1)  # (..., G·Tq, Tk)
+    stacked = query.reshape(*query.shape[:-3], kv_heads, group * n_query, query.shape[-1])  # (..., KV, G·Tq, d)
+    out = attend_kwargs.pop("out", None)
+    if out is not None:
+        out = out.view(*out.shape[:-3], kv_heads, group * n_query, out.shape[-1])  # (..., KV, G·Tq, Tk) the same memory
+    result = attend(stacked, key, value, mask=tiled, out=out, **attend_kwargs)
+
+    def per_head(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.reshape(*t.shape[:-3], heads, n_query, t.shape[-1])  # (..., H, Tq, ·)
+
+    weights = per_head(result.weights)  # (..., H, Tq, Tk)
+    if allowed is None:
+        allowed = torch.ones((), dtype=torch.bool, device=query.device)
+    return AttentionResult(per_head(result.scores), weights, per_head(result.output), allowed.expand(weights.shape))
 
 
 def normalised_weights(
@@ -329,16 +385,19 @@ def normalised_weights(
         # Nothing is masked: skip the mask tensors, which cost as much memory traffic as the softmax.
         allowed = torch.ones((), dtype=torch.bool, device=scores.device).expand(scores.shape)  # (..., Tq, Tk) view
         return _normalise(logits, hard, writable), allowed  # (..., Tq, Tk)
-    allowed = torch.ones_like(scores, dtype=torch.bool)  # (..., Tq, Tk)
-    if mask is not None:
-        allowed = allowed & mask.to(torch.bool)
+    # The masks stay as small as they are given ((Tq, Tk), or (1, Tk) for hidden keys) and broadcast over the
+    # scores: a full-size boolean tensor per head and layer cost a 30-layer model a fifth of its forward.
+    allowed = None if mask is None else mask.to(device=scores.device, dtype=torch.bool)  # broadcasts to (..., Tq, Tk)
     if is_causal:
-        allowed = allowed & causal_mask(scores.shape[-2], scores.shape[-1], scores.device)
+        causal = causal_mask(scores.shape[-2], scores.shape[-1], scores.device)  # (Tq, Tk)
+        allowed = causal if allowed is None else allowed & causal
     # A masked key gets -inf, so exp() gives it exactly zero weight.
     logits = _fill(logits, ~allowed, float("-inf"), writable)  # (..., Tq, Tk)
     weights = _normalise(logits, hard, no_graph)  # (..., Tq, Tk)
-    weights = _fill(weights, ~allowed.any(-1, keepdim=True), 0.0, no_graph)  # (..., Tq, Tk) fully masked rows: 0
-    return weights, allowed
+    blocked = ~allowed.any(-1, keepdim=True)  # (..., Tq, 1) rows with every key masked
+    if bool(blocked.any()):
+        weights = _fill(weights, blocked, 0.0, no_graph)  # (..., Tq, Tk) fully masked rows: 0
+    return weights, allowed.expand(scores.shape)  # (..., Tq, Tk) view
 
 
 def _fill(x: torch.Tensor, where: torch.Tensor, value: float, in_place: bool) -> torch.Tensor:

@@ -32,15 +32,27 @@ def rotary_angles(positions: torch.Tensor, d: int, base: float = BASE) -> torch.
     return positions.to(torch.float64)[:, None] * theta  # (n, d // 2)
 
 
-def rotate(x: torch.Tensor, positions: torch.Tensor, base: float = BASE) -> torch.Tensor:
-    """x (..., n, d) with each pair (2i, 2i+1) of row p turned by p·θ_i (RoPE). An odd d keeps its last dimension."""
+PAIRINGS = ("adjacent", "halves")
+
+
+def rotate(x: torch.Tensor, positions: torch.Tensor, base: float = BASE, pairs: str = "adjacent") -> torch.Tensor:
+    """x (..., n, d) with each pair of dimensions of row p turned by p·θ_i (RoPE). The pairs are (2i, 2i+1)
+    ("adjacent", RoPE's paper and llama.cpp's files) or (i, i + d/2) ("halves", as transformers' Llama turns them);
+    the same angle θ_i = base^(-2i/d) turns pair i either way. An odd d keeps its last dimension."""
     d = x.shape[-1]
+    half = d // 2
     angle = rotary_angles(positions, d, base)  # (n, d // 2)
     cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)  # (n, d // 2) each
-    even, odd = x[..., 0:2 * (d // 2):2], x[..., 1:2 * (d // 2):2]  # (..., n, d // 2) each
+    if pairs == "halves":
+        first, second = slice(0, half), slice(half, 2 * half)
+    elif pairs == "adjacent":
+        first, second = slice(0, 2 * half, 2), slice(1, 2 * half, 2)
+    else:
+        raise ValueError(f"Unknown RoPE pairing '{pairs}'. Choose one of: {', '.join(PAIRINGS)}.")
+    even, odd = x[..., first], x[..., second]  # (..., n, d // 2) each: the two members of every pair
     turned = x.clone()  # (..., n, d)
-    turned[..., 0:2 * (d // 2):2] = even * cos - odd * sin
-    turned[..., 1:2 * (d // 2):2] = even * sin + odd * cos
+    turned[..., first] = even * cos - odd * sin
+    turned[..., second] = even * sin + odd * cos
     return turned
 
 

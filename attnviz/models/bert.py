@@ -1,0 +1,79 @@
+"""BERT-like encoders (BERT, RoBERTa, DistilBERT; MiniLM is a BERT) into attnviz's layout.
+
+Post-norm layers: x = LayerNorm(x + attention(x)), then x = LayerNorm(x + feed-forward(x)). Learned absolute positions
+and, for BERT and RoBERTa, segment A's embedding are added to each piece's embedding, then normalised.
+The traps, handled here: nn.Linear stores W as (out, in) for y = xWᵀ + b, ours is (in, out); RoBERTa's positions start
+at its padding index + 1; DistilBERT has its own names and no segments.
+"""
+
+from __future__ import annotations
+
+from attnviz.models.engine import Architecture, Block, Norm, Weights
+from attnviz.models.files import Tensors
+from attnviz.models.model import Built, Unsupported
+
+MODEL_TYPES = ("bert", "roberta", "distilbert")
+PREFIXES = ("bert.", "roberta.", "distilbert.", "model.", "")
+
+
+def architecture(config: dict) -> Architecture:
+    distil = config["model_type"] == "distilbert"
+    get = (lambda a, b: config[a]) if distil else (lambda a, b: config[b])  # DistilBERT's names, else BERT's
+    d, heads = get("dim", "hidden_size"), get("n_heads", "num_attention_heads")
+    activation = config.get("activation" if distil else "hidden_act", "gelu")
+    if activation not in ("gelu", "gelu_new", "relu"):
+        raise Unsupported(f"the activation {activation!r}")
+    if config.get("position_embedding_type", "absolute") != "absolute":
+        raise Unsupported(f"position_embedding_type {config.get('position_embedding_type')!r}")
+    if config.get("is_decoder") or config.get("add_cross_attention"):
+        raise Unsupported("a BERT used as a decoder")
+    padding = config.get("pad_token_id", 1) if config["model_type"] == "roberta" else None
+    return Architecture(
+        family="bert", kind="encoder", layers=get("n_layers", "num_hidden_layers"), heads=heads, kv_heads=heads,
+        head_dim=d // heads, d_model=d, vocab=config["vocab_size"], max_positions=config.get("max_position_embeddings", 512),
+        norm="layer", post_norm=True, positions="learned", activation=activation, gated=False, padding_index=padding,
+        token_type=not distil and config.get("type_vocab_size", 0) > 0,
+    )
+
+
+def build(config: dict, tensors: Tensors) -> Built:
+    arch = architecture(config)
+    distil = config["model_type"] == "distilbert"
+    eps = 1e-12 if distil else config.get("layer_norm_eps", 1e-12)
+    d, ff = arch.d_model, config["hidden_dim"] if distil else config["intermediate_size"]
+
+    def linear(name: str, n_in: int, n_out: int):
+        return tensors.get(f"{name}.weight", (n_out, n_in)).T.contiguous(), tensors.get(f"{name}.bias", (n_out,))  # (in, out)
+
+    def norm(name: str) -> Norm:
+        return Norm("layer", tensors.get(f"{name}.weight", (d,)), tensors.get(f"{name}.bias", (d,)), eps)
+
+    blocks = []
+    for i in range(arch.layers):
+        if distil:
+            p = f"transformer.layer.{i}."
+            names = (p + "attention.q_lin", p + "attention.k_lin", p + "attention.v_lin", p + "attention.out_lin",
+                     p + "sa_layer_norm", p + "ffn.lin1", p + "ffn.lin2", p + "output_layer_norm")
+        else:
+            p = f"encoder.layer.{i}."
+            names = (p + "attention.self.query", p + "attention.self.key", p + "attention.self.value",
+                     p + "attention.output.dense", p + "attention.output.LayerNorm", p + "intermediate.dense",
+                     p + "output.dense", p + "output.LayerNorm")
+        q, k, v, o, attention_norm, up, down, mlp_norm = names
+        w_q, b_q = linear(q, d, d)
+        w_k, b_k = linear(k, d, d)
+        w_v, b_v = linear(v, d, d)
+        w_o, b_o = linear(o, d, d)
+        w_up, b_up = linear(up, d, ff)
+        w_down, b_down = linear(down, ff, d)
+        blocks.append(Block(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, norm(attention_norm), norm(mlp_norm),
+                            w_up, b_up, w_down, b_down))
+    token_type = None
+    if arch.token_type:
+        token_type = tensors.get("embeddings.token_type_embeddings.weight", (config["type_vocab_size"], d))[0]  # (d,)
+    weights = Weights(
+        embeddings=tensors.get("embeddings.word_embeddings.weight", (arch.vocab, d)),
+        positions=tensors.get("embeddings.position_embeddings.weight", (arch.max_positions, d)),
+        token_type=token_type, embedding_norm=norm("embeddings.LayerNorm"), blocks=blocks,
+    )
+    return Built(arch, weights)

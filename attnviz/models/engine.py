@@ -1,0 +1,307 @@
+"""attnviz's own transformer: one layout that every family's weights are mapped into, and one forward over it.
+
+A family (bert.py, gpt2.py, llama.py, gguf.py) is a mapping of a checkpoint into `Weights`, never a second engine.
+What differs between families is said by `Architecture`: where the norms sit (after the residual, as BERT; before
+the block, as GPT-2 and Llama), LayerNorm or RMSNorm, learned positions or rotary ones, GELU or a gated SiLU, how many
+key/value heads the query heads share, a sliding window. Every layer's attention goes through the engine's
+`grouped_attend` (attnviz.attention), the same softmax(QKᵀ/√d_k) as every page.
+
+Matrices are kept as (in, out): y = xW + b, as in our notes; nn.Linear's (out, in) are transposed once, at load.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from attnviz.attention import grouped_attend
+from attnviz.positions import rotate
+
+ACTIVATIONS = {
+    "gelu": lambda x: F.gelu(x),  # exact (erf), BERT's "gelu"
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2's
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_fast": lambda x: F.gelu(x, approximate="tanh"),
+    "relu": F.relu,
+    "silu": F.silu,
+    "swish": F.silu,
+}
+
+
+@dataclass(frozen=True)
+class Architecture:
+    family: str  # the mapping that read it: "bert", "gpt2" or "llama"
+    kind: str  # "encoder" (every piece sees every piece) or "decoder" (causal)
+    layers: int
+    heads: int  # query heads
+    kv_heads: int  # key/value heads, each read by heads // kv_heads query heads
+    head_dim: int
+    d_model: int
+    vocab: int
+    max_positions: int
+    norm: str  # "layer" (LayerNorm, with a bias) or "rms" (RMSNorm)
+    post_norm: bool  # BERT: x = norm(x + f(x)); else x = x + f(norm(x)) and a final norm
+    positions: str  # "learned" (a table added to the embeddings) or "rotary" (q and k turned)
+    activation: str  # a key of ACTIVATIONS
+    gated: bool  # the feed-forward is act(x W_gate) ∘ (x W_up), then W_down (SwiGLU)
+    padding_index: int | None = None  # RoBERTa: positions count from padding_index + 1, and a padding piece sits at it
+    rope_base: float = 10000.0
+    rope_pairs: str = "halves"  # attnviz.positions.rotate's pairing
+    windows: tuple[int | None, ...] = ()  # per layer: a sliding window (a query reads its last `w` pieces), or None
+    token_type: bool = False  # BERT adds segment A's embedding to every piece
+
+    @property
+    def group(self) -> int:
+        return self.heads // self.kv_heads
+
+    @property
+    def context(self) -> int:
+        """The most pieces its positions reach (RoBERTa's start after its padding index)."""
+        return self.max_positions - (self.padding_index + 1 if self.padding_index is not None else 0)
+
+    @property
+    def causal(self) -> bool:
+        return self.kind == "decoder"
+
+
+@dataclass
+class Norm:
+    kind: str  # "layer" or "rms"
+    weight: torch.Tensor  # (d,)
+    bias: torch.Tensor | None  # (d,)
+    eps: float
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kind == "rms":
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight  # (..., n, d)
+        return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)  # (..., n, d)
+
+
+@dataclass
+class Block:
+    """One transformer layer in our layout."""
+
+    w_query: torch.Tensor  # (d, H·dh)
+    b_query: torch.Tensor | None  # (H·dh,)
+    w_key: torch.Tensor  # (d, KV·dh)
+    b_key: torch.Tensor | None  # (KV·dh,)
+    w_value: torch.Tensor  # (d, KV·dh)
+    b_value: torch.Tensor | None  # (KV·dh,)
+    w_out: torch.Tensor  # (H·dh, d)
+    b_out: torch.Tensor | None  # (d,)
+    attention_norm: Norm  # before the attention (pre-norm), or after its residual (post-norm)
+    mlp_norm: Norm
+    w_up: torch.Tensor  # (d, d_ff)
+    b_up: torch.Tensor | None  # (d_ff,)
+    w_down: torch.Tensor  # (d_ff, d)
+    b_down: torch.Tensor | None  # (d,)
+    w_gate: torch.Tensor | None = None  # (d, d_ff), gated feed-forwards only
+    b_gate: torch.Tensor | None = None  # (d_ff,)
+
+
+@dataclass
+class Weights:
+    embeddings: torch.Tensor  # (vocab, d)
+    blocks: list[Block]
+    positions: torch.Tensor | None = None  # (max_positions, d), learned positions
+    token_type: torch.Tensor | None = None  # (d,)
+    embedding_norm: Norm | None = None  # BERT's LayerNorm of the embeddings
+    final_norm: Norm | None = None  # pre-norm models' norm after the last layer
+    unembed: torch.Tensor | None = None  # (d, vocab) the output matrix of a decoder (a view of embeddingsᵀ when tied)
+
+    def tensors(self) -> list[torch.Tensor]:
+        """Every tensor held, each once (a tied output matrix shares the embeddings' memory)."""
+        found = [self.embeddings, self.positions, self.token_type, self.unembed]
+        for norm in (self.embedding_norm, self.final_norm):
+            if norm is not None:
+                found += [norm.weight, norm.bias]
+        for block in self.blocks:
+            for value in vars(block).values():
+                found += [value.weight, value.bias] if isinstance(value, Norm) else [value]
+        unique: dict[tuple[int, int], torch.Tensor] = {}
+        for t in found:
+            if isinstance(t, torch.Tensor):
+                unique.setdefault((t.untyped_storage().data_ptr(), t.storage_offset()), t)
+        return list(unique.values())
+
+    @property
+    def nbytes(self) -> int:
+        storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in self.tensors()}
+        return sum(storages.values())
+
+
+@dataclass
+class Trace:
+    """One layer's attention as the forward computed it (on the CPU)."""
+
+    x: torch.Tensor  # (n, d) what W_q, W_k and W_v multiply: the layer's input, after the norm where it comes first
+    query: torch.Tensor  # (H, n, dh) xW_q + b_q, split into heads (turned by position under RoPE)
+    key: torch.Tensor  # (KV, n, dh) likewise: each read by a group of H / KV query heads
+    value: torch.Tensor  # (KV, n, dh)
+    head_output: torch.Tensor  # (H, n, dh) αV
+
+    def to(self, device: torch.device) -> Trace:
+        return Trace(*(t.to(device) for t in vars(self).values()))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in vars(self).values())
+
+
+@dataclass
+class Forward:
+    """What the forward computed over n pieces: hidden states (L + 1, n, d), the embeddings first; each layer's
+    weights (L, H, n, n) float32; the traces; and for a decoder the last piece's next-piece logits (vocab,)."""
+
+    hidden: np.ndarray
+    weights: np.ndarray
+    traces: list[Trace]
+    next_logits: np.ndarray | None = None
+    extra: dict = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- the forward
+
+
+def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
+    n, width = x.shape
+    return x.view(n, heads, width // heads).transpose(0, 1)  # (heads, n, dh)
+
+
+def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    y = x @ weight  # (n, out)
+    return y if bias is None else y + bias
+
+
+def embed(arch: Architecture, weights: Weights, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """(n, d) the pieces' embeddings, plus learned positions and BERT's segment, then BERT's norm."""
+    x = weights.embeddings[ids]  # (n, d)
+    if arch.padding_index is not None:  # RoBERTa's rule (transformers' create_position_ids_from_input_ids)
+        real = (ids != arch.padding_index).long()  # (n,)
+        positions = torch.cumsum(real, 0) * real + arch.padding_index  # (n,)
+    if weights.positions is not None:
+        x = x + weights.positions[positions]  # (n, d)
+    if weights.token_type is not None:
+        x = x + weights.token_type  # (n, d)
+    return weights.embedding_norm(x) if weights.embedding_norm is not None else x
+
+
+def project(arch: Architecture, block: Block, x: torch.Tensor, positions: torch.Tensor):
+    """A layer's queries (H, m, dh), keys and values (KV, m, dh) of inputs x (m, d) at `positions` (m,)."""
+    query = split_heads(_linear(x, block.w_query, block.b_query), arch.heads)  # (H, m, dh)
+    key = split_heads(_linear(x, block.w_key, block.b_key), arch.kv_heads)  # (KV, m, dh)
+    value = split_heads(_linear(x, block.w_value, block.b_value), arch.kv_heads)  # (KV, m, dh)
+    if arch.positions == "rotary":
+        query = rotate(query, positions, arch.rope_base, arch.rope_pairs)  # (H, m, dh)
+        key = rotate(key, positions, arch.rope_base, arch.rope_pairs)  # (KV, m, dh)
+    return query, key, value
+
+
+def allowed_keys(arch: Architecture, layer: int, rows: torch.Tensor, n_keys: int) -> torch.Tensor | None:
+    """(m, n_keys) where queries at positions `rows` (m,) may read keys 0 … n_keys − 1: every key (None) in an
+    encoder; in a decoder the keys up to the query, and within its sliding window where the layer has one."""
+    if not arch.causal:
+        return None
+    keys = torch.arange(n_keys, device=rows.device)  # (n_keys,)
+    allowed = keys[None, :] <= rows[:, None]  # (m, n_keys)
+    window = arch.windows[layer] if arch.windows else None
+    if window:
+        allowed &= keys[None, :] > rows[:, None] - window
+    return allowed
+
+
+def feed_forward(arch: Architecture, block: Block, h: torch.Tensor) -> torch.Tensor:
+    act = ACTIVATIONS[arch.activation]
+    up = _linear(h, block.w_up, block.b_up)  # (m, d_ff)
+    hidden = act(_linear(h, block.w_gate, block.b_gate)) * up if arch.gated else act(up)  # (m, d_ff)
+    return _linear(hidden, block.w_down, block.b_down)  # (m, d)
+
+
+def layer(arch: Architecture, block: Block, index: int, x: torch.Tensor, positions: torch.Tensor,
+          key: torch.Tensor | None = None, value: torch.Tensor | None = None, out: torch.Tensor | None = None):
+    """One layer over inputs x (m, d) at `positions`: (x after the layer (m, d), the attention's result, its Trace).
+    `key` and `value` (KV, c, dh), when given, are the earlier pieces' cached keys and values, read before these.
+    `out` (H, m, c + m), when given, is where the weights are computed (attend's out)."""
+    h = x if arch.post_norm else block.attention_norm(x)  # (m, d)
+    query, new_key, new_value = project(arch, block, h, positions)  # (H, m, dh), (KV, m, dh) × 2
+    key = new_key if key is None else torch.cat([key, new_key], 1)  # (KV, c + m, dh)
+    value = new_value if value is None else torch.cat([value, new_value], 1)  # (KV, c + m, dh)
+    mask = allowed_keys(arch, index, positions, key.shape[1])  # (m, c + m) or None
+    a = grouped_attend(query, key, value, scoring="scaled_dot", mask=mask, need_scores=False, out=out)  # (H, m, c + m)
+    attended = _linear(a.output.transpose(0, 1).reshape(len(x), -1), block.w_out, block.b_out)  # (m, H·dh) -> (m, d)
+    if arch.post_norm:
+        x = block.attention_norm(x + attended)  # (m, d)
+        x = block.mlp_norm(x + feed_forward(arch, block, x))  # (m, d)
+    else:
+        x = x + attended  # (m, d)
+        x = x + feed_forward(arch, block, block.mlp_norm(x))  # (m, d)
+    return x, a, Trace(h, query, key, value, a.output)
+
+
+def forward(arch: Architecture, weights: Weights, ids: list[int]) -> Forward:
+    """The whole model over `ids`, every layer's attention weights and traces kept."""
+    device = weights.embeddings.device
+    cpu = torch.device("cpu")
+    n = len(ids)
+    attention = torch.empty(arch.layers, arch.heads, n, n)  # (L, H, n, n) filled layer by layer: no second copy
+    hidden = torch.empty(arch.layers + 1, n, arch.d_model)  # (L + 1, n, d)
+    traces = []
+    with torch.inference_mode():
+        index = torch.tensor(ids, device=device)  # (n,)
+        positions = torch.arange(n, device=device)  # (n,)
+        x = embed(arch, weights, index, positions)  # (n, d)
+        hidden[0] = x
+        for i, block in enumerate(weights.blocks):
+            on_device = attention[i] if device.type == "cpu" else None  # on a GPU: computed there, then copied
+            x, a, trace = layer(arch, block, i, x, positions, out=on_device)
+            if on_device is None:
+                attention[i] = a.weights  # (H, n, n)
+            traces.append(trace.to(cpu))
+            hidden[i + 1] = x
+        next_logits = logits(weights, x[-1:])[0].float().cpu().numpy() if arch.causal else None  # (vocab,)
+    return Forward(hidden.numpy(), attention.numpy(), traces, next_logits)
+
+
+def logits(weights: Weights, hidden: torch.Tensor) -> torch.Tensor:
+    """(m, vocab) next-piece logits from hidden states (m, d): the final norm, then the output matrix."""
+    with torch.inference_mode():
+        h = weights.final_norm(hidden) if weights.final_norm is not None else hidden  # (m, d)
+        return h @ weights.unembed  # (m, vocab)
+
+
+def extend(arch: Architecture, weights: Weights, before: Forward, token: int) -> Forward:
+    """`before` with one more piece at its end, computed from its K/V cache (each layer's keys and values so far):
+    the new piece's row of weights over every key, every earlier row as it was (causal attention lets none change).
+    Equals forward() on the longer ids while only the new row is computed."""
+    device = weights.embeddings.device
+    cpu = torch.device("cpu")
+    n = before.weights.shape[-1]
+    with torch.inference_mode():
+        position = torch.tensor([n], device=device)  # (1,)
+        x = embed(arch, weights, torch.tensor([token], device=device), position)  # (1, d)
+        hidden, rows, traces = [x.float().cpu()], [], []
+        for i, (block, trace) in enumerate(zip(weights.blocks, before.traces)):
+            x, a, new = layer(arch, block, i, x, position, trace.key.to(device), trace.value.to(device))
+            rows.append(a.weights.float().cpu())  # (H, 1, n + 1)
+            traces.append(Trace(torch.cat([trace.x, new.x.cpu()]), torch.cat([trace.query, new.query.cpu()], 1),
+                                new.key.cpu(), new.value.cpu(), torch.cat([trace.head_output, new.head_output.cpu()], 1)))
+            hidden.append(x.float().cpu())
+        next_logits = logits(weights, x)[0].float().cpu().numpy()  # (vocab,)
+    old = np.pad(before.weights, ((0, 0), (0, 0), (0, 0), (0, 1)))  # (L, H, n, n + 1): no earlier row sees the new key
+    grown = np.concatenate([old, torch.stack(rows).numpy()], 2)  # (L, H, n + 1, n + 1)
+    return Forward(np.concatenate([before.hidden, torch.stack(hidden).numpy()], 1), grown, traces, next_logits)
+
+
+def scores(arch: Architecture, trace: Trace, head: int | None = None) -> torch.Tensor:
+    """QKᵀ/√d_k of one head (n, n), or of every head (H, n, n), recomputed from a trace's queries and keys exactly as
+    the forward's scorer computes them (before the mask and the softmax)."""
+    group = arch.group
+    if head is not None:
+        query, key = trace.query[head], trace.key[head // group]  # (n, dh) each
+    else:
+        query, key = trace.query, trace.key.repeat_interleave(group, dim=0)  # (H, n, dh) each
+    return (query / math.sqrt(query.shape[-1])) @ key.transpose(-2, -1)  # (n, n) or (H, n, n)

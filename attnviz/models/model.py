@@ -1,0 +1,145 @@
+"""A loaded model, whoever computes it: `Model` says what it is (kind, layers, heads, dtype, memory) and runs it on a
+text; `EngineModel` is a model whose every layer attnviz's engine computes (attnviz.models.engine)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from attnviz.models import engine
+from attnviz.models.files import size_text
+from attnviz.models.pieces import Pieces, Reader
+from attnviz.models.run import KIND_TITLES, Attention, Run
+
+MAX_PIECES = 512  # the most a run reads (the models' own contexts are longer; a page's request stays bounded)
+RUN_WEIGHTS_BYTES = 320 * 2**20  # a run's weights (L, H, n, n) float32 stay within this: many heads read fewer pieces
+KINDS = ("encoder", "decoder", "encoder-decoder")
+
+
+def max_pieces(layers: int, heads: int, context: int) -> int:
+    """The most pieces a run of a model with `layers` × `heads` reads: MAX_PIECES, the model's context, and as many as
+    keep its weights within RUN_WEIGHTS_BYTES (1,024 heads read 286 pieces; SmolLM2's 270 read 512)."""
+    by_memory = int(math.sqrt(RUN_WEIGHTS_BYTES / (4 * layers * heads)))
+    return max(2, min(MAX_PIECES, context, by_memory))
+
+
+class Model:
+    """What every loaded model tells and does. Subclasses set the fields and implement run()."""
+
+    name: str  # as the app and links name it
+    source: str  # the folder, the file, or the built-in name it came from
+    kind: str  # one of KINDS
+    family: str  # the mapping that read it ("bert", "gpt2", "llama"), or the config's model_type
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    d_model: int
+    dtype: torch.dtype  # what the weights are computed in
+    stored_dtype: torch.dtype  # what the file stores them as
+    nbytes: int  # the weights' memory
+    computed_by: str  # "attnviz" or "transformers"
+    device: torch.device
+    reader: Reader
+    positions: str  # "learned", "rotary", or what transformers' model uses
+    note: str = ""  # why a model of a family attnviz reads is computed by transformers
+
+    @property
+    def tokenizer(self):
+        return self.reader.tokenizer
+
+    @property
+    def max_pieces(self) -> int:
+        return self.reader.max_pieces
+
+    @property
+    def group(self) -> int:
+        return self.heads // self.kv_heads
+
+    def tokenize(self, text: str) -> Pieces:
+        return self.reader(text)
+
+    def run(self, text: str, target: str | None = None) -> Run:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """One line for people: what the model is and what computes it."""
+        heads = f"{self.heads} heads" + (f" sharing {self.kv_heads} key/value heads" if self.kv_heads != self.heads else "")
+        dtype = str(self.dtype).removeprefix("torch.")
+        stored = str(self.stored_dtype).removeprefix("torch.")
+        held = dtype if stored == dtype else f"{dtype} (stored as {stored})"
+        return (f"{self.kind}, {self.layers} layers × {heads}, d_model = {self.d_model}, d_k = {self.head_dim}; "
+                f"weights {held}, {size_text(self.nbytes)} on {self.device.type}; computed by {self.computed_by}")
+
+    def __repr__(self) -> str:
+        return f"<attnviz model {self.name!r}: {self.describe()}>"
+
+
+class EngineModel(Model):
+    """A model computed by attnviz's engine from weights mapped into its layout."""
+
+    computed_by = "attnviz"
+
+    def __init__(self, name: str, source: str, arch: engine.Architecture, weights: engine.Weights, tokenizer,
+                 stored_dtype: torch.dtype, dtype: torch.dtype):
+        self.name, self.source, self.arch, self.weights = name, source, arch, weights
+        self.kind, self.family = arch.kind, arch.family
+        self.layers, self.heads, self.kv_heads, self.head_dim, self.d_model = (
+            arch.layers, arch.heads, arch.kv_heads, arch.head_dim, arch.d_model)
+        self.stored_dtype, self.dtype = stored_dtype, dtype
+        self.device = weights.embeddings.device
+        self.nbytes = weights.nbytes
+        self.positions = arch.positions
+        limit = max_pieces(arch.layers, arch.heads, arch.context)
+        self.reader = Reader(tokenizer, limit, name)
+
+    def run(self, text: str, target: str | None = None) -> Run:
+        return self.run_pieces(self.tokenize(text))
+
+    def run_pieces(self, pieces: Pieces) -> Run:
+        return self._run(pieces, engine.forward(self.arch, self.weights, pieces.ids))
+
+    def _run(self, pieces: Pieces, result: engine.Forward) -> Run:
+        attention = Attention("self", KIND_TITLES["self"], result.weights, pieces, pieces, self.arch.causal)
+        return Run(self.name, self.kind, self.computed_by, pieces, {"self": attention}, result.hidden, result.traces,
+                   result.next_logits, self.arch)
+
+    # ------------------------------------------------------------ decoders
+
+    def extend(self, run: Run, token: int) -> Run:
+        """`run` with `token` appended, from its K/V cache: only the new piece's row is computed (engine.extend)."""
+        if not self.arch.causal:
+            raise ValueError("Only a decoder reads one more piece from its cache.")
+        before = engine.Forward(run.hidden, run.weights, run.traces, run.next_logits)
+        return self._run(self.reader.append(run.pieces, token), engine.extend(self.arch, self.weights, before, token))
+
+    def logit_lens(self, hidden: np.ndarray, top: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """What each layer's hidden state (L + 1, n, d) would predict next, read through the final norm and the output
+        matrix: the `top` piece ids (L + 1, n, top) and their probabilities (L + 1, n, top). One layer at a time, so
+        only (n, vocab) logits are ever held."""
+        ids, probs = [], []
+        for states in torch.from_numpy(hidden).to(self.device, self.dtype):  # (n, d) each
+            p = torch.softmax(engine.logits(self.weights, states).float(), -1)  # (n, vocab)
+            best = torch.topk(p, top, dim=-1)  # (n, top)
+            ids.append(best.indices.cpu())
+            probs.append(best.values.cpu())
+        return torch.stack(ids).numpy(), torch.stack(probs).numpy()
+
+    @property
+    def has_lens(self) -> bool:
+        return self.arch.causal and self.weights.unembed is not None
+
+
+class Unsupported(ValueError):
+    """A setting of a family that the engine does not compute, in words (the model then goes through transformers)."""
+
+
+@dataclass(frozen=True)
+class Built:
+    """What a family's mapping gives: the architecture and the weights in our layout."""
+
+    arch: engine.Architecture
+    weights: engine.Weights

@@ -1,0 +1,99 @@
+"""A text as a model's pieces: ids, the pieces' labels for axes, which are special ([CLS], <s>, …), which stand for
+characters the vocabulary lacks, and the word each belongs to."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+LABEL_CHARS = 40  # a label longer than this is cut (a long unknown word, a run of spaces)
+
+
+class TextError(ValueError):
+    """Text the model cannot take (empty, or longer than it reads here); the message says why."""
+
+
+@dataclass
+class Pieces:
+    tokens: list[str]  # the tokenizer's own strings ("##gged", "Ġdog", "▁dog")
+    ids: list[int]
+    words: list[int | None]  # the word each piece belongs to; None for special pieces
+    spans: list[tuple[int, int]]  # each piece's characters in the text ((0, 0) for special pieces)
+    text: str
+    special: list[bool]  # added by the tokenizer ([CLS], [SEP], <s>, </s>)
+    unknown: list[bool]  # the vocabulary's unknown piece ([UNK], <unk>), standing for characters it lacks
+    shown: list[str]  # what each piece reads as on an axis (see Reader.label)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def labels(self) -> list[str]:
+        """Axis labels: the piece as it reads, or for an unknown piece its own token and the text it stands for."""
+        return [f"{t} {cut(self.text[a:b])}" if u else s
+                for t, s, u, (a, b) in zip(self.tokens, self.shown, self.unknown, self.spans)]
+
+
+def cut(text: str, chars: int = LABEL_CHARS) -> str:
+    return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
+def spaced(piece: str) -> str:
+    """A piece as a label: spaces shown as ·, a line break as ↵, another unprintable character as its code (\\x1d),
+    nothing as ∅; cut to LABEL_CHARS."""
+    shown = piece.replace(" ", "·").replace("\n", "↵")
+    shown = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in shown)
+    return cut(shown or "∅")
+
+
+class Reader:
+    """A model's tokenizer (a `tokenizers.Tokenizer`) with what attnviz needs of it: the pieces of a text, labelled.
+
+    Labels follow the tokenizer's kind: WordPiece pieces as they are ("wa", "##gged"); byte-level BPE pieces decoded
+    one by one ("Ġdog" reads "·dog"; a piece that is part of one character reads �); SentencePiece's ▁ as ·."""
+
+    def __init__(self, tokenizer, max_pieces: int, name: str = "The model"):
+        self.tokenizer, self.max_pieces, self.name = tokenizer, max_pieces, name
+        spec = json.loads(tokenizer.to_str())
+        decoder = spec.get("decoder") or {}
+        kinds = [decoder.get("type")] + [d.get("type") for d in decoder.get("decoders") or []]
+        self.style = "bytes" if "ByteLevel" in kinds else "wordpiece" if "WordPiece" in kinds else "plain"
+        self.unk = (spec.get("model") or {}).get("unk_token")
+
+    def label(self, token: str, token_id: int) -> str:
+        if self.style == "bytes":
+            return spaced(self.tokenizer.decode([token_id], skip_special_tokens=False))
+        if self.style == "wordpiece":
+            return cut(token)
+        return spaced(token.replace("▁", " "))
+
+    def labels(self, ids: list[int]) -> list[str]:
+        """Labels of ids that no text gave (the decoder's next pieces)."""
+        return [self.label(self.tokenizer.id_to_token(i) or "", i) for i in ids]
+
+    def __call__(self, text: str, limit: int | None = None) -> Pieces:
+        limit = limit or self.max_pieces
+        if not text or not text.strip():
+            raise TextError("Type a text: the model sees nothing to read.")
+        encoding = self.tokenizer.encode(text)
+        special = [bool(s) for s in encoding.special_tokens_mask]
+        if all(special):
+            raise TextError("Type a sentence: the model sees no words in this text.")
+        n = len(encoding.ids)
+        if n > limit:
+            raise TextError(f"{self.name} reads at most {limit} pieces here (its special pieces included); this text "
+                            f"has {n}. Shorten it by about {n - limit} pieces.")
+        tokens, ids = list(encoding.tokens), list(encoding.ids)
+        return Pieces(tokens, ids, list(encoding.word_ids), [tuple(s) for s in encoding.offsets], text, special,
+                      [self.unk is not None and t == self.unk for t in tokens],
+                      [self.label(t, i) for t, i in zip(tokens, ids)])
+
+    def append(self, pieces: Pieces, token: int) -> Pieces:
+        """`pieces` with one more id at their end (a decoder's next piece), its text added to the text."""
+        piece = self.tokenizer.decode([token], skip_special_tokens=False)
+        start = len(pieces.text)
+        token_text = self.tokenizer.id_to_token(token) or ""
+        word = max((w for w in pieces.words if w is not None), default=-1) + 1  # a word of its own
+        return Pieces([*pieces.tokens, token_text], [*pieces.ids, token], [*pieces.words, word],
+                      [*pieces.spans, (start, start + len(piece))], pieces.text + piece, [*pieces.special, False],
+                      [*pieces.unknown, self.unk is not None and token_text == self.unk],
+                      [*pieces.shown, self.label(token_text, token)])

@@ -1,0 +1,280 @@
+"""attnviz.models: tiny random models of every family, made here, checked layer by layer against transformers' eager
+attention on the same weights; the transformers path, encoder–decoders, budgets and dtypes."""
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported: no hub access, ever
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+import json  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+import tiny_models  # noqa: E402
+from tiny_models import ENGINE, SENTENCES  # noqa: E402
+
+from attnviz import models  # noqa: E402
+from attnviz.models.engine import scores as trace_scores  # noqa: E402
+
+DECODERS = ("gpt2", "llama", "mistral", "qwen2")
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny")
+    return {family: tiny_models.build(family, root) for family in ENGINE + tiny_models.OTHERS}
+
+
+def reference(folder: Path, family: str):
+    import transformers as T
+
+    auto = T.AutoModelForCausalLM if family in DECODERS + ("gpt_neox",) else T.AutoModel
+    return auto.from_pretrained(str(folder), attn_implementation="eager").eval()
+
+
+def expected_mask(config: dict, family: str, layer: int, n: int) -> np.ndarray:
+    """(n, n) where a query may read a key, written out from the config: all for an encoder; j ≤ i for a decoder,
+    and j > i − w within a sliding window w (Mistral's on every layer, Qwen2's on its sliding layers)."""
+    if family not in DECODERS:
+        return np.ones((n, n), bool)
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    allowed = j <= i
+    window = config.get("sliding_window")
+    if family == "mistral" or (family == "qwen2" and config["layer_types"][layer] == "sliding_attention"):
+        allowed &= j > i - window
+    return allowed
+
+
+@pytest.mark.parametrize("family", ENGINE)
+@pytest.mark.parametrize("sentence", ["dog", "unseen"])
+def test_every_layer_equals_transformers_eager_attention(family, sentence, folders):
+    folder = folders[family]
+    model = models.load(folder, device="cpu")
+    assert model.computed_by == "attnviz" and model.note == ""
+    run = model.run(SENTENCES[sentence])
+    with torch.no_grad():
+        out = reference(folder, family)(torch.tensor([run.pieces.ids]), output_attentions=True, output_hidden_states=True)
+    expected = torch.stack(out.attentions)[:, 0].numpy()  # (L, H, n, n)
+    assert run.weights.shape == expected.shape == (model.layers, model.heads, len(run.pieces), len(run.pieces))
+    for layer in range(model.layers):
+        assert np.abs(run.weights[layer] - expected[layer]).max() <= 1e-4, f"layer {layer}"
+    assert np.allclose(run.weights.sum(-1), 1, atol=1e-5)
+    hidden = torch.stack(out.hidden_states)[:, 0].numpy()  # (L + 1, n, d)
+    if family in DECODERS:  # transformers' last hidden state is after the final norm; ours is the residual stream
+        assert np.abs(run.hidden[:-1] - hidden[:-1]).max() <= 1e-4
+        assert np.abs(run.next_logits - out.logits[0, -1].numpy()).max() <= 1e-3
+    else:
+        assert np.abs(run.hidden - hidden).max() <= 1e-4
+
+
+@pytest.mark.parametrize("family", ENGINE)
+def test_scores_are_qk_over_root_dk_and_give_the_weights(family, folders):
+    """Each head's scores, recomputed from its own queries and keys, give its weights under the mask written out from
+    the config (causal, sliding windows); a grouped head reads its group's keys."""
+    model = models.load(folders[family], device="cpu")
+    config = json.loads((folders[family] / "config.json").read_text())
+    if family == "qwen2":
+        assert config["layer_types"] == ["full_attention", "sliding_attention", "sliding_attention"]
+    run = model.run(SENTENCES["dog"])
+    n = len(run.pieces)
+    for layer in range(model.layers):
+        trace = run.traces[layer]
+        allowed = expected_mask(config, family, layer, n)
+        for head in range(model.heads):
+            q, k = trace.query[head].numpy(), trace.key[head // model.group].numpy()  # (n, dh) each
+            by_hand = q @ k.T / np.sqrt(model.head_dim)  # (n, n)
+            assert np.allclose(run.head_scores(layer, head), by_hand, atol=1e-5)
+            logits = np.where(allowed, by_hand, -np.inf)
+            softmax = np.exp(logits - logits.max(-1, keepdims=True))
+            assert np.allclose(softmax / softmax.sum(-1, keepdims=True), run.weights[layer, head], atol=1e-5)
+            assert np.all(run.weights[layer, head][~allowed] == 0)
+    assert np.allclose(run.scores[1, 2], run.head_scores(1, 2))
+
+
+def test_the_odd_shapes_are_what_the_configs_say(folders):
+    llama = models.load(folders["llama"], device="cpu")
+    assert (llama.heads, llama.kv_heads, llama.group, llama.head_dim, llama.d_model) == (8, 2, 4, 6, 32)
+    assert llama.arch.rope_base == 5000.0 and llama.arch.rope_pairs == "halves"
+    assert llama.weights.blocks[0].b_query is not None and llama.weights.blocks[0].b_gate is not None
+    assert llama.run(SENTENCES["cat"]).pieces.tokens[0] == "<s>"  # its tokenizer puts <s> first
+    qwen = models.load(folders["qwen2"], device="cpu")
+    assert qwen.arch.windows == (None, 5, 5) and qwen.arch.rope_base == 123456.0
+    assert qwen.weights.blocks[0].b_key is not None and qwen.weights.blocks[0].b_out is None
+    assert models.load(folders["mistral"], device="cpu").arch.windows == (4, 4, 4)
+    bert = models.load(folders["bert"], device="cpu")
+    assert (bert.kind, bert.heads, bert.kv_heads, bert.dtype) == ("encoder", 3, 3, torch.float32)
+    assert models.load(folders["roberta"], device="cpu").arch.padding_index == 1
+
+
+@pytest.mark.parametrize("family", DECODERS)
+def test_one_more_piece_from_the_cache_equals_the_whole_forward(family, folders):
+    model = models.load(folders[family], device="cpu")
+    short = model.run(SENTENCES["cat"])
+    token = int(np.argmax(short.next_logits))
+    grown = model.extend(short, token)
+    whole = model.run_pieces(model.reader.append(short.pieces, token))
+    assert grown.pieces.ids == whole.pieces.ids == [*short.pieces.ids, token]
+    assert np.abs(grown.weights - whole.weights).max() <= 1e-5
+    assert np.abs(grown.next_logits - whole.next_logits).max() <= 1e-4
+    assert np.abs(grown.hidden - whole.hidden).max() <= 1e-4
+
+
+@pytest.mark.parametrize("family", DECODERS)
+def test_the_logit_lens_last_layer_is_the_models_prediction(family, folders):
+    model = models.load(folders[family], device="cpu")
+    run = model.run(SENTENCES["dog"])
+    ids, probs = model.logit_lens(run.hidden, top=3)
+    assert ids.shape == probs.shape == (model.layers + 1, len(run.pieces), 3)
+    assert ids[-1, -1, 0] == int(np.argmax(run.next_logits))
+    expected = torch.softmax(torch.from_numpy(run.next_logits), -1).max().item()
+    assert probs[-1, -1, 0] == pytest.approx(expected, rel=1e-4)
+
+
+def test_another_architecture_goes_through_transformers(folders):
+    folder = folders["gpt_neox"]
+    model = models.load(folder, device="cpu")
+    assert (model.computed_by, model.kind, model.family) == ("transformers", "decoder", "gpt_neox")
+    run = model.run(SENTENCES["dog"])
+    reference_model = reference(folder, "gpt_neox")
+    with torch.no_grad():
+        out = reference_model(torch.tensor([run.pieces.ids]), output_attentions=True)
+    expected = torch.stack(out.attentions)[:, 0].numpy()
+    for layer in range(model.layers):
+        assert np.abs(run.weights[layer] - expected[layer]).max() <= 1e-4
+    assert np.abs(run.next_logits - out.logits[0, -1].numpy()).max() <= 1e-4
+    # Its scores are ln α: the softmax over the causal keys gives the weights back.
+    assert run.traces is None and run.scores_are_logs
+    causal = np.tril(np.ones(run.weights.shape[-2:], bool))
+    logits = np.where(causal, run.scores[1, 2], -np.inf)
+    back = np.exp(logits - logits.max(-1, keepdims=True))
+    assert np.allclose(back / back.sum(-1, keepdims=True), run.weights[1, 2], atol=1e-6)
+    assert np.isfinite(run.scores).all()
+
+
+def test_a_family_setting_the_engine_lacks_goes_through_transformers_and_says_why(folders, tmp_path):
+    import shutil
+
+    folder = tmp_path / "scaled"
+    shutil.copytree(folders["llama"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["rope_parameters"] = {"rope_type": "linear", "factor": 2.0, "rope_theta": 5000.0}
+    (folder / "config.json").write_text(json.dumps(config))
+    model = models.load(folder, device="cpu")
+    assert model.computed_by == "transformers" and "RoPE of type 'linear'" in model.note
+    run = model.run(SENTENCES["cat"])
+    with torch.no_grad():
+        out = reference(folder, "llama")(torch.tensor([run.pieces.ids]), output_attentions=True)
+    assert np.abs(run.weights - torch.stack(out.attentions)[:, 0].numpy()).max() <= 1e-4
+
+
+def test_an_encoder_decoder_gives_its_three_kinds_of_attention(folders):
+    import transformers as T
+
+    folder = folders["t5"]
+    model = models.load(folder, device="cpu")
+    assert (model.kind, model.computed_by, model.layers, model.decoder_layers) == ("encoder-decoder", "transformers", 2, 3)
+    run = model.run(SENTENCES["cat"])
+    encoder, decoder, cross = run.attention["encoder"], run.attention["decoder"], run.attention["cross"]
+    n, m = len(run.pieces), len(decoder.queries)
+    assert encoder.weights.shape == (2, 3, n, n) and decoder.weights.shape == (3, 3, m, m) and cross.weights.shape == (3, 3, m, n)
+    for kind in (encoder, decoder, cross):
+        assert np.allclose(kind.weights.sum(-1), 1, atol=1e-5)
+    assert np.all(np.triu(decoder.weights, 1) == 0) and decoder.causal and not cross.causal
+    assert cross.keys is run.pieces and cross.queries is decoder.queries
+    # Without a target the decoder reads the model's own greedy output, as generate() makes it.
+    reference_model = T.AutoModelForSeq2SeqLM.from_pretrained(str(folder), attn_implementation="eager").eval()
+    made = reference_model.generate(torch.tensor([run.pieces.ids]), max_new_tokens=32, do_sample=False, num_beams=1,
+                                    use_cache=False)[0].tolist()
+    assert decoder.queries.ids == (made[:-1] if made[-1] == 1 else made)
+    # With a target the decoder reads [start] + its pieces.
+    aimed = model.run(SENTENCES["cat"], target="The dog")
+    target_ids = [i for i in model.tokenizer.encode("The dog").ids if i != 1]
+    assert aimed.attention["decoder"].queries.ids == [0, *target_ids]
+
+
+def test_sharded_safetensors_load_as_one(folders, tmp_path):
+    import transformers as T
+
+    whole = models.load(folders["gpt2"], device="cpu").run(SENTENCES["cat"])
+    sharded = tmp_path / "sharded"
+    T.GPT2LMHeadModel.from_pretrained(str(folders["gpt2"])).save_pretrained(str(sharded), max_shard_size="20KB")
+    (sharded / "tokenizer.json").write_bytes((folders["gpt2"] / "tokenizer.json").read_bytes())
+    assert (sharded / "model.safetensors.index.json").is_file() and len(list(sharded.glob("*.safetensors"))) > 1
+    assert np.abs(models.load(sharded, device="cpu").run(SENTENCES["cat"]).weights - whole.weights).max() <= 1e-6
+
+
+def test_bf16_weights_are_computed_in_float32_on_the_cpu(folders, tmp_path):
+    import transformers as T
+
+    folder = tmp_path / "bf16"
+    T.LlamaForCausalLM.from_pretrained(str(folders["llama"])).to(torch.bfloat16).save_pretrained(str(folder))
+    (folder / "tokenizer.json").write_bytes((folders["llama"] / "tokenizer.json").read_bytes())
+    model = models.load(folder, device="cpu")
+    assert model.stored_dtype == torch.bfloat16 and model.dtype == torch.float32
+    assert "float32 (stored as bfloat16)" in model.describe()
+    run = model.run(SENTENCES["cat"])
+    reference_model = T.LlamaForCausalLM.from_pretrained(str(folder), attn_implementation="eager", dtype=torch.float32)
+    with torch.no_grad():
+        out = reference_model.eval()(torch.tensor([run.pieces.ids]), output_attentions=True)
+    assert np.abs(run.weights - torch.stack(out.attentions)[:, 0].numpy()).max() <= 1e-4
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on a lent one, README: GPU)")
+def test_on_cuda_half_precision_stays_and_matches_the_cpu(folders, tmp_path):
+    import transformers as T
+
+    folder = tmp_path / "bf16"
+    T.LlamaForCausalLM.from_pretrained(str(folders["llama"])).to(torch.bfloat16).save_pretrained(str(folder))
+    (folder / "tokenizer.json").write_bytes((folders["llama"] / "tokenizer.json").read_bytes())
+    gpu, cpu = models.load(folder, device="cuda"), models.load(folder, device="cpu")
+    assert gpu.dtype == torch.bfloat16 and gpu.weights.embeddings.device.type == "cuda"
+    assert gpu.nbytes * 2 == cpu.nbytes
+    a, b = gpu.run(SENTENCES["dog"]), cpu.run(SENTENCES["dog"])
+    assert a.weights.dtype == np.float32 and np.abs(a.weights - b.weights).max() <= 0.05  # bf16 keeps ~3 digits
+    fp32 = models.load(folders["llama"], device="cuda").run(SENTENCES["dog"])
+    assert np.abs(fp32.weights - models.load(folders["llama"], device="cpu").run(SENTENCES["dog"]).weights).max() <= 1e-4
+
+
+# ---------------------------------------------------------------- the budget
+
+
+def test_a_model_over_the_budget_is_refused_before_loading_with_both_numbers(folders):
+    with pytest.raises(models.ModelError) as error:
+        models.load(folders["bert"], device="cpu", budget=10_000)
+    text = str(error.value)
+    assert "more than the memory budget of 10.0 kB" in text and "needs " in text and models.BUDGET_SETTING in text
+
+
+def test_the_budget_setting(monkeypatch):
+    assert models.memory_budget("2GB")[0] == 2 * 10**9
+    assert models.memory_budget("1.5 GiB")[0] == int(1.5 * 2**30)
+    assert models.memory_budget("123456")[0] == 123456
+    free, why = models.memory_budget("lots")  # not a size: the default, from the free memory
+    assert free > 0 and "free" in why
+    monkeypatch.setenv(models.BUDGET_SETTING, "3MB")
+    assert models.memory_budget() == (3 * 10**6, "ATTNVIZ_MODEL_BUDGET=3MB")
+
+
+def test_the_pieces_a_run_reads_are_bounded_by_its_heads():
+    from attnviz.models.model import RUN_WEIGHTS_BYTES, max_pieces
+
+    assert max_pieces(30, 9, 8192) == 512  # SmolLM2: 270 heads read 512 pieces
+    assert max_pieces(32, 32, 4096) == 286  # 1,024 heads
+    assert 32 * 32 * 286**2 * 4 <= RUN_WEIGHTS_BYTES < 32 * 32 * 287**2 * 4
+    assert max_pieces(2, 3, 64) == 64  # a model's own context
+
+
+def test_a_text_too_long_or_empty_gets_a_message(folders):
+    model = models.load(folders["gpt2"], device="cpu")
+    with pytest.raises(models.TextError, match="Type a text"):
+        model.run("   ")
+    with pytest.raises(models.TextError, match=r"reads at most 64 pieces here"):
+        model.run("dog " * 100)
+    bert = models.load(folders["bert"], device="cpu")
+    with pytest.raises(models.TextError, match="no words"):
+        bert.run("\u200b")

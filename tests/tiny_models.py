@@ -1,0 +1,126 @@
+"""Tiny random models of every family, built from transformers' config classes and saved with save_pretrained into a
+folder, each with a tokenizer trained here: what the tests point attnviz at as "your own model". Odd shapes on purpose:
+3 heads, 4 query heads per key/value head, head sizes that are not d_model / heads, RoPE bases other than 10,000,
+biases on, sliding windows shorter than the sentences."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CORPUS = [
+    "When he saw his owner, the dog was happy, so he wagged his tail.",
+    "The cat watched from the top of the old red sofa by the window.",
+    "A query looks at every key and takes a weighted mix of the values.",
+    "Attention is all you need, they said; the dog did not listen.",
+    "Numbers like 3.5 and 42 and words like café, naïve and Zürich.",
+]
+SENTENCES = {
+    "dog": "When he saw his owner, the dog was happy, so he wagged his tail",
+    "cat": "The cat watched the dog from the sofa.",
+    "unseen": "Quantum zebras juggle 17 marmalade pianos",
+}
+
+
+def wordpiece_tokenizer(folder: Path, *, roberta: bool = False) -> int:
+    """A WordPiece tokenizer trained on CORPUS with [CLS] … [SEP] around each text (RoBERTa's <s> … </s>), saved as
+    tokenizer.json; returns its vocabulary's size."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    specials = ["<s>", "<pad>", "</s>", "<unk>"] if roberta else ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]  # RoBERTa: <pad> = 1
+    first, last, unknown = (specials[0], specials[2], specials[3]) if roberta else (specials[2], specials[3], specials[1])
+    tokenizer = Tokenizer(models.WordPiece(unk_token=unknown))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece()
+    tokenizer.train_from_iterator(CORPUS, trainers.WordPieceTrainer(vocab_size=120, special_tokens=specials))
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{first} $A {last}", special_tokens=[(first, tokenizer.token_to_id(first)), (last, tokenizer.token_to_id(last))])
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return tokenizer.get_vocab_size()
+
+
+def byte_level_tokenizer(folder: Path, *, bos: str | None = None) -> int:
+    """A byte-level BPE tokenizer (GPT-2's kind) trained on CORPUS, optionally putting `bos` first; returns its size."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    specials = ["<|endoftext|>"] + ([bos] if bos else [])
+    tokenizer.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=320, special_tokens=specials,
+                                                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    if bos:
+        tokenizer.post_processor = processors.TemplateProcessing(single=f"{bos} $A", special_tokens=[(bos, tokenizer.token_to_id(bos))])
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return tokenizer.get_vocab_size()
+
+
+def _save(model, folder: Path) -> Path:
+    import torch
+
+    torch.manual_seed(0)
+    with torch.no_grad():  # larger than the init's 0.02, so that heads differ and softmax rows are far from flat
+        for name, p in model.named_parameters():
+            if p.dim() >= 2:
+                p.normal_(0, 0.3)
+            elif not name.endswith(("norm.weight", "LayerNorm.weight", "ln_1.weight", "ln_2.weight", "ln_f.weight",
+                                    "layer_norm.weight", "layernorm.weight")):
+                p.normal_(0, 0.1)
+    model.save_pretrained(str(folder))
+    return folder
+
+
+def build(family: str, root: Path) -> Path:
+    """A folder holding a tiny `family` model and its tokenizer: bert, roberta, distilbert, gpt2, llama, mistral, qwen2,
+    gpt_neox (outside attnviz's families: computed by transformers), t5 (an encoder–decoder)."""
+    import torch
+    import transformers as T
+
+    torch.manual_seed(0)
+    folder = root / family
+    folder.mkdir(parents=True, exist_ok=True)
+    if family in ("bert", "roberta", "distilbert"):
+        vocab = wordpiece_tokenizer(folder, roberta=family == "roberta")
+        if family == "distilbert":
+            config = T.DistilBertConfig(vocab_size=vocab, dim=24, n_layers=2, n_heads=3, hidden_dim=40, pad_token_id=0)
+            return _save(T.DistilBertModel(config), folder)
+        kind = T.RobertaConfig if family == "roberta" else T.BertConfig
+        config = kind(vocab_size=vocab, hidden_size=24, num_hidden_layers=2, num_attention_heads=3, intermediate_size=40,
+                      max_position_embeddings=80, pad_token_id=1 if family == "roberta" else 0)
+        return _save((T.RobertaModel if family == "roberta" else T.BertModel)(config, add_pooling_layer=False), folder)
+    if family == "gpt2":
+        vocab = byte_level_tokenizer(folder)
+        config = T.GPT2Config(vocab_size=vocab, n_embd=24, n_layer=2, n_head=3, n_positions=64, bos_token_id=0,
+                              eos_token_id=0)
+        return _save(T.GPT2LMHeadModel(config), folder)
+    if family in ("llama", "mistral", "qwen2"):
+        vocab = byte_level_tokenizer(folder, bos="<s>" if family == "llama" else None)
+        shared = dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=3, num_attention_heads=8, num_key_value_heads=2,
+                      intermediate_size=40, max_position_embeddings=128, bos_token_id=None, eos_token_id=0,
+                      pad_token_id=None)
+        if family == "llama":
+            config = T.LlamaConfig(**shared, head_dim=6, rope_theta=5000.0, attention_bias=True, mlp_bias=True,
+                                   tie_word_embeddings=True)
+            return _save(T.LlamaForCausalLM(config), folder)
+        if family == "mistral":
+            config = T.MistralConfig(**shared, rope_theta=777.0, sliding_window=4, tie_word_embeddings=False)
+            return _save(T.MistralForCausalLM(config), folder)
+        config = T.Qwen2Config(**shared, rope_theta=123456.0, use_sliding_window=True, sliding_window=5,
+                               max_window_layers=1, tie_word_embeddings=False)
+        return _save(T.Qwen2ForCausalLM(config), folder)
+    if family == "gpt_neox":
+        vocab = byte_level_tokenizer(folder)
+        config = T.GPTNeoXConfig(vocab_size=vocab, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
+                                 intermediate_size=40, max_position_embeddings=64, rotary_pct=0.5, bos_token_id=0,
+                                 eos_token_id=0)
+        return _save(T.GPTNeoXForCausalLM(config), folder)
+    if family == "t5":
+        vocab = byte_level_tokenizer(folder)
+        config = T.T5Config(vocab_size=vocab, d_model=24, d_kv=8, d_ff=40, num_layers=2, num_decoder_layers=3,
+                            num_heads=3, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+        return _save(T.T5ForConditionalGeneration(config), folder)
+    raise ValueError(f"no tiny {family}")
+
+
+ENGINE = ("bert", "roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2")
+OTHERS = ("gpt_neox", "t5")

@@ -25,7 +25,7 @@ else:
         st.Page("pages/batches.py", title="Batches", icon=":material/stacks:"),
         st.Page("pages/heads.py", title="Heads and layers", icon=":material/hub:"),
         st.Page("pages/trained.py", title="Trained model", icon=":material/model_training:"),
-        st.Page("pages/decoder.py", title="Decoder (SmolLM2)", icon=":material/keyboard_double_arrow_right:"),
+        st.Page("pages/decoder.py", title="Decoder", icon=":material/keyboard_double_arrow_right:"),
     ]
     navigation = st.navigation(pages)
     settings()

@@ -818,7 +818,8 @@ def entropy_against_tau(taus: np.ndarray, curve: np.ndarray, tau: float, n_keys:
 # ---------------------------------------------------------------- a trained model's layers × heads
 
 ATLAS_BLOCKS = 32  # a thumbnail shows at most this many rows and columns (block maxima beyond)
-ATLAS_TILE_PX = 84
+ATLAS_TILE_PX = 96  # the largest thumbnail, on a wide screen with few heads
+ATLAS_HEIGHT_PX = 900  # the atlas's rows fit this height (a 32-layer model gets 27-px thumbnails)
 
 
 def _pick_layer(fig: go.Figure, xs: np.ndarray, ys: np.ndarray, layers: np.ndarray, heads: np.ndarray, hover: list[str]) -> None:
@@ -835,47 +836,31 @@ def _outline(fig: go.Figure, x0: float, y0: float, x1: float, y1: float) -> None
     fig.add_shape(type="rect", x0=x0, y0=y0, x1=x1, y1=y1, line=dict(color="#d55e00", width=3))
 
 
-def head_atlas(weights: np.ndarray, *, chosen: tuple[int, int] | None = None, palette: str = "viridis",
-               scale: str = "row", most: int = ATLAS_BLOCKS, tile_px: int = ATLAS_TILE_PX, group: int = 1) -> go.Figure:
-    """Every head of every layer as a thumbnail, layers as rows: weights (L, H, n, n).
-
-    Above `most` tokens a thumbnail shows block maxima; each layer's row is `tile_px` tall. `chosen` (layer, head),
-    counted from 0, is outlined. A click on a thumbnail selects a point whose customdata is [layer, head]. With
-    `group` > 1 (grouped-query attention: each `group` heads share one key/value head) a dark line parts the groups.
-    """
+def atlas_data(weights: np.ndarray, *, chosen: tuple[int, int], scale: str = "row", palette: str = "viridis", group: int = 1,
+               most: int = ATLAS_BLOCKS, allowed: np.ndarray | None = None, font_px: int = FONT_PX,
+               max_height: int = ATLAS_HEIGHT_PX, title: str | None = None) -> dict:
+    """What the browser's head atlas (atlas.js) draws: every head of weights (L, H, n, n) as a thumbnail of at most
+    `most` × `most` blocks (each block's largest weight beyond that), as the colour scale shows it, in bytes 0 … 255
+    (base64); `allowed` (n, n), where a mask hides keys, greys the blocks no query may read; `chosen` (layer, head),
+    counted from 0, is outlined; with `group` > 1 (grouped-query attention) dark lines part the key/value groups."""
     blocks, b = block_max(weights, most)  # (L, H, r, r)
     n_layers, n_heads, r, _ = blocks.shape
     colours = colour_scale(scale, blocks)
-    # The thumbnails touch (white lines part them), so z is one dense float32 array, sent as binary.
-    z = np.zeros((n_layers * r, n_heads * r), np.float32)  # (L·r, H·r)
-    for layer in range(n_layers):
-        for head in range(n_heads):
-            z[layer * r:(layer + 1) * r, head * r:(head + 1) * r] = colours.show(blocks[layer, head])
-    fig = go.Figure(go.Heatmap(z=z, zmin=0, zmax=colours.zmax, colorscale=PALETTES[palette], hoverinfo="skip",
-                               colorbar=colours.colorbar("block max" if b > 1 else "weight")))
-    part = dict(type="line", line=dict(color="#ffffff", width=3), layer="above")  # set at once: add_shape takes ~3 ms each
-    parted = dict(part, line=dict(color="#31333f", width=4))  # between key/value groups
-    fig.update_layout(shapes=[dict(parted if group > 1 and h % group == 0 else part, x0=h * r - 0.5, x1=h * r - 0.5,
-                                   y0=-0.5, y1=n_layers * r - 0.5) for h in range(1, n_heads)]
-                      + [dict(part, x0=-0.5, x1=n_heads * r - 0.5, y0=l * r - 0.5, y1=l * r - 0.5) for l in range(1, n_layers)])
-    centre = (r - 1) / 2
-    layers, heads = np.divmod(np.arange(n_layers * n_heads), n_heads)
-    hover = [f"layer {l + 1}, head {h + 1}" for l, h in zip(layers, heads)]
-    _pick_layer(fig, heads * r + centre, layers * r + centre, layers, heads, hover)
-    if chosen is not None:
-        l, h = chosen
-        _outline(fig, h * r - 0.5, l * r - 0.5, (h + 1) * r - 0.5, (l + 1) * r - 0.5)
+    shown = np.clip(colours.show(blocks) / colours.zmax, 0, 1)  # (L, H, r, r) on 0 … 1
+    values = np.rint(shown * 255).astype(np.uint8).tobytes()
+    masked = ""
+    if allowed is not None and not np.asarray(allowed).all():
+        readable, _ = block_max(np.asarray(allowed, np.float32), most)  # (r, r) 0 where no query reads the block
+        masked = base64.b64encode((readable == 0).astype(np.uint8).tobytes()).decode("ascii")
+    packed = base64.b64encode(values).decode("ascii")
     n = weights.shape[-1]
-    fig.update_layout(
-        title=f"All {n_layers * n_heads} heads ({n_layers} layers × {n_heads} heads), each {n}×{n}"
-              + (f", max per {b}×{b} block" if b > 1 else ""),
-        height=n_layers * tile_px + 130, margin=dict(t=60, b=40), hoverdistance=-1, hovermode="closest",
-        xaxis=dict(tickvals=np.arange(n_heads) * r + centre, ticktext=[str(h + 1) for h in range(n_heads)], title="head",
-                   showgrid=False, zeroline=False, range=[-0.5, n_heads * r - 0.5]),
-        yaxis=dict(tickvals=np.arange(n_layers) * r + centre, ticktext=[str(l + 1) for l in range(n_layers)], title="layer",
-                   showgrid=False, zeroline=False, autorange="reversed"),
-    )
-    return fig
+    title = title or (f"All {n_layers * n_heads:,} heads ({n_layers} layers × {n_heads} heads), each {n}×{n}"
+                      + (f", max per {b}×{b} block" if b > 1 else ""))
+    zmax = {"row": "1 = its row's largest", "max": f"{colours.top:.3g} (largest)", "sqrt": f"{colours.top:.3g} (√ scale)"}
+    version = hashlib.blake2b("\x00".join([packed, masked, scale, palette, title]).encode(), digest_size=12).hexdigest()
+    return dict(version=version, layers=int(n_layers), heads=int(n_heads), r=int(r), blocks=packed, masked=masked,
+                group=int(group), chosen=[int(c) for c in chosen], palette=palette_stops(palette), title=title,
+                zmax_text=zmax.get(scale, "1"), font_px=font_px, tile_max_px=ATLAS_TILE_PX, max_height=max_height)
 
 
 def layer_head_heatmap(values: np.ndarray, *, title: str, what: str, chosen: tuple[int, int] | None = None,

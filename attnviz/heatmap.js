@@ -11,7 +11,7 @@ const HIGHLIGHT = "#d55e00";
 const MASKED_RGB = [0xe4, 0xe4, 0xe4]; // a masked cell: no weight at all, drawn apart from a small weight
 const PALETTE_LEVELS = 1023; // colours per palette: finer than a screen's 8 bits a channel can show
 const SVG_CELLS = 128 * 128; // above this many cells an SVG download carries the cells as an image
-const MASK_NAMES = { none: "none", causal: "causal", keys: "hide keys" };
+const MASK_NAMES = { none: "none", causal: "causal", keys: "hide keys" }; // a page may send its own (data.masks)
 const SCALE_NAMES = { row: "per row", max: "0 → largest shown", absolute: "0 → 1", sqrt: "√ stretch" };
 const OVER_NAMES = { mean: "average", max: "maximum" }; // how several heads combine into the one matrix drawn
 const CONTROLS = ["temp", "hard", "mask", "over", "scale", "palette"]; // a heatmap's toolbar, all of it
@@ -92,6 +92,7 @@ class Heatmap {
     const fresh = !this.data || this.data.version !== data.version;
     const pythonView = JSON.stringify(data.view);
     this.data = data;
+    if (data.masks) this.masks = data.masks; // a page's own mask choices (a decoder's are causal)
     this.root.style.fontSize = `${data.font_px + 2}px`; // the toolbar, hover and inspector; the figure's text is font_px
     if (fresh) {
       this.scores = decodeScores(data.scores); // (H, n, M) float32, before τ, mask and softmax
@@ -144,12 +145,13 @@ class Heatmap {
   /** The weights for the view's τ, hard attention and masks, computed again only when those changed. */
   recompute() {
     const v = this.view;
-    const key = JSON.stringify([v.temp, v.hard, v.mask, v.mask === "keys" ? v.hide : [], this.over()]);
+    const rule = maskRule(v.mask);
+    const key = JSON.stringify([v.temp, v.hard, v.mask, rule.hides ? v.hide : [], this.over()]);
     if (this.weightsFor !== key) {
       const { n, m, heads, row_start: rowStart, col_start: start } = this.data;
       const count = this.keyCount();
       this.full = headWeights(this.scores, heads, n, count, {
-        tau: v.temp, hard: v.hard, causal: v.mask === "causal", hidden: v.mask === "keys" ? v.hide : [], rowStart,
+        tau: v.temp, hard: v.hard, causal: rule.causal, hidden: rule.hides ? v.hide : [], rowStart,
       }, this.over()); // (n, M): every key of the rows, so a window's rows are normalised over the whole sentence
       const cut = (flat) => columns(flat, n, count, start, m); // (n, M) → (n, m) the drawn columns
       this.result = this.windowed()
@@ -329,7 +331,7 @@ class Heatmap {
     const count = (k, one, many) => `${k} ${k === 1 ? one : many}`;
     this.figure.setAttribute("aria-label", `${this.what()}${combined}, ${count(d.n, "query", "queries")} × ${count(d.m, "key", "keys")}. Chosen query: ` +
       `${d.rows[this.row()]} (position ${v.query}). Arrow keys move the query.` +
-      (v.mask === "keys" ? " Tab to a key's label and press Enter to hide or show it." : ""));
+      (maskRule(v.mask).hides ? " Tab to a key's label and press Enter to hide or show it." : ""));
     this.expose();
   }
 
@@ -424,7 +426,7 @@ class Heatmap {
       if (rowFont) label.style.fontSize = rowFont;
       svg.appendChild(label);
     }
-    const hiding = v.mask === "keys";
+    const hiding = maskRule(v.mask).hides;
     const hidden = new Set(hiding ? v.hide : []);
     for (const j of this.colLabels) {
       const x = plot.x + (j + 0.5) * cellW;
@@ -580,7 +582,7 @@ class Heatmap {
     const target = event.target;
     const first = this.data.row_start;
     if (target.dataset && target.dataset.row !== undefined) return this.change({ query: first + +target.dataset.row }, event.timeStamp);
-    if (target.dataset && target.dataset.col !== undefined && this.view.mask === "keys") {
+    if (target.dataset && target.dataset.col !== undefined && maskRule(this.view.mask).hides) {
       return this.toggleHidden(+target.dataset.col, event.timeStamp);
     }
     const cell = this.cellAt(event);
@@ -600,7 +602,7 @@ class Heatmap {
 
   key(event) {
     const col = event.target.dataset ? event.target.dataset.col : undefined;
-    if (col !== undefined && (event.key === "Enter" || event.key === " ") && this.view.mask === "keys") {
+    if (col !== undefined && (event.key === "Enter" || event.key === " ") && maskRule(this.view.mask).hides) {
       event.preventDefault();
       this.focusCol = +col;
       return this.toggleHidden(+col, event.timeStamp);

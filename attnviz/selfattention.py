@@ -14,6 +14,10 @@ from attnviz.attention import (
 )
 
 MASKS = ("none", "causal", "keys")
+# What each mask means: (causal, hides the keys the view names). A decoder's heads are causal, so its pages offer
+# "causal" and "causal_keys" (a sink's first piece hidden, the rest renormalised); weights.mjs's maskRule mirrors this.
+MASK_RULES = {"none": (False, False), "causal": (True, False), "keys": (False, True), "causal_keys": (True, True)}
+DECODER_MASKS = ("causal", "causal_keys")
 MAX_TOKENS = 4096  # the memory budget is measured at this size (README, bench/bench_memory.py)
 
 

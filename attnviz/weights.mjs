@@ -21,6 +21,14 @@ export function allowedKeys(i, m, { causal = false, hidden = [], rowStart = 0 } 
 }
 
 /**
+ * What a mask's name means (attnviz.selfattention.MASK_RULES): whether it is causal, and whether it hides the keys
+ * the view names ("causal_keys": both, as a decoder's hidden first piece).
+ */
+export function maskRule(mask) {
+  return { causal: mask === "causal" || mask === "causal_keys", hides: mask === "keys" || mask === "causal_keys" };
+}
+
+/**
  * Weights (n, m) from scores (n, m), both flat row-major arrays; the rows may be queries rowStart … rowStart + n − 1
  * of a longer sentence (a zoom window's rows, each with every key).
  * Returns { weights: Float64Array(n·m), allowed: Uint8Array(n·m), blocked: rows with every key masked,

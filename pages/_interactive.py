@@ -15,6 +15,7 @@ import torch
 
 from attnviz import figures
 from attnviz.attention import key_mask, normalised_weights
+from attnviz.selfattention import MASK_RULES
 from pages._present import CHART_FONT_PX, PRESENT
 
 VIEW_KEYS = ("temp", "hard", "mask", "hide", "scale", "palette", "query", "over", "key")  # key: the cell taken apart
@@ -55,14 +56,33 @@ def weights_on_screen(scores: np.ndarray, view: dict) -> np.ndarray:
 def on_screen(scores: np.ndarray, view: dict) -> tuple[np.ndarray, np.ndarray]:
     """(weights, allowed), each (Tq, Tk): weights_on_screen's weights, and where the view's mask lets query i attend to
     key j, both from the engine's normalised_weights."""
-    hidden = view["hide"] if view["mask"] == "keys" else []
+    causal, hides = MASK_RULES[view["mask"]]
+    hidden = [j for j in view["hide"] if 0 <= j < scores.shape[-1]] if hides else []
     mask = key_mask(scores.shape[-1], hidden) if hidden else None  # (1, Tk) True where a key may be attended to
     weights, allowed = normalised_weights(torch.from_numpy(np.ascontiguousarray(scores, dtype=np.float32)), mask=mask,
-                                          is_causal=view["mask"] == "causal", temperature=view["temp"], hard=view["hard"])
+                                          is_causal=causal, temperature=view["temp"], hard=view["hard"])
     if weights.dim() == 3:  # (H, Tq, Tk); one mask for every head
         weights = weights.amax(0) if view.get("over") == "max" else weights.mean(0)  # (Tq, Tk)
         allowed = allowed[0]  # (Tq, Tk)
     return weights.numpy(), allowed.numpy()  # (Tq, Tk) each
+
+
+_atlas = st.components.v2.component(
+    "attnviz_atlas", js=_source("weights.mjs") + "\n" + _source("atlas.js"), css=_source("heatmap.css"),
+    isolate_styles=False,
+)
+
+
+def head_atlas(data: dict, *, key: str, on_open) -> None:
+    """Mount the head atlas for `data` (figures.atlas_data); a click on a thumbnail calls on_open((layer, head)),
+    counted from 0, before the page reruns."""
+    _atlas(key=key, data=data, on_head_change=lambda: _opened(key, on_open), width="stretch")
+
+
+def _opened(key: str, on_open) -> None:
+    head = st.session_state[key].get("head")
+    if isinstance(head, list) and len(head) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in head):
+        on_open(tuple(head))
 
 
 def interactive_heatmap(data: dict, *, key: str, clean) -> None:

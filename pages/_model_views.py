@@ -59,7 +59,8 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
     attention = result.attention[kind or result.main.name]
     scores = result.head_scores(layer - 1, head - 1, kind)  # (Tq, Tk)
     rows, cols = scores.shape
-    st.session_state.query = min(max(st.session_state.get("query", 0), 0), rows - 1)
+    if not 0 <= st.session_state.get("query", 0) < rows:  # a position the text no longer has: the first
+        st.session_state.query = 0
     st.session_state.hide = [i for i in st.session_state.get("hide", []) if isinstance(i, int) and 0 <= i < cols]
     view = view_state(schema)
     shown, allowed = on_screen(scores, view)  # (Tq, Tk) each

@@ -43,3 +43,21 @@ def test_the_command_line_passes_the_options_to_streamlit(installed):
     assert "'--server.port', '8502'" in line and "'--client.toolbarMode', 'viewer'" in line
     assert "'--runner.postScriptGC', 'false'" in line  # the app collects garbage itself (pages/_warm.py)
     assert f"'--', '--vectors', '{elsewhere / 'v.txt'}', '--vectors-format', 'glove'" in line
+
+
+def test_the_command_passes_each_model_to_the_app(installed, tmp_path):
+    venv, elsewhere = installed
+    (elsewhere / "mine").mkdir()
+    (elsewhere / "other.gguf").write_bytes(b"GGUF")
+    code = ("from attnviz.cli import command, parser; "
+            "print(command(parser().parse_args(['--model', 'mine', '--model', 'other.gguf'])))")
+    line = subprocess.run([str(venv / "bin" / "python"), "-c", code], cwd=elsewhere, capture_output=True, text=True, check=True).stdout
+    assert f"'--', '--model', '{elsewhere / 'mine'}', '--model', '{elsewhere / 'other.gguf'}'" in line
+    out = subprocess.run([str(venv / "bin" / "attnviz"), "--model", "nowhere"], cwd=elsewhere, capture_output=True, text=True)
+    assert out.returncode != 0 and "--model nowhere: no such file or folder" in out.stderr
+    models = subprocess.run([str(venv / "bin" / "python"), "-c",
+                             "import sys; from attnviz.models.catalog import offers; "
+                             f"print(list(offers(['app.py', '--model', {str(elsewhere / 'mine')!r}], "
+                             f"{{'ATTNVIZ_MODELS': {str(elsewhere / 'other.gguf')!r}}})))"],
+                            cwd=elsewhere, capture_output=True, text=True, check=True).stdout
+    assert models.strip() == "['minilm', 'smollm2', 'other', 'mine']"

@@ -303,3 +303,24 @@ def test_a_gguf_cache_folder_is_named_by_content_and_stale_copies_are_removed(tm
             (folder / "source.txt").write_text(str(origin.resolve()))
     assert sorted(gguf.remove_stale(kept, source)) == sorted([stale, old])
     assert kept.is_dir() and other.is_dir() and not stale.exists() and not old.exists()
+
+
+def test_the_catalog_names_each_configured_model_once_and_reads_its_kind(folders, tmp_path):
+    import os as _os
+
+    from attnviz.models.catalog import kind_of, offers
+
+    twin = tmp_path / "elsewhere" / "bert"
+    twin.parent.mkdir()
+    twin.mkdir()
+    (twin / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    odd = tmp_path / "my model (v2)"
+    odd.mkdir()
+    setting = _os.pathsep.join([str(folders["gpt2"]), str(folders["bert"]), str(twin)])
+    argv = ["app.py", "--model", str(folders["t5"]), "--model", str(odd), "--model", str(folders["gpt2"])]  # gpt2 again
+    found = offers(argv, {"ATTNVIZ_MODELS": setting})
+    assert list(found) == ["minilm", "smollm2", "gpt2", "bert", "bert-2", "t5", "my-model-v2"]
+    assert [found[n].kind for n in found] == ["encoder", "decoder", "decoder", "encoder", "encoder", "encoder-decoder", None]
+    assert found["bert-2"].source == str(twin.resolve()) and found["minilm"].builtin and not found["bert"].builtin
+    assert kind_of(folders["gpt_neox"]) == "decoder"  # from its architectures: GPTNeoXForCausalLM
+    assert kind_of(tmp_path / "nowhere") is None

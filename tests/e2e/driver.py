@@ -117,6 +117,26 @@ def live_select(page, label: str, value: str, index: int = 0):
     page.locator(".av-root").nth(index).locator("label.av-control", has_text=label).locator("select").select_option(value)
 
 
+ATLASES = """() => Array.from(document.querySelectorAll('.av-atlas')).filter(r => r.attnviz).map(r => ({
+    layers: r.attnviz.layers, heads: r.attnviz.heads, chosen: r.attnviz.chosen, drawn: r.attnviz.drawn}))"""
+
+
+def atlases(page) -> list[dict]:
+    """Each head atlas (attnviz/atlas.js) drawn on the page: its layers, heads and chosen (layer, head), from 0."""
+    return page.evaluate(ATLASES)
+
+
+def click_head(page, layer: int, head: int, index: int = 0):
+    """Click the thumbnail of `layer`, `head` (from 0) in the index-th atlas, scrolled into view, and wait for the rerun."""
+    page.wait_for_function(f"Array.from(document.querySelectorAll('.av-atlas')).filter(r => r.attnviz).length > {index}",
+                           timeout=120_000)
+    page.locator(".av-atlas").nth(index).scroll_into_view_if_needed()
+    where = page.evaluate(f"() => document.querySelectorAll('.av-atlas')[{index}].attnviz.tileCentre({layer}, {head})")
+    page.mouse.move(*where)
+    page.mouse.click(*where)
+    settle(page)
+
+
 def wait_for_heatmap(page, predicate, timeout=30):
     deadline = time.time() + timeout
     while time.time() < deadline:

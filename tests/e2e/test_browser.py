@@ -2,7 +2,8 @@
 
 import pytest
 
-from driver import SHOTS, click_point, exceptions, plots, settle, shown_value, url_has, wait_for_heatmap
+from driver import (SHOTS, atlases, click_head, click_point, exceptions, live_select, plots, settle, shown_value, url_has,
+                    wait_for_heatmap)
 
 PAGES = ["", "lesson", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads", "trained", "decoder"]
 
@@ -62,17 +63,16 @@ def test_clicking_a_word_in_the_line_view_shows_its_lines(server, page):
 
 
 def test_trained_atlas_opens_the_clicked_head(server, page):
-    page.goto(f"{server}/trained?text=the+cat+sat")  # 5 pieces: tiles of 5 cells, side by side
-    page.wait_for_selector(".js-plotly-plot")
+    page.goto(f"{server}/trained?text=the+cat+sat")
+    page.wait_for_selector(".av-atlas canvas", timeout=120_000)
     settle(page)
-    atlas = plots(page)[0]
-    assert atlas[0]["type"] == "heatmap" and len(atlas[1]["y"]) == 72  # the thumbnails, and one click point per head
-    assert page.locator(".js-plotly-plot").first.locator(".scatterlayer .point").count() == 1  # of them, one drawn
+    assert atlases(page) == [{"layers": 6, "heads": 12, "chosen": [0, 0], "drawn": atlases(page)[0]["drawn"]}]
     assert shown_value(page, "stSelectbox", "Layer") == "1" and shown_value(page, "stSelectbox", "Head") == "1"
-    click_point(page, 0, 4 * 5 + 3, 2 * 5 + 1)  # inside layer 3, head 5's tile, off its centre
+    click_head(page, 2, 4)  # layer 3, head 5
     assert shown_value(page, "stSelectbox", "Layer") == "3" and shown_value(page, "stSelectbox", "Head") == "5"
-    assert url_has(page, "layer=3", "head=5")
+    assert url_has(page, "layer=3", "head=5") and atlases(page)[0]["chosen"] == [2, 4]
     assert page.get_by_role("heading", name="Layer 3, head 5").count() == 1
+    assert wait_for_heatmap(page, lambda t: t["y"][0].startswith("#0 [CLS]"))  # the chosen head, drawn in the browser
     assert not exceptions(page)
 
 
@@ -95,7 +95,7 @@ def test_the_decoder_writes_on_reads_back_and_keeps_its_controls(server, page):
     """A sequence: two greedy next words, the first piece hidden, a head opened from the atlas, a new text typed, a
     sampled word, then away to another page and back: every step drawn, each row of the chosen head summing to 1."""
     page.goto(f"{server}/decoder?t=0&layer=2&head=4")
-    page.wait_for_selector(".js-plotly-plot", timeout=120_000)
+    page.wait_for_selector(".av-atlas canvas", timeout=120_000)
     settle(page)
     box = page.get_by_role("textbox", name="Text")
     start = box.input_value()
@@ -105,11 +105,16 @@ def test_the_decoder_writes_on_reads_back_and_keeps_its_controls(server, page):
         page.wait_for_function("(b) => document.querySelector('textarea').value !== b", arg=before, timeout=60_000)
         settle(page)
     assert box.input_value().startswith(start) and len(box.input_value()) > len(start)
-    page.get_by_text("Hide the first piece (renormalise)").click()
-    settle(page)
-    titles = [str((t.get("title") or {})) for t in page.evaluate(
-        "() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(g => g.layout)")]
-    assert any("first piece hidden" in t for t in titles) and url_has(page, "nosink=1", "layer=2", "head=4")
+    head = wait_for_heatmap(page, lambda t: len(t["y"]) == 11)  # the chosen head follows the two new pieces
+    assert head["view"]["query"] == 10 and head["view"]["mask"] == "causal"  # the newest piece is inspected
+    live_select(page, "Mask", "causal_keys")  # the first piece hidden: the key labels become buttons
+    page.locator(".av-root .av-col", has_text="When").first.click()
+    head = wait_for_heatmap(page, lambda t: t["view"]["hide"] == [0])
+    rows = head["w"][1:]  # the first row has no key left once the first piece is hidden
+    assert all(abs(sum(row) - 1) < 1e-4 for row in rows) and all(row[0] == 0 for row in head["w"])
+    assert url_has(page, "mask=causal_keys", "hide=0", "layer=2", "head=4")
+    click_head(page, 5, 7)  # layer 6, head 8 from the atlas; the mask stays
+    assert url_has(page, "layer=6", "head=8") and atlases(page)[0]["chosen"] == [5, 7]
     box.fill("A cat sat on the warm mat and")
     box.press("Control+Enter")
     settle(page)
@@ -117,16 +122,12 @@ def test_the_decoder_writes_on_reads_back_and_keeps_its_controls(server, page):
     page.wait_for_function("() => document.querySelector('textarea').value.length > 'A cat sat on the warm mat and'.length",
                            timeout=60_000)
     settle(page)
-    head = next(d for d in page.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot'))
-        .map(g => ({title: String((g.layout.title || {}).text || '').replace(/<[^>]*>/g, ''),
-                    z: Array.from(g.data[0].customdata || [], row => Array.from(row, cell => Array.from(cell)))}))""")
-        if d["title"].startswith("Layer 2, head 4"))
-    rows = [[cell[0] for cell in row] for row in head["z"]][1:]  # the first row has no key left once hidden
-    assert all(abs(sum(row) - 1) < 1e-4 for row in rows)
+    head = wait_for_heatmap(page, lambda t: t["view"]["hide"] == [0] and len(t["y"]) > 8)
+    assert all(abs(sum(row) - 1) < 1e-4 for row in head["w"][1:])
     assert exceptions(page) == []
     page.goto(f"{server}/trained")
-    page.wait_for_selector(".js-plotly-plot", timeout=120_000)
+    page.wait_for_selector(".av-atlas canvas", timeout=120_000)
     page.go_back()
-    page.wait_for_selector(".js-plotly-plot", timeout=120_000)
+    page.wait_for_selector(".av-atlas canvas", timeout=120_000)
     settle(page)
     assert exceptions(page) == [] and page.locator('[data-testid="stException"]').count() == 0

@@ -5,7 +5,7 @@ import time
 from urllib.parse import parse_qs, urlparse
 
 from driver import (
-    choose, click_point, exceptions, live_cell, live_select, settle, shown_value, type_into, url_has, wait_for_heatmap, widget,
+    choose, click_head, click_point, exceptions, live_cell, live_select, settle, shown_value, type_into, url_has, wait_for_heatmap, widget,
 )
 
 SENTENCES = ["the cat sat on the mat", "a dog ran to a tall tree", "birds fly"]
@@ -183,9 +183,9 @@ def test_switching_pages_and_back_keeps_the_view(server, page):
 
 def test_retyping_clicking_and_switching_pages_on_the_trained_model(server, page):
     page.goto(f"{server}/trained")
-    page.wait_for_selector(".js-plotly-plot")
-    type_into(page, "Sentence", "the dog wagged his tail", submit="Enter")  # 7 pieces: tiles of 7, gap 1
-    click_point(page, 0, 3 * 8 + 3, 1 * 8 + 3)  # layer 2, head 4
+    page.wait_for_selector(".av-atlas canvas", timeout=120_000)
+    type_into(page, "Sentence", "the dog wagged his tail", submit="Enter")  # 7 pieces
+    click_head(page, 1, 3)  # layer 2, head 4, in the atlas
     assert shown_value(page, "stSelectbox", "Layer") == "2" and shown_value(page, "stSelectbox", "Head") == "4"
     page.mouse.click(*live_cell(page, 3, 1))  # the query "wa", on the head's heatmap
     wait_for_heatmap(page, lambda t: t.get("live") and t["view"]["query"] == 3)

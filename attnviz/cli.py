@@ -42,7 +42,8 @@ def command(args: argparse.Namespace) -> list[str]:
     """The `streamlit run` command line for these arguments."""
     line = [sys.executable, "-m", "streamlit", "run", str(app_script()), "--server.port", str(args.port),
             "--server.headless", "true" if args.headless else "false", "--client.toolbarMode", "viewer",
-            "--browser.gatherUsageStats", "false", "--server.maxUploadSize", "50", "--runner.postScriptGC", "false"]
+            "--browser.gatherUsageStats", "false", "--server.maxUploadSize", "50", "--runner.postScriptGC", "false",
+            "--server.fileWatcherType", "none"]  # an installed app is not edited: nothing to watch
     if args.address:
         line += ["--server.address", args.address]
     extra = []

@@ -45,3 +45,33 @@ def test_the_first_session_of_a_fresh_server_follows_a_deep_link_through_app_py(
         context.close()
         process.terminate()
         process.wait(10)
+
+
+def cpu_seconds(pid: int) -> float:
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def test_an_idle_server_spends_no_cpu(browser):
+    """Once a page is drawn and nobody touches it, the server rests. (Streamlit's file watcher, walking a virtual
+    environment inside the checkout, once kept a core busy for as long as the server ran.)"""
+    import tomllib
+
+    config = tomllib.loads((Path(__file__).resolve().parents[2] / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["fileWatcherType"] == "none"
+    process, url = start_server()
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
+        page.goto(url)
+        page.wait_for_selector(".av-root .av-figure", timeout=120_000)
+        page.wait_for_timeout(3000)
+        before = cpu_seconds(process.pid)
+        page.wait_for_timeout(5000)
+        assert cpu_seconds(process.pid) - before < 0.5
+    finally:
+        context.close()
+        process.terminate()
+        process.wait(10)

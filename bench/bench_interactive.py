@@ -24,7 +24,7 @@ from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.bench_browser import CHROMIUM, FLAGS, Server, sentence  # noqa: E402
+from bench.browser import CHROMIUM, FLAGS, Server, sentence  # noqa: E402
 from bench.bench_pages import DRAWN as PAGE_DRAWN, visit  # noqa: E402
 
 LIVE = "() => { const r = document.querySelector('.av-root'); return r && r.attnviz ? r.attnviz : null }"

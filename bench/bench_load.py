@@ -46,7 +46,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.bench_browser import CHROMIUM, DRAWN, FLAGS, WATCH, Server, free_port, sentence  # noqa: E402
+from bench.browser import CHROMIUM, DRAWN, FLAGS, WATCH, Server, free_port, sentence  # noqa: E402
 from bench.protocol import Run, Session  # noqa: E402
 
 HARD = "Hard attention (one-hot argmax)"

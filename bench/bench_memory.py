@@ -28,7 +28,7 @@ from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.bench_browser import CHROMIUM, FLAGS, Server  # noqa: E402
+from bench.browser import CHROMIUM, FLAGS, Server  # noqa: E402
 
 N = 4096
 HEAVY = {

@@ -171,7 +171,7 @@ def browser_figures() -> list[tuple[str, str]]:
     from playwright.sync_api import sync_playwright
 
     from attnviz import models
-    from bench.bench_browser import CHROMIUM, FLAGS, Server
+    from bench.browser import CHROMIUM, FLAGS, Server
     from bench.bench_memory import status
 
     text = sixty_four_pieces(models.load("smollm2", device="cpu"))

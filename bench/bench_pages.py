@@ -23,7 +23,7 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.bench_browser import CHROMIUM, FLAGS, ROOT, Server  # noqa: E402
+from bench.browser import CHROMIUM, FLAGS, ROOT, Server  # noqa: E402
 
 WALK_ROWS = {"open": "step-by-step walk opened (its first step drawn), 16 tokens", "step": "walk: another step's tab (α)",
              "all": "walk: the tab with every step (ten charts)"}

@@ -230,12 +230,21 @@ class Atlas {
         const rect = this.canvas.getBoundingClientRect();
         return [rect.left + left + (h + 0.5) * tile, rect.top + top + (l + 0.5) * tile];
       },
+      showTile: (l, h) => {  // scroll the page until the tile is in the middle of the screen (a tall atlas overflows it)
+        const mark = this.figure.appendChild(atlasEl("div"));
+        Object.assign(mark.style, { position: "absolute", left: `${left + h * tile}px`, top: `${top + l * tile}px`,
+          width: `${tile}px`, height: `${tile}px` });
+        mark.scrollIntoView({ block: "center", inline: "center" });
+        mark.remove();
+      },
       value: (l, h, i, j) => this.values[((l * this.data.heads + h) * this.data.r + i) * this.data.r + j],
     };
   }
 }
 
-export default function (component) {
+/** Mount the atlas into component.parentElement for component.data; a click calls component.setTriggerValue("head",
+ * [layer, head]). */
+function mountAtlas(component) {
   const { data, parentElement, setTriggerValue } = component;
   let host = parentElement.querySelector(".av-atlas-host");
   if (!host) {

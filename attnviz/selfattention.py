@@ -9,8 +9,8 @@ import torch
 
 from attnviz.positions import rotate, sinusoidal
 from attnviz.attention import (
-    FORMULAS, Scorer, attend, combine_heads, cpu_threads, entropy, key_mask, make_projections, make_scorer, pick_device,
-    project_heads,
+    FORMULAS, Scorer, attend, combine_heads, cpu_threads, entropy, key_mask, make_projections, make_scorer,
+    normalised_weights, pick_device, project_heads,
 )
 
 MASKS = ("none", "causal", "keys")
@@ -105,6 +105,22 @@ class View:
         """Memory held by the arrays (a broadcast array, such as an all-True mask, counts one element)."""
         arrays = [a for a in vars(self).values() if isinstance(a, np.ndarray)]
         return sum(a.itemsize if 0 in a.strides else a.nbytes for a in arrays)
+
+
+def weights_under_view(scores: np.ndarray, view: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(weights, allowed), each (Tq, Tk): what the browser's heatmap draws from `scores` (Tq, Tk), or from (H, Tq, Tk)
+    combined over heads as the view's `over` says (mean or max), under the view's τ (`temp`), `hard`, `mask` and
+    hidden keys (`hide`), computed by the engine's normalised_weights. The app's downloads and the notebook widgets'
+    `weights` are these."""
+    causal, hides = MASK_RULES[view.get("mask", "none")]
+    hidden = [j for j in view.get("hide", []) if 0 <= j < scores.shape[-1]] if hides else []
+    mask = key_mask(scores.shape[-1], hidden) if hidden else None  # (1, Tk) True where a key may be attended to
+    weights, allowed = normalised_weights(torch.from_numpy(np.ascontiguousarray(scores, dtype=np.float32)), mask=mask,
+                                          is_causal=causal, temperature=view.get("temp", 1.0), hard=view.get("hard", False))
+    if weights.dim() == 3:  # (H, Tq, Tk); one mask for every head
+        weights = weights.amax(0) if view.get("over") == "max" else weights.mean(0)  # (Tq, Tk)
+        allowed = allowed[0]  # (Tq, Tk)
+    return weights.numpy(), allowed.numpy()  # (Tq, Tk) each
 
 
 def build_mask(config: Config, n: int) -> tuple[torch.Tensor | None, bool]:

@@ -2,20 +2,16 @@
 the raw scores and redraws on its own; Python hears of the view (τ, hard, mask, hidden keys, colour scale, palette,
 query) once the person pauses, and keeps its session state, URL and downloads in step with it.
 
-The JavaScript and CSS are files in the attnviz package (weights.mjs, heatmap.js, heatmap.css), read here and
-passed inline, so `pip install .` carries them and nothing is built."""
+The JavaScript and CSS are files in the attnviz package (attnviz.web joins them), passed inline, so `pip install .`
+carries them and nothing is built."""
 
 from __future__ import annotations
 
-from importlib import resources
-
 import numpy as np
 import streamlit as st
-import torch
 
-from attnviz import figures
-from attnviz.attention import key_mask, normalised_weights
-from attnviz.selfattention import MASK_RULES
+from attnviz import figures, web
+from attnviz.selfattention import weights_under_view
 from pages._present import CHART_FONT_PX, PRESENT
 
 VIEW_KEYS = ("temp", "hard", "mask", "hide", "scale", "palette", "query", "over", "key")  # key: the cell taken apart
@@ -23,15 +19,9 @@ COMPARE_KEYS = ("b_temp", "b_hard", "b_mask")  # Compare A | B: side B's τ, har
 PRESENTER_HEIGHT = 540  # px: in presenter mode the heatmap, below the text box and toolbar, fits a 1080-px screen
 
 
-def _source(name: str) -> str:
-    return resources.files("attnviz").joinpath(name).read_text(encoding="utf-8")
-
-
-# weights.mjs exports the math; heatmap.js, appended to it in one module, uses it and exports the component.
-_heatmap = st.components.v2.component(
-    "attnviz_heatmap", js=_source("weights.mjs") + "\n" + _source("heatmap.js"), css=_source("heatmap.css"),
-    isolate_styles=False,
-)
+# Each host module is the browser code (attnviz.web) and the export Streamlit's component takes.
+_heatmap = st.components.v2.component("attnviz_heatmap", js=web.source(web.HEATMAP) + "\nexport default mount;\n",
+                                      css=web.css(), isolate_styles=False)
 
 
 def view_state(schema: dict) -> dict:
@@ -48,29 +38,16 @@ def screen_sizes() -> dict:
 
 
 def weights_on_screen(scores: np.ndarray, view: dict) -> np.ndarray:
-    """(Tq, Tk) the weights the browser draws from `scores` (Tq, Tk), or (H, Tq, Tk) combined over heads as the view's
-    `over` says (mean or max), under `view` (τ, hard, mask, hidden keys), computed by the engine: what the downloads hold."""
-    return on_screen(scores, view)[0]
+    """(Tq, Tk) the weights the browser draws from `scores` under `view`, computed by the engine: what the downloads
+    hold (attnviz.selfattention.weights_under_view)."""
+    return weights_under_view(scores, view)[0]
 
 
-def on_screen(scores: np.ndarray, view: dict) -> tuple[np.ndarray, np.ndarray]:
-    """(weights, allowed), each (Tq, Tk): weights_on_screen's weights, and where the view's mask lets query i attend to
-    key j, both from the engine's normalised_weights."""
-    causal, hides = MASK_RULES[view["mask"]]
-    hidden = [j for j in view["hide"] if 0 <= j < scores.shape[-1]] if hides else []
-    mask = key_mask(scores.shape[-1], hidden) if hidden else None  # (1, Tk) True where a key may be attended to
-    weights, allowed = normalised_weights(torch.from_numpy(np.ascontiguousarray(scores, dtype=np.float32)), mask=mask,
-                                          is_causal=causal, temperature=view["temp"], hard=view["hard"])
-    if weights.dim() == 3:  # (H, Tq, Tk); one mask for every head
-        weights = weights.amax(0) if view.get("over") == "max" else weights.mean(0)  # (Tq, Tk)
-        allowed = allowed[0]  # (Tq, Tk)
-    return weights.numpy(), allowed.numpy()  # (Tq, Tk) each
+on_screen = weights_under_view  # (weights, allowed) under the view, as the browser draws them
 
 
-_atlas = st.components.v2.component(
-    "attnviz_atlas", js=_source("weights.mjs") + "\n" + _source("atlas.js"), css=_source("heatmap.css"),
-    isolate_styles=False,
-)
+_atlas = st.components.v2.component("attnviz_atlas", js=web.source(web.ATLAS) + "\nexport default mountAtlas;\n",
+                                    css=web.css(), isolate_styles=False)
 
 
 def head_atlas(data: dict, *, key: str, on_open) -> None:

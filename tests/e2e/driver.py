@@ -52,13 +52,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(env: dict | None = None) -> tuple[subprocess.Popen, str]:
-    """`streamlit run app.py` on a free local port; (process, base URL) once its health check answers."""
+def start_server(env: dict | None = None, log: Path | None = None) -> tuple[subprocess.Popen, str]:
+    """`streamlit run app.py` on a free local port; (process, base URL) once its health check answers. `log`: a file
+    that gets the server's output."""
     port = free_port()
+    out = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115  the server writes to it as long as it runs
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=ROOT, stdout=out, stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
         env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
     )
     url = f"http://127.0.0.1:{port}"
@@ -130,7 +132,7 @@ def click_head(page, layer: int, head: int, index: int = 0):
     """Click the thumbnail of `layer`, `head` (from 0) in the index-th atlas, scrolled into view, and wait for the rerun."""
     page.wait_for_function(f"Array.from(document.querySelectorAll('.av-atlas')).filter(r => r.attnviz).length > {index}",
                            timeout=120_000)
-    page.locator(".av-atlas").nth(index).scroll_into_view_if_needed()
+    page.evaluate(f"() => document.querySelectorAll('.av-atlas')[{index}].attnviz.showTile({layer}, {head})")
     where = page.evaluate(f"() => document.querySelectorAll('.av-atlas')[{index}].attnviz.tileCentre({layer}, {head})")
     page.mouse.move(*where)
     page.mouse.click(*where)

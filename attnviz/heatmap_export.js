@@ -1,0 +1,77 @@
+// The interactive heatmap (heatmap.js), its export part: methods that heatmap.js puts on the Heatmap class.
+// Exports: the figure as PNG (3×) or SVG, built from what is drawn.
+
+const Export = {
+  /** The figure as one canvas at `scale`× (cells, colour bar, every text of the overlay). */
+  render(scale) {
+    const canvas = document.createElement("canvas");
+    canvas.width = this.width * scale;
+    canvas.height = this.data.height * scale;
+    const ctx = canvas.getContext("2d");
+    ctx.scale(scale, scale);
+    ctx.fillStyle = "#ffffff";
+    ctx.fillRect(0, 0, this.width, this.data.height);
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(this.cellImage(), this.plot.x, this.plot.y, this.plot.w, this.plot.h);
+    this.drawColourBar(ctx);
+    ctx.fillStyle = "#31333f";
+    for (const text of this.svg.querySelectorAll("text")) {
+      ctx.save();
+      ctx.font = getComputedStyle(text).font || this.font;
+      const [x, y] = [+text.getAttribute("x"), +text.getAttribute("y")];
+      ctx.textAlign = { end: "right", middle: "center" }[text.getAttribute("text-anchor")] || "left";
+      ctx.textBaseline = text.getAttribute("dominant-baseline") === "central" ? "middle" : "alphabetic";
+      ctx.translate(x, y);
+      if (text.getAttribute("transform")) ctx.rotate(-Math.PI / 2);
+      ctx.fillText(text.textContent, 0, 0);
+      ctx.restore();
+    }
+    const outline = this.svg.querySelector(".av-outline");
+    ctx.strokeStyle = HIGHLIGHT;
+    ctx.lineWidth = 2;
+    ctx.strokeRect(+outline.getAttribute("x"), +outline.getAttribute("y"), +outline.getAttribute("width"), +outline.getAttribute("height"));
+    return canvas;
+  },
+
+  savePng() {
+    this.render(3).toBlob((blob) => this.save(blob, "png"));
+  },
+
+  /** The figure as SVG: every cell a rect (an image above SVG_CELLS cells), the colour bar a gradient, the texts. */
+  saveSvg() {
+    const d = this.data;
+    const { plot } = this;
+    const svg = this.svg.cloneNode(true);
+    svg.setAttribute("xmlns", SVG_NS);
+    const cells = el("svg:g", { class: "av-svg-cells" });
+    if (d.n * d.m <= SVG_CELLS) {
+      const stops = d.palettes[this.view.palette];
+      const [w, h] = [plot.w / d.m, plot.h / d.n];
+      for (let k = 0; k < d.n * d.m; k++) {
+        const rgb = this.result.allowed[k] ? paletteColour(stops, this.colours.shown[k] / this.colours.zmax) : MASKED_RGB;
+        const [i, j] = [Math.floor(k / d.m), k % d.m];
+        cells.appendChild(el("svg:rect", { x: plot.x + j * w, y: plot.y + i * h, width: w + 0.05, height: h + 0.05,
+          fill: `rgb(${rgb.join(",")})` }));
+      }
+    } else {
+      cells.appendChild(el("svg:image", { x: plot.x, y: plot.y, width: plot.w, height: plot.h, preserveAspectRatio: "none",
+        style: "image-rendering: pixelated", href: this.cellImage().toDataURL("image/png") }));
+    }
+    const gradient = el("svg:linearGradient", { id: "av-bar", x1: "0", y1: "1", x2: "0", y2: "0" });
+    for (const [position, rgb] of d.palettes[this.view.palette]) {
+      gradient.appendChild(el("svg:stop", { offset: String(position), "stop-color": `rgb(${rgb.join(",")})` }));
+    }
+    const defs = el("svg:defs");
+    defs.appendChild(gradient);
+    const bar = el("svg:rect", { x: plot.x + plot.w + 12, y: plot.y, width: 14, height: plot.h, fill: "url(#av-bar)" });
+    svg.prepend(defs, cells, bar);
+    svg.setAttribute("style", `font: ${this.font}; fill: #31333f`);
+    this.save(new Blob([new XMLSerializer().serializeToString(svg)], { type: "image/svg+xml" }), "svg");
+  },
+
+  save(blob, ext) {
+    const link = el("a", { download: `${this.data.file}.${ext}`, href: URL.createObjectURL(blob) });
+    link.click();
+    setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+  },
+};

@@ -1,0 +1,48 @@
+// The interactive heatmap (heatmap.js), its inspector part: methods that heatmap.js puts on the Heatmap class.
+// The query inspector: the chosen query's weights as bars over the keys, and its entropy.
+
+const Inspector = {
+  drawInspector() {
+    if (!this.inspects) return this.inspector.replaceChildren();
+    const d = this.data;
+    const v = this.view;
+    const i = this.row();
+    const count = this.keyCount(); // a window's query is inspected over every key of its row
+    const [labels, start] = this.windowed() ? [d.keys, 0] : [d.cols, d.col_start];
+    const row = this.full.weights.subarray(i * count, (i + 1) * count); // (M,)
+    const allowed = this.full.allowed.subarray(i * count, (i + 1) * count);
+    let keys = [...Array(count).keys()];
+    if (count > d.bars_limit) {
+      keys = keys.sort((a, b) => row[b] - row[a] || a - b).slice(0, d.bars_limit).sort((a, b) => a - b);
+    }
+    const top = Math.max(1e-12, ...row);
+    const panel = el("div", { class: "av-panel" });
+    panel.appendChild(el("div", { class: "av-heading" },
+      `Query #${v.query} ${d.rows[i]}: ` + (count > d.bars_limit ? `its ${d.bars_limit} largest weights` : "its weights over the keys")));
+    const bars = panel.appendChild(el("div", { class: "av-bars", role: "list" }));
+    for (const j of keys) {
+      const line = bars.appendChild(el("div", { class: "av-bar-row", role: "listitem" }));
+      line.appendChild(el("span", { class: "av-bar-label" }, `#${start + j} ${short(labels[j], d.tick_chars)}`));
+      const track = line.appendChild(el("span", { class: "av-bar-track" }));
+      const bar = track.appendChild(el("span", { class: "av-bar" }));
+      bar.style.width = `${(100 * row[j]) / top}%`;
+      line.appendChild(el("span", { class: "av-bar-value" }, allowed[j] ? formatG(row[j], 4) : "masked"));
+    }
+    const keysAllowed = allowed.reduce((a, b) => a + b, 0);
+    const facts = el("div", { class: "av-facts" });
+    if (this.over() === "max") {
+      facts.appendChild(el("div", { class: "av-bound" }, "Rows need not sum to 1: each cell is its strongest head's weight, " +
+        "so the row has no entropy to give."));
+      panel.appendChild(facts);
+      this.inspector.replaceChildren(panel);
+      return;
+    }
+    const h = entropy(row);
+    facts.appendChild(el("div", { class: "av-entropy" }, `Entropy of the row: H = ${h.toFixed(3)} nats`));
+    facts.appendChild(el("div", { class: "av-bound" },
+      `H(α_i) = −Σ_j α_ij ln α_ij ≤ ln ${Math.max(keysAllowed, 1)} = ${Math.log(Math.max(keysAllowed, 1)).toFixed(3)} ` +
+      "(0: all weight on one key; the bound: spread evenly over the allowed keys)"));
+    panel.appendChild(facts);
+    this.inspector.replaceChildren(panel);
+  },
+};

@@ -1,0 +1,89 @@
+"""Lesson steps 13–15, models: several heads, a trained model's real heads, and a decoder predicting the next word.
+Each step is one function of (text column, figure column)."""
+
+import numpy as np
+import streamlit as st
+import torch
+
+from attnviz import figures, models
+from attnviz.decoder import next_distribution, top_pieces
+from attnviz.export import Matrix
+from attnviz.selfattention import Config, run
+from pages._model import model as loaded_model, run as model_run
+from pages._present import chart
+from pages._lesson_common import DOG, FIGURE_COLUMN, embedded_sentence, explore, sentence_input
+
+
+def heads_step(text, figure):
+    text.write("One head gives one way of looking. Several heads, each with its own W_q, W_k, W_v of size d_k = 16, "
+               "look in several ways at once; their outputs are joined and mixed by W_o. The last panel averages them.")
+    text.latex(r"\mathrm{head}_h = \mathrm{softmax}\Big(\frac{Q_h K_h^\top}{\sqrt{d_k}}\Big) V_h")
+    text.latex(r"O = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_H)\, W_o")
+    embedded = embedded_sentence(sentence_input(text), figure)
+    if embedded is None:
+        return
+    heads = text.slider("Heads H", 1, 8, key="heads")
+    view = run(embedded.vectors, Config(projection="random", heads=heads, d_k=16))
+    # Every head small (the patterns side by side), and the one chosen drawn with every word's label.
+    chart(figure, figures.head_grid(view.weights, embedded.tokens, oov=embedded.oov, width=FIGURE_COLUMN, cols=5,
+                                    labelled=False, panel_px=130), key="lesson_heads")
+    st.session_state.hhead = min(st.session_state.hhead, heads)
+    names = [f"head {h}" for h in range(heads)] + ["average"]
+    chosen = text.radio("Head to read", range(heads + 1), format_func=names.__getitem__, key="hhead", horizontal=True)
+    weights = view.mean_weights if chosen == heads else view.weights[chosen]  # (n, n)
+    title = "Average over heads" if chosen == heads else f"Head {chosen}"
+    chart(figure, figures.attention_heatmap(weights, embedded.tokens, row_oov=embedded.oov, col_oov=embedded.oov,
+                                            title=title, width=FIGURE_COLUMN, height=520),
+          key="lesson_head", matrix=Matrix(weights, embedded.tokens, embedded.tokens))
+    with text:
+        explore("heads", "Heads and layers")
+
+
+def trained_step(text, figure):
+    text.write("Everything so far used random or no projections. A trained transformer learned its W_q, W_k, W_v. "
+               "Here is all-MiniLM-L6-v2 (6 layers × 12 heads) on the same sentence, run by attnviz's own engine. "
+               "Layer 1, head 3 looks almost only at the previous piece.")
+    text.latex(r"\alpha = \mathrm{softmax}\Big(\frac{QK^\top}{\sqrt{32}}\Big)")
+    text.latex(r"Q = XW_q + b_q,\ K = XW_k + b_k")
+    sentence = sentence_input(text)
+    try:
+        result = model_run("minilm", sentence)
+    except (models.TextError, models.ModelError) as error:
+        text.info(str(error))
+        return
+    left, right = text.columns(2)
+    layer = left.selectbox("Layer", list(range(1, 7)), key="layer")
+    head = right.selectbox("Head", list(range(1, 13)), key="head")
+    labels = result.pieces.labels()
+    weights = result.weights[layer - 1, head - 1]  # (n, n)
+    chart(figure, figures.attention_heatmap(weights, labels, row_oov=result.pieces.unknown, title=f"Layer {layer}, head {head}",
+                                            width=FIGURE_COLUMN),
+          key="lesson_trained", matrix=Matrix(weights.copy(), labels, labels))
+    with text:
+        explore("trained", "Trained model", "All 72 heads")
+
+
+def decoder_step(text, figure):
+    text.write("The encoder above reads the whole sentence at once. A **decoder** (here SmolLM2-135M, 30 layers of 9 "
+               "heads) reads left to right: the causal mask of step 10, for real, so every head's upper triangle is "
+               "empty. From the last piece's hidden state it predicts the next piece: the final norm, then the "
+               "output matrix, then a softmax.")
+    text.latex(r"\begin{gathered} z = \mathrm{RMSNorm}(h_n^{(30)})\, E^\top \\ p(x_{n+1} \mid x_{\le n}) = \mathrm{softmax}(z) \end{gathered}")
+    prompt = DOG.split(" happy")[0]  # "When he saw his owner, the dog was"
+    text.write(f"“{prompt} …”: which word comes next?")
+    try:
+        result = model_run("smollm2", prompt)
+    except models.ModelError as error:
+        text.info(str(error))
+        return
+    probs = next_distribution(torch.from_numpy(result.next_logits)).numpy()  # (vocab,) softmax at T = 1
+    top, names = top_pieces(loaded_model("smollm2"), probs, 8)
+    chart(figure, figures.weight_bars(probs[top], names, title="The next piece: the 8 most likely", axis="probability"),
+          key="lesson_decoder", matrix=Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"))
+    labels = result.pieces.labels()
+    weights = result.weights[0].mean(0)  # (n, n) layer 1, the average of its heads
+    chart(figure, figures.attention_heatmap(weights, labels, title="Layer 1, the average of its 9 heads: causal",
+                                            width=FIGURE_COLUMN, height=420, allowed=np.tril(np.ones(weights.shape, bool))),
+          key="lesson_decoder_heads", matrix=Matrix(weights, labels, labels))
+    with text:
+        explore("decoder", "Decoder", "All 270 heads")

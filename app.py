@@ -3,7 +3,7 @@ from pathlib import Path
 import streamlit as st
 
 from pages._present import presenting, settings  # imported here, so before the warm-up's imports compete with it
-from pages._warm import lifespan, while_loading
+from pages._warm import lifespan, wait_for_imports, while_loading
 
 FAVICON = str(Path(__file__).with_name("favicon.png"))
 
@@ -30,6 +30,7 @@ else:
     navigation = st.navigation(pages)
     settings()
     loading = while_loading()
+    wait_for_imports()
     try:
         navigation.run()
     finally:

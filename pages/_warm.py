@@ -14,6 +14,9 @@ import streamlit as st
 _LOGGER = logging.getLogger(__name__)
 COLLECT_SECONDS = 10.0  # the server's garbage collection: one full collection this often (see _collect)
 READY = threading.Event()  # set once the warm-up has ended (loaded; or failed, and the pages load GloVe themselves)
+IMPORTED = threading.Event()  # set once the warm-up thread has imported torch, gensim and the engine (or failed to)
+STARTED = threading.Event()  # set when the lifespan starts the warm-up (never under AppTest, or a page run alone)
+IMPORT_WAIT_SECONDS = 120.0
 
 
 @asynccontextmanager
@@ -24,6 +27,10 @@ async def lifespan(_app):
     # Else the server's first session runs in Streamlit's legacy pages/ mode: a link straight to /kv_database would
     # run that page without app.py (no menu, no page config) until some run called st.navigation.
     PagesManager.uses_pages_directory = False
+    import pandas  # noqa: F401  before any session: plotly and Streamlit import it lazily, from any thread
+    import plotly.io  # noqa: F401
+
+    STARTED.set()
     threading.Thread(target=_load, name="attnviz-warm-up", daemon=True).start()
     threading.Thread(target=_collect, name="attnviz-collector", daemon=True).start()
     yield
@@ -39,10 +46,22 @@ def _collect(stop: threading.Event | None = None, seconds: float = COLLECT_SECON
         gc.collect()
 
 
+def wait_for_imports() -> None:
+    """A session's script waits here until the warm-up thread has imported torch, gensim and the engine. Two threads
+    importing the same modules at once can hand one of them a module the other has only half made ("partially
+    initialized module 'pandas' has no attribute 'Series'"); one thread imports them, the others wait. Without a
+    warm-up (AppTest, a page run alone) it returns at once."""
+    if STARTED.is_set():
+        IMPORTED.wait(IMPORT_WAIT_SECONDS)
+
+
 def _load() -> None:
     try:
-        from pages._common import glove  # the torch and gensim imports are most of the work
-
+        try:
+            from pages._common import glove  # the torch and gensim imports are most of the work
+            import attnviz.models  # noqa: F401  the model pages' engine, and transformers' tokenizers
+        finally:
+            IMPORTED.set()  # on failure too: the sessions then import for themselves
         kv = glove()
         _one_blas_thread()
         for attempt in (1, 2):
@@ -50,9 +69,8 @@ def _load() -> None:
                 _first_use(kv)
                 break
             except Exception:  # noqa: BLE001  the warm-up only saves time: a failure must not stop the freeze below
-                # A session that arrives during the warm-up imports pandas, plotly and more in its own thread; Python's
-                # import locks can then hand one thread a module the other has only half-initialised ("partially
-                # initialized module 'pandas'"). Once the other thread's import has ended, a second try works.
+                # Sessions that arrived during the warm-up once imported pandas and plotly beside it and handed it a
+                # half-made module; they now wait for its imports (wait_for_imports). A second try stays, for safety.
                 _LOGGER.warning("The warm-up's first figure failed (attempt %d)", attempt, exc_info=True)
                 time.sleep(1)
     finally:

@@ -78,3 +78,36 @@ def test_the_collector_frees_reference_cycles_within_its_period():
         assert gone() is None and not collector.is_alive()
     finally:
         gc.enable()
+
+
+def test_sessions_wait_for_the_warm_ups_imports():
+    """One thread imports torch, gensim and the engine; a session that arrives meanwhile waits for it (app.py calls
+    wait_for_imports before its page runs), and without a warm-up it does not wait at all."""
+    import threading
+    import time
+    from pathlib import Path
+
+    _warm.STARTED.clear()
+    _warm.IMPORTED.clear()
+    try:
+        start = time.perf_counter()
+        _warm.wait_for_imports()
+        assert time.perf_counter() - start < 0.1  # AppTest, a page run alone: no warm-up to wait for
+        _warm.STARTED.set()
+        threading.Timer(0.3, _warm.IMPORTED.set).start()
+        start = time.perf_counter()
+        _warm.wait_for_imports()
+        assert time.perf_counter() - start >= 0.25 and _warm.IMPORTED.is_set()
+    finally:
+        _warm.STARTED.clear()
+        _warm.IMPORTED.set()
+    app = (Path(__file__).resolve().parents[1] / "app.py").read_text()
+    assert app.index("wait_for_imports()") < app.index("navigation.run()")
+
+
+def test_the_warm_up_sets_imported_before_it_loads_glove(unfrozen, monkeypatch):
+    _warm.IMPORTED.clear()
+    seen = []
+    monkeypatch.setattr(_warm, "_first_use", lambda kv: seen.append(_warm.IMPORTED.is_set()))
+    _warm._load()
+    assert seen == [True] and _warm.READY.is_set()

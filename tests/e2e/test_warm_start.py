@@ -28,8 +28,9 @@ def test_the_server_loads_glove_before_any_browser_connects():
         process.wait(10)
 
 
-def test_the_first_session_of_a_fresh_server_follows_a_deep_link_through_app_py(browser):
-    process, url = start_server()
+def test_the_first_session_of_a_fresh_server_follows_a_deep_link_through_app_py(browser, tmp_path):
+    log = tmp_path / "server.log"
+    process, url = start_server(log=log)
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     try:
         page = context.new_page()
@@ -41,6 +42,9 @@ def test_the_first_session_of_a_fresh_server_follows_a_deep_link_through_app_py(
             assert nav.get_by_role("link", name=title, exact=True).count() == 1
         assert "attnviz" in page.title()
         page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 1", timeout=60_000)
+        # The session arrived during the warm-up and waited for its imports: no half-made module, no traceback.
+        text = log.read_text()
+        assert "Traceback" not in text and "partially initialized" not in text and "failed" not in text, text[-2000:]
     finally:
         context.close()
         process.terminate()

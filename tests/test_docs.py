@@ -1,0 +1,91 @@
+"""README and docs/: every relative link and #anchor resolves, README's two commands are the ones CI and a newcomer run,
+README stays short, and every Python block of README and the library's page runs as it is pasted."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"```(\w*)\n(.*?)```", re.S)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped (letters, digits, '-', '_' and spaces kept),
+    spaces as '-'."""
+    text = re.sub(r"[`*]", "", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    text = FENCE.sub("", path.read_text(encoding="utf-8"))  # a '#' in a code block is no heading
+    found, seen = set(), {}
+    for heading in re.findall(r"^#{1,6} (.+)$", text, re.M):
+        base = slug(heading)
+        count = seen.get(base, 0)
+        found.add(base if count == 0 else f"{base}-{count}")
+        seen[base] = count + 1
+    return found
+
+
+def links(path: Path) -> list[str]:
+    return LINK.findall(FENCE.sub("", path.read_text(encoding="utf-8")))
+
+
+@pytest.mark.parametrize("path", DOCS, ids=[p.name for p in DOCS])
+def test_every_relative_link_and_anchor_resolves(path):
+    broken = []
+    for target in links(path):
+        if target.startswith(("http://", "https://", "mailto:")):
+            continue
+        file, _, anchor = target.partition("#")
+        where = (path.parent / file).resolve() if file else path
+        if not where.exists():
+            broken.append(f"{target}: no {where.relative_to(ROOT) if where.is_relative_to(ROOT) else where}")
+        elif anchor and where.suffix == ".md" and anchor not in anchors(where):
+            broken.append(f"{target}: no heading #{anchor} in {where.name}")
+    assert not broken, broken
+
+
+def test_the_slug_is_githubs():
+    assert slug("torch: CPU or CUDA") == "torch-cpu-or-cuda"
+    assert slug("The query–key space of a head") == "the-querykey-space-of-a-head"
+    assert slug("What blocks rows 1, 2 and 6 (2026-11-23, UTC)") == "what-blocks-rows-1-2-and-6-2026-11-23-utc"
+
+
+def readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return [block.strip() for lang, block in FENCE.findall(text) if not lang and block.count("\n") == 1]
+
+
+def test_readmes_two_commands_are_the_ones_ci_and_a_newcomer_run():
+    run_app, run_tests = readme_commands()[:2]
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("apt-get")]
+    assert ci == [run_tests]
+    # The app's command installs what the tests' installs, minus the test tools, and starts the app.
+    assert run_app.startswith("python3 -m venv .venv && . .venv/bin/activate && ") and run_app.endswith("streamlit run app.py")
+    assert "pip install -r requirements.txt" in run_app and "pip install -r requirements-dev.txt" in run_tests
+    assert "-r requirements.txt" in (ROOT / "requirements-dev.txt").read_text()
+    deps = [part for part in run_tests.split(" && ") if part.startswith("pip install --no-deps")]
+    assert deps and all(part in run_app for part in deps)
+
+
+def test_readme_is_short():
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 150
+
+
+PYTHON_BLOCKS = [(path, block) for path in (ROOT / "README.md", ROOT / "docs" / "library.md")
+                 for lang, block in FENCE.findall(path.read_text(encoding="utf-8")) if lang == "python"]
+
+
+@pytest.mark.parametrize("path, block", PYTHON_BLOCKS, ids=[f"{p.name}-{i}" for i, (p, _) in enumerate(PYTHON_BLOCKS)])
+def test_python_blocks_run_as_pasted(path, block, tmp_path):
+    """Each block alone, in a fresh interpreter, from another directory, as a reader pastes it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]

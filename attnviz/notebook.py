@@ -1,0 +1,289 @@
+"""attnviz in a notebook: the app's interactive heatmap and head atlas as widgets (anywidget), in JupyterLab, Notebook 7,
+VS Code and marimo, fully offline: the browser's code is inline (attnviz.web), and nothing is fetched from any host.
+
+    from attnviz.notebook import heatmap
+    w = heatmap(scores, tokens)          # one head's raw scores (n, m), or a model's run: heatmap(run, layer=2, head=4)
+    w                                    # drawn by the browser: τ, hard, masks, the query, colour scale, palette, PNG/SVG
+    w.temp = 0.5                         # the view is traitlets both ways: a change in the page reaches Python once the
+    w.weights                            #   person pauses, a change from Python redraws; weights: what is drawn, by the engine
+    w.save_html("head.html")             # a standalone page that works offline
+
+model_view(model, text) gives the atlas of every head, a click choosing the head drawn whole; compare(a, b) gives
+A | B and B − A.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+
+import anywidget
+import numpy as np
+import traitlets
+
+from attnviz import figures, web
+from attnviz.selfattention import MASK_RULES, MASKS, temperature_grid, weights_under_view
+
+MAX_SIDE = 512  # the most queries or keys a widget draws; the app's long-input view is the way past it
+ALL_HEADS_BYTES = 16 * 2**20  # a model view carries every head's scores up to this size, so the atlas works offline
+VIEW_NAMES = ("temp", "hard", "mask", "hide", "scale", "palette", "query", "key")
+OVERFLOW = "The scores divided by τ are larger than float32 can hold, so the softmax has no answer. Choose a larger τ."
+
+
+def check(scores, tokens: list[str], keys: list[str] | None = None) -> np.ndarray:
+    """The scores as float32 (n, m), after the checks the app makes, each failing with what to change."""
+    matrix = np.asarray(scores)
+    if matrix.ndim != 2:
+        raise ValueError(f"A heatmap draws one head's scores, a matrix (queries, keys); this has shape {matrix.shape}. "
+                         "For a model's run, pass heatmap(run, layer=…, head=…).")
+    n, m = matrix.shape
+    keys = tokens if keys is None else keys
+    if n == 0 or m == 0:
+        raise ValueError("There is nothing to draw: the matrix has no rows or no columns (0 tokens).")
+    if len(tokens) != n or len(keys) != m:
+        raise ValueError(f"The tokens do not match the matrix: {len(tokens)} query tokens and {len(keys)} key tokens "
+                         f"for a {n} × {m} matrix. Give one token per row (and `keys=`, one per column).")
+    if max(n, m) > MAX_SIDE:
+        raise ValueError(f"A notebook heatmap draws at most {MAX_SIDE} queries and keys; this matrix is {n} × {m}. "
+                         f"Draw a window of it (scores[a:b, c:d] with its tokens), or open the text in the app, whose "
+                         "long-input view draws an overview of 4,096 tokens and a zoom window.")
+    if not np.issubdtype(matrix.dtype, np.number) or not np.isfinite(matrix).all():
+        raise ValueError("The scores hold NaN or infinite values, which no softmax can turn into weights. Replace them "
+                         "(a masked score is a mask, not −∞: pass mask='causal', or hide keys).")
+    if np.abs(matrix).max() > np.finfo(np.float32).max:
+        raise ValueError("The scores are larger than float32 holds (about 3.4e38): scale them down.")
+    return np.ascontiguousarray(matrix, dtype=np.float32)
+
+
+class _Widget(anywidget.AnyWidget):
+    _esm = web.source(web.WIDGET)
+    _css = web.css()
+    data = traitlets.Dict().tag(sync=True)
+    view_names = traitlets.List(list(VIEW_NAMES)).tag(sync=True)
+    temp = traitlets.Float(1.0).tag(sync=True)
+    hard = traitlets.Bool(False).tag(sync=True)
+    mask = traitlets.Unicode("none").tag(sync=True)
+    hide = traitlets.List(traitlets.Int()).tag(sync=True)
+    scale = traitlets.Unicode("row").tag(sync=True)
+    palette = traitlets.Unicode("viridis").tag(sync=True)
+    query = traitlets.Int(0).tag(sync=True)
+    key = traitlets.Int(-1).tag(sync=True)
+
+    @traitlets.validate("temp")
+    def _temp(self, proposal):
+        value = float(proposal["value"])
+        if not np.isfinite(value) or value <= 0:
+            raise traitlets.TraitError(f"τ must be a positive number, got {value}")
+        return min(temperature_grid(), key=lambda t: abs(np.log(t) - np.log(value)))  # the toolbar's steps
+
+    @traitlets.validate("mask")
+    def _mask(self, proposal):
+        if proposal["value"] not in MASK_RULES:
+            raise traitlets.TraitError(f"mask must be one of {', '.join(MASK_RULES)}, got {proposal['value']!r}")
+        return proposal["value"]
+
+    @traitlets.validate("scale")
+    def _scale(self, proposal):
+        if proposal["value"] not in figures.SCALES:
+            raise traitlets.TraitError(f"scale must be one of {', '.join(figures.SCALES)}, got {proposal['value']!r}")
+        return proposal["value"]
+
+    @traitlets.validate("palette")
+    def _palette(self, proposal):
+        if proposal["value"] not in figures.PALETTES:
+            raise traitlets.TraitError(f"palette must be one of {', '.join(figures.PALETTES)}, got {proposal['value']!r}")
+        return proposal["value"]
+
+    @property
+    def view(self) -> dict:
+        return {name: getattr(self, name) for name in VIEW_NAMES}
+
+    def _scores(self) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def weights(self) -> np.ndarray:
+        """(n, m) the weights drawn now, under the view (τ, hard, the mask, hidden keys), computed by the engine."""
+        return weights_under_view(self._scores(), self.view)[0]
+
+    def save_html(self, path: str | Path) -> Path:
+        """A standalone page of this widget as it is now, that works offline: the browser's code and the data inline
+        (no script, style or font from any other host). The page redraws for τ, hard, masks and the query by itself;
+        it has no kernel to tell."""
+        state = {name: getattr(self, name) for name in self.keys if not name.startswith("_") and name not in
+                 ("comm", "log", "keys", "layout", "tabbable", "tooltip")}
+        payload = json.dumps(state).replace("</", "<\\/")  # no "</script>" can end the tag early
+        module = web.source(web.WIDGET).replace("export default { render };", "const widget = { render };")
+        page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(self._title())}</title>
+<style>body {{ margin: 16px; }}
+{web.css()}</style></head>
+<body><div id="attnviz"></div>
+<script type="application/json" id="attnviz-state">{payload}</script>
+<script type="module">
+{module}
+const values = JSON.parse(document.getElementById("attnviz-state").textContent);
+const listeners = {{}};
+const model = {{
+  get: (name) => values[name],
+  set: (name, value) => {{ values[name] = value; (listeners["change:" + name] || []).forEach((f) => f()); }},
+  save_changes: () => {{}},
+  on: (event, f) => (listeners[event] = listeners[event] || []).push(f),
+  off: () => {{}},
+}};
+widget.render({{ model, el: document.getElementById("attnviz") }});
+</script></body></html>
+"""
+        path = Path(path)
+        path.write_text(page, encoding="utf-8")
+        return path
+
+    def _title(self) -> str:
+        return self.data.get("title") or "attnviz"
+
+
+class Heatmap(_Widget):
+    """One head's attention drawn by the browser from its raw scores (see heatmap())."""
+
+    def __init__(self, scores, tokens: list[str], keys: list[str] | None = None, *, title: str = "", **view):
+        matrix = check(scores, tokens, keys)
+        self._matrix = matrix
+        data = figures.interactive_heatmap(matrix, list(tokens), None if keys is None else list(keys), view=_view(view),
+                                           title=title, taus=temperature_grid(), overflow=OVERFLOW, file="attnviz_heatmap")
+        super().__init__(data=data, **_view(view))
+
+    def _scores(self) -> np.ndarray:
+        return self._matrix
+
+
+def _view(view: dict) -> dict:
+    unknown = set(view) - set(VIEW_NAMES)
+    if unknown:
+        raise TypeError(f"unknown view setting(s) {', '.join(sorted(unknown))}; the view is {', '.join(VIEW_NAMES)}")
+    defaults = {"temp": 1.0, "hard": False, "mask": "none", "hide": [], "scale": "row", "palette": "viridis", "query": 0,
+                "key": -1}
+    out = {**defaults, **view}
+    if out["mask"] not in MASKS + ("causal_keys",):
+        raise ValueError(f"mask must be one of {', '.join(MASK_RULES)}, got {out['mask']!r}")
+    return out
+
+
+def heatmap(scores, tokens=None, keys: list[str] | None = None, *, layer: int = 0, head: int = 0, title: str = "",
+            **view) -> Heatmap:
+    """One head's attention, drawn by the browser: `scores` (n, m) before the softmax, with one token per row (and
+    `keys`, one per column, where they differ), or a model's run (attnviz.models) with the layer and head to draw
+    (from 0). View settings (temp, hard, mask, hide, scale, palette, query) set where it starts; they are traitlets."""
+    from attnviz.models import Run
+
+    if isinstance(scores, Run):
+        run = scores
+        attention = run.main
+        if not (0 <= layer < run.layers and 0 <= head < run.heads):
+            raise ValueError(f"This run has {run.layers} layers of {run.heads} heads (from 0); got layer {layer}, head {head}.")
+        view.setdefault("mask", "causal" if attention.causal else "none")
+        return Heatmap(run.head_scores(layer, head), attention.queries.labels(), attention.keys.labels()
+                       if attention.keys is not attention.queries else None,
+                       title=title or f"{run.model}: layer {layer + 1}, head {head + 1}", **view)
+    if tokens is None:
+        raise ValueError("Give the tokens: one per row of the scores.")
+    return Heatmap(scores, list(tokens), keys, title=title, **view)
+
+
+class ModelView(_Widget):
+    """Every head of a model's run as an atlas; a click chooses the head drawn whole below (see model_view())."""
+
+    layer = traitlets.Int(0).tag(sync=True)
+    head = traitlets.Int(0).tag(sync=True)
+    atlas = traitlets.Dict().tag(sync=True)
+    all_scores = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, run, *, layer: int = 0, head: int = 0, **view):
+        self.run = run
+        attention = run.main
+        n, m = attention.weights.shape[-2:]
+        check(np.zeros((n, m), np.float32), attention.queries.labels(), attention.keys.labels())
+        view = _view({"mask": "causal" if attention.causal else "none", **view})
+        allowed = np.tril(np.ones((n, m), bool)) if attention.causal else None
+        atlas = figures.atlas_data(run.weights, chosen=(layer, head), group=_group(run), allowed=allowed,
+                                   scale=view["scale"], palette=view["palette"])
+        bundle = ""
+        if run.weights.nbytes <= ALL_HEADS_BYTES:
+            bundle = base64.b64encode(np.ascontiguousarray(run.scores, dtype="<f4").tobytes()).decode("ascii")
+        super().__init__(data=self._data(layer, head, view), atlas=atlas, all_scores=bundle, layer=layer, head=head, **view)
+
+    def _data(self, layer: int, head: int, view: dict) -> dict:
+        attention = self.run.main
+        keys = attention.keys.labels() if attention.keys is not attention.queries else None
+        data = figures.interactive_heatmap(self.run.head_scores(layer, head), attention.queries.labels(), keys, view=view,
+                                           title=f"Layer {layer + 1}, head {head + 1}", taus=temperature_grid(),
+                                           overflow=OVERFLOW, file="attnviz_head")
+        data.update(layers=self.run.layers, heads_per_layer=self.run.heads)
+        if attention.causal:
+            data["masks"] = {"causal": "causal", "causal_keys": "causal, hide keys"}
+        return data
+
+    @traitlets.validate("layer")
+    def _layer(self, proposal):
+        if not 0 <= proposal["value"] < self.run.layers:
+            raise traitlets.TraitError(f"layer must be from 0 to {self.run.layers - 1}, got {proposal['value']}")
+        return proposal["value"]
+
+    @traitlets.validate("head")
+    def _head(self, proposal):
+        if not 0 <= proposal["value"] < self.run.heads:
+            raise traitlets.TraitError(f"head must be from 0 to {self.run.heads - 1}, got {proposal['value']}")
+        return proposal["value"]
+
+    @traitlets.observe("layer", "head")
+    def _chosen(self, change):
+        if not self.all_scores:  # without every head's scores in the page, the new head's come from here
+            self.data = self._data(self.layer, self.head, self.view)
+
+    def _scores(self) -> np.ndarray:
+        return self.run.head_scores(self.layer, self.head)
+
+
+def _group(run) -> int:
+    arch = getattr(run, "architecture", None)
+    return arch.group if arch is not None else 1
+
+
+def model_view(model, text: str, *, layer: int = 0, head: int = 0, **view) -> ModelView:
+    """The atlas of every head of `model` (anything attnviz.models.load gives, or a built-in name such as "minilm") on
+    `text`; a click on a thumbnail draws that head whole below it, with the heatmap's toolbar and inspector. The chosen
+    `layer` and `head` (from 0) are traitlets too."""
+    from attnviz import models
+
+    chosen = models.load(model) if isinstance(model, str) else model
+    return ModelView(chosen.run(text), layer=layer, head=head, **view)
+
+
+class Compare(_Widget):
+    """A | B, and B − A where the tokens match (see compare())."""
+
+    b_temp = traitlets.Float(1.0).tag(sync=True)
+    b_hard = traitlets.Bool(False).tag(sync=True)
+    b_mask = traitlets.Unicode("none").tag(sync=True)
+
+    def __init__(self, a: Heatmap, b: Heatmap):
+        self._sides = (a, b)
+        same = a.data["rows"] == b.data["rows"] and a.data["cols"] == b.data["cols"]
+        sides = [{**a.data, "view": a.view, "file": "attnviz_a"}, {**b.data, "view": {**b.view}, "file": "attnviz_b"}]
+        data = figures.interactive_comparison(*sides, same_tokens=same)
+        names = [*VIEW_NAMES, "b_temp", "b_hard", "b_mask"]
+        super().__init__(data=data, view_names=names, b_temp=b.temp, b_hard=b.hard, b_mask=b.mask, **a.view)
+
+    @property
+    def weights(self) -> tuple[np.ndarray, np.ndarray]:
+        """(A's, B's) weights as drawn, under each side's τ, hard and mask."""
+        a, b = self._sides
+        side_b = {**self.view, "temp": self.b_temp, "hard": self.b_hard, "mask": self.b_mask}
+        return weights_under_view(a._scores(), self.view)[0], weights_under_view(b._scores(), side_b)[0]
+
+
+def compare(a: Heatmap, b: Heatmap) -> Compare:
+    """A and B side by side on one colour scale, and B − A where their tokens match; each side's τ, hard and mask are
+    its own (B's as b_temp, b_hard, b_mask), the colour scale, palette and query shared."""
+    return Compare(a, b)

@@ -1,0 +1,96 @@
+// The notebook widgets' adapter (attnviz.notebook): anywidget's render({ model, el }) around the same mount() and
+// mountAtlas() as the Streamlit components, joined after them at run time (attnviz.web). Python's traitlets hold the
+// view; the heatmap tells them of a change once the person pauses (heatmap.js's SYNC_MS), and a change made in Python
+// (a traitlet set) redraws. No DOM here apart from what render is given, so node's tests import the pure parts.
+
+/** The view as the heatmap takes it: the traitlets named in the data's own view, in the data's order (the heatmap
+ * compares views as JSON, so the order decides whether a view is "the same"). */
+export function viewOf(model, data) {
+  const view = {};
+  for (const name of Object.keys(data.view)) {
+    const value = model.get(name);
+    view[name] = value === undefined || value === null ? data.view[name] : value;
+  }
+  return view;
+}
+
+/** A view the heatmap sent (after the pause): each of its names that the model has, then one save. */
+export function sendView(model, view, names) {
+  let changed = false;
+  for (const [name, value] of Object.entries(view)) {
+    if (!names.includes(name)) continue;
+    if (JSON.stringify(model.get(name)) === JSON.stringify(value)) continue;
+    model.set(name, value);
+    changed = true;
+  }
+  if (changed) model.save_changes();
+  return changed;
+}
+
+/** The heatmap's data with the model's view, and with one head's scores out of a model view's bundle of every head's
+ * (`all_scores`: base64 float32 (L, H, n, m)) where the notebook has them, so a click on the atlas works offline too. */
+export function heatmapData(model) {
+  const data = model.get("data");
+  if (data.sides) {
+    // Compare A | B: A's view is the plain names, B's τ, hard and mask are b_temp, b_hard, b_mask; the rest is shared.
+    const a = viewOf(model, data.sides[0]);
+    const b = { ...a, temp: model.get("b_temp"), hard: model.get("b_hard"), mask: model.get("b_mask") };
+    return { ...data, sides: [{ ...data.sides[0], view: a }, { ...data.sides[1], view: b }] };
+  }
+  const chosen = { ...data, view: viewOf(model, data) };
+  const bundle = model.get("all_scores");
+  if (bundle && data.layers) {
+    const [layer, head] = [model.get("layer"), model.get("head")];
+    const size = data.n * data.m;
+    const all = bundle instanceof Float32Array ? bundle : bundleOf(bundle);
+    const index = layer * data.heads_per_layer + head;
+    chosen.scores = all.subarray(index * size, (index + 1) * size);
+    chosen.version = `${data.version}-${layer}-${head}`;
+    chosen.title = `Layer ${layer + 1}, head ${head + 1}: ${data.n} queries × ${data.m} keys`;
+  }
+  return chosen;
+}
+
+const bundles = new Map();
+function bundleOf(base64) {
+  if (!bundles.has(base64)) {
+    bundles.clear();
+    const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+    bundles.set(base64, new Float32Array(bytes.buffer));
+  }
+  return bundles.get(base64);
+}
+
+function render({ model, el }) {
+  const names = model.get("view_names");
+  const atlasRoot = model.get("atlas") ? el.appendChild(document.createElement("div")) : null;
+  const heatmapRoot = el.appendChild(document.createElement("div"));
+  let queued = false;
+  const draw = () => {
+    queued = false;
+    if (atlasRoot) {
+      const atlas = { ...model.get("atlas"), chosen: [model.get("layer"), model.get("head")] };
+      mountAtlas({
+        data: atlas, parentElement: atlasRoot,
+        setTriggerValue: (name, [layer, head]) => {
+          model.set("layer", layer);
+          model.set("head", head);
+          model.save_changes();
+        },
+      });
+    }
+    mount({ data: heatmapData(model), parentElement: heatmapRoot, setStateValue: (name, view) => sendView(model, view, names) });
+  };
+  const later = () => {
+    if (queued) return; // several traitlets set at once redraw once
+    queued = true;
+    queueMicrotask(draw);
+  };
+  draw();
+  for (const name of [...names, "data", "atlas", "layer", "head", "all_scores"]) model.on(`change:${name}`, later);
+  return () => {
+    for (const name of [...names, "data", "atlas", "layer", "head", "all_scores"]) model.off(`change:${name}`, later);
+  };
+}
+
+export default { render };

@@ -1,0 +1,61 @@
+// The notebook widget's adapter (attnviz/widget.js) without a browser: the view it hands the heatmap from the model's
+// traitlets, what it sends back, and the head it cuts out of a model view's bundle of every head's scores.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { heatmapData, sendView, viewOf } from "../../attnviz/widget.js";
+
+function fakeModel(values) {
+  const saved = [];
+  return {
+    values, saved,
+    get: (name) => values[name],
+    set: (name, value) => { values[name] = value; },
+    save_changes: () => saved.push({ ...values }),
+  };
+}
+
+const VIEW = { temp: 1, hard: false, mask: "none", hide: [], scale: "row", palette: "viridis", query: 0, key: -1 };
+
+test("the view comes from the traitlets, in the data's own order", () => {
+  const model = fakeModel({ temp: 0.5, hard: true, mask: "causal", hide: [2], scale: "max", palette: "greys", query: 3, key: 1 });
+  const view = viewOf(model, { view: VIEW });
+  assert.deepEqual(Object.keys(view), Object.keys(VIEW));
+  assert.deepEqual(view, { temp: 0.5, hard: true, mask: "causal", hide: [2], scale: "max", palette: "greys", query: 3, key: 1 });
+  assert.equal(JSON.stringify(viewOf(fakeModel({ ...VIEW }), { view: VIEW })), JSON.stringify(VIEW)); // the same view: the same JSON
+  assert.equal(viewOf(fakeModel({}), { view: VIEW }).temp, 1); // a traitlet the model lacks: the data's value
+});
+
+test("a view the heatmap sends sets the changed traitlets, then saves once", () => {
+  const model = fakeModel({ ...VIEW });
+  const names = Object.keys(VIEW);
+  assert.equal(sendView(model, { ...VIEW, temp: 2, query: 4, over: "max" }, names), true);
+  assert.equal(model.saved.length, 1);
+  assert.equal(model.values.temp, 2);
+  assert.equal(model.values.query, 4);
+  assert.equal(model.values.over, undefined); // not one of the widget's names
+  assert.equal(sendView(model, { ...VIEW, temp: 2, query: 4 }, names), false); // nothing new: no save
+  assert.equal(model.saved.length, 1);
+});
+
+test("a model view cuts the chosen head's scores out of its bundle", () => {
+  const [layers, heads, n, m] = [2, 3, 2, 2];
+  const all = Float32Array.from({ length: layers * heads * n * m }, (_, i) => i);
+  const data = { view: VIEW, layers, heads_per_layer: heads, n, m, version: "v", scores: "" };
+  const model = fakeModel({ ...VIEW, data, all_scores: all, layer: 1, head: 2 });
+  const drawn = heatmapData(model);
+  assert.deepEqual(Array.from(drawn.scores), [20, 21, 22, 23]); // layer 1, head 2: block 1 · 3 + 2 = 5
+  assert.equal(drawn.version, "v-1-2");
+  assert.match(drawn.title, /^Layer 2, head 3: 2 queries × 2 keys$/);
+});
+
+test("Compare's sides take A's view and B's own τ, hard and mask", () => {
+  const data = { sides: [{ view: VIEW }, { view: VIEW }] };
+  const model = fakeModel({ ...VIEW, temp: 0.5, query: 2, data, b_temp: 3, b_hard: true, b_mask: "causal" });
+  const [a, b] = heatmapData(model).sides.map((side) => side.view);
+  assert.equal(a.temp, 0.5);
+  assert.equal(b.temp, 3);
+  assert.equal(b.hard, true);
+  assert.equal(b.mask, "causal");
+  assert.equal(b.query, 2); // shared
+});

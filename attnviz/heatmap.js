@@ -7,7 +7,7 @@
 //
 // Joined at run time, in attnviz.web.HEATMAP's order, with no build step: weights.mjs (the math), heatmap_draw.js,
 // heatmap_toolbar.js, heatmap_inspector.js, heatmap_export.js, this file (the class and its state),
-// heatmap_compare.js (Compare A | B and B − A); then a host's adapter: Streamlit's component (`export default mount`)
+// heatmap_compare.js (Compare A | B and B − A), heatmap_matrix.js (final numbers, bars); then a host's adapter: Streamlit's component (`export default mount`)
 // or the notebook widget's (widget.js).
 
 class Heatmap {
@@ -186,14 +186,16 @@ Object.assign(Heatmap.prototype, Drawing, Toolbar, Inspector, Export);
  * new data); component.setStateValue("view", view) hears of the view once the person pauses. */
 function mount(component) {
   const { data, parentElement, setStateValue } = component;
-  const kind = data.sides ? (data.compact ? "compact" : "compare") : "single";
+  const kind = data.kind || (data.sides ? (data.compact ? "compact" : "compare") : "single");
   let host = parentElement.querySelector(".av-host");
   if (!host) host = parentElement.appendChild(el("div", { class: "av-host" }));
   if (host.kind !== kind) {
     host.replaceChildren();
     host.className = "av-host"; // a Compare's classes go with it
     host.kind = kind;
-    host.view = kind === "single" ? new Heatmap(host.appendChild(el("div", { class: "av-heatmap" }))) : new Compare(host, kind === "compact");
+    const root = () => host.appendChild(el("div", { class: "av-heatmap" }));
+    host.view = kind === "single" ? new Heatmap(root()) : kind === "matrix" ? new Matrix(root())
+      : kind === "bars" ? new BarChart(root()) : new Compare(host, kind === "compact");
   }
   host.view.load(data, setStateValue);
 }

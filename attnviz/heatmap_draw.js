@@ -213,13 +213,16 @@ const Drawing = {
       if (again) again.focus();
     }
     const titlePx = d.font_px * 1.4;
-    svg.appendChild(el("svg:text", { x: plot.x + plot.w / 2, y: d.height - 6, "text-anchor": "middle", class: "av-axis" }, "key"));
+    const [rowAxis, colAxis] = d.axes || ["query", "key"];
+    svg.appendChild(el("svg:text", { x: plot.x + plot.w / 2, y: d.height - 6, "text-anchor": "middle", class: "av-axis" }, colAxis));
     const qx = 4 + titlePx / 2;
     const qy = plot.y + plot.h / 2;
     svg.appendChild(el("svg:text", { x: qx, y: qy, transform: `rotate(-90 ${qx} ${qy})`, "text-anchor": "middle",
-      "dominant-baseline": "central", class: "av-axis" }, "query"));
-    svg.appendChild(el("svg:rect", { x: plot.x - 1, y: plot.y + this.row() * cellH - 1, width: plot.w + 2, height: cellH + 2,
-      fill: "none", stroke: HIGHLIGHT, "stroke-width": 2, class: "av-outline" }));
+      "dominant-baseline": "central", class: "av-axis" }, rowAxis));
+    if (this.row() >= 0 && this.row() < d.n) {  // a matrix of final values may have no chosen row
+      svg.appendChild(el("svg:rect", { x: plot.x - 1, y: plot.y + this.row() * cellH - 1, width: plot.w + 2, height: cellH + 2,
+        fill: "none", stroke: HIGHLIGHT, "stroke-width": 2, class: "av-outline" }));
+    }
     const column = v.key - d.col_start; // the chosen cell, whose score the page takes apart
     if (Number.isInteger(v.key) && column >= 0 && column < d.m) {
       svg.appendChild(el("svg:rect", { x: plot.x + column * cellW, y: plot.y + this.row() * cellH, width: cellW, height: cellH,
@@ -230,6 +233,7 @@ const Drawing = {
 
   drawBarTicks(svg) {
     const { plot } = this;
+    const d = this.data;
     const { top, zmax } = this.colours;
     const scale = this.scale();
     const x = plot.x + plot.w + 12 + 14 + 4;
@@ -243,7 +247,7 @@ const Drawing = {
     const tx = this.width - 6;
     const ty = plot.y + plot.h / 2;
     svg.appendChild(el("svg:text", { x: tx, y: ty, transform: `rotate(-90 ${tx} ${ty})`, "text-anchor": "middle",
-      class: "av-bar-title" }, colourBarTitle(scale, top)));
+      class: "av-bar-title" }, colourBarTitle(scale, top, d.what || "weight")));
   },
 
   /** What is drawn, for tests and benchmarks: read from the root element's `attnviz` property. */

@@ -27,9 +27,11 @@ const Export = {
       ctx.restore();
     }
     const outline = this.svg.querySelector(".av-outline");
-    ctx.strokeStyle = HIGHLIGHT;
-    ctx.lineWidth = 2;
-    ctx.strokeRect(+outline.getAttribute("x"), +outline.getAttribute("y"), +outline.getAttribute("width"), +outline.getAttribute("height"));
+    if (outline) {
+      ctx.strokeStyle = HIGHLIGHT;
+      ctx.lineWidth = 2;
+      ctx.strokeRect(+outline.getAttribute("x"), +outline.getAttribute("y"), +outline.getAttribute("width"), +outline.getAttribute("height"));
+    }
     return canvas;
   },
 

@@ -1,6 +1,22 @@
 // The interactive heatmap (heatmap.js), its inspector part: methods that heatmap.js puts on the Heatmap class.
 // The query inspector: the chosen query's weights as bars over the keys, and its entropy.
 
+/** Horizontal bars, one per item {label, value, text, highlight}, each as long as its value against the largest: the
+ * inspector's, and a chart of bars of their own (heatmap_matrix.js). Labels are set as text, never as HTML. */
+function bars(items) {
+  const top = Math.max(1e-12, ...items.map((item) => item.value));
+  const list = el("div", { class: "av-bars", role: "list" });
+  for (const { label, value, text, highlight } of items) {
+    const line = list.appendChild(el("div", { class: "av-bar-row", role: "listitem" }));
+    line.appendChild(el("span", { class: "av-bar-label" }, label));
+    const track = line.appendChild(el("span", { class: "av-bar-track" }));
+    const bar = track.appendChild(el("span", { class: "av-bar" + (highlight ? " av-bar-highlight" : "") }));
+    bar.style.width = `${(100 * Math.max(0, value)) / top}%`;
+    line.appendChild(el("span", { class: "av-bar-value" }, text));
+  }
+  return list;
+}
+
 const Inspector = {
   drawInspector() {
     if (!this.inspects) return this.inspector.replaceChildren();
@@ -15,19 +31,11 @@ const Inspector = {
     if (count > d.bars_limit) {
       keys = keys.sort((a, b) => row[b] - row[a] || a - b).slice(0, d.bars_limit).sort((a, b) => a - b);
     }
-    const top = Math.max(1e-12, ...row);
     const panel = el("div", { class: "av-panel" });
     panel.appendChild(el("div", { class: "av-heading" },
       `Query #${v.query} ${d.rows[i]}: ` + (count > d.bars_limit ? `its ${d.bars_limit} largest weights` : "its weights over the keys")));
-    const bars = panel.appendChild(el("div", { class: "av-bars", role: "list" }));
-    for (const j of keys) {
-      const line = bars.appendChild(el("div", { class: "av-bar-row", role: "listitem" }));
-      line.appendChild(el("span", { class: "av-bar-label" }, `#${start + j} ${short(labels[j], d.tick_chars)}`));
-      const track = line.appendChild(el("span", { class: "av-bar-track" }));
-      const bar = track.appendChild(el("span", { class: "av-bar" }));
-      bar.style.width = `${(100 * row[j]) / top}%`;
-      line.appendChild(el("span", { class: "av-bar-value" }, allowed[j] ? formatG(row[j], 4) : "masked"));
-    }
+    panel.appendChild(bars(keys.map((j) => ({ label: `#${start + j} ${short(labels[j], d.tick_chars)}`, value: row[j],
+      text: allowed[j] ? formatG(row[j], 4) : "masked" }))));
     const keysAllowed = allowed.reduce((a, b) => a + b, 0);
     const facts = el("div", { class: "av-facts" });
     if (this.over() === "max") {

@@ -128,9 +128,9 @@ def atlas_model(root: Path) -> Path:
 
 # ---------------------------------------------------------------- in the browser
 
-LOOKS_BACK = """() => { const gd = Array.from(document.querySelectorAll('.js-plotly-plot'))
-  .find(g => String((g.layout.title || {}).text || '').includes(') looks back'));
-  return gd ? String(gd.layout.title.text) : null; }"""
+LOOKS_BACK = """() => { const title = Array.from(document.querySelectorAll('.av-matrix .av-title'))
+  .find(t => t.textContent.includes(') looks back'));
+  return title ? title.textContent : null; }"""
 PAGE_DRAWN = """() => document.querySelector('[data-testid="stApp"]').dataset.testScriptState === 'notRunning'"""
 SINCE_PRESS = """([previous, whole]) => {{ const title = ({looks})();
   const done = title && title !== previous && (!whole || ({page})());

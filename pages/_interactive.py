@@ -62,6 +62,12 @@ def _opened(key: str, on_open) -> None:
         on_open(tuple(head))
 
 
+def browser_figure(data: dict, *, key: str) -> None:
+    """Mount a figure of final numbers drawn by the heatmap's code (figures.matrix_data, figures.bars_data): no view to
+    sync back, and no plotly chart to redraw on every rerun."""
+    _heatmap(key=key, data=data, width="stretch")
+
+
 def interactive_heatmap(data: dict, *, key: str, clean) -> None:
     """Mount the heatmap for `data` (figures.interactive_heatmap, or figures.interactive_comparison). When the browser
     sends a paused view, `clean` turns it into allowed values (as a link's values are), which go into session state

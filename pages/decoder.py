@@ -14,7 +14,8 @@ from attnviz.urlstate import (Param, boolean, bounded_text, choice, encode_bool,
 from pages._common import load_url_state, save_url_state, scale_select, stop
 from pages._model import load_or_stop, one_more, pick_model, run
 from pages._model_views import atlas, chosen_head, engine_only, lines, positions, qk_space_section, walk
-from pages._present import chart
+from pages._interactive import browser_figure
+from pages._present import downloads
 
 TEXT_CHARS = 4_000
 TEMPERATURES = [0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 0.8, 1.0, 1.2, 1.5, 2.0]
@@ -94,10 +95,11 @@ def looks_back(result: models.Run, labels: list[str], layer: int) -> None:
     n = len(labels)
     heads = [f"head {h}" for h in range(1, model.heads + 1)]
     rows = result.weights[layer - 1, :, -1, :]  # (H, n)
-    chart(st, figures.matrix_heatmap(rows, heads, labels, bounded=True, height=min(200 + 18 * model.heads, 700),
-                                     title=f"The last piece “{labels[-1]}” (#{n - 1}) looks back: layer {layer}, its "
-                                           f"{model.heads} heads"),
-          key="decoder_last", matrix=Matrix(rows, heads, labels, corner="head \\ key"))
+    title = f"The last piece “{labels[-1]}” (#{n - 1}) looks back: layer {layer}, its {model.heads} heads"
+    browser_figure(figures.matrix_data(rows, heads, labels, title=title, what="weight", axes=("head", "key"),
+                                       height=min(160 + 18 * model.heads, 640)), key="decoder_last")
+    downloads(st, "decoder_last", lambda: figures.matrix_heatmap(rows, heads, labels, bounded=True, title=title),
+              Matrix(rows, heads, labels, corner="head \\ key"), image_help="PNG or SVG: the buttons above the chart.")
     floats = model.layers * 2 * model.kv_heads * n * model.head_dim
     st.caption(f"Each row sums to 1 over the {n} pieces so far (the layer is chosen under All heads). The K/V cache now "
                f"holds {n} rows of K and V in each of the {model.layers} layers' {model.kv_heads} key/value heads "
@@ -134,9 +136,12 @@ sample.button("Next word (sample)", on_click=next_word, args=(False,), icon=":ma
 greedy.button("Next word (greedy)", on_click=next_word, args=(True,), icon=":material/arrow_forward:")
 probs = distribution(result).numpy()  # (vocab,)
 top, names = top_pieces(model, probs, BARS)
-chart(bars, figures.weight_bars(probs[top], names, title=f"Next piece after “…{labels[-1]}”: the {len(top)} most likely",
-                                axis="probability"), key="next",
-      matrix=Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"))
+next_title = f"Next piece after “…{labels[-1]}”: the {len(top)} most likely"
+with bars:
+    browser_figure(figures.bars_data(probs[top], names, title=next_title, axis="probability"), key="next")
+downloads(bars, "next", lambda: figures.weight_bars(probs[top], names, title=next_title, axis="probability"),
+          Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"),
+          image_help="the figure as a page (HTML).")
 controls.caption("A click appends the piece. The model keeps each layer's keys and values of the pieces so far (its "
                  "K/V cache), so the new piece costs one query row per head: its attention back over the text, below.")
 looks_back(result, labels, st.session_state.layer)
@@ -169,9 +174,12 @@ walk(model, result, layer, head, SCHEMA)
 st.header("Attention sinks")
 sinks = result.sinks  # (L, H)
 heads_labels, layer_labels = [str(h) for h in range(1, n_heads + 1)], [str(l) for l in range(1, n_layers + 1)]
-chart(st, figures.matrix_heatmap(sinks, layer_labels, heads_labels, bounded=True, height=min(160 + 18 * n_layers, 900),
-                                 title=f"Mean weight on the first piece “{labels[0]}” (layers × heads)"),
-      key="sinks", matrix=Matrix(sinks, layer_labels, heads_labels, corner="layer \\ head"))
+sinks_title = f"Mean weight on the first piece “{labels[0]}” (layers × heads)"
+browser_figure(figures.matrix_data(sinks, layer_labels, heads_labels, title=sinks_title, what="mean weight on the first piece",
+                                   axes=("layer", "head"), chosen_row=layer - 1, height=min(160 + 18 * n_layers, 900)),
+               key="sinks")
+downloads(st, "sinks", lambda: figures.matrix_heatmap(sinks, layer_labels, heads_labels, bounded=True, title=sinks_title),
+          Matrix(sinks, layer_labels, heads_labels, corner="layer \\ head"), image_help="PNG or SVG: the buttons above the chart.")
 st.caption("Each head's weight on the first piece, averaged over the pieces after it. Near 1: the head parks its "
            "attention there when nothing else fits (an attention sink). To read past it, choose “causal, hide keys” "
            "above the chosen head and click the first key's label: each row is renormalised over the others.")

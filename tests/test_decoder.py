@@ -157,12 +157,29 @@ def z_of(value) -> np.ndarray:
     return np.asarray(value)
 
 
+def components(at) -> list[dict]:
+    """The page's browser figures in order, each's numbers decoded: a heatmap's raw scores (n, m), a matrix's or bar
+    chart's values, the atlas's thumbnails left as they are."""
+    out = []
+    for element in at.get("bidi_component"):
+        data = json.loads(element.proto.json)
+        if data.get("kind") == "matrix":
+            data["values"] = np.frombuffer(base64.b64decode(data["values"]), "<f4").reshape(data["n"], data["m"])
+        elif data.get("kind") == "bars":
+            data["values"] = np.frombuffer(base64.b64decode(data["values"]), "<f4")
+        elif data.get("scores"):
+            data["scores"] = np.frombuffer(base64.b64decode(data["scores"]), "<f4").reshape(data["n"], data["m"])
+        out.append(data)
+    return out
+
+
 def live(at, index: int = 0) -> dict:
-    """An interactive component's data: the heatmap's raw scores as an (n, m) array, or the atlas's thumbnails."""
-    data = json.loads(at.get("bidi_component")[index].proto.json)
-    if "scores" in data:
-        data["scores"] = np.frombuffer(base64.b64decode(data["scores"]), "<f4").reshape(data["n"], data["m"])
-    return data
+    """The index-th of the page's interactive figures that is not a figure of final numbers (the atlas, the heatmap)."""
+    return [d for d in components(at) if d.get("kind") not in ("matrix", "bars")][index]
+
+
+def figure_titled(at, start: str) -> dict:
+    return next(d for d in components(at) if d.get("kind") in ("matrix", "bars") and d["title"].startswith(start))
 
 
 def test_the_page_draws_the_chosen_head_sinks_and_the_next_word(model):
@@ -182,10 +199,12 @@ def test_the_page_draws_the_chosen_head_sinks_and_the_next_word(model):
     np.testing.assert_allclose(softmax / softmax.sum(-1, keepdims=True), engine.weights[2, 4], atol=1e-5)
     drawn = next(s for s in specs if any(t.get("mode") == "lines" for t in s["data"]))  # the line view: one head's lines
     assert {t.get("legendgroup") or t.get("name") for t in drawn["data"] if t.get("name")} >= {"layer 3, head 5"}
-    sinks = titled(specs, "Mean weight on the first piece")
-    np.testing.assert_allclose(z_of(sinks["data"][0]["z"]), engine.weights[:, :, 1:, 0].mean(-1), atol=1e-6)
-    bars = titled(specs, "Next piece after")
-    assert z_of(bars["data"][0]["x"]).tolist() == [1.0]  # greedy: one piece, all the mass
+    sinks = figure_titled(at, "Mean weight on the first piece")  # drawn by the browser: no plotly chart per rerun
+    np.testing.assert_allclose(sinks["values"], engine.weights[:, :, 1:, 0].mean(-1), atol=1e-6)
+    assert sinks["axes"] == ["layer", "head"] and sinks["view"]["query"] == 2  # the chosen layer outlined
+    bars = figure_titled(at, "Next piece after")
+    assert bars["values"].tolist() == [1.0]  # greedy: one piece, all the mass
+    assert not [s for s in specs if str(s["layout"].get("title", {}).get("text", "")).startswith(("Next piece", "Mean weight"))]
     best_id = int(np.argmax(engine.next_logits))
     best = model.tokenizer.decode([best_id])
     lens = at.dataframe[0].value  # the logit lens: its last row (the final layer) at the last position is the prediction
@@ -193,9 +212,8 @@ def test_the_page_draws_the_chosen_head_sinks_and_the_next_word(model):
     at.button[1].click().run()  # "Next word (greedy)"
     assert not at.exception and at.text_area(key="text").value == text + best
     longer = model.run(text + best).weights[2]  # (H, n + 1, n + 1) layer 3
-    added = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")  # the new piece's row in each head, from the K/V cache
-                 if "(#9) looks back: layer 3" in str(json.loads(c.proto.spec)["layout"]["title"]["text"]))
-    np.testing.assert_allclose(z_of(added["data"][0]["z"]), longer[:, -1], atol=1e-6)
+    added = next(d for d in components(at) if "(#9) looks back: layer 3" in d.get("title", ""))  # from the K/V cache
+    np.testing.assert_allclose(added["values"], longer[:, -1], atol=1e-6)
     assert live(at, 1)["view"]["query"] == 9  # the new piece is the one inspected
 
 

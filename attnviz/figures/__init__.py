@@ -24,13 +24,13 @@ from attnviz.figures.layout import (  # noqa: F401
 )
 from attnviz.figures.matrices import (  # noqa: F401
     _weights_trace, MASKED_GREY, _masked_trace, _click_layer, _token_axes, attention_heatmap, interactive_heatmap,
-    interactive_comparison, head_grid, panel_grid, difference_heatmap, block_max, block_overview, matrix_heatmap,
+    matrix_data, interactive_comparison, head_grid, panel_grid, difference_heatmap, block_max, block_overview, matrix_heatmap,
 )
 from attnviz.figures.heads import (  # noqa: F401
     score_parts, HEAD_COLOURS, LINE_ROW_PX, line_view, FADED, _add_lines, qk_space, ATLAS_BLOCKS, ATLAS_TILE_PX,
     ATLAS_HEIGHT_PX, _pick_layer, _outline, atlas_data, layer_head_heatmap,
 )
 from attnviz.figures.charts import (  # noqa: F401
-    weight_bars, SCATTER_PLOT_PX, LABEL_PLACES, place_labels, pca_scatter, entropy_against_tau, bandwidth_training,
+    bars_data, weight_bars, SCATTER_PLOT_PX, LABEL_PLACES, place_labels, pca_scatter, entropy_against_tau, bandwidth_training,
     pooling_regression, variance_against_d,
 )

@@ -3,6 +3,7 @@ learning σ, and the variance of q·k against d."""
 
 from __future__ import annotations
 
+import base64
 import math
 
 import numpy as np
@@ -37,6 +38,15 @@ def weight_bars(
         yaxis=_rows_axis([text[i] for i in keys], shown, height, title=None),
         xaxis=dict(title=axis, range=[min(0.0, float(weights.min())) * 1.05, max(1e-9, float(weights.max())) * 1.05], automargin=True),
     ))
+
+
+def bars_data(values: np.ndarray, labels_: list[str], *, title: str, axis: str, highlight: int | None = None,
+              font_px: int = FONT_PX) -> dict:
+    """What the browser draws as labelled bars (heatmap_matrix.js's BarChart: the inspector's bars, no plotly): one
+    value per label, the `highlight` one marked; `axis` says what the numbers are. Labels are plain text."""
+    values = np.ascontiguousarray(_finite(values), dtype="<f4")  # (k,)
+    return dict(kind="bars", values=base64.b64encode(values.tobytes()).decode("ascii"), labels=[str(x) for x in labels_],
+                title=title, axis=axis, highlight=-1 if highlight is None else int(highlight), font_px=font_px)
 
 
 # The PCA's plot as small as it is drawn (half of a 1280×800 page): a label placed clear of the others there is

@@ -152,6 +152,26 @@ def interactive_heatmap(
     )
 
 
+def matrix_data(values: np.ndarray, row_labels: list[str], col_labels: list[str], *, title: str, what: str,
+                axes: tuple[str, str], scale: str = "absolute", palette: str = "viridis", chosen_row: int = -1,
+                font_px: int = FONT_PX, height: int | None = None, file: str = "attnviz_matrix") -> dict:
+    """What the browser draws for a matrix of final numbers (n, m): each head's row of weights, a mean per layer and
+    head. The heatmap's own drawing (heatmap_matrix.js: labels, colour bar, hover, PNG/SVG) without τ, masks or clicks,
+    so a page that reruns often redraws no plotly chart. `what` names a cell's number, `axes` the rows and columns;
+    `scale` "absolute" (0 → 1, for weights) or "max"; `chosen_row` (from 0) is outlined, -1 none."""
+    values = np.ascontiguousarray(_finite(values), dtype="<f4")  # (n, m)
+    packed = base64.b64encode(values.tobytes()).decode("ascii")
+    rows, cols = [str(r) for r in row_labels], [str(c) for c in col_labels]
+    version = hashlib.blake2b("\x00".join([packed, *rows, "\x01", *cols, title, scale]).encode(), digest_size=12).hexdigest()
+    view = {"temp": 1.0, "hard": False, "mask": "none", "hide": [], "scale": scale, "palette": palette, "query": chosen_row}
+    return dict(kind="matrix", version=version, values=packed, scores="", heads=1, n=int(values.shape[0]),
+                m=int(values.shape[1]), rows=rows, cols=cols, row_start=0, col_start=0, title=title, what=what,
+                axes=list(axes), view=view, taus=[1.0], overflow_message="",
+                palettes={name: palette_stops(name) for name in PALETTES}, label_px=_screen.get().label_px,
+                font_px=font_px, min_font_px=min(font_px, _screen.get().min_font_px), tick_chars=TICK_CHARS,
+                height=height or _side(len(rows)), bars_limit=64, file=file)
+
+
 def interactive_comparison(a: dict, b: dict, *, same_tokens: bool, compact: bool = False) -> dict:
     """What the interactive heatmap needs for Compare A | B: the two sides' interactive_heatmap data (their own scores,
     views and titles; B's view holds B's τ, hard and mask) and, where the tokens match, B − A's: side A's labels and

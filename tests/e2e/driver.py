@@ -95,9 +95,10 @@ def plots(page, count=1, timeout=60_000):
     return page.evaluate(PLOT_DATA)
 
 
-# The interactive heatmaps (attnviz/heatmap.js), each as one trace of the same shape: y names the rows "#i token", z is
+# The interactive heatmaps (attnviz/heatmap.js; not the figures of final numbers drawn with its code, .av-matrix), each as
+# one trace of the same shape: y names the rows "#i token", z is
 # what the colours show, w the weights the browser computed; view is its state (τ, hard, mask, …).
-LIVE_DATA = """() => Array.from(document.querySelectorAll('.av-root')).filter(r => r.attnviz).map(r => { const a = r.attnviz;
+LIVE_DATA = """() => Array.from(document.querySelectorAll('.av-root:not(.av-matrix)')).filter(r => r.attnviz).map(r => { const a = r.attnviz;
     return [{type: 'heatmap', live: true, y: a.rows.map((t, i) => '#' + i + ' ' + t), z: a.shown(), w: a.weights(),
              view: a.view, overflow: a.overflow}]; })"""
 
@@ -109,14 +110,14 @@ def heatmaps(page) -> list:
 
 def live_cell(page, row: int, col: int, index: int = 0) -> tuple[float, float]:
     """Where the centre of cell (row, col) of the index-th interactive heatmap is on the page, scrolled into view."""
-    page.wait_for_function(f"document.querySelectorAll('.av-root .av-figure').length > {index}")
-    page.locator(".av-root .av-figure").nth(index).scroll_into_view_if_needed()
-    return tuple(page.evaluate(f"() => document.querySelectorAll('.av-root')[{index}].attnviz.cellCentre({row}, {col})"))
+    page.wait_for_function(f"document.querySelectorAll('.av-root:not(.av-matrix) .av-figure').length > {index}")
+    page.locator(".av-root:not(.av-matrix) .av-figure").nth(index).scroll_into_view_if_needed()
+    return tuple(page.evaluate(f"() => document.querySelectorAll('.av-root:not(.av-matrix)')[{index}].attnviz.cellCentre({row}, {col})"))
 
 
 def live_select(page, label: str, value: str, index: int = 0):
     """Pick `value` in the interactive heatmap's select labelled `label` (Mask, Colour scale, Palette)."""
-    page.locator(".av-root").nth(index).locator("label.av-control", has_text=label).locator("select").select_option(value)
+    page.locator(".av-root:not(.av-matrix)").nth(index).locator("label.av-control", has_text=label).locator("select").select_option(value)
 
 
 ATLASES = """() => Array.from(document.querySelectorAll('.av-atlas')).filter(r => r.attnviz).map(r => ({

@@ -99,6 +99,15 @@ class Atlas {
     return canvas;
   }
 
+  /** The place of head h in layer l's row (heads drawn in `order` when sorted by a score), and back. */
+  slotOf(l, h) {
+    return this.data.order ? this.data.order.indexOf(h, l * this.data.heads) - l * this.data.heads : h;
+  }
+
+  headIn(l, slot) {
+    return this.data.order ? this.data.order[l * this.data.heads + slot] : slot;
+  }
+
   draw() {
     const d = this.data;
     const box = (this.box = this.layout());
@@ -129,7 +138,8 @@ class Atlas {
       ctx.stroke();
     }
     if (this.chosen) {
-      const [l, h] = this.chosen;
+      const [l, head] = this.chosen;
+      const h = this.slotOf(l, head);
       ctx.strokeStyle = ATLAS_HIGHLIGHT;
       ctx.lineWidth = 3;
       ctx.strokeRect(left + h * tile - 1, top + l * tile - 1, tile + 2, tile + 2);
@@ -144,7 +154,8 @@ class Atlas {
     ctx.textAlign = "center";
     ctx.textBaseline = "bottom";
     const stepH = Math.max(1, Math.ceil((d.font_px * 2) / tile));
-    for (let h = 0; h < d.heads; h += stepH) ctx.fillText(String(h + 1), left + (h + 0.5) * tile, top - 3);
+    // Sorted by a score, the numbers along the top are places (#1: each layer's highest), not heads.
+    for (let h = 0; h < d.heads; h += stepH) ctx.fillText((d.order ? "#" : "") + String(h + 1), left + (h + 0.5) * tile, top - 3);
     ctx.save();
     ctx.translate(d.font_px * 0.8, top + (tile * d.layers) / 2);
     ctx.rotate(-Math.PI / 2);
@@ -177,9 +188,9 @@ class Atlas {
     const { left, top, tile } = this.box;
     const x = event.clientX - rect.left - left;
     const y = event.clientY - rect.top - top;
-    const h = Math.floor(x / tile);
+    const slot = Math.floor(x / tile);
     const l = Math.floor(y / tile);
-    return l >= 0 && h >= 0 && l < this.data.layers && h < this.data.heads ? [l, h] : null;
+    return l >= 0 && slot >= 0 && l < this.data.layers && slot < this.data.heads ? [l, this.headIn(l, slot)] : null;
   }
 
   hover(event) {
@@ -209,8 +220,8 @@ class Atlas {
     event.preventDefault();
     const [dl, dh] = moves[event.key];
     const l = Math.min(this.data.layers - 1, Math.max(0, this.chosen[0] + dl));
-    const h = Math.min(this.data.heads - 1, Math.max(0, this.chosen[1] + dh));
-    this.chosen = [l, h];
+    const slot = Math.min(this.data.heads - 1, Math.max(0, this.slotOf(this.chosen[0], this.chosen[1]) + dh));
+    this.chosen = [l, this.headIn(l, slot)];
     this.draw();
   }
 
@@ -226,18 +237,21 @@ class Atlas {
     this.root.attnviz = {
       layers: this.data.layers, heads: this.data.heads, chosen: [...this.chosen], version: this.data.version,
       timings: this.timings, drawn: (this.drawn = (this.drawn || 0) + 1),
-      tileCentre: (l, h) => {
+      order: this.data.order ? [...this.data.order] : null,
+      tileCentre: (l, head) => {
         const rect = this.canvas.getBoundingClientRect();
+        const h = this.slotOf(l, head);
         return [rect.left + left + (h + 0.5) * tile, rect.top + top + (l + 0.5) * tile];
       },
-      showTile: (l, h) => {  // scroll the page until the tile is in the middle of the screen (a tall atlas overflows it)
+      showTile: (l, head) => {  // scroll the page until the tile is in the middle of the screen (a tall atlas overflows it)
+        const h = this.slotOf(l, head);
         const mark = this.figure.appendChild(atlasEl("div"));
         Object.assign(mark.style, { position: "absolute", left: `${left + h * tile}px`, top: `${top + l * tile}px`,
           width: `${tile}px`, height: `${tile}px` });
         mark.scrollIntoView({ block: "center", inline: "center" });
         mark.remove();
       },
-      value: (l, h, i, j) => this.values[((l * this.data.heads + h) * this.data.r + i) * this.data.r + j],
+      value: (l, head, i, j) => this.values[((l * this.data.heads + this.slotOf(l, head)) * this.data.r + i) * this.data.r + j],
     };
   }
 }

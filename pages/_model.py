@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import streamlit as st
 
-from attnviz import models
+from attnviz import heads, models
 from attnviz.cache import ByteBudgetCache
 from attnviz.models.catalog import Offer, offers
 from pages._common import md_escape
@@ -35,6 +35,19 @@ def model(name: str) -> models.Model:
 def _results() -> ByteBudgetCache:
     """Runs and their word-level weights, both measured by .nbytes."""
     return ByteBudgetCache(RESULT_CACHE_BYTES, lambda value: value.nbytes)
+
+
+@st.cache_resource(max_entries=LOADED_MODELS, show_spinner=False)
+def head_types(name: str) -> heads.Measured:
+    """Every head of the offered model `name` scored over the corpus and the induction probe (attnviz.heads), once for
+    every session: about 20 s for SmolLM2 here, 3 s for MiniLM."""
+    return heads.measure(model(name))
+
+
+@st.cache_resource(max_entries=LOADED_MODELS, show_spinner=False)
+def induction(name: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The induction probe alone (a few seconds): duplicate and induction scores, and the shuffled control."""
+    return heads.probe_scores(model(name), 4, heads.PROBE_PIECES, heads.SEED)
 
 
 def run(name: str, text: str, target: str | None = None) -> models.Run:

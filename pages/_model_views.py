@@ -8,18 +8,26 @@ import numpy as np
 import streamlit as st
 import torch
 
-from attnviz import figures, models, qkspace, trained
+from attnviz import figures, heads, models, qkspace, trained
 from attnviz.attention import scaled_dot_parts
 from attnviz.export import Matrix
 from attnviz.positions import cosine_similarity, rotary_angles, rotary_similarity
 from attnviz.selfattention import temperature_grid
-from attnviz.urlstate import coerce
+from attnviz.urlstate import Param, boolean, choice, coerce, encode_bool
 from pages._common import save_url_state
 from pages._explorer import draw_steps, inside_a_score, walk_section
 from pages._interactive import head_atlas, interactive_heatmap, on_screen, screen_sizes, view_state
 from pages._model import run
 from pages._present import PRESENT, chart, downloads
 
+# The head scores and the value-weighted view, in both model pages' URL state.
+HEAD_TYPE_PARAMS = {
+    "score": Param("induction", choice(heads.SCORES)),  # the head score the atlas is coloured or sorted by
+    "bycolour": Param(False, boolean, encode_bool),
+    "bysort": Param(False, boolean, encode_bool),
+    "types": Param(False, boolean, encode_bool),  # "What each head does" is open
+    "moved": Param(False, boolean, encode_bool),  # "Weighted by what it moves" is open
+}
 LINES_LIMIT = 64  # the line view draws a row per piece up to this many
 QK_PIECES = 128  # the text's own pieces join the built-in sentences in the query–key space up to this many
 ENGINE_ONLY = ("Computed by transformers, this model keeps none of its queries and keys, so {what} is off: it needs "
@@ -35,20 +43,133 @@ def engine_only(model: models.Model, what: str) -> bool:
 
 
 def atlas(weights: np.ndarray, layer: int, head: int, *, group: int = 1, allowed: np.ndarray | None = None,
-          key: str = "atlas") -> None:
-    """Every head as a thumbnail, drawn by the browser; a click opens the head (session state layer and head)."""
+          key: str = "atlas", name: str | None = None) -> None:
+    """Every head as a thumbnail, drawn by the browser; a click opens the head (session state layer and head). With the
+    model's `name`, the atlas can be coloured and sorted by a head score (attnviz.heads, measured when first asked)."""
     def open_head(chosen: tuple[int, int]) -> None:
         st.session_state.layer, st.session_state.head = chosen[0] + 1, chosen[1] + 1
 
+    score = atlas_score(name, weights.shape[:2]) if name is not None else None
     presenting = bool(st.session_state.get(PRESENT))
     data = figures.atlas_data(weights, chosen=(layer - 1, head - 1), scale=st.session_state.get("scale", "row"),
                               palette=st.session_state.get("palette", "viridis"), group=group, allowed=allowed,
-                              font_px=16 if presenting else figures.FONT_PX, max_height=700 if presenting else figures.ATLAS_HEIGHT_PX)
+                              font_px=16 if presenting else figures.FONT_PX, max_height=700 if presenting else figures.ATLAS_HEIGHT_PX,
+                              score=score, colour="score" if st.session_state.get("bycolour") else "pattern",
+                              sort=bool(st.session_state.get("bysort")))
     head_atlas(data, key=key, on_open=open_head)
-    many = weights.shape[-1] > figures.ATLAS_BLOCKS
+    many = weights.shape[-1] > figures.ATLAS_BLOCKS and not (score and st.session_state.get("bycolour"))
     st.caption("Layers run down, heads across. Click a head to open it below (or focus the atlas: arrow keys, Enter)."
-               + (" Dark lines part the key/value groups: the heads between two lines share K and V." if group > 1 else "")
-               + (" Each thumbnail shows the largest weight in each block." if many else ""))
+               + (" Dark lines part the key/value groups: the heads between two lines share K and V." if data["group"] > 1 else "")
+               + (" Each thumbnail shows the largest weight in each block." if many else "")
+               + (f" Sorted: each layer's heads by {score[0]}, highest first; #1 … along the top are places, the hover "
+                  "names the head." if data["order"] else ""))
+
+
+def atlas_score(name: str, shape: tuple[int, int]) -> tuple[str, np.ndarray] | None:
+    """The score the atlas is coloured or sorted by (its controls, above it), measured over the corpus once for the
+    server; None while neither is asked for, or where the scores do not fit the heads shown."""
+    left, middle, right = st.columns([2, 1, 1], vertical_alignment="bottom")
+    chosen = left.selectbox("Head score", list(heads.SCORES), key="score", format_func=heads.SCORES.get,
+                            help="What each head does, measured over a corpus of generated sentences and a probe of "
+                                 "random pieces repeated twice (see “What each head does” below).")
+    colour = middle.toggle("Colour by it", key="bycolour")
+    order = right.toggle("Sort by it", key="bysort")
+    if not (colour or order or st.session_state.get("types")):
+        return None
+    measured = measured_types(name)
+    if measured is None or chosen not in measured.scores or measured.scores[chosen].shape != tuple(shape):
+        if measured is not None:
+            st.info(f"{name} has no {heads.SCORES[chosen]} score here (it needs special pieces an encoder adds).")
+        return None
+    return heads.SCORES[chosen], measured.scores[chosen]
+
+
+def measured_types(name: str) -> heads.Measured | None:
+    """The model's head scores (pages._model.head_types), with a spinner the first time and a message for what fails."""
+    from pages._model import head_types, model as loaded
+
+    chosen = loaded(name)
+    try:
+        with st.spinner(f"Measuring every head of {name} over {heads.CORPUS_SIZE} generated sentences and "
+                        f"{heads.PROBES} probes of random pieces repeated twice, once for this server…"):
+            return head_types(name)
+    except heads.HeadsError as error:
+        st.info(str(error))
+    except models.ModelError as error:
+        st.info(f"{chosen.name}'s heads cannot be measured: {error}")
+    return None
+
+
+def head_types_section(name: str, layer: int, head: int, schema: dict) -> None:
+    """What each head does over the corpus: the top heads of each score (a row opens its head) and the chosen head's
+    scores, with each score's definition."""
+    section = st.expander("What each head does, measured over a corpus: previous piece, duplicate, induction, sink, "
+                          "positional …", key="types", on_change="rerun")
+    if not section.open:
+        return
+    with section:
+        measured = measured_types(name)
+        if measured is None:
+            return
+        st.write(f"Every head scored on {measured.sentences} generated sentences (`attnviz.heads.corpus()`, made from "
+                 f"templates by seeded code, no outside text) and, for duplicate and induction, on {measured.probes} "
+                 f"probes of {heads.PROBE_PIECES} random pieces of the model's vocabulary repeated twice (seeded), in "
+                 f"{measured.seconds:.1f} s, once for this server. A score is Σ α∘P / Σ α over the rows where the "
+                 "pattern P marks a cell (TransformerLens's measure): 1 for a head that does exactly that.")
+        chosen = {SHORT.get(k, k): f"{v[layer - 1, head - 1]:.2f}" for k, v in measured.scores.items()}
+        st.write(f"**Layer {layer}, head {head}**: " + " · ".join(f"{k} {v}" for k, v in chosen.items()))
+        rows = [(heads.SCORES[k], place + 1, l + 1, h + 1, round(v, 3), heads.DEFINITIONS[k])
+                for k in measured.scores for place, (l, h, v) in enumerate(measured.top(k, 3))]
+
+        def open_row() -> None:
+            picked = st.session_state.types_table.selection.rows
+            if picked:
+                _, _, st.session_state.layer, st.session_state.head, _, _ = rows[picked[0]]
+
+        st.dataframe({"score": [r[0] for r in rows], "place": [r[1] for r in rows], "layer": [r[2] for r in rows],
+                      "head": [r[3] for r in rows], "value": [r[4] for r in rows], "pattern P": [r[5] for r in rows]},
+                     hide_index=True, on_select=open_row, selection_mode="single-row", key="types_table")
+        st.caption("The three highest heads of each score. Select a row to open that head above. Colour or sort the "
+                   "atlas by a score with the controls above it.")
+
+
+SHORT = {"duplicate": "duplicate", "induction": "induction", "previous": "previous", "sink": "sink", "self": "self",
+         "cls": "[CLS]", "sep": "[SEP]", "local": "local", "positional": "positional"}
+
+
+def moved_section(model: models.Model, result: models.Run, layer: int, head: int, labels: list[str]) -> None:
+    """Kobayashi et al.'s view: ‖α_ij f(x_j)‖ beside α_ij for the chosen head, and per layer each key's share of the
+    weight against its share of the norm the heads move, said in a sentence where they disagree."""
+    section = st.expander("Weighted by what it moves: ‖α_ij f(x_j)‖ beside α_ij for the chosen head",  # one label: a
+                          key="moved", on_change="rerun")  # label that changes with the head closes the expander
+    if not section.open:
+        return
+    with section:
+        if not engine_only(model, "the view weighted by what a head moves"):
+            return
+        st.latex(r"f_h(x_j) = (x_j W_v^{(h)} + b_v^{(h)})\,W_o^{(h)},\qquad \lVert \alpha_{ij} f_h(x_j) \rVert = "
+                 r"\alpha_{ij}\,\lVert f_h(x_j) \rVert")
+        norms = heads.moved_norms(model, result, layer - 1)  # (H, n)
+        weights = result.weights[layer - 1]  # (H, n, n)
+        alpha, moved = weights[head - 1], heads.moved(weights[head - 1], norms[head - 1])  # (n, n) each
+        left, right = st.columns(2)
+        chart(left, figures.matrix_heatmap(alpha, labels, labels, bounded=True, width="half",
+                                           title=f"α_ij, layer {layer}, head {head}"),
+              key="moved_alpha", matrix=Matrix(alpha.copy(), labels, labels))
+        chart(right, figures.matrix_heatmap(moved, labels, labels, bounded=False, width="half",
+                                            title="‖α_ij f(x_j)‖: what it moves"),
+              key="moved_norm", matrix=Matrix(moved, labels, labels))
+        n = len(labels)
+        mine = heads.layer_shares(alpha[None], norms[head - 1][None])
+        st.write(heads.disagreement(mine, labels, f"layer {layer}, head {head}"))
+        shares = heads.layer_shares(weights, norms)
+        chart(st, figures.share_bars(shares.weight, shares.norm, labels,
+                                     title=f"Layer {layer}, all {weights.shape[0]} heads: each key's share"),
+              key="moved_shares", matrix=Matrix(np.stack([shares.weight, shares.norm]), ["weight", "norm"], labels))
+        st.write(heads.disagreement(shares, labels, f"layer {layer} (all its heads)"))
+        st.caption(f"f_h(x_j) is what head h adds to a query's output per unit of weight on key j (b_o, added once "
+                   f"whatever the weights, left out). Shares over the layer's {n} queries: Σ_h Σ_i α_ij / Σ α for the "
+                   "weight, Σ_h Σ_i ‖α_ij f_h(x_j)‖ / Σ ‖…‖ for the norm (Kobayashi et al., 2020).")
 
 
 def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, labels: list[str], unknown: list[bool],

@@ -13,7 +13,10 @@ from attnviz.urlstate import (Param, boolean, bounded_text, choice, encode_bool,
                               nearest)
 from pages._common import load_url_state, save_url_state, scale_select, stop
 from pages._model import load_or_stop, one_more, pick_model, run
-from pages._model_views import atlas, chosen_head, engine_only, lines, positions, qk_space_section, walk
+from pages._model_views import (
+    HEAD_TYPE_PARAMS, atlas, chosen_head, engine_only, head_types_section, lines, moved_section, positions, qk_space_section,
+    walk,
+)
 from pages._interactive import browser_figure
 from pages._present import downloads
 
@@ -49,6 +52,7 @@ SCHEMA = {
     "palette": Param("viridis", choice(figures.PALETTES)),
     "steps": Param(False, boolean, encode_bool),
     "walk": Param(1, int_range(0, 16)),
+    **HEAD_TYPE_PARAMS,
 }
 
 st.title("Decoder")
@@ -151,7 +155,8 @@ st.header(f"All {n_layers * n_heads} heads")
 pick_layer, pick_head = st.columns(2)
 layer = pick_layer.selectbox("Layer", list(range(1, n_layers + 1)), key="layer")
 head = pick_head.selectbox("Head", list(range(1, n_heads + 1)), key="head")
-atlas(result.weights, layer, head, group=group, allowed=np.tril(np.ones((n, n), bool)), key="decoder_atlas")
+atlas(result.weights, layer, head, group=group, allowed=np.tril(np.ones((n, n), bool)), key="decoder_atlas", name=name)
+head_types_section(name, layer, head, SCHEMA)
 
 where = f" (K/V group {(head - 1) // group + 1})" if group > 1 else ""
 st.subheader(f"Layer {layer}, head {head}{where}")
@@ -169,6 +174,7 @@ if section.open:
         positions(model, result)
 qk_space_section(name, text, layer, head, SCHEMA)
 walk(model, result, layer, head, SCHEMA)
+moved_section(model, result, layer, head, labels)
 
 # ---------------------------------------------------------------- sinks and the logit lens
 st.header("Attention sinks")

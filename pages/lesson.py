@@ -1,4 +1,4 @@
-"""Lesson: the story of attention in fifteen steps, one per screen, each a live figure with its formula.
+"""Lesson: the story of attention in sixteen steps, one per screen, each a live figure with its formula.
 
 Every step calls the same attnviz functions as the page it links to; the step is in the URL (?step=7).
 """
@@ -10,7 +10,7 @@ from pages._lesson_common import COMPARE_NAMES, SCHEMA
 from pages._lesson_1_4 import exact_lookup, hard_retrieval, soft_retrieval, kernel_regression
 from pages._lesson_5_8 import similarity_functions, why_sqrt_d, self_attention, order_matters
 from pages._lesson_9_12 import projections, masks, encoder_decoder_step, batches_step
-from pages._lesson_13_15 import heads_step, trained_step, decoder_step
+from pages._lesson_13_16 import heads_step, trained_step, decoder_step, copy_step
 
 WIDE = {encoder_decoder_step}  # steps whose figures take the page's width, under the text
 NARROW_TEXT = {masks}  # steps whose two figures side by side need a wider figure column
@@ -30,6 +30,7 @@ STEPS = [
     ("Several heads", heads_step),
     ("A trained model's real heads", trained_step),
     ("A decoder predicts the next word", decoder_step),
+    ("A head that copies", copy_step),
 ]
 
 

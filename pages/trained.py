@@ -11,7 +11,9 @@ from attnviz.selfattention import DECODER_MASKS, MASKS, Config, run as toy_run, 
 from attnviz.urlstate import Param, boolean, bounded_text, choice, encode_bool, encode_int_list, int_list, int_range, nearest
 from pages._common import clicked, glove, load_url_state, position_select, save_url_state, scale_select, stop
 from pages._model import load_or_stop, pick_model, run, word_weights
-from pages._model_views import atlas, chosen_head, lines, positions, qk_space_section, walk
+from pages._model_views import (
+    HEAD_TYPE_PARAMS, atlas, chosen_head, head_types_section, lines, moved_section, positions, qk_space_section, walk,
+)
 from pages._present import chart
 
 TEXT_CHARS = 20_000
@@ -42,6 +44,7 @@ SCHEMA = {
     "palette": Param("viridis", choice(figures.PALETTES)),
     "steps": Param(False, boolean, encode_bool),
     "walk": Param(1, int_range(0, 16)),  # the walk's open tab: a step from 1, or 0 for every step
+    **HEAD_TYPE_PARAMS,
 }
 
 st.title("Trained model")
@@ -100,7 +103,9 @@ pick_layer, pick_head = st.columns(2)
 layer = pick_layer.selectbox("Layer", list(range(1, n_layers + 1)), key="layer")
 head = pick_head.selectbox("Head", list(range(1, n_heads + 1)), key="head")
 atlas(weights, layer, head, group=model.group if kind in (None, "encoder") else 1,
-      allowed=np.tril(np.ones(weights.shape[-2:], bool)) if attention.causal else None)
+      allowed=np.tril(np.ones(weights.shape[-2:], bool)) if attention.causal else None, name=None if encdec else name)
+if not encdec:
+    head_types_section(name, layer, head, SCHEMA)
 
 st.header(f"Layer {layer}, head {head}")
 if unit == "pieces":
@@ -135,6 +140,7 @@ if not encdec:
         with section:
             positions(model, result)
     qk_space_section(name, sentence, layer, head, SCHEMA)
+    moved_section(model, result, layer, head, pieces.labels())
 
     st.header("Head summaries")
     st.write("What each head looks at on average over the queries, on the model's own pieces (after Clark et al., 2019, "

@@ -79,7 +79,7 @@ def test_readme_is_short():
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 150
 
 
-PYTHON_BLOCKS = [(path, block) for path in (ROOT / "README.md", ROOT / "docs" / "library.md")
+PYTHON_BLOCKS = [(path, block) for path in (ROOT / "README.md", ROOT / "docs" / "library.md", ROOT / "docs" / "models.md")
                  for lang, block in FENCE.findall(path.read_text(encoding="utf-8")) if lang == "python"]
 
 

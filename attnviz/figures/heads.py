@@ -169,29 +169,67 @@ def _outline(fig: go.Figure, x0: float, y0: float, x1: float, y1: float) -> None
 
 def atlas_data(weights: np.ndarray, *, chosen: tuple[int, int], scale: str = "row", palette: str = "viridis", group: int = 1,
                most: int = ATLAS_BLOCKS, allowed: np.ndarray | None = None, font_px: int = FONT_PX,
-               max_height: int = ATLAS_HEIGHT_PX, title: str | None = None) -> dict:
+               max_height: int = ATLAS_HEIGHT_PX, title: str | None = None, score: tuple[str, np.ndarray] | None = None,
+               colour: str = "pattern", sort: bool = False) -> dict:
     """What the browser's head atlas (atlas.js) draws: every head of weights (L, H, n, n) as a thumbnail of at most
     `most` × `most` blocks (each block's largest weight beyond that), as the colour scale shows it, in bytes 0 … 255
     (base64); `allowed` (n, n), where a mask hides keys, greys the blocks no query may read; `chosen` (layer, head),
-    counted from 0, is outlined; with `group` > 1 (grouped-query attention) dark lines part the key/value groups."""
-    blocks, b = block_max(weights, most)  # (L, H, r, r)
-    n_layers, n_heads, r, _ = blocks.shape
-    colours = colour_scale(scale, blocks)
-    shown = np.clip(colours.show(blocks) / colours.zmax, 0, 1)  # (L, H, r, r) on 0 … 1
+    counted from 0, is outlined; with `group` > 1 (grouped-query attention) dark lines part the key/value groups.
+    `score` (name, (L, H) values in 0 … 1), a head score (attnviz.heads): shown on hover; with colour="score" each
+    head is one square coloured by it; with `sort` each layer's heads are ordered by it, highest first (`order`)."""
+    n_layers, n_heads = weights.shape[:2]
+    order = np.tile(np.arange(n_heads), (n_layers, 1))  # (L, H) the head drawn in each place of a layer
+    if score is not None and sort:
+        order = np.argsort(-np.nan_to_num(score[1], nan=-1.0), axis=1, kind="stable")  # (L, H)
+    if score is not None and colour == "score":
+        shown = np.nan_to_num(np.clip(score[1], 0, 1), nan=0.0)[..., None, None]  # (L, H, 1, 1)
+        r, b, zmax_text, masked = 1, 1, "1", ""
+        title = title or f"All {n_layers * n_heads:,} heads ({n_layers} layers × {n_heads} heads), coloured by {score[0]}"
+    else:
+        blocks, b = block_max(weights, most)  # (L, H, r, r)
+        r = blocks.shape[-1]
+        colours = colour_scale(scale, blocks)
+        shown = np.clip(colours.show(blocks) / colours.zmax, 0, 1)  # (L, H, r, r) on 0 … 1
+        zmax_text = {"row": "1 = its row's largest", "max": f"{colours.top:.3g} (largest)",
+                     "sqrt": f"{colours.top:.3g} (√ scale)"}.get(scale, "1")
+        masked = ""
+        if allowed is not None and not np.asarray(allowed).all():
+            readable, _ = block_max(np.asarray(allowed, np.float32), most)  # (r, r) 0 where no query reads the block
+            masked = base64.b64encode((readable == 0).astype(np.uint8).tobytes()).decode("ascii")
+        n = weights.shape[-1]
+        title = title or (f"All {n_layers * n_heads:,} heads ({n_layers} layers × {n_heads} heads), each {n}×{n}"
+                          + (f", max per {b}×{b} block" if b > 1 else ""))
+    if sort and score is not None:
+        title += f"; each layer's heads by {score[0]}, highest first"
+        shown = np.take_along_axis(shown, order[..., None, None], axis=1)  # (L, H, r, r) in drawing order
     values = np.rint(shown * 255).astype(np.uint8).tobytes()
-    masked = ""
-    if allowed is not None and not np.asarray(allowed).all():
-        readable, _ = block_max(np.asarray(allowed, np.float32), most)  # (r, r) 0 where no query reads the block
-        masked = base64.b64encode((readable == 0).astype(np.uint8).tobytes()).decode("ascii")
     packed = base64.b64encode(values).decode("ascii")
-    n = weights.shape[-1]
-    title = title or (f"All {n_layers * n_heads:,} heads ({n_layers} layers × {n_heads} heads), each {n}×{n}"
-                      + (f", max per {b}×{b} block" if b > 1 else ""))
-    zmax = {"row": "1 = its row's largest", "max": f"{colours.top:.3g} (largest)", "sqrt": f"{colours.top:.3g} (√ scale)"}
+    sorted_ = bool(sort and score is not None)
     version = hashlib.blake2b("\x00".join([packed, masked, scale, palette, title]).encode(), digest_size=12).hexdigest()
-    return dict(version=version, layers=int(n_layers), heads=int(n_heads), r=int(r), blocks=packed, masked=masked,
-                group=int(group), chosen=[int(c) for c in chosen], palette=palette_stops(palette), title=title,
-                zmax_text=zmax.get(scale, "1"), font_px=font_px, tile_max_px=ATLAS_TILE_PX, max_height=max_height)
+    data = dict(version=version, layers=int(n_layers), heads=int(n_heads), r=int(r), blocks=packed, masked=masked,
+                group=int(group) if not sorted_ else 1, chosen=[int(c) for c in chosen], palette=palette_stops(palette),
+                title=title, zmax_text=zmax_text, font_px=font_px, tile_max_px=ATLAS_TILE_PX, max_height=max_height,
+                order=order.ravel().tolist() if sorted_ else None)
+    if score is not None:
+        data["measure"] = dict(name=score[0], values=[round(float(v), 4) for v in np.nan_to_num(score[1]).ravel()])
+    return data
+
+
+def share_bars(weight: np.ndarray, norm: np.ndarray, names: list[str], *, title: str) -> go.Figure:
+    """Each key's share of a layer's attention weight beside its share of the norm the heads move from it, two bars a
+    key (shares in %, each series summing to 100)."""
+    weight, norm = _finite(weight) * 100, _finite(norm) * 100  # (n,) each
+    x = np.arange(len(names))
+    ticks = [_short(html.escape(t)) for t in names]
+    fig = go.Figure([
+        go.Bar(x=x, y=weight, name="share of the weight Σ α_ij", marker_color="#0072b2",
+               hovertemplate="%{customdata}<br>weight: %{y:.1f} %<extra></extra>", customdata=ticks),
+        go.Bar(x=x, y=norm, name="share of the norm Σ ‖α_ij f(x_j)‖", marker_color="#e69f00",
+               hovertemplate="%{customdata}<br>norm: %{y:.1f} %<extra></extra>", customdata=ticks),
+    ])
+    fig.update_layout(title=title, barmode="group", height=380, margin=dict(t=70), legend=dict(orientation="h", y=1.02, x=0),
+                      xaxis=dict(tickmode="array", tickvals=x, ticktext=ticks, title="key"), yaxis=dict(title="%"))
+    return fig
 
 
 def layer_head_heatmap(values: np.ndarray, *, title: str, what: str, chosen: tuple[int, int] | None = None,

@@ -113,7 +113,9 @@ class TransformersModel(Model):
         return module.to(self.device).eval()
 
     def run(self, text: str, target: str | None = None) -> Run:
-        pieces = self.tokenize(text)
+        return self.run_pieces(self.tokenize(text), target)
+
+    def run_pieces(self, pieces: Pieces, target: str | None = None) -> Run:
         if self.kind == "encoder-decoder":
             return self._run_seq2seq(pieces, target)
         ids = torch.tensor([pieces.ids], device=self.device)  # (1, n)

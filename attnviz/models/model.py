@@ -65,6 +65,10 @@ class Model:
     def run(self, text: str, target: str | None = None) -> Run:
         raise NotImplementedError
 
+    def run_pieces(self, pieces: Pieces) -> Run:
+        """The run on pieces made by hand (a probe of random pieces), not read from a text."""
+        raise NotImplementedError
+
     def describe(self) -> str:
         """One line for people: what the model is and what computes it."""
         heads = f"{self.heads} heads" + (f" sharing {self.kv_heads} key/value heads" if self.kv_heads != self.heads else "")

@@ -1,4 +1,5 @@
-"""Lesson steps 13–15, models: several heads, a trained model's real heads, and a decoder predicting the next word.
+"""Lesson steps 13–16, models: several heads, a trained model's real heads, a decoder predicting the next word, and a
+head that copies.
 Each step is one function of (text column, figure column)."""
 
 import numpy as np
@@ -87,3 +88,63 @@ def decoder_step(text, figure):
           key="lesson_decoder_heads", matrix=Matrix(weights, labels, labels))
     with text:
         explore("decoder", "Decoder", "All 270 heads")
+
+
+COPY_PIECES = 20  # the random pieces of step 16's sequence; the second copy stops COPY_CUT short of its end
+COPY_CUT = 3
+
+
+def copy_step(text, figure):
+    from attnviz import heads
+    from pages._model import induction
+
+    text.write("Some heads **copy**. Give SmolLM2 random pieces of its vocabulary, then the same pieces again. Scoring "
+               "its 270 heads on such sequences finds induction heads: on the second copy, a piece looks at the piece "
+               "that came right after its own first occurrence, and the model often predicts that piece next.")
+    text.latex(r"\alpha_{ij}\ \text{large where}\ x_{j-1} = x_i,\ j \le i")
+    seed = text.selectbox("Random sequence", list(range(10)), key="copyseed", format_func=lambda s: f"seed {s}")
+    shuffled = text.toggle("Shuffle the second copy", key="copyshuffle",
+                           help="The same pieces in another order: the pieces still repeat, their order does not.")
+    try:
+        model = loaded_model("smollm2")
+        scores, _ = induction("smollm2")
+        probe = heads.probes(model, 1, COPY_PIECES, 1000 + seed)[0]
+    except (models.ModelError, heads.HeadsError) as error:
+        text.info(str(error))
+        return
+    layer, head = np.unravel_index(np.argmax(scores["induction"]), scores["induction"].shape)  # counted from 0
+    whole = probe.shuffled if shuffled else probe.repeated
+    keep = len(whole) - COPY_CUT  # the second copy stops short: the model has a next piece to predict
+    ids = whole.ids[:keep]
+    pieces = heads.pieces_of(model.reader, ids, whole.special[:keep])
+    result = model.run_pieces(pieces)
+    weights = result.weights[layer, head]  # (n, n)
+    labels = result.pieces.labels()
+    pattern = heads.induction_pattern(ids)  # (n, n) the piece after an earlier copy of each piece
+    on_pattern = heads.pattern_score(weights[None], pattern)
+    chart(figure, figures.attention_heatmap(weights, labels, title=f"Layer {layer + 1}, head {head + 1}: the strongest "
+                                            f"induction head (score {scores['induction'][layer, head]:.2f})",
+                                            width=FIGURE_COLUMN, height=560, allowed=np.tril(np.ones(weights.shape, bool))),
+          key="lesson_copy", matrix=Matrix(weights, labels, labels))
+    second = range(probe.lead + COPY_PIECES, keep)  # positions of the second copy
+    predicted, _ = model.logit_lens(result.hidden[-1:])  # (1, n, 1) the model's own most likely next piece
+    after_first = {ids[i]: ids[i + 1] for i in range(probe.lead, probe.lead + COPY_PIECES - 1)}
+    hits = sum(int(predicted[0, i, 0]) == after_first.get(ids[i]) for i in second)
+    share = f"{on_pattern[0]:.0%}" if on_pattern is not None else "none"
+    text.write(f"On the second copy, {share} of this head's weight goes to the piece after each piece's first "
+               f"occurrence. At {hits} of its {len(second)} positions, the model's most likely next piece is the one "
+               "that followed it the first time."
+               + (" Shuffled, the head still finds the piece after each first occurrence: it follows the pieces, not "
+                  "their positions, so its cells leave the diagonal stripe." if shuffled else
+                  " The stripe one step right of the diagonal of the second copy is that look back."))
+    probs = next_distribution(torch.from_numpy(result.next_logits)).numpy()  # (vocab,)
+    top, names = top_pieces(model, probs, 8)
+    expected = after_first.get(ids[-1])
+    mark = [i for i, t in enumerate(top) if t == expected]
+    chart(figure, figures.weight_bars(probs[top], names, title="After the last piece: the 8 most likely next pieces"
+                                      + (" (highlighted: the repeat)" if mark else ""), axis="probability",
+                                      highlight=mark[0] if mark else None),
+          key="lesson_copy_next", matrix=Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"))
+    with text:
+        explore("decoder", "Decoder", "Every head's score", {"text": whole.text, "layer": int(layer) + 1,
+                                                              "head": int(head) + 1, "types": 1})

@@ -136,13 +136,15 @@ def copy_step(text, figure):
                "that followed it the first time."
                + (" Shuffled, the head still finds the piece after each first occurrence: it follows the pieces, not "
                   "their positions, so its cells leave the diagonal stripe." if shuffled else
-                  " The stripe one step right of the diagonal of the second copy is that look back."))
+                  " The bright stripe at the lower left, one key right of where each piece first appeared, is that look back."))
     probs = next_distribution(torch.from_numpy(result.next_logits)).numpy()  # (vocab,)
     top, names = top_pieces(model, probs, 8)
     expected = after_first.get(ids[-1])
     mark = [i for i, t in enumerate(top) if t == expected]
-    chart(figure, figures.weight_bars(probs[top], names, title="After the last piece: the 8 most likely next pieces"
-                                      + (" (highlighted: the repeat)" if mark else ""), axis="probability",
+    text.caption("The bars: the 8 most likely pieces after the last one"
+                 + (f"; highlighted, the repeat ({probs[expected]:.0%})." if mark else
+                    "; the repeat is not among them."))
+    chart(figure, figures.weight_bars(probs[top], names, title="The next piece: the 8 most likely", axis="probability",
                                       highlight=mark[0] if mark else None),
           key="lesson_copy_next", matrix=Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"))
     with text:

@@ -1,5 +1,5 @@
-"""attnviz in a notebook: the app's interactive heatmap and head atlas as widgets (anywidget), in JupyterLab, Notebook 7,
-VS Code and marimo, fully offline: the browser's code is inline (attnviz.web), and nothing is fetched from any host.
+"""attnviz in a notebook: the app's interactive heatmap and head atlas as widgets (anywidget), in JupyterLab and Notebook 7
+(tested) and marimo (tried), fully offline: the browser's code is inline (attnviz.web), and nothing is fetched from any host.
 
     from attnviz.notebook import heatmap
     w = heatmap(scores, tokens)          # one head's raw scores (n, m), or a model's run: heatmap(run, layer=2, head=4)

@@ -112,16 +112,7 @@ class Atlas {
     const d = this.data;
     const box = (this.box = this.layout());
     const { width, left, top, tile, height } = box;
-    const scale = window.devicePixelRatio || 1;
-    this.canvas.width = Math.round(width * scale);
-    this.canvas.height = Math.round(height * scale);
-    this.canvas.style.width = `${width}px`;
-    this.canvas.style.height = `${height}px`;
-    this.figure.style.height = `${height}px`;
-    const ctx = this.canvas.getContext("2d");
-    ctx.setTransform(scale, 0, 0, scale, 0, 0);
-    ctx.clearRect(0, 0, width, height);
-    ctx.imageSmoothingEnabled = false;
+    const ctx = canvasContext(this.canvas, this.figure, width, height);
     ctx.drawImage(this.cells(), left, top, tile * d.heads, tile * d.layers);
     // White lines part the thumbnails; dark ones part the key/value groups of grouped-query attention.
     ctx.lineWidth = tile >= 10 ? 1 : 0.5;

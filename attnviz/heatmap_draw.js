@@ -106,22 +106,8 @@ const Drawing = {
   },
 
   drawCells() {
-    const { n, m } = this.data;
     const { plot } = this;
-    const scale = window.devicePixelRatio || 1;
-    const width = this.width;
-    const height = this.data.height;
-    if (this.canvas.width !== Math.round(width * scale) || this.canvas.height !== Math.round(height * scale)) {
-      this.canvas.width = Math.round(width * scale);
-      this.canvas.height = Math.round(height * scale);
-      this.canvas.style.width = `${width}px`;
-      this.canvas.style.height = `${height}px`;
-      this.figure.style.height = `${height}px`;
-    }
-    const ctx = this.canvas.getContext("2d");
-    ctx.setTransform(scale, 0, 0, scale, 0, 0);
-    ctx.clearRect(0, 0, width, height);
-    ctx.imageSmoothingEnabled = false;
+    const ctx = canvasContext(this.canvas, this.figure, this.width, this.data.height);
     ctx.drawImage(this.cellImage(), plot.x, plot.y, plot.w, plot.h);
     this.drawColourBar(ctx);
   },

@@ -9,10 +9,10 @@ from importlib import resources
 # The interactive heatmap: the math, its parts (methods put on one class), the class, Compare A | B, the figures of
 # final numbers drawn with its code (a matrix, bars). It defines
 # `mount(component)`, which a host's adapter calls.
-HEATMAP = ("weights.mjs", "heatmap_draw.js", "heatmap_toolbar.js", "heatmap_inspector.js", "heatmap_export.js", "heatmap.js",
+HEATMAP = ("weights.mjs", "canvas.js", "heatmap_draw.js", "heatmap_toolbar.js", "heatmap_inspector.js", "heatmap_export.js", "heatmap.js",
            "heatmap_compare.js", "heatmap_matrix.js")
-# The head atlas: the math (colours), the atlas. It defines `mountAtlas(component)`.
-ATLAS = ("weights.mjs", "atlas.js")
+# The head atlas: the math (colours), the canvas, the atlas. It defines `mountAtlas(component)`.
+ATLAS = ("weights.mjs", "canvas.js", "atlas.js")
 # The notebook widgets: the heatmap's files, the atlas, and anywidget's adapter (its default export).
 WIDGET = (*HEATMAP, "atlas.js", "widget.js")
 CSS = "heatmap.css"

@@ -164,10 +164,19 @@ def test_bad_input_gets_a_message(planted, tmp_path):
         heads.measure(planted, ["", "   "])
     with pytest.raises(heads.HeadsError, match="two pieces"):
         heads.measure(planted, ["a"])  # one piece
-    one_layer = models.load(build("bert", tmp_path), "cpu")
+    one_layer = models.load(one_layer_gpt2(tmp_path), "cpu")
     found = heads.measure(one_layer, ["the dog", "the cat sat"], probes=1)
-    assert found.scores["previous"].shape == (2, 3)  # a tiny model is measured whatever its size
+    assert found.scores["previous"].shape == (1, 2)  # one layer is a model like any other
+    assert all(np.isfinite(v).all() and (v >= 0).all() and (v <= 1 + 1e-6).all() for v in found.scores.values())
     assert "positional" not in heads.measure(one_layer, ["the dog"], probes=1).scores  # one sentence says nothing of it
+
+
+def one_layer_gpt2(folder):
+    import transformers as T
+
+    config = T.GPT2Config(vocab_size=byte_level_tokenizer(folder), n_embd=16, n_layer=1, n_head=2, n_positions=64)
+    T.GPT2LMHeadModel(config).save_pretrained(str(folder))
+    return folder
 
 
 # ---------------------------------------------------------------- the value-weighted view
@@ -193,12 +202,28 @@ def test_moved_equals_alpha_times_the_norm_of_f_by_hand(family, tmp_path):
         assert np.allclose(heads.moved(result.weights[layer, h], norms[h]), by_hand.numpy(), rtol=1e-4, atol=1e-6)
 
 
-def test_with_identity_like_values_moved_is_weights_times_norms():
+def test_with_identity_values_and_output_each_head_moves_its_own_slice_of_x(tmp_path):
+    """W_v = W_o = I and b_v = 0: f_h(x_j) is x_j's h-th slice of d_k dimensions, so ‖α_ij f_h(x_j)‖ is α_ij times
+    that slice's norm."""
+    model = models.load(build("bert", tmp_path), "cpu")
+    block = model.weights.blocks[0]
+    d = model.d_model
+    block.w_value, block.w_out = torch.eye(d), torch.eye(d)  # (d, d) each
+    block.b_value = torch.zeros(d)
+    result = model.run(SENTENCES["cat"])
+    x = result.traces[0].x.numpy()  # (n, d)
+    dh = model.head_dim
+    for h in range(model.heads):
+        slice_norms = np.linalg.norm(x[:, h * dh: (h + 1) * dh], axis=-1)  # (n,)
+        norms = heads.moved_norms(model, result, 0)  # (H, n)
+        np.testing.assert_allclose(norms[h], slice_norms, rtol=1e-5)
+        np.testing.assert_allclose(heads.moved(result.weights[0, h], norms[h]), result.weights[0, h] * slice_norms,
+                                   rtol=1e-5)
+
+
+def test_equal_norms_make_the_two_shares_agree():
     rng = np.random.default_rng(2)
     weights = causal_random(rng, (3, 5, 5))  # (H, n, n)
-    x = rng.normal(size=(5, 4))
-    norms = np.tile(np.linalg.norm(x, axis=-1), (3, 1))  # f(x) = x: its norm
-    assert np.allclose(heads.moved(weights, norms), weights * np.linalg.norm(x, axis=-1))
     shares = heads.layer_shares(weights, np.ones((3, 5)))  # equal norms: the two shares agree
     assert np.allclose(shares.weight, shares.norm) and shares.weight.sum() == pytest.approx(1)
 

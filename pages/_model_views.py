@@ -62,7 +62,15 @@ def atlas(weights: np.ndarray, layer: int, head: int, *, group: int = 1, allowed
                + (" Dark lines part the key/value groups: the heads between two lines share K and V." if data["group"] > 1 else "")
                + (" Each thumbnail shows the largest weight in each block." if many else "")
                + (f" Sorted: each layer's heads by {score[0]}, highest first; #1 … along the top are places, the hover "
-                  "names the head." if data["order"] else ""))
+                  "names the head." if data["order"] else "")
+               + (" Coloured: " + coloured_by(st.session_state.score) if score and st.session_state.get("bycolour") else ""))
+
+
+def coloured_by(name: str) -> str:
+    """What the atlas's colour is, for a head score `name`, in words and symbols."""
+    if name == "positional":
+        return f"each head's positional score over the corpus, {heads.DEFINITIONS[name]}."
+    return f"each head's score Σ α∘P / Σ α over the corpus, with {heads.DEFINITIONS[name]}."
 
 
 def atlas_score(name: str, shape: tuple[int, int]) -> tuple[str, np.ndarray] | None:

@@ -66,7 +66,8 @@ def live_scores(at) -> list[np.ndarray]:
     """The raw scores each interactive heatmap got, each side's for Compare (its tokens are plain text, set as text by
     the browser). The head atlas sends thumbnails, not scores, and no user text."""
     sent = [json.loads(c.proto.json) for c in at.get("bidi_component")]
-    heatmaps = [side for data in sent for side in data.get("sides", [data]) if "blocks" not in side]
+    heatmaps = [side for data in sent for side in data.get("sides", [data])
+                if "blocks" not in side and side.get("kind") not in ("matrix", "bars")]
     return [np.frombuffer(base64.b64decode(data["scores"]), "<f4") for data in heatmaps]
 
 

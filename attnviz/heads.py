@@ -21,10 +21,13 @@ where the head looks at the same offsets on every sentence, whatever the words.
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
+from attnviz.models.pieces import TextError
 
 SCORES = {
     "previous": "previous piece",
@@ -212,19 +215,18 @@ def measure(model, sentences: list[str] | None = None, *, probes: int = PROBES, 
             seed: int = SEED, rows: str = "covered", progress=None) -> Measured:
     """Every head of `model` (anything attnviz.models loads) scored over `sentences` (default corpus()) and the
     induction probe. `progress(done, total)` is called after each sequence."""
-    import time
-
     started = time.perf_counter()
     sentences = corpus() if sentences is None else [s for s in sentences if s and s.strip()]
     if not sentences:
         raise HeadsError("The corpus is empty: give at least one sentence to measure the heads on.")
     if model.layers < 1 or model.heads < 1:
         raise HeadsError(f"{model.name} has no attention heads to measure.")
+    if model.kind == "encoder-decoder":
+        raise HeadsError(f"{model.name} is an encoder–decoder, whose heads read two texts; attnviz measures the heads "
+                         "of encoders and decoders.")
     encoder = model.kind != "decoder"
     totals: dict[str, list[np.ndarray]] = {}
     profiles, total = [], len(sentences) + probes
-    from attnviz.models import TextError
-
     for k, sentence in enumerate(sentences):
         try:
             result = model.run(sentence)

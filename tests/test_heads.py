@@ -234,6 +234,12 @@ def test_the_sentence_names_the_key_that_takes_the_weight_and_moves_little():
     assert "'<s>' (piece 0) takes 62% of the weight and 4% of the norm" in said and "'dog' (50%)" in said
 
 
+def test_an_encoder_decoder_is_not_measured_and_says_why(tmp_path):
+    model = models.load(build("t5", tmp_path), "cpu")
+    with pytest.raises(heads.HeadsError, match="encoder–decoder"):
+        heads.measure(model, ["the dog"])
+
+
 def test_transformers_models_say_why_moved_is_off(tmp_path):
     model = models.load(build("gpt_neox", tmp_path), "cpu")
     with pytest.raises(heads.HeadsError, match="transformers"):

@@ -6,7 +6,7 @@ import functools
 
 import numpy as np
 
-from driver import atlases, exceptions, settle, shown_value, type_into, url_has
+from driver import exceptions, settle, shown_value, type_into, url_has
 
 
 @functools.cache

@@ -20,6 +20,7 @@ where the head looks at the same offsets on every sentence, whatever the words.
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from dataclasses import dataclass, field
@@ -206,15 +207,11 @@ class Measured:
         order = np.argsort(-values, axis=None, kind="stable")[:count]
         return [(int(l), int(h), float(values[l, h])) for l, h in zip(*np.unravel_index(order, values.shape))]
 
-    @property
-    def nbytes(self) -> int:
-        return sum(v.nbytes for v in self.scores.values()) + sum(v.nbytes for v in self.control.values())
-
 
 def measure(model, sentences: list[str] | None = None, *, probes: int = PROBES, probe_pieces: int = PROBE_PIECES,
-            seed: int = SEED, rows: str = "covered", progress=None) -> Measured:
+            seed: int = SEED, rows: str = "covered") -> Measured:
     """Every head of `model` (anything attnviz.models loads) scored over `sentences` (default corpus()) and the
-    induction probe. `progress(done, total)` is called after each sequence."""
+    induction probe."""
     started = time.perf_counter()
     sentences = corpus() if sentences is None else [s for s in sentences if s and s.strip()]
     if not sentences:
@@ -226,8 +223,8 @@ def measure(model, sentences: list[str] | None = None, *, probes: int = PROBES, 
                          "of encoders and decoders.")
     encoder = model.kind != "decoder"
     totals: dict[str, list[np.ndarray]] = {}
-    profiles, total = [], len(sentences) + probes
-    for k, sentence in enumerate(sentences):
+    profiles = []
+    for sentence in sentences:
         try:
             result = model.run(sentence)
         except TextError:  # longer than the model reads: the other sentences say enough
@@ -239,16 +236,13 @@ def measure(model, sentences: list[str] | None = None, *, probes: int = PROBES, 
                 if score is not None:
                     totals.setdefault(name, []).append(score)  # (L, H)
             profiles.append(offset_profile(weights))  # (L, H, 2·SPAN − 1)
-        if progress:
-            progress(k + 1, total)
     if not totals:
         raise HeadsError("No sentence of the corpus gives the model two pieces to read (each is one piece, or longer "
                          "than the model reads): a head needs two pieces to choose between.")
     scores = {name: np.mean(values, 0).astype(np.float32) for name, values in totals.items()}
     if len(profiles) >= 2:  # one sentence is trivially "the same offsets on every sentence"
         scores["positional"] = positional_score(profiles).astype(np.float32)
-    on_probe, control = probe_scores(model, probes, probe_pieces, seed, rows,
-                                     (lambda k: progress(len(sentences) + k, total)) if progress else None)
+    on_probe, control = probe_scores(model, probes, probe_pieces, seed, rows)
     scores.update(on_probe)
     ordered = {name: scores[name] for name in SCORES if name in scores}
     return Measured(model.name, ordered, len(sentences), probes, time.perf_counter() - started, control)
@@ -277,8 +271,10 @@ class Probe:
         return pattern
 
 
-def vocabulary(reader) -> list[int]:
-    """The ids a probe draws from: the model's ordinary pieces, neither special nor unused nor part of a character."""
+@functools.lru_cache(maxsize=8)
+def vocabulary(reader) -> tuple[int, ...]:
+    """The ids a probe draws from: the model's ordinary pieces, neither special nor unused nor part of a character
+    (found once per model: a scan of its whole vocabulary)."""
     tokenizer = reader.tokenizer
     added = set(getattr(tokenizer, "get_added_tokens_decoder", dict)())
     ids = []
@@ -289,7 +285,7 @@ def vocabulary(reader) -> list[int]:
         if reader.style == "bytes" and "\ufffd" in tokenizer.decode([i]):
             continue
         ids.append(i)
-    return ids
+    return tuple(ids)
 
 
 def pieces_of(reader, ids: list[int], special: list[bool]):
@@ -332,13 +328,34 @@ def probes(model, count: int = PROBES, length: int = PROBE_PIECES, seed: int = S
     return found
 
 
-def probe_scores(model, count: int, length: int, seed: int, rows: str = "covered",
-                 progress=None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+def cut_short(model, probe: Probe, *, shuffled: bool = False, cut: int = 3):
+    """The probe's pieces (or its shuffled control's) with the second copy `cut` pieces short of its end, so that the
+    piece after the last is a repeat for the model to predict."""
+    whole = probe.shuffled if shuffled else probe.repeated
+    keep = len(whole) - cut
+    return pieces_of(model.reader, whole.ids[:keep], whole.special[:keep])
+
+
+def repeats_predicted(model, run, lead: int, length: int) -> tuple[int, int, int | None]:
+    """On a probe's run (`lead` special pieces, then `length` random ones, then a second copy, maybe cut short or
+    shuffled): at how many second-copy positions the model's most likely next piece is the piece that followed the same
+    piece in the first copy, out of how many, and that piece for the last position (None where the first copy has none
+    after it)."""
+    ids = run.pieces.ids
+    after_first = {ids[i]: ids[i + 1] for i in range(lead, lead + length - 1)}  # piece → the piece after it
+    predicted, _ = model.logit_lens(run.hidden[-1:])  # (1, n, 1) the model's own most likely next piece
+    second = range(lead + length, len(ids))
+    hits = sum(int(predicted[0, i, 0]) == after_first.get(ids[i]) for i in second)
+    return hits, len(second), after_first.get(ids[-1])
+
+
+def probe_scores(model, count: int, length: int, seed: int,
+                 rows: str = "covered") -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Duplicate and induction scores over the probes (the mean over probes), and the control: each head's weight on
     the cells of Probe.repeat_pattern on the repeated probes and on their shuffles."""
     totals: dict[str, list[np.ndarray]] = {"duplicate": [], "induction": [], "repeat": [], "shuffled": []}
     found = probes(model, count, length, seed)
-    for k, probe in enumerate(found):
+    for probe in found:
         repeated = model.run_pieces(probe.repeated).weights  # (L, H, n, n)
         ids = probe.repeated.ids
         totals["duplicate"].append(pattern_score(repeated, duplicate_pattern(ids), rows))
@@ -346,8 +363,6 @@ def probe_scores(model, count: int, length: int, seed: int, rows: str = "covered
         offsets = probe.repeat_pattern()  # (n, n)
         totals["repeat"].append(pattern_score(repeated, offsets, rows))
         totals["shuffled"].append(pattern_score(model.run_pieces(probe.shuffled).weights, offsets, rows))
-        if progress:
-            progress(k + 1)
     means = {name: np.mean(values, 0).astype(np.float32) for name, values in totals.items()}
     return {n: means[n] for n in ON_PROBE}, {n: means[n] for n in ("repeat", "shuffled")}
 

@@ -96,7 +96,7 @@ COPY_CUT = 3
 
 def copy_step(text, figure):
     from attnviz import heads
-    from pages._model import induction
+    from pages._model import induction, probe_run
 
     text.write("Some heads **copy**. Give SmolLM2 random pieces of its vocabulary, then the same pieces again. Scoring "
                "its 270 heads on such sequences finds induction heads: on the second copy, a piece looks at the piece "
@@ -108,16 +108,12 @@ def copy_step(text, figure):
     try:
         model = loaded_model("smollm2")
         scores, _ = induction("smollm2")
-        probe = heads.probes(model, 1, COPY_PIECES, 1000 + seed)[0]
+        probe, result = probe_run("smollm2", COPY_PIECES, 1000 + seed, shuffled, COPY_CUT)
     except (models.ModelError, heads.HeadsError) as error:
         text.info(str(error))
         return
     layer, head = np.unravel_index(np.argmax(scores["induction"]), scores["induction"].shape)  # counted from 0
-    whole = probe.shuffled if shuffled else probe.repeated
-    keep = len(whole) - COPY_CUT  # the second copy stops short: the model has a next piece to predict
-    ids = whole.ids[:keep]
-    pieces = heads.pieces_of(model.reader, ids, whole.special[:keep])
-    result = model.run_pieces(pieces)
+    ids = result.pieces.ids
     weights = result.weights[layer, head]  # (n, n)
     labels = result.pieces.labels()
     pattern = heads.induction_pattern(ids)  # (n, n) the piece after an earlier copy of each piece
@@ -126,20 +122,16 @@ def copy_step(text, figure):
                                             f"induction head (score {scores['induction'][layer, head]:.2f})",
                                             width=FIGURE_COLUMN, height=560, allowed=np.tril(np.ones(weights.shape, bool))),
           key="lesson_copy", matrix=Matrix(weights, labels, labels))
-    second = range(probe.lead + COPY_PIECES, keep)  # positions of the second copy
-    predicted, _ = model.logit_lens(result.hidden[-1:])  # (1, n, 1) the model's own most likely next piece
-    after_first = {ids[i]: ids[i + 1] for i in range(probe.lead, probe.lead + COPY_PIECES - 1)}
-    hits = sum(int(predicted[0, i, 0]) == after_first.get(ids[i]) for i in second)
+    hits, positions, expected = heads.repeats_predicted(model, result, probe.lead, COPY_PIECES)
     share = f"{on_pattern[0]:.0%}" if on_pattern is not None else "none"
     text.write(f"On the second copy, {share} of this head's weight goes to the piece after each piece's first "
-               f"occurrence. At {hits} of its {len(second)} positions, the model's most likely next piece is the one "
+               f"occurrence. At {hits} of its {positions} positions, the model's most likely next piece is the one "
                "that followed it the first time."
                + (" Shuffled, the head still finds the piece after each first occurrence: it follows the pieces, not "
                   "their positions, so its cells leave the diagonal stripe." if shuffled else
                   " The bright stripe at the lower left, one key right of where each piece first appeared, is that look back."))
     probs = next_distribution(torch.from_numpy(result.next_logits)).numpy()  # (vocab,)
     top, names = top_pieces(model, probs, 8)
-    expected = after_first.get(ids[-1])
     mark = [i for i, t in enumerate(top) if t == expected]
     text.caption("The bars: the 8 most likely pieces after the last one"
                  + (f"; highlighted, the repeat ({probs[expected]:.0%})." if mark else
@@ -148,5 +140,5 @@ def copy_step(text, figure):
                                       highlight=mark[0] if mark else None),
           key="lesson_copy_next", matrix=Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"))
     with text:
-        explore("decoder", "Decoder", "Every head's score", {"text": whole.text, "layer": int(layer) + 1,
+        explore("decoder", "Decoder", "Every head's score", {"text": result.pieces.text, "layer": int(layer) + 1,
                                                               "head": int(head) + 1, "types": 1})

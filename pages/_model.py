@@ -55,6 +55,16 @@ def run(name: str, text: str, target: str | None = None) -> models.Run:
     return _results().get((name, text, target), lambda: model(name).run(text, target))
 
 
+def probe_run(name: str, length: int, seed: int, shuffled: bool, cut: int) -> tuple[heads.Probe, models.Run]:
+    """A probe of `length` random pieces repeated twice (seeded), cut short (heads.cut_short), and the model's run on
+    it, shared by sessions like any run (the lesson's step 16 draws it on every rerun)."""
+    chosen = model(name)
+    probe = heads.probes(chosen, 1, length, seed)[0]
+    result = _results().get((name, "probe", length, seed, shuffled, cut),
+                            lambda: chosen.run_pieces(heads.cut_short(chosen, probe, shuffled=shuffled, cut=cut)))
+    return probe, result
+
+
 def word_weights(name: str, text: str, result: models.Run) -> np.ndarray:
     """(L, H, m, m): every head read as words, computed once per text rather than on every rerun (0.17 s at 512 pieces)."""
     return _results().get((name, text, "words"), lambda: models.merge_pieces(result.weights, result.words.groups))

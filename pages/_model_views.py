@@ -94,9 +94,8 @@ def atlas_score(name: str, shape: tuple[int, int]) -> tuple[str, np.ndarray] | N
 
 def measured_types(name: str) -> heads.Measured | None:
     """The model's head scores (pages._model.head_types), with a spinner the first time and a message for what fails."""
-    from pages._model import head_types, model as loaded
+    from pages._model import head_types
 
-    chosen = loaded(name)
     try:
         with st.spinner(f"Measuring every head of {name} over {heads.CORPUS_SIZE} generated sentences and "
                         f"{heads.PROBES} probes of random pieces repeated twice, once for this server…"):
@@ -104,7 +103,7 @@ def measured_types(name: str) -> heads.Measured | None:
     except heads.HeadsError as error:
         st.info(str(error))
     except models.ModelError as error:
-        st.info(f"{chosen.name}'s heads cannot be measured: {error}")
+        st.info(f"{name}'s heads cannot be measured: {error}")
     return None
 
 
@@ -164,7 +163,7 @@ def moved_section(model: models.Model, result: models.Run, layer: int, head: int
         chart(left, figures.matrix_heatmap(alpha, labels, labels, bounded=True, width="half",
                                            title=f"α_ij, layer {layer}, head {head}"),
               key="moved_alpha", matrix=Matrix(alpha.copy(), labels, labels))
-        chart(right, figures.matrix_heatmap(moved, labels, labels, bounded=False, width="half",
+        chart(right, figures.matrix_heatmap(moved, labels, labels, nonnegative=True, width="half",
                                             title="‖α_ij f(x_j)‖: what it moves"),
               key="moved_norm", matrix=Matrix(moved, labels, labels))
         n = len(labels)

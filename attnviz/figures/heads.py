@@ -183,7 +183,7 @@ def atlas_data(weights: np.ndarray, *, chosen: tuple[int, int], scale: str = "ro
         order = np.argsort(-np.nan_to_num(score[1], nan=-1.0), axis=1, kind="stable")  # (L, H)
     if score is not None and colour == "score":
         shown = np.nan_to_num(np.clip(score[1], 0, 1), nan=0.0)[..., None, None]  # (L, H, 1, 1)
-        r, b, zmax_text, masked = 1, 1, "1", ""
+        r, zmax_text, masked = 1, "1", ""
         title = title or f"All {n_layers * n_heads:,} heads ({n_layers} layers × {n_heads} heads), coloured by {score[0]}"
     else:
         blocks, b = block_max(weights, most)  # (L, H, r, r)

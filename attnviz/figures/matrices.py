@@ -306,12 +306,14 @@ def block_overview(weights: np.ndarray, tokens: list[str], *, max_blocks: int = 
 def matrix_heatmap(
     matrix: np.ndarray, row_labels: list[str], col_labels: list[str], *, title: str = "",
     bounded: bool = False, palette: str = "viridis", width: str = "full", height: int | None = None, scale_bar: bool = True,
+    nonnegative: bool = False,
 ) -> go.Figure:
-    """Any labelled matrix; signed values use a diverging scale centred on 0, [0, 1] values the palette (without
-    `scale_bar`, no colour bar: a 0/1 matrix whose title says what its two colours are)."""
+    """Any labelled matrix; signed values use a diverging scale centred on 0, [0, 1] values (`bounded`) the palette
+    from 0 to 1, values ≥ 0 (`nonnegative`) the palette from 0 to their largest (without `scale_bar`, no colour bar: a
+    0/1 matrix whose title says what its two colours are)."""
     z = _finite(matrix)  # (rows, cols)
-    if bounded:
-        colour = dict(zmin=0, zmax=1, colorscale=PALETTES[palette])
+    if bounded or nonnegative:
+        colour = dict(zmin=0, zmax=1 if bounded else float(z.max()) or 1.0, colorscale=PALETTES[palette])
     else:
         extent = float(np.abs(z).max()) or 1.0
         colour = dict(zmin=-extent, zmax=extent, colorscale=DIVERGING)

@@ -152,6 +152,26 @@ class Trace:
         return sum(t.numel() * t.element_size() for t in vars(self).values())
 
 
+class Intervention:
+    """What a forward changes, said explicitly: the one seam in the engine's layer (in the manner of TransformerLens's
+    hook points, without their generality). A subclass overrides either method; the base changes nothing.
+
+    weights(layer, weights, positions): a layer's per-head weights (..., H, m, c + m), before they meet V; the queries
+    sit at `positions` (m,). Returns the weights to use, or None to keep them.
+    head_output(layer, output): the heads' outputs αV (..., H, m, dh), before W_o. Returns the outputs to use, or None.
+
+    An intervention is a frozen dataclass, so it is hashable and compares by value: caches key runs by it."""
+
+    def weights(self, layer: int, weights: torch.Tensor, positions: torch.Tensor) -> torch.Tensor | None:
+        return None
+
+    def head_output(self, layer: int, output: torch.Tensor) -> torch.Tensor | None:
+        return None
+
+    def describe(self) -> str:
+        return "no change"
+
+
 @dataclass
 class Forward:
     """What the forward computed over n pieces: hidden states (L + 1, n, d), the embeddings first; each layer's
@@ -162,14 +182,14 @@ class Forward:
     traces: list[Trace]
     next_logits: np.ndarray | None = None
     extra: dict = field(default_factory=dict)
+    intervention: Intervention | None = None  # what the forward changed, None for the model as it is
 
 
 # ---------------------------------------------------------------- the forward
 
 
 def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
-    n, width = x.shape
-    return x.view(n, heads, width // heads).transpose(0, 1)  # (heads, n, dh)
+    return x.unflatten(-1, (heads, x.shape[-1] // heads)).transpose(-3, -2)  # (..., n, width) -> (..., heads, n, dh)
 
 
 def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -177,9 +197,11 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) ->
     return y if bias is None else y + bias
 
 
-def embed(arch: Architecture, weights: Weights, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """(n, d) the pieces' embeddings, plus learned positions and BERT's segment, then BERT's norm."""
-    x = weights.embeddings[ids]  # (n, d)
+def embed(arch: Architecture, weights: Weights, ids: torch.Tensor, positions: torch.Tensor,
+          vectors: torch.Tensor | None = None) -> torch.Tensor:
+    """(n, d) the pieces' embeddings, plus learned positions and BERT's segment, then BERT's norm. `vectors` (n, d),
+    when given, stand for the pieces' rows of the embedding matrix (a gradient with respect to them is then taken)."""
+    x = weights.embeddings[ids] if vectors is None else vectors  # (n, d)
     if arch.padding_index is not None:  # RoBERTa's rule (transformers' create_position_ids_from_input_ids)
         real = (ids != arch.padding_index).long()  # (n,)
         positions = torch.cumsum(real, 0) * real + arch.padding_index  # (n,)
@@ -191,7 +213,7 @@ def embed(arch: Architecture, weights: Weights, ids: torch.Tensor, positions: to
 
 
 def project(arch: Architecture, block: Block, x: torch.Tensor, positions: torch.Tensor):
-    """A layer's queries (H, m, dh), keys and values (KV, m, dh) of inputs x (m, d) at `positions` (m,)."""
+    """A layer's queries (..., H, m, dh), keys and values (..., KV, m, dh) of inputs x (..., m, d) at `positions` (m,)."""
     query = split_heads(_linear(x, block.w_query, block.b_query), arch.heads)  # (H, m, dh)
     key = split_heads(_linear(x, block.w_key, block.b_key), arch.kv_heads)  # (KV, m, dh)
     value = split_heads(_linear(x, block.w_value, block.b_value), arch.kv_heads)  # (KV, m, dh)
@@ -222,28 +244,54 @@ def feed_forward(arch: Architecture, block: Block, h: torch.Tensor) -> torch.Ten
 
 
 def layer(arch: Architecture, block: Block, index: int, x: torch.Tensor, positions: torch.Tensor,
-          key: torch.Tensor | None = None, value: torch.Tensor | None = None, out: torch.Tensor | None = None):
-    """One layer over inputs x (m, d) at `positions`: (x after the layer (m, d), the attention's result, its Trace).
-    `key` and `value` (KV, c, dh), when given, are the earlier pieces' cached keys and values, read before these.
-    `out` (H, m, c + m), when given, is where the weights are computed (attend's out)."""
-    h = x if arch.post_norm else block.attention_norm(x)  # (m, d)
-    query, new_key, new_value = project(arch, block, h, positions)  # (H, m, dh), (KV, m, dh) × 2
-    key = new_key if key is None else torch.cat([key, new_key], 1)  # (KV, c + m, dh)
-    value = new_value if value is None else torch.cat([value, new_value], 1)  # (KV, c + m, dh)
-    mask = allowed_keys(arch, index, positions, key.shape[1])  # (m, c + m) or None
-    a = grouped_attend(query, key, value, scoring="scaled_dot", mask=mask, need_scores=False, out=out)  # (H, m, c + m)
-    attended = _linear(a.output.transpose(0, 1).reshape(len(x), -1), block.w_out, block.b_out)  # (m, H·dh) -> (m, d)
+          key: torch.Tensor | None = None, value: torch.Tensor | None = None, out: torch.Tensor | None = None,
+          intervention: Intervention | None = None):
+    """One layer over inputs x (..., m, d) at `positions`: (x after the layer, the attention's result, its Trace).
+    `key` and `value` (..., KV, c, dh), when given, are the earlier pieces' cached keys and values, read before these.
+    `out` (H, m, c + m), when given, is where the weights are computed (attend's out). `intervention`, when given,
+    may replace the weights before they meet V and the heads' outputs before W_o (Intervention). Leading dimensions
+    of x are a batch: copies of the same pieces, as the effects of many interventions are computed at once."""
+    h = x if arch.post_norm else block.attention_norm(x)  # (..., m, d)
+    query, new_key, new_value = project(arch, block, h, positions)  # (..., H, m, dh), (..., KV, m, dh) × 2
+    key = new_key if key is None else torch.cat([key.expand(*new_key.shape[:-2], -1, -1), new_key], -2)  # (..., KV, c + m, dh)
+    value = new_value if value is None else torch.cat([value.expand(*new_value.shape[:-2], -1, -1), new_value], -2)
+    mask = allowed_keys(arch, index, positions, key.shape[-2])  # (m, c + m) or None
+    a = grouped_attend(query, key, value, scoring="scaled_dot", mask=mask, need_scores=False, out=out)  # (..., H, m, c + m)
+    if intervention is not None:
+        a = intervene(intervention, index, a, value, positions)
+    heads_out = a.output.transpose(-3, -2).flatten(-2)  # (..., m, H·dh)
+    attended = _linear(heads_out, block.w_out, block.b_out)  # (..., m, d)
     if arch.post_norm:
-        x = block.attention_norm(x + attended)  # (m, d)
-        x = block.mlp_norm(x + feed_forward(arch, block, x))  # (m, d)
+        x = block.attention_norm(x + attended)  # (..., m, d)
+        x = block.mlp_norm(x + feed_forward(arch, block, x))  # (..., m, d)
     else:
-        x = x + attended  # (m, d)
-        x = x + feed_forward(arch, block, block.mlp_norm(x))  # (m, d)
+        x = x + attended  # (..., m, d)
+        x = x + feed_forward(arch, block, block.mlp_norm(x))  # (..., m, d)
     return x, a, Trace(h, query, key, value, a.output)
 
 
-def forward(arch: Architecture, weights: Weights, ids: list[int]) -> Forward:
-    """The whole model over `ids`, every layer's attention weights and traces kept."""
+def intervene(intervention: Intervention, index: int, a, value: torch.Tensor, positions: torch.Tensor):
+    """The attention result `a` of layer `index` as `intervention` changes it: new weights are read against V again,
+    and new head outputs replace the old."""
+    weights = intervention.weights(index, a.weights, positions)  # (..., H, m, k) or None
+    output = a.output
+    if weights is not None:
+        output = grouped_values(weights, value)  # (..., H, m, dh)
+    changed = intervention.head_output(index, output)  # (..., H, m, dh) or None
+    return type(a)(a.scores, a.weights if weights is None else weights, output if changed is None else changed, a.allowed)
+
+
+def grouped_values(weights: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """(..., H, m, dh) αV for weights (..., H, m, k) and values (..., KV, k, dh), query head h reading K/V head
+    h // (H / KV)."""
+    heads, kv_heads, m = weights.shape[-3], value.shape[-3], weights.shape[-2]
+    stacked = weights.reshape(*weights.shape[:-3], kv_heads, heads // kv_heads * m, weights.shape[-1])  # (..., KV, G·m, k)
+    return (stacked @ value).reshape(*weights.shape[:-1], value.shape[-1])  # (..., H, m, dh)
+
+
+def forward(arch: Architecture, weights: Weights, ids: list[int], intervention: Intervention | None = None) -> Forward:
+    """The whole model over `ids`, every layer's attention weights and traces kept; with `intervention`, as it changes
+    the layers (the weights kept are those that met V)."""
     device = weights.embeddings.device
     cpu = torch.device("cpu")
     n = len(ids)
@@ -257,26 +305,33 @@ def forward(arch: Architecture, weights: Weights, ids: list[int]) -> Forward:
         hidden[0] = x
         for i, block in enumerate(weights.blocks):
             on_device = attention[i] if device.type == "cpu" else None  # on a GPU: computed there, then copied
-            x, a, trace = layer(arch, block, i, x, positions, out=on_device)
-            if on_device is None:
+            x, a, trace = layer(arch, block, i, x, positions, out=on_device, intervention=intervention)
+            if on_device is None or a.weights.data_ptr() != on_device.data_ptr():
                 attention[i] = a.weights  # (H, n, n)
             traces.append(trace.to(cpu))
             hidden[i + 1] = x
         next_logits = logits(weights, x[-1:])[0].float().cpu().numpy() if arch.causal else None  # (vocab,)
-    return Forward(hidden.numpy(), attention.numpy(), traces, next_logits)
+    return Forward(hidden.numpy(), attention.numpy(), traces, next_logits, intervention=intervention)
 
 
 def logits(weights: Weights, hidden: torch.Tensor) -> torch.Tensor:
     """(m, vocab) next-piece logits from hidden states (m, d): the final norm, then the output matrix."""
     with torch.inference_mode():
-        h = weights.final_norm(hidden) if weights.final_norm is not None else hidden  # (m, d)
-        return h @ weights.unembed  # (m, vocab)
+        return unembed(weights, hidden)  # (m, vocab)
+
+
+def unembed(weights: Weights, hidden: torch.Tensor) -> torch.Tensor:
+    """logits() where autograd may follow (a gradient with respect to the input is taken through it)."""
+    h = weights.final_norm(hidden) if weights.final_norm is not None else hidden  # (..., m, d)
+    return h @ weights.unembed  # (..., m, vocab)
 
 
 def extend(arch: Architecture, weights: Weights, before: Forward, token: int) -> Forward:
     """`before` with one more piece at its end, computed from its K/V cache (each layer's keys and values so far):
     the new piece's row of weights over every key, every earlier row as it was (causal attention lets none change).
-    Equals forward() on the longer ids while only the new row is computed."""
+    Equals forward() on the longer ids while only the new row is computed; under `before`'s intervention, as that
+    intervention changes the new row (one that needs every position at once, a mean over them, says so)."""
+    intervention = before.intervention
     device = weights.embeddings.device
     n = before.weights.shape[-1]
     with torch.inference_mode():
@@ -284,7 +339,8 @@ def extend(arch: Architecture, weights: Weights, before: Forward, token: int) ->
         x = embed(arch, weights, torch.tensor([token], device=device), position)  # (1, d)
         hidden, rows, traces = [x.float().cpu()], [], []
         for i, (block, trace) in enumerate(zip(weights.blocks, before.traces)):
-            x, a, new = layer(arch, block, i, x, position, trace.key.to(device), trace.value.to(device))
+            x, a, new = layer(arch, block, i, x, position, trace.key.to(device), trace.value.to(device),
+                              intervention=intervention)
             rows.append(a.weights.float().cpu())  # (H, 1, n + 1)
             traces.append(Trace(torch.cat([trace.x, new.x.cpu()]), torch.cat([trace.query, new.query.cpu()], 1),
                                 new.key.cpu(), new.value.cpu(), torch.cat([trace.head_output, new.head_output.cpu()], 1)))
@@ -292,7 +348,8 @@ def extend(arch: Architecture, weights: Weights, before: Forward, token: int) ->
         next_logits = logits(weights, x)[0].float().cpu().numpy()  # (vocab,)
     old = np.pad(before.weights, ((0, 0), (0, 0), (0, 0), (0, 1)))  # (L, H, n, n + 1): no earlier row sees the new key
     grown = np.concatenate([old, torch.stack(rows).numpy()], 2)  # (L, H, n + 1, n + 1)
-    return Forward(np.concatenate([before.hidden, torch.stack(hidden).numpy()], 1), grown, traces, next_logits)
+    return Forward(np.concatenate([before.hidden, torch.stack(hidden).numpy()], 1), grown, traces, next_logits,
+                   intervention=intervention)
 
 
 def scores(arch: Architecture, trace: Trace, head: int | None = None) -> torch.Tensor:

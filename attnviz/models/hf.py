@@ -112,7 +112,11 @@ class TransformersModel(Model):
             raise ModelError(f"{folder.name}'s weights do not match its config.json (weights {'; '.join(problems)}).")
         return module.to(self.device).eval()
 
-    def run(self, text: str, target: str | None = None) -> Run:
+    def run(self, text: str, target: str | None = None, intervention=None) -> Run:
+        if intervention is not None:
+            raise ModelError(f"{self.name} is computed by transformers, which keeps no seam inside its layers: "
+                             "interventions (ablating a head, knocking out an edge) need attnviz's own engine, which "
+                             "computes BERT-like, GPT-2 and Llama-like models.")
         return self.run_pieces(self.tokenize(text), target)
 
     def run_pieces(self, pieces: Pieces, target: str | None = None) -> Run:

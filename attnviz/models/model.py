@@ -100,16 +100,17 @@ class EngineModel(Model):
         limit = max_pieces(arch.layers, arch.heads, arch.context)
         self.reader = Reader(tokenizer, limit, name)
 
-    def run(self, text: str, target: str | None = None) -> Run:
-        return self.run_pieces(self.tokenize(text))
+    def run(self, text: str, target: str | None = None, intervention: engine.Intervention | None = None) -> Run:
+        """The run on `text`; with `intervention`, as it changes the layers (attnviz.effects makes them)."""
+        return self.run_pieces(self.tokenize(text), intervention)
 
-    def run_pieces(self, pieces: Pieces) -> Run:
-        return self._run(pieces, engine.forward(self.arch, self.weights, pieces.ids))
+    def run_pieces(self, pieces: Pieces, intervention: engine.Intervention | None = None) -> Run:
+        return self._run(pieces, engine.forward(self.arch, self.weights, pieces.ids, intervention))
 
     def _run(self, pieces: Pieces, result: engine.Forward) -> Run:
         attention = Attention("self", KIND_TITLES["self"], result.weights, pieces, pieces, self.arch.causal)
         return Run(self.name, self.kind, self.computed_by, pieces, {"self": attention}, result.hidden, result.traces,
-                   result.next_logits, self.arch)
+                   result.next_logits, self.arch, intervention=result.intervention)
 
     # ------------------------------------------------------------ decoders
 
@@ -117,8 +118,16 @@ class EngineModel(Model):
         """`run` with `token` appended, from its K/V cache: only the new piece's row is computed (engine.extend)."""
         if not self.arch.causal:
             raise ValueError("Only a decoder reads one more piece from its cache.")
-        before = engine.Forward(run.hidden, run.weights, run.traces, run.next_logits)
+        if getattr(run.intervention, "whole_sequence", False):
+            raise ValueError(f"{run.intervention.describe()}: it needs every position at once, so the run cannot grow "
+                             "one piece at a time; run the longer text whole.")
+        before = engine.Forward(run.hidden, run.weights, run.traces, run.next_logits, intervention=run.intervention)
         return self._run(self.reader.append(run.pieces, token), engine.extend(self.arch, self.weights, before, token))
+
+    def logits(self, run: Run) -> np.ndarray:
+        """(n, vocab) float32: a decoder's next-piece logits at every position of `run`, from its last hidden states."""
+        hidden = torch.from_numpy(run.hidden[-1]).to(self.device, self.dtype)  # (n, d)
+        return engine.logits(self.weights, hidden).float().cpu().numpy()  # (n, vocab)
 
     def logit_lens(self, hidden: np.ndarray, top: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """What each layer's hidden state (L + 1, n, d) would predict next, read through the final norm and the output

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from attnviz.models.engine import Architecture, Trace, scores as trace_scores
+from attnviz.models.engine import Architecture, Intervention, Trace, scores as trace_scores
 from attnviz.models.pieces import Pieces, cut
 
 # The smallest weight float32 holds: a weight the softmax left at exactly 0 is read as this one (see log_scores).
@@ -57,6 +57,8 @@ class Run:
     traces: list[Trace] | None = None  # on the CPU
     next_logits: np.ndarray | None = None  # float32 (vocab,): a decoder's logits for the piece after the last
     architecture: Architecture | None = field(default=None, repr=False)
+    intervention: Intervention | None = None  # what the forward changed (attnviz.effects), None for the model as it is
+    logits: np.ndarray | None = None  # float32 (n, vocab): a decoder's logits at every position, where asked for
 
     @property
     def main(self) -> Attention:
@@ -102,7 +104,7 @@ class Run:
 
     @property
     def nbytes(self) -> int:
-        arrays = [a.weights for a in self.attention.values()] + [self.hidden, self.next_logits]
+        arrays = [a.weights for a in self.attention.values()] + [self.hidden, self.next_logits, self.logits]
         held = sum(a.nbytes for a in arrays if a is not None)
         return held + sum(t.nbytes for t in self.traces or [])
 

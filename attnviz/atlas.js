@@ -171,7 +171,7 @@ class Atlas {
     ctx.textBaseline = "middle";
     ctx.font = `${Math.max(10, d.font_px - 2)}px "Source Sans Pro", "Source Sans 3", sans-serif`;
     ctx.fillText(d.zmax_text, x + 16, top + 4);
-    ctx.fillText("0", x + 16, top + h - 4);
+    ctx.fillText(d.zmin_text || "0", x + 16, top + h - 4);
   }
 
   headAt(event) {

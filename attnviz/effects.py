@@ -365,6 +365,10 @@ class Contributions:
     mlp_residual: np.ndarray  # float32 (L, n): share of y, in the MLP step
 
     @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.attention, self.residual, self.mlp, self.mlp_residual))
+
+    @property
     def pieces(self) -> np.ndarray:
         """(L, n, n) piece → piece: Σ_h share of (i ← j) plus, on the diagonal, the residual's share. Rows sum to 1."""
         edges = self.attention.sum(2)  # (L, n, n)
@@ -487,6 +491,10 @@ class LogitAttribution:
     suppressed_labels: list[list[list[str]]]
 
     @property
+    def nbytes(self) -> int:
+        return self.heads.nbytes + self.promoted.nbytes + self.suppressed.nbytes + 64 * self.promoted.size
+
+    @property
     def total(self) -> float:
         return float(self.heads.sum(dtype=np.float64) + sum(self.terms.values()))
 
@@ -567,6 +575,10 @@ class Importance:
     measures: dict[str, np.ndarray]  # name → (n,) float32, larger = more important
     agreement: dict[str, float | None]  # name → ρ with occlusion (None: a measure with no ranking, as a constant one)
     compared: list[int]  # the pieces the agreement is taken over
+
+    @property
+    def nbytes(self) -> int:
+        return sum(v.nbytes for v in self.measures.values())
 
     def sentence(self) -> str:
         """One plain sentence: which measures agree with occlusion here and which do not."""

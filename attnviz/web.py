@@ -13,6 +13,8 @@ HEATMAP = ("weights.mjs", "canvas.js", "heatmap_draw.js", "heatmap_toolbar.js", 
            "heatmap_compare.js", "heatmap_matrix.js")
 # The head atlas: the math (colours), the canvas, the atlas. It defines `mountAtlas(component)`.
 ATLAS = ("weights.mjs", "canvas.js", "atlas.js")
+# The information-flow routes: the canvas, the graph. It defines `mountRoutes(component)`.
+ROUTES = ("canvas.js", "routes.js")
 # The notebook widgets: the heatmap's files, the atlas, and anywidget's adapter (its default export).
 WIDGET = (*HEATMAP, "atlas.js", "widget.js")
 CSS = "heatmap.css"

@@ -62,6 +62,17 @@ def _opened(key: str, on_open) -> None:
         on_open(tuple(head))
 
 
+_routes = st.components.v2.component("attnviz_routes", js=web.source(web.ROUTES) + "\nexport default mountRoutes;\n",
+                                     css=web.css(), isolate_styles=False)
+
+
+def routes_graph(data: dict, *, key: str, on_open, on_threshold) -> None:
+    """Mount the routes graph for `data` (figures.routes_data): a click on an edge calls on_open((layer, head)), from 0;
+    the threshold, moved in the page, calls on_threshold(value) once released (for the link)."""
+    _routes(key=key, data=data, on_head_change=lambda: _opened(key, on_open),
+            on_threshold_change=lambda: on_threshold(st.session_state[key].get("threshold")), width="stretch")
+
+
 def browser_figure(data: dict, *, key: str) -> None:
     """Mount a figure of final numbers drawn by the heatmap's code (figures.matrix_data, figures.bars_data): no view to
     sync back, and no plotly chart to redraw on every rerun."""

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import streamlit as st
 
-from attnviz import heads, models
+from attnviz import effects, heads, models
 from attnviz.cache import ByteBudgetCache
 from attnviz.models.catalog import Offer, offers
 from pages._common import md_escape
@@ -50,9 +50,27 @@ def induction(name: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     return heads.probe_scores(model(name), 4, heads.PROBE_PIECES, heads.SEED)
 
 
-def run(name: str, text: str, target: str | None = None) -> models.Run:
-    """The model's run on `text` (an encoder–decoder's: on `text` and `target`, or its own output), shared by sessions."""
-    return _results().get((name, text, target), lambda: model(name).run(text, target))
+def run(name: str, text: str, target: str | None = None, intervention=None) -> models.Run:
+    """The model's run on `text` (an encoder–decoder's: on `text` and `target`, or its own output), shared by sessions;
+    with `intervention` (attnviz.effects), the run it changes, kept apart from the model's own."""
+    if intervention is None:
+        return _results().get((name, text, target, None), lambda: model(name).run(text, target))
+    return _results().get((name, text, target, intervention), lambda: model(name).run(text, target, intervention))
+
+
+def effect_of(name: str, text: str, what: str, how: str | None = "zero", extra=None):
+    """What attnviz.effects measures on `text`, shared by sessions like runs: "heads" (every head's effect; `extra` an
+    encoder's piece), "ablate" (the run with head `extra` (layer, head) from 0 removed), "contributions", "logits"
+    (direct logit attribution), "importance" (`extra` an encoder's piece)."""
+    chosen = model(name)
+    compute = {
+        "heads": lambda: effects.head_effects(chosen, text, how, piece=extra),
+        "ablate": lambda: effects.ablate(chosen, text, [extra], how),
+        "contributions": lambda: effects.contributions_of(chosen, run(name, text)),
+        "logits": lambda: effects.logit_attribution_of(chosen, run(name, text)),
+        "importance": lambda: effects.importance(chosen, text, piece=extra),
+    }[what]
+    return _results().get((name, text, "effects", what, how, extra), compute)
 
 
 def probe_run(name: str, length: int, seed: int, shuffled: bool, cut: int) -> tuple[heads.Probe, models.Run]:
@@ -78,7 +96,7 @@ def one_more(name: str, text: str, token: int) -> str:
     result = run(name, text)
     grown = chosen.reader.append(result.pieces, token)
     if isinstance(chosen, models.EngineModel) and chosen.tokenizer.encode(grown.text).ids == grown.ids:
-        _results().get((name, grown.text, None), lambda: chosen.extend(result, token))
+        _results().get((name, grown.text, None, None), lambda: chosen.extend(result, token))
     return grown.text
 
 

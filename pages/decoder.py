@@ -17,6 +17,7 @@ from pages._model_views import (
     HEAD_TYPE_PARAMS, atlas, chosen_head, engine_only, head_types_section, lines, moved_section, positions, qk_space_section,
     walk,
 )
+from pages._effects import EFFECT_PARAMS, effects_section
 from pages._interactive import browser_figure
 from pages._present import downloads
 
@@ -53,6 +54,7 @@ SCHEMA = {
     "steps": Param(False, boolean, encode_bool),
     "walk": Param(1, int_range(0, 16)),
     **HEAD_TYPE_PARAMS,
+    **EFFECT_PARAMS,
 }
 
 st.title("Decoder")
@@ -175,6 +177,7 @@ if section.open:
 qk_space_section(name, text, layer, head, SCHEMA)
 walk(model, result, layer, head, SCHEMA)
 moved_section(model, result, layer, head, labels)
+effects_section(model, name, text, result, layer, head)
 
 # ---------------------------------------------------------------- sinks and the logit lens
 st.header("Attention sinks")

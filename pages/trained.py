@@ -14,6 +14,7 @@ from pages._model import load_or_stop, pick_model, run, word_weights
 from pages._model_views import (
     HEAD_TYPE_PARAMS, atlas, chosen_head, head_types_section, lines, moved_section, positions, qk_space_section, walk,
 )
+from pages._effects import EFFECT_PARAMS, effects_section
 from pages._present import chart
 
 TEXT_CHARS = 20_000
@@ -45,6 +46,7 @@ SCHEMA = {
     "steps": Param(False, boolean, encode_bool),
     "walk": Param(1, int_range(0, 16)),  # the walk's open tab: a step from 1, or 0 for every step
     **HEAD_TYPE_PARAMS,
+    **EFFECT_PARAMS,
 }
 
 st.title("Trained model")
@@ -141,6 +143,7 @@ if not encdec:
             positions(model, result)
     qk_space_section(name, sentence, layer, head, SCHEMA)
     moved_section(model, result, layer, head, pieces.labels())
+    effects_section(model, name, sentence, result, layer, head)
 
     st.header("Head summaries")
     st.write("What each head looks at on average over the queries, on the model's own pieces (after Clark et al., 2019, "

@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from attnviz.figures.layout import (
-    CLICK_MARKER, FONT_PX, PALETTES, _colorbar, _finite, _short, colour_scale, labels, palette_stops,
+    CLICK_MARKER, DIVERGING, FONT_PX, PALETTES, _colorbar, _finite, _scale_stops, _short, colour_scale, labels,
+    palette_stops,
 )
 from attnviz.figures.matrices import block_max
 
@@ -170,7 +171,7 @@ def _outline(fig: go.Figure, x0: float, y0: float, x1: float, y1: float) -> None
 def atlas_data(weights: np.ndarray, *, chosen: tuple[int, int], scale: str = "row", palette: str = "viridis", group: int = 1,
                most: int = ATLAS_BLOCKS, allowed: np.ndarray | None = None, font_px: int = FONT_PX,
                max_height: int = ATLAS_HEIGHT_PX, title: str | None = None, score: tuple[str, np.ndarray] | None = None,
-               colour: str = "pattern", sort: bool = False) -> dict:
+               colour: str = "pattern", sort: bool = False, signed: bool = False) -> dict:
     """What the browser's head atlas (atlas.js) draws: every head of weights (L, H, n, n) as a thumbnail of at most
     `most` × `most` blocks (each block's largest weight beyond that), as the colour scale shows it, in bytes 0 … 255
     (base64); `allowed` (n, n), where a mask hides keys, greys the blocks no query may read; `chosen` (layer, head),
@@ -181,7 +182,15 @@ def atlas_data(weights: np.ndarray, *, chosen: tuple[int, int], scale: str = "ro
     order = np.tile(np.arange(n_heads), (n_layers, 1))  # (L, H) the head drawn in each place of a layer
     if score is not None and sort:
         order = np.argsort(-np.nan_to_num(score[1], nan=-1.0), axis=1, kind="stable")  # (L, H)
-    if score is not None and colour == "score":
+    stops = palette_stops(palette)
+    if score is not None and colour == "score" and signed:  # a signed measure (an effect) on a diverging scale
+        values = np.nan_to_num(np.asarray(score[1], np.float64), nan=0.0, posinf=0.0, neginf=0.0)  # (L, H)
+        top = float(np.abs(values).max()) or 1.0
+        shown = (0.5 + 0.5 * values / top)[..., None, None]  # (L, H, 1, 1): 0 → the middle of the scale
+        r, zmax_text, masked = 1, f"+{top:.3g}", ""
+        stops = [[p, list(rgb)] for p, rgb in _scale_stops(DIVERGING)]
+        title = title or f"All {n_layers * n_heads:,} heads ({n_layers} layers × {n_heads} heads), coloured by {score[0]}"
+    elif score is not None and colour == "score":
         shown = np.nan_to_num(np.clip(score[1], 0, 1), nan=0.0)[..., None, None]  # (L, H, 1, 1)
         r, zmax_text, masked = 1, "1", ""
         title = title or f"All {n_layers * n_heads:,} heads ({n_layers} layers × {n_heads} heads), coloured by {score[0]}"
@@ -205,11 +214,14 @@ def atlas_data(weights: np.ndarray, *, chosen: tuple[int, int], scale: str = "ro
     values = np.rint(shown * 255).astype(np.uint8).tobytes()
     packed = base64.b64encode(values).decode("ascii")
     sorted_ = bool(sort and score is not None)
-    version = hashlib.blake2b("\x00".join([packed, masked, scale, palette, title]).encode(), digest_size=12).hexdigest()
+    version = hashlib.blake2b("\x00".join([packed, masked, scale, palette, title, str(signed)]).encode(),
+                              digest_size=12).hexdigest()
     data = dict(version=version, layers=int(n_layers), heads=int(n_heads), r=int(r), blocks=packed, masked=masked,
-                group=int(group) if not sorted_ else 1, chosen=[int(c) for c in chosen], palette=palette_stops(palette),
+                group=int(group) if not sorted_ else 1, chosen=[int(c) for c in chosen], palette=stops,
                 title=title, zmax_text=zmax_text, font_px=font_px, tile_max_px=ATLAS_TILE_PX, max_height=max_height,
                 order=order.ravel().tolist() if sorted_ else None)
+    if score is not None and colour == "score" and signed:
+        data["zmin_text"] = zmax_text.replace("+", "−")  # the scale runs −top … +top, 0 in its middle
     if score is not None:
         data["measure"] = dict(name=score[0], values=[round(float(v), 4) for v in np.nan_to_num(score[1]).ravel()])
     return data

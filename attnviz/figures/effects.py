@@ -1,0 +1,53 @@
+"""What the effects panels draw (attnviz.effects): the routes graph's data for the browser (routes.js) and the
+importance measures as a matrix of final numbers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+
+from attnviz.figures.layout import FONT_PX, _finite
+from attnviz.figures.matrices import matrix_data
+
+ROUTE_FLOOR = 0.01  # edges below this share are not sent: the slider starts there
+ROUTE_EDGES = 20_000  # at most this many edges are sent (the floor rises until they fit)
+
+
+def routes_data(pieces: np.ndarray, attention: np.ndarray, residual: np.ndarray, tokens: list[str], *,
+                threshold: float, chosen: tuple[int, int], start: int | None = None, font_px: int = FONT_PX,
+                title: str = "") -> dict:
+    """What routes.js draws: every piece → piece edge [layer, source, target, share, head] of `pieces` (L, n, n) above
+    the floor, head the one carrying most of it (attention (L, n, H, n)) or -1 where the residual stream carries most;
+    `chosen` (layer, head) from 0 is drawn apart; layers and heads are labelled from 1."""
+    layers, n = pieces.shape[:2]
+    floor = ROUTE_FLOOR
+    shares = _finite(pieces)
+    while (shares >= floor).sum() > ROUTE_EDGES:
+        floor *= 1.5
+    layer, target, source = np.nonzero(shares >= floor)
+    carried = attention[layer, target, :, source]  # (E, H)
+    by_residual = (source == target) & (residual[layer, target] >= carried.sum(-1))
+    head = np.where(by_residual, -1, carried.argmax(-1))
+    edges = [[int(l), int(j), int(i), round(float(shares[l, i, j]), 4), int(h)]
+             for l, i, j, h in zip(layer, target, source, head)]
+    packed = json.dumps(edges, separators=(",", ":"))
+    version = hashlib.blake2b((packed + "\x00".join(tokens)).encode(), digest_size=12).hexdigest()
+    return dict(version=version, layers=int(layers), n=int(n), tokens=[str(t) for t in tokens], edges=edges,
+                threshold=float(max(threshold, floor)), start=int(n - 1 if start is None else start),
+                chosen=[int(c) for c in chosen], base=1, font_px=font_px, floor=floor,
+                title=title or f"Routes to “{tokens[-1]}” through {layers} layers")
+
+
+def importance_data(measures: dict[str, np.ndarray], names: dict[str, str], tokens: list[str], *, title: str,
+                    font_px: int = FONT_PX) -> tuple[dict, np.ndarray]:
+    """The importance measures as rows over the pieces, each divided by its largest |value| so that rows of different
+    units share one colour scale: (the browser matrix's data, the (measures, n) values drawn)."""
+    rows = np.stack([_finite(np.asarray(v, np.float64)) for v in measures.values()])  # (M, n)
+    top = np.abs(rows).max(1, keepdims=True)
+    drawn = (rows / np.where(top > 0, top, 1.0)).astype(np.float32)  # (M, n) in −1 … 1
+    data = matrix_data(drawn, [names[k] for k in measures], tokens, title=title, what="÷ its row's largest |value|",
+                       axes=("measure", "piece"), scale="max", font_px=font_px, height=80 + 34 * len(measures),
+                       file="attnviz_importance")
+    return data, drawn

@@ -1,0 +1,211 @@
+"""Does attention explain the prediction? Both model pages' panel (attnviz.effects): every head's effect when it is
+removed, coloured on the atlas's diverging scale (a click ablates the head), the next-piece bars before and after,
+the routes from the last piece back to the input (drawn by the browser, its threshold in the page), direct logit
+attribution, and six measures of each piece's importance beside occlusion, with a sentence on which agree."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+import torch
+
+from attnviz import effects, figures, models
+from attnviz.export import Matrix
+from attnviz.urlstate import Param, boolean, choice, encode_bool, int_range, nearest
+from pages._interactive import browser_figure, head_atlas, routes_graph
+from pages._model import effect_of
+from pages._model_views import engine_only
+from pages._present import PRESENT, downloads
+
+THRESHOLDS = tuple(round(0.01 * i, 2) for i in range(1, 51))
+EFFECT_PIECES = 64  # every head's effect is measured on texts of up to this many pieces (one batched pass each head)
+BARS = 10
+EFFECT_PARAMS = {
+    "effects": Param(False, boolean, encode_bool),  # "Does attention explain the prediction?" is open
+    "how": Param("zero", choice(effects.HOWS)),  # how a head is removed
+    "ablate": Param(False, boolean, encode_bool),  # the chosen head is removed: the bars before and after
+    "rthr": Param(0.04, nearest(THRESHOLDS)),  # the routes' threshold
+    "piece": Param(0, int_range(0, models.MAX_PIECES - 1)),  # an encoder's piece whose final vector is read
+}
+
+
+def effects_section(model: models.Model, name: str, text: str, result: models.Run, layer: int, head: int) -> None:
+    """The panel, in an expander that computes nothing until opened."""
+    section = st.expander("Does attention explain the prediction? What each head changes, the routes, and importance "
+                          "beside occlusion", key="effects", on_change="rerun")
+    if not section.open:
+        return
+    with section:
+        if not engine_only(model, "what a head changes (ablation, routes, importance)"):
+            return
+        labels = result.pieces.labels()
+        n = len(labels)
+        if n > EFFECT_PIECES:
+            st.info(f"Effects are measured on texts of up to {EFFECT_PIECES} pieces; this one has {n}. Each of the "
+                    f"{model.layers * model.heads} heads needs its own pass through the layers after it: shorten the "
+                    "text to see them.")
+            return
+        decoder = model.kind == "decoder"
+        if not decoder and st.session_state.get("piece", 0) >= n:
+            st.session_state.piece = 0
+        left, right = st.columns(2)
+        how = left.radio("Remove a head by", list(effects.HOWS), key="how", horizontal=True,
+                         format_func=lambda h: {"zero": "zeroing its output", "mean": "its mean output"}[h],
+                         help="zero: the head's output αV set to 0 before W_o; mean: replaced by its mean over the "
+                              "text's positions")
+        piece = None
+        if not decoder:
+            piece = right.selectbox("Piece whose final vector is read", list(range(n)), key="piece",
+                                    format_func=lambda i: f"#{i} {labels[i]}")
+        try:
+            found = effect_of(name, text, "heads", how, piece)
+        except (effects.EffectsError, models.TextError) as error:
+            st.info(str(error))
+            return
+        effect_atlas(found, model, layer, head, decoder, labels, piece)
+        if decoder:
+            before_after(model, name, text, result, layer, head, how, labels)
+        else:
+            st.write(f"Removing layer {layer}, head {head} turns the final vector of “{labels[piece]}” by "
+                     f"1 − cos = {found[layer - 1, head - 1]:.4f}.")
+        routes_panel(model, name, text, labels, layer, head)
+        if decoder:
+            logit_table(name, text, layer, head)
+        importance_panel(name, text, piece, decoder)
+
+
+def effect_atlas(found: np.ndarray, model: models.Model, layer: int, head: int, decoder: bool, labels: list[str],
+                 piece: int | None) -> None:
+    def ablate_head(chosen: tuple[int, int]) -> None:
+        st.session_state.layer, st.session_state.head = chosen[0] + 1, chosen[1] + 1
+        st.session_state.ablate = True
+
+    what = ("effect on the next piece: Δ log p" if decoder else f"effect on “{labels[piece]}”: 1 − cos")
+    weights = np.zeros((*found.shape, 1, 1), np.float32)  # one square a head: the thumbnails are its colour
+    presenting = bool(st.session_state.get(PRESENT))
+    data = figures.atlas_data(weights, chosen=(layer - 1, head - 1), score=(what, found), colour="score",
+                              signed=decoder, font_px=16 if presenting else figures.FONT_PX,
+                              palette=st.session_state.get("palette", "viridis"),
+                              title=f"Every head removed in turn: {what} (layers down, heads across, from 1)")
+    head_atlas(data, key="effect_atlas", on_open=ablate_head)
+    order = np.argsort(found.ravel())
+    strongest = order[:3] if decoder else order[::-1][:3]
+    said = ", ".join(f"layer {i // model.heads + 1}, head {i % model.heads + 1} ({found.ravel()[i]:+.3f})"
+                     for i in strongest)
+    if decoder:
+        st.caption("Each head's output set aside (" + effects.HOWS[st.session_state.how] + "), one at a time, and the "
+                   "model run on: log p(the clean run's most likely next piece) with the head removed minus without. "
+                   "Orange (below 0): the head helped that prediction; purple (above 0): it held it back; white: no change. Click a head "
+                   f"to remove it and see the bars change. The heads it needs most here: {said}.")
+    else:
+        st.caption("Each head's output set aside, one at a time: 1 − cos between the chosen piece's final vector with "
+                   f"and without it (0: no change). Click a head to open it. Largest here: {said}.")
+    downloads(st, "effects", lambda: figures.matrix_heatmap(found, [str(l) for l in range(1, model.layers + 1)],
+                                                            [str(h) for h in range(1, model.heads + 1)], title=what),
+              Matrix(found, [str(l) for l in range(1, model.layers + 1)], [str(h) for h in range(1, model.heads + 1)],
+                     corner="layer \\ head"), image_help="the figure as a page (HTML).")
+
+
+def before_after(model, name: str, text: str, result: models.Run, layer: int, head: int, how: str,
+                 labels: list[str]) -> None:
+    """The next-piece bars without and with the chosen head removed, over the same pieces."""
+    if not st.toggle(f"Remove the chosen head (layer {layer}, head {head}) and compare the next piece", key="ablate"):
+        return
+    removed = effect_of(name, text, "ablate", how, (layer - 1, head - 1))
+    clean_p = torch.softmax(torch.from_numpy(result.next_logits).double(), -1).numpy()  # (vocab,)
+    ablated_p = torch.softmax(torch.from_numpy(removed.next_logits).double(), -1).numpy()  # (vocab,)
+    top = np.argsort(-clean_p)[:BARS]
+    names = model.reader.labels([int(i) for i in top])
+    left, right = st.columns(2)
+    with left:
+        browser_figure(figures.bars_data(clean_p[top].astype(np.float32), names, axis="probability (T = 1)",
+                                         title=f"Before: p(next piece | “…{labels[-1]}”)"), key="effect_before")
+    with right:
+        browser_figure(figures.bars_data(ablated_p[top].astype(np.float32), names, axis="probability (T = 1)",
+                                         title=f"After removing layer {layer}, head {head}"), key="effect_after")
+    t = int(top[0])
+    change = float(np.log(ablated_p[t]) - np.log(clean_p[t]))
+    new_top = int(np.argmax(ablated_p))
+    st.write(f"p(“{names[0]}”) goes from {clean_p[t]:.3f} to {ablated_p[t]:.3f} (Δ log p = {change:+.3f})"
+             + (f"; the most likely next piece becomes “{model.reader.labels([new_top])[0]}” ({ablated_p[new_top]:.3f})."
+                if new_top != t else "; it stays the most likely next piece.")
+             + " The bars are the model's own distribution (T = 1, no top-k or top-p), with and without the head.")
+
+
+def routes_panel(model, name: str, text: str, labels: list[str], layer: int, head: int) -> None:
+    st.subheader("Routes: where the last piece's information comes from")
+    found = effect_of(name, text, "contributions")
+
+    def open_head(chosen: tuple[int, int]) -> None:
+        st.session_state.layer, st.session_state.head = chosen[0] + 1, chosen[1] + 1
+
+    data = figures.routes_data(found.pieces, found.attention, found.residual, labels, threshold=st.session_state.rthr,
+                               chosen=(layer - 1, head - 1),
+                               title=f"Routes to “{labels[-1]}” (#{len(labels) - 1}) through {model.layers} layers "
+                                     "(layers from 1)")
+    routes_graph(data, key="routes", on_open=open_head, on_threshold=lambda value: _threshold(value))
+    st.caption("LM-TT's contributions (Ferrando & Voita 2024): in each layer, the share of a piece's update that comes "
+               "from each head reading each piece, by proximity max(‖y‖₁ − ‖y − z‖₁, ε), normalised over the parts. An "
+               "edge runs from piece j before a layer to piece i after it with Σ_h share(i ← j) (plus, on i's own "
+               "stream, the residual's share); the routes keep the edges at or above the threshold that lead to the "
+               "last piece. Grey: mostly the residual stream; blue: mostly one head (click it to open that head).")
+    pieces = found.pieces.reshape(-1, len(labels))  # (L·n, n)
+    rows = [f"layer {l + 1} · #{i} {labels[i]}" for l in range(found.pieces.shape[0]) for i in range(len(labels))]
+    downloads(st, "contributions", lambda: figures.matrix_heatmap(pieces, rows, labels, title="piece → piece shares"),
+              Matrix(pieces, rows, labels, corner="layer · target \\ source"), image_help="the figure as a page (HTML).")
+
+
+def _threshold(value) -> None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value):
+        st.session_state.rthr = min(THRESHOLDS, key=lambda t: abs(t - float(value)))
+
+
+def logit_table(name: str, text: str, layer: int, head: int) -> None:
+    st.subheader("Direct logit attribution")
+    found = effect_of(name, text, "logits")
+    heads_count = found.heads.shape[1]
+    order = np.argsort(-np.abs(found.heads).ravel())[:12]
+    st.dataframe({
+        "layer": [int(i // heads_count) + 1 for i in order],
+        "head": [int(i % heads_count) + 1 for i in order],
+        f"term in logit of “{found.label}”": [round(float(found.heads.ravel()[i]), 4) for i in order],
+        "promotes most": [", ".join(found.promoted_labels[i // heads_count][i % heads_count]) for i in order],
+        "suppresses most": [", ".join(found.suppressed_labels[i // heads_count][i % heads_count]) for i in order],
+    }, hide_index=True)
+    others = sorted(found.terms.items(), key=lambda kv: -abs(kv[1]))[:3]
+    st.caption(f"The logit of “{found.label}” ({found.logit:.3f}) taken apart along the residual stream through the "
+               "final norm with its scale frozen at this run's: the 12 heads with the largest terms. All heads sum to "
+               f"{found.heads.sum():.3f}; the rest ({', '.join(f'{k} {v:+.3f}' for k, v in others)}, …) make up "
+               f"{found.total - found.heads.sum():.3f}; together {found.total:.3f}. Layer {layer}, head {head}: "
+               f"{found.heads[layer - 1, head - 1]:+.4f}. A head's direct term leaves out what it does through the "
+               "layers after it: its ablation effect above counts both.")
+    matrix = Matrix(found.heads, [str(l) for l in range(1, found.heads.shape[0] + 1)],
+                    [str(h) for h in range(1, heads_count + 1)], corner="layer \\ head")
+    downloads(st, "logit_attribution", lambda: figures.matrix_heatmap(found.heads, matrix.rows, matrix.cols,
+                                                                      title="direct logit attribution"),
+              matrix, image_help="the figure as a page (HTML).")
+
+
+def importance_panel(name: str, text: str, piece: int | None, decoder: bool) -> None:
+    st.subheader("Is attention the explanation?")
+    found = effect_of(name, text, "importance", None, piece)
+    names = {k: v.split(" (")[0].split(" ‖")[0] for k, v in effects.MEASURES.items()}
+    agreement = {k: found.agreement[k] for k in found.measures}
+    rows = {k: f"{names[k]} (ρ {'—' if r is None else f'{r:.2f}'})" for k, r in agreement.items()}
+    what = f"the next piece “{found.target}”" if decoder else f"the final vector of “{found.tokens[found.read]}”"
+    data, drawn = figures.importance_data(found.measures, rows, found.tokens,
+                                          title=f"Each piece's importance to {what}, six ways and a baseline")
+    browser_figure(data, key="importance")
+    st.write(found.sentence())
+    st.caption("Rows: each measure divided by its largest |value|, so they share one colour scale; ρ: Spearman's rank "
+               "agreement with occlusion" + (" over every piece but the last, which no other piece reads" if decoder else "")
+               + ". Occlusion knocks out every edge into the piece from any other, in every layer, and measures "
+               + ("the fall in log p of the predicted piece" if decoder else "1 − cos of the read piece's final vector")
+               + ": what the model does without that piece's information. Attention weights say where a head looks, "
+               "not how much its output weighs (value-weighted), whether later layers use it (contributions, "
+               "occlusion), or whether another route would carry the same.")
+    raw = np.stack([found.measures[k] for k in found.measures])  # (M, n)
+    downloads(st, "importance", lambda: figures.matrix_heatmap(drawn, list(rows.values()), found.tokens,
+                                                              title="importance"),
+              Matrix(raw, list(found.measures), found.tokens, corner="measure \\ piece"),
+              image_help="the figure as a page (HTML).")

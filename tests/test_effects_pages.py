@@ -1,0 +1,114 @@
+"""The effects panel on the Decoder and Trained model pages under AppTest: the numbers drawn are attnviz.effects's,
+a removed head changes the bars as its ablated run says, and bad URL values get allowed ones."""
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from attnviz import effects, models
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = "When he saw his owner, the dog was"
+
+
+def page(name: str, params: dict):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "pages" / name), default_timeout=300)
+    for key, value in params.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def components(at) -> list[dict]:
+    out = []
+    for element in at.get("bidi_component"):
+        data = json.loads(element.proto.json)
+        if data.get("kind") == "matrix":
+            data["values"] = np.frombuffer(base64.b64decode(data["values"]), "<f4").reshape(data["n"], data["m"])
+        elif data.get("kind") == "bars":
+            data["values"] = np.frombuffer(base64.b64decode(data["values"]), "<f4")
+        out.append(data)
+    return out
+
+
+def titled(at, start: str) -> dict:
+    return next(d for d in components(at) if str(d.get("title", "")).startswith(start))
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    return models.load("smollm2", device="cpu")
+
+
+def test_the_decoder_panel_draws_each_heads_effect_routes_logits_and_importance(smollm2):
+    at = page("decoder.py", {"text": TEXT, "effects": "1", "layer": "20", "head": "8"})
+    assert not at.exception
+    found = effects.head_effects(smollm2, TEXT)
+    atlas = titled(at, "Every head removed in turn")
+    assert (atlas["layers"], atlas["heads"], atlas["chosen"]) == (30, 9, [19, 7])
+    assert atlas["measure"]["name"].startswith("effect on the next piece")
+    np.testing.assert_allclose(np.array(atlas["measure"]["values"]).reshape(30, 9), found, atol=1e-4)
+    top = np.abs(found).max()
+    assert (atlas["zmax_text"], atlas["zmin_text"]) == (f"+{top:.3g}", f"−{top:.3g}")  # a diverging scale around 0
+    routes = next(d for d in components(at) if "edges" in d)
+    n = len(smollm2.tokenize(TEXT))
+    assert routes["n"] == n and routes["layers"] == 30 and routes["start"] == n - 1
+    shares = effects.contributions(smollm2, TEXT).pieces
+    for layer, source, target, share, _ in routes["edges"][:50]:
+        assert share == pytest.approx(shares[layer, target, source], abs=1e-4)
+    table = next(d.value for d in at.dataframe if any("term in logit" in str(c) for c in d.value.columns))
+    dla = effects.logit_attribution(smollm2, TEXT)
+    first = table.iloc[0]
+    assert first.iloc[2] == pytest.approx(dla.heads[first["layer"] - 1, first["head"] - 1], abs=1e-3)
+    importance = titled(at, "Each piece's importance")
+    assert importance["values"].shape == (len(effects.MEASURES), n)
+    assert np.abs(importance["values"]).max() == pytest.approx(1.0)
+    assert any("changes the prediction most" in m.value for m in at.markdown)
+
+
+def test_removing_the_chosen_head_shows_the_bars_before_and_after(smollm2):
+    at = page("decoder.py", {"text": TEXT, "effects": "1", "ablate": "1", "layer": "20", "head": "8"})
+    assert not at.exception
+    before, after = titled(at, "Before: p(next piece"), titled(at, "After removing layer 20, head 8")
+    clean = torch.softmax(torch.from_numpy(smollm2.run(TEXT).next_logits).double(), -1).numpy()
+    ablated = effects.ablate(smollm2, TEXT, [(19, 7)])
+    removed = torch.softmax(torch.from_numpy(ablated.next_logits).double(), -1).numpy()
+    top = np.argsort(-clean)[:10]
+    np.testing.assert_allclose(before["values"], clean[top], atol=1e-6)
+    np.testing.assert_allclose(after["values"], removed[top], atol=1e-6)
+    assert before["labels"] == after["labels"]
+    assert any("Δ log p" in m.value for m in at.markdown)
+
+
+def test_the_trained_model_panel_reads_the_chosen_pieces_final_vector():
+    minilm = models.load("minilm", device="cpu")
+    text = "When he saw his owner, the dog was happy"
+    at = page("trained.py", {"text": text, "effects": "1", "piece": "3"})
+    assert not at.exception
+    atlas = titled(at, "Every head removed in turn")
+    np.testing.assert_allclose(np.array(atlas["measure"]["values"]).reshape(6, 12),
+                               effects.head_effects(minilm, text, piece=3), atol=1e-4)
+    assert "1 − cos" in atlas["measure"]["name"]
+    importance = titled(at, "Each piece's importance to the final vector of")
+    assert importance["values"].shape[0] == len(effects.MEASURES)
+
+
+@pytest.mark.parametrize("params", [
+    {"how": "bogus", "rthr": "abc", "piece": "99999", "ablate": "maybe"},
+    {"how": "mean", "rthr": "1e308", "piece": "-5"},
+])
+def test_hostile_url_values_get_allowed_ones(params):
+    at = page("decoder.py", {"text": "the dog was", "effects": "1", **params})
+    assert not at.exception
+    assert at.session_state.how in effects.HOWS and 0.01 <= at.session_state.rthr <= 0.5
+
+
+def test_a_text_past_the_effects_limit_gets_the_numbers():
+    at = page("decoder.py", {"text": "the dog " * 60, "effects": "1"})
+    assert not at.exception
+    assert any("Effects are measured on texts of up to 64 pieces" in m.value for m in at.info)

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from scipy import stats
 
-from attnviz.models import TextError, engine
+from attnviz.models import Pieces, engine
 from attnviz.models.engine import Intervention
 from attnviz.models.run import Run
 
@@ -165,8 +165,11 @@ def engine_model(model, what: str):
     return model
 
 
-def pieces_of(model, text: str):
-    """The model's pieces of `text` (a TextError for an empty or too long text)."""
+def pieces_of(model, text):
+    """The model's pieces of `text` (a TextError for an empty or too long text); pieces made by hand (a probe of
+    random pieces, attnviz.models.Pieces) are taken as they are."""
+    if isinstance(text, Pieces):
+        return text
     if not isinstance(text, str):
         raise EffectsError(f"text must be a string, got {type(text).__name__}.")
     return model.tokenize(text)

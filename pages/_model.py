@@ -73,13 +73,16 @@ def effect_of(name: str, text: str, what: str, how: str | None = "zero", extra=N
     return _results().get((name, text, "effects", what, how, extra), compute)
 
 
-def probe_run(name: str, length: int, seed: int, shuffled: bool, cut: int) -> tuple[heads.Probe, models.Run]:
+def probe_run(name: str, length: int, seed: int, shuffled: bool, cut: int,
+              intervention=None) -> tuple[heads.Probe, models.Run]:
     """A probe of `length` random pieces repeated twice (seeded), cut short (heads.cut_short), and the model's run on
-    it, shared by sessions like any run (the lesson's step 16 draws it on every rerun)."""
+    it (with `intervention`, attnviz.effects), shared by sessions like any run (lesson steps 16 and 17 draw it on every
+    rerun)."""
     chosen = model(name)
     probe = heads.probes(chosen, 1, length, seed)[0]
-    result = _results().get((name, "probe", length, seed, shuffled, cut),
-                            lambda: chosen.run_pieces(heads.cut_short(chosen, probe, shuffled=shuffled, cut=cut)))
+    pieces = heads.cut_short(chosen, probe, shuffled=shuffled, cut=cut)
+    result = _results().get((name, "probe", length, seed, shuffled, cut, intervention),
+                            lambda: chosen.run_pieces(pieces, intervention))
     return probe, result
 
 

@@ -112,3 +112,32 @@ def test_a_text_past_the_effects_limit_gets_the_numbers():
     at = page("decoder.py", {"text": "the dog " * 60, "effects": "1"})
     assert not at.exception
     assert any("Effects are measured on texts of up to 64 pieces" in m.value for m in at.info)
+
+
+def test_lesson_17_turns_the_induction_head_off_beside_a_control(smollm2):
+    from attnviz import heads
+    from pages._lesson_13_16 import COPY_CUT, COPY_PIECES
+    from pages._lesson_17_18 import CONTROL_SEED, control_head
+
+    at = page("lesson.py", {"step": "17", "copyseed": "0"})
+    assert not at.exception
+    scores, _ = heads.probe_scores(smollm2, 4, heads.PROBE_PIECES, heads.SEED)
+    layer, head = (int(v) for v in np.unravel_index(np.argmax(scores["induction"]), scores["induction"].shape))
+    probe = heads.probes(smollm2, 1, COPY_PIECES, 1000)[0]
+    pieces = heads.cut_short(smollm2, probe, cut=COPY_CUT)
+    expected = heads.repeats_predicted(smollm2, smollm2.run_pieces(pieces), probe.lead, COPY_PIECES)[2]
+    p = [float(torch.softmax(torch.from_numpy(r.next_logits).double(), -1)[expected]) for r in (
+        smollm2.run_pieces(pieces), effects.ablate(smollm2, pieces, [(layer, head)]),
+        effects.ablate(smollm2, pieces, [(layer, control_head(layer, head, smollm2.heads, CONTROL_SEED))]))]
+    said = next(m.value for m in at.markdown if m.value.startswith("With every head"))
+    assert f"p = {p[0]:.2f}" in said and f"head {head + 1}: p = {p[1]:.2f}" in said and f"p = {p[2]:.2f}" in said
+    assert p[1] < p[0]  # without the induction head the repeat is less likely
+
+
+def test_lesson_18_ranks_the_dog_sentences_pieces_beside_occlusion(smollm2):
+    from pages._lesson_17_18 import DOG_PREFIX
+
+    at = page("lesson.py", {"step": "18"})
+    assert not at.exception
+    found = effects.importance(smollm2, DOG_PREFIX)
+    assert any(m.value == found.sentence() for m in at.markdown)

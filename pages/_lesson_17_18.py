@@ -1,0 +1,101 @@
+"""Lesson steps 17–18, what attention changes: turning the copying head of step 16 off (with a head of the same layer
+as a control), and the dog sentence's pieces ranked six ways beside occlusion. Each step is one function of (text
+column, figure column)."""
+
+import numpy as np
+import torch
+
+from attnviz import effects, figures, heads, models
+from attnviz.export import Matrix
+from pages._lesson_13_16 import COPY_CUT, COPY_PIECES
+from pages._lesson_common import FIGURE_COLUMN, explore
+from pages._model import effect_of, induction, model as loaded_model, probe_run
+from pages._present import chart
+
+DOG_PREFIX = "When he saw his owner, the dog was"  # our notes' sentence up to its blank
+CONTROL_SEED = 7
+
+
+def control_head(layer: int, head: int, heads_count: int, seed: int) -> int:
+    """A head of the same layer other than `head`, drawn with `seed`: the control."""
+    others = [h for h in range(heads_count) if h != head]
+    return others[np.random.default_rng(seed).integers(len(others))]
+
+
+def off_step(text, figure):
+    text.write("Step 16 found a head that looks at the piece after an earlier copy. Does the model **need** it? Turn it "
+               "off: its output αV is set to 0 before W_o, and the model runs on. As a control, turn off another head "
+               "of the same layer, chosen at random.")
+    text.latex(r"\text{head}_h(X) = \alpha V \;\to\; 0,\qquad \Delta = \log p_{\text{without}}(\text{repeat}) - "
+               r"\log p(\text{repeat})")
+    seed = text.selectbox("Random sequence", list(range(10)), key="copyseed", format_func=lambda s: f"seed {s}")
+    try:
+        model = loaded_model("smollm2")
+        scores, _ = induction("smollm2")
+        layer, head = (int(v) for v in np.unravel_index(np.argmax(scores["induction"]), scores["induction"].shape))
+        control = control_head(layer, head, model.heads, CONTROL_SEED + seed)
+        runs = {}
+        for label, removed in (("the model", None), (f"without layer {layer + 1}, head {head + 1}", head),
+                               (f"without layer {layer + 1}, head {control + 1} (control)", control)):
+            intervention = None if removed is None else effects.Ablation(((layer, removed),))
+            probe, runs[label] = probe_run("smollm2", COPY_PIECES, 1000 + seed, False, COPY_CUT, intervention)
+    except (models.ModelError, heads.HeadsError) as error:
+        text.info(str(error))
+        return
+    clean = next(iter(runs.values()))
+    expected = heads.repeats_predicted(model, clean, probe.lead, COPY_PIECES)[2]
+    if expected is None:
+        text.info("This sequence's last piece has no piece after its first copy; pick another seed.")
+        return
+    p = {label: float(torch.softmax(torch.from_numpy(r.next_logits).double(), -1)[expected]) for label, r in runs.items()}
+    hits = {label: heads.repeats_predicted(model, r, probe.lead, COPY_PIECES)[:2] for label, r in runs.items()}
+    names = list(p)
+    values = np.array([p[k] for k in names], np.float32)
+    repeat = model.reader.labels([expected])[0]
+    chart(figure, figures.weight_bars(values, names, title=f"p(the repeat “{repeat}”) after the last piece",
+                                      axis="probability"),
+          key="lesson_off", matrix=Matrix(values[None].copy(), ["p(repeat)"], names, corner="\\ run"))
+    (clean_hits, total), (off_hits, _), (control_hits, _) = hits.values()
+    text.write(f"With every head, the model gives the repeat “{repeat}” p = {values[0]:.2f} and predicts the repeat "
+               f"at {clean_hits} of {total} positions of the second copy. Without layer {layer + 1}, head {head + 1}: "
+               f"p = {values[1]:.2f}, and {off_hits} of {total}. Without the control, head {control + 1}: "
+               f"p = {values[2]:.2f}, and {control_hits} of {total}."
+               + (" Turning the induction head off hurts copying far more than the control: the weights pointed at "
+                  "a head the prediction needs." if values[1] < values[2] else
+                  " Here the control hurts as much: other heads carry the copy too, so the weights alone did not say "
+                  "what the prediction needs."))
+    text.caption("Both runs go through attnviz.effects.ablate's seam in the engine: the head's output is set to 0 "
+                 "before W_o in its layer, every other number is the model's own.")
+    with text:
+        explore("decoder", "Decoder", "Every head's effect", {"text": DOG_PREFIX, "effects": 1, "layer": layer + 1,
+                                                              "head": head + 1})
+
+
+def importance_step(text, figure):
+    text.write("A weight says where a head looks. Does the prediction depend on what it looks at? Take our notes' "
+               "sentence up to its blank and rank its pieces six ways; then **knock each piece out**: block every "
+               "edge into it from the other pieces, in every layer, and measure how far log p of the model's next "
+               "piece falls. That is occlusion, the ground truth here.")
+    text.latex(r"\text{occlusion}_j = \log p(t) - \log p(t \mid \text{no edge into } j),\quad "
+               r"\rho = \text{Spearman}(\text{measure}, \text{occlusion})")
+    try:
+        found = effect_of("smollm2", DOG_PREFIX, "importance", None, None)
+    except (models.ModelError, effects.EffectsError) as error:
+        text.info(str(error))
+        return
+    names = {k: v.split(" (")[0].split(" ‖")[0] for k, v in effects.MEASURES.items()}
+    rows = {k: f"{names[k]} (ρ {'—' if r is None else f'{r:.2f}'})" for k, r in found.agreement.items()}
+    data, drawn = figures.importance_data(found.measures, rows, found.tokens,
+                                          title=f"Each piece's importance to the next piece “{found.target}”")
+    chart(figure, figures.matrix_heatmap(drawn, list(rows.values()), found.tokens, width=FIGURE_COLUMN, height=420,
+                                         title=f"Importance to “{found.target}”, each row ÷ its largest |value|"),
+          key="lesson_importance",
+          matrix=Matrix(np.stack(list(found.measures.values())), list(found.measures), found.tokens,
+                        corner="measure \\ piece"))
+    text.write(found.sentence())
+    text.caption("ρ is taken over every piece but the last, which nothing after it reads. Raw attention is the last "
+                 "layer's weights averaged over heads; rollout multiplies every layer's; value-weighted scales each "
+                 "weight by the norm of what it moves; contributions follow LM-TT's routes; gradient × input is a "
+                 "first-order guess; the uniform baseline is rollout with equal weights: what position alone gives.")
+    with text:
+        explore("decoder", "Decoder", "Is attention the explanation?", {"text": DOG_PREFIX, "effects": 1})

@@ -261,26 +261,43 @@ def head_effects(model, text: str, how: str = "zero", *, piece: int | None = Non
 
     One call: each layer's ablated copies start from the clean run's input to that layer (the layers before it are
     not computed again) and run on together, batched, through the layers after it."""
+    return every_head(model, text, how, piece=piece).effects
+
+
+@dataclass
+class EveryHead:
+    """Every head removed in turn (head_effects): the effects, and for a decoder the `top` pieces of the clean run's
+    next-piece distribution with their probabilities without (`clean`) and with each head removed (`ablated`)."""
+
+    effects: np.ndarray  # float32 (L, H)
+    top: np.ndarray | None = None  # int (k,) piece ids, most likely first
+    clean: np.ndarray | None = None  # float32 (k,)
+    ablated: np.ndarray | None = None  # float32 (L, H, k)
+
+
+def every_head(model, text, how: str = "zero", *, piece: int | None = None, top: int = 10) -> EveryHead:
+    """head_effects, with a decoder's next-piece probabilities of its `top` pieces under each head's removal."""
     model = engine_model(model, "a head's effect")
     how = check_how(how)
     pieces = pieces_of(model, text)
     clean = model.run_pieces(pieces)
     n = len(pieces)
     read = check_piece(piece, n, n - 1 if model.kind == "decoder" else 0)
-    finals = []
-    for start, stop in layer_chunks(model.layers, model.heads, n):
-        finals.append(staircase(model, clean, start, stop, how, read))  # (copies, d)
-    final = torch.cat(finals)  # (L·H, d) the read piece's final vector, head by head
-    if model.kind == "decoder":
-        target = int(np.argmax(clean.next_logits))
-        with torch.inference_mode():
-            logp = torch.log_softmax(engine.logits(model.weights, final.to(model.dtype)).float(), -1)[:, target]  # (L·H,)
-        clean_logp = float(torch.log_softmax(torch.from_numpy(clean.next_logits).double(), -1)[target])
-        effects = logp.double().cpu().numpy() - clean_logp
-    else:
+    final = torch.cat([staircase(model, clean, start, stop, how, read)
+                       for start, stop in layer_chunks(model.layers, model.heads, n)])  # (L·H, d) the read piece's
+    shape = (model.layers, model.heads)
+    if model.kind != "decoder":
         reference = torch.from_numpy(clean.hidden[-1, read]).to(final)  # (d,)
-        effects = 1 - torch.nn.functional.cosine_similarity(final.double(), reference.double()[None], dim=-1).cpu().numpy()
-    return effects.reshape(model.layers, model.heads).astype(np.float32)
+        cosine = torch.nn.functional.cosine_similarity(final.double(), reference.double()[None], dim=-1)  # (L·H,)
+        return EveryHead((1 - cosine).cpu().numpy().reshape(shape).astype(np.float32))
+    with torch.inference_mode():
+        logp = torch.log_softmax(engine.logits(model.weights, final.to(model.dtype)).double(), -1)  # (L·H, vocab)
+    clean_logp = torch.log_softmax(torch.from_numpy(clean.next_logits).double(), -1)  # (vocab,)
+    best = torch.topk(clean_logp, min(top, len(clean_logp))).indices  # (k,)
+    target = int(best[0])
+    effects = (logp[:, target].cpu() - clean_logp[target]).numpy().reshape(shape).astype(np.float32)
+    ablated = logp[:, best.to(logp.device)].exp().cpu().numpy().reshape(*shape, -1).astype(np.float32)  # (L, H, k)
+    return EveryHead(effects, best.numpy(), clean_logp[best].exp().numpy().astype(np.float32), ablated)
 
 
 def layer_chunks(layers: int, heads: int, n: int) -> list[tuple[int, int]]:

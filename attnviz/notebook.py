@@ -260,6 +260,59 @@ def model_view(model, text: str, *, layer: int = 0, head: int = 0, **view) -> Mo
     return ModelView(chosen.run(text), layer=layer, head=head, **view)
 
 
+class EffectsView(_Widget):
+    """Every head removed in turn, as an atlas on a diverging scale; a click removes that head and draws the next-piece
+    bars before and after it, side by side (see effects())."""
+
+    layer = traitlets.Int(0).tag(sync=True)
+    head = traitlets.Int(0).tag(sync=True)
+    effects_atlas = traitlets.Dict().tag(sync=True)
+    before = traitlets.Dict().tag(sync=True)
+    after = traitlets.List(traitlets.Unicode()).tag(sync=True)  # per head (layer-major): base64 float32 (k,)
+
+    def __init__(self, model, text: str, *, how: str = "zero", layer: int = 0, head: int = 0):
+        from attnviz import effects as measure
+
+        self.found = measure.every_head(model, text, how)
+        layers, heads = self.found.effects.shape
+        what = "effect on the next piece: Δ log p" if self.found.top is not None else "effect on piece 0: 1 − cos"
+        atlas = figures.atlas_data(np.zeros((layers, heads, 1, 1), np.float32), chosen=(layer, head),
+                                   score=(what, self.found.effects), colour="score", signed=self.found.top is not None,
+                                   title=f"Every head removed in turn ({measure.HOWS[how]}): {what} (layers down, heads "
+                                         "across, from 1)")
+        before, after = {}, []
+        if self.found.top is not None:
+            names = model.reader.labels([int(i) for i in self.found.top])
+            before = figures.bars_data(self.found.clean, names, title="Before: p(next piece)", axis="probability (T = 1)")
+            after = [base64.b64encode(np.ascontiguousarray(row, "<f4").tobytes()).decode("ascii")
+                     for row in self.found.ablated.reshape(layers * heads, -1)]
+        super().__init__(data={"title": "attnviz effects"}, effects_atlas=atlas, before=before, after=after,
+                         layer=layer, head=head)
+
+    @property
+    def effects(self) -> np.ndarray:
+        """(layers, heads) the effects drawn."""
+        return self.found.effects
+
+    @property
+    def weights(self):
+        raise AttributeError("An effects view draws no weights; see .effects.")
+
+    def _title(self) -> str:
+        return "attnviz effects"
+
+
+def effects(model, text: str, *, how: str = "zero", layer: int = 0, head: int = 0) -> EffectsView:
+    """Every head of `model` (anything attnviz.models.load gives, or a built-in name) removed in turn on `text`, as an
+    atlas coloured by the effect (attnviz.effects.head_effects); for a decoder a click on a head draws the next-piece
+    bars before and after removing it, from numbers the widget already holds (so save_html keeps them too). The
+    chosen `layer` and `head` (from 0) are traitlets."""
+    from attnviz import models
+
+    chosen = models.load(model) if isinstance(model, str) else model
+    return EffectsView(chosen, text, how=how, layer=layer, head=head)
+
+
 class Compare(_Widget):
     """A | B, and B − A where the tokens match (see compare())."""
 

@@ -38,7 +38,7 @@ function reachable(edges, layers, start, threshold) {
 class Routes {
   constructor(root) {
     this.root = root;
-    root.classList.add("av-atlas", "av-routes");
+    root.classList.add("av-routes");
     this.heading = root.appendChild(routesEl("div", { class: "av-atlas-title" }));
     const controls = root.appendChild(routesEl("label", { class: "av-routes-controls" }));
     controls.appendChild(document.createTextNode("Threshold "));

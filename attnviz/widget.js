@@ -61,7 +61,47 @@ function bundleOf(base64) {
   return bundles.get(base64);
 }
 
+/** The bars after removing head (layer, head): the bars before with that head's values (`after`, base64 per head). */
+export function afterBars(model) {
+  const before = model.get("before");
+  const [layer, head] = [model.get("layer"), model.get("head")];
+  const heads = model.get("effects_atlas").heads;
+  const values = model.get("after")[layer * heads + head];
+  return { ...before, values, title: `After removing layer ${layer + 1}, head ${head + 1}` };
+}
+
+function renderEffects({ model, el }) {
+  const atlasRoot = el.appendChild(document.createElement("div"));
+  const bars = el.appendChild(document.createElement("div"));
+  bars.style.display = "grid";
+  bars.style.gridTemplateColumns = "1fr 1fr";
+  bars.style.gap = "1rem";
+  const beforeRoot = bars.appendChild(document.createElement("div"));
+  const afterRoot = bars.appendChild(document.createElement("div"));
+  const draw = () => {
+    mountAtlas({
+      data: { ...model.get("effects_atlas"), chosen: [model.get("layer"), model.get("head")] }, parentElement: atlasRoot,
+      setTriggerValue: (name, [layer, head]) => {
+        model.set("layer", layer);
+        model.set("head", head);
+        model.save_changes();
+        draw();
+      },
+    });
+    if (model.get("after").length) {
+      mount({ data: model.get("before"), parentElement: beforeRoot });
+      mount({ data: afterBars(model), parentElement: afterRoot });
+    }
+  };
+  draw();
+  for (const name of ["layer", "head"]) model.on(`change:${name}`, draw);
+  return () => {
+    for (const name of ["layer", "head"]) model.off(`change:${name}`, draw);
+  };
+}
+
 function render({ model, el }) {
+  if (model.get("effects_atlas")) return renderEffects({ model, el });
   const names = model.get("view_names");
   const atlasRoot = model.get("atlas") ? el.appendChild(document.createElement("div")) : null;
   const heatmapRoot = el.appendChild(document.createElement("div"));

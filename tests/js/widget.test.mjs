@@ -59,3 +59,14 @@ test("Compare's sides take A's view and B's own τ, hard and mask", () => {
   assert.equal(b.mask, "causal");
   assert.equal(b.query, 2); // shared
 });
+
+test("the effects view's bars after removing a head are that head's values under the bars before's labels", async () => {
+  const { afterBars } = await import("../../attnviz/widget.js");
+  const before = { kind: "bars", values: "AAAA", labels: ["a", "b"], title: "Before", axis: "p" };
+  const model = fakeModel({ before, after: ["h00", "h01", "h02", "h10", "h11", "h12"], effects_atlas: { heads: 3 }, layer: 1, head: 2 });
+  const after = afterBars(model);
+  assert.equal(after.values, "h12");
+  assert.deepEqual(after.labels, ["a", "b"]);
+  assert.equal(after.title, "After removing layer 2, head 3");
+  assert.equal(before.values, "AAAA"); // the bars before are left as they were
+});

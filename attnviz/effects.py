@@ -175,20 +175,26 @@ def pieces_of(model, text):
     return model.tokenize(text)
 
 
-def check_heads(model, heads) -> tuple[tuple[int, int], ...]:
-    chosen = []
-    for item in heads:
+def pairs(items, what: str, within: tuple[int, int], missing: str) -> tuple[tuple[int, int], ...]:
+    """`items` as pairs of whole numbers, each in range(within[0]) × range(within[1]); `what` names a pair ("head
+    (layer, head)") and `missing` says, after "No …", what the ranges are."""
+    found = []
+    for item in items:
         try:
-            layer, head = (int(v) for v in item)
+            first, second = (int(v) for v in item)
         except (TypeError, ValueError):
-            raise EffectsError(f"A head is a pair (layer, head), got {item!r}.") from None
-        if not (0 <= layer < model.layers and 0 <= head < model.heads):
-            raise EffectsError(f"No head ({layer}, {head}): {model.name} has layers 0 … {model.layers - 1} and heads "
-                               f"0 … {model.heads - 1} (counted from 0).")
-        chosen.append((layer, head))
-    if not chosen:
-        raise EffectsError("Name at least one head (layer, head) to ablate.")
-    return tuple(chosen)
+            raise EffectsError(f"A {what.split(' ')[0]} is a pair {what.split(' ', 1)[1]}, got {item!r}.") from None
+        if not (0 <= first < within[0] and 0 <= second < within[1]):
+            raise EffectsError(f"No {what.split(' ')[0]} ({first}, {second}): {missing}.")
+        found.append((first, second))
+    if not found:
+        raise EffectsError(f"Name at least one {what}.")
+    return tuple(found)
+
+
+def check_heads(model, heads) -> tuple[tuple[int, int], ...]:
+    return pairs(heads, "head (layer, head)", (model.layers, model.heads),
+                 f"{model.name} has layers 0 … {model.layers - 1} and heads 0 … {model.heads - 1} (counted from 0)")
 
 
 def check_how(how: str) -> str:
@@ -224,22 +230,12 @@ def knock_out(model, text: str, edges, layers=None) -> Run:
     model = engine_model(model, "knocking out an edge")
     pieces = pieces_of(model, text)
     n = len(pieces)
-    blocked = []
-    for item in edges:
-        try:
-            query, key = (int(v) for v in item)
-        except (TypeError, ValueError):
-            raise EffectsError(f"An edge is a pair (query, key), got {item!r}.") from None
-        if not (0 <= query < n and 0 <= key < n):
-            raise EffectsError(f"No edge {query}→{key}: the text has pieces 0 … {n - 1}.")
-        blocked.append((query, key))
-    if not blocked:
-        raise EffectsError("Name at least one edge (query, key) to knock out.")
+    blocked = pairs(edges, "edge (query, key)", (n, n), f"the text has pieces 0 … {n - 1}")
     if layers is not None:
         layers = tuple(sorted({int(l) for l in layers}))
         if not layers or not all(0 <= l < model.layers for l in layers):
             raise EffectsError(f"Layers run 0 … {model.layers - 1}, got {list(layers)}.")
-    return with_logits(model, model.run_pieces(pieces, Knockout(tuple(blocked), layers)))
+    return with_logits(model, model.run_pieces(pieces, Knockout(blocked, layers)))
 
 
 def with_logits(model, run: Run) -> Run:

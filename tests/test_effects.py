@@ -359,7 +359,7 @@ def test_bad_input_gets_a_clear_message(folders, loaded):
         effects.ablate(model, TEXT, [(model.layers, 0)])
     with pytest.raises(effects.EffectsError, match="No head"):
         effects.ablate(model, TEXT, [(0, -1)])
-    with pytest.raises(effects.EffectsError, match="pair"):
+    with pytest.raises(effects.EffectsError, match="is a pair"):
         effects.ablate(model, TEXT, ["x"])
     with pytest.raises(effects.EffectsError, match="how must be"):
         effects.ablate(model, TEXT, [(0, 0)], how="half")

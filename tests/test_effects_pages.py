@@ -1,8 +1,6 @@
 """The effects panel on the Decoder and Trained model pages under AppTest: the numbers drawn are attnviz.effects's,
 a removed head changes the bars as its ablated run says, and bad URL values get allowed ones."""
 
-import base64
-import json
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +8,7 @@ import pytest
 import torch
 
 from attnviz import effects, models
+from test_decoder import components  # the page's browser figures, their numbers decoded
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = "When he saw his owner, the dog was"
@@ -22,18 +21,6 @@ def page(name: str, params: dict):
     for key, value in params.items():
         at.query_params[key] = value
     return at.run()
-
-
-def components(at) -> list[dict]:
-    out = []
-    for element in at.get("bidi_component"):
-        data = json.loads(element.proto.json)
-        if data.get("kind") == "matrix":
-            data["values"] = np.frombuffer(base64.b64decode(data["values"]), "<f4").reshape(data["n"], data["m"])
-        elif data.get("kind") == "bars":
-            data["values"] = np.frombuffer(base64.b64decode(data["values"]), "<f4")
-        out.append(data)
-    return out
 
 
 def titled(at, start: str) -> dict:

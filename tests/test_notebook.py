@@ -1,6 +1,7 @@
 """attnviz.notebook without a browser: each widget's data, its view as traitlets, its weights against the formula
 written out, the messages for bad input, the standalone page, and docs/notebook.ipynb run from a clean kernel."""
 
+import base64
 import json
 import os
 import re
@@ -139,3 +140,32 @@ def test_the_notebook_in_docs_runs_from_a_clean_kernel(tmp_path):
     assert not errors, errors
     widgets = [o for cell in notebook.cells for o in cell.get("outputs", []) if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
     assert len(widgets) >= 5  # the dog sentence, MiniLM, the decoder's head, your own model, the comparison
+
+
+def test_the_effects_view_holds_every_heads_effect_and_bars(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    import tiny_models
+
+    from attnviz import effects as measure, models
+    from attnviz.notebook import effects
+
+    model = models.load(tiny_models.build("gpt2", tmp_path), device="cpu")
+    text = "The cat watched the dog from the sofa."
+    view = effects(model, text, layer=1, head=2)
+    found = measure.head_effects(model, text)
+    assert np.array_equal(view.effects, found)
+    assert view.effects_atlas["measure"]["values"] == [round(float(v), 4) for v in found.ravel()]
+    assert view.effects_atlas["chosen"] == [1, 2] and view.effects_atlas["zmin_text"].startswith("−")
+    after = np.frombuffer(base64.b64decode(view.after[1 * model.heads + 2]), "<f4")
+    ablated = measure.ablate(model, text, [(1, 2)])
+    p = np.exp(ablated.next_logits - ablated.next_logits.max())
+    p /= p.sum()
+    top = np.argsort(-model.run(text).next_logits)[:len(after)]
+    np.testing.assert_allclose(after, p[top], atol=1e-5)
+    page = view.save_html(tmp_path / "effects.html").read_text()
+    assert "effects_atlas" in page and view.after[0] in page  # the bars of every head travel with the page
+    other = models.load(tiny_models.build("gpt_neox", tmp_path), device="cpu")
+    with pytest.raises(measure.EffectsError, match="computed by transformers"):
+        effects(other, text)

@@ -324,3 +324,24 @@ def test_the_catalog_names_each_configured_model_once_and_reads_its_kind(folders
     assert found["bert-2"].source == str(twin.resolve()) and found["minilm"].builtin and not found["bert"].builtin
     assert kind_of(folders["gpt_neox"]) == "decoder"  # from its architectures: GPTNeoXForCausalLM
     assert kind_of(tmp_path / "nowhere") is None
+
+
+@pytest.mark.parametrize("family", DECODERS)
+def test_a_long_causal_run_taken_by_blocks_of_queries_equals_transformers(family, folders, monkeypatch):
+    """engine.causal_attend (a block's scores only against the keys so far) on every decoder family, windows too,
+    with blocks small enough that a sentence spans several, odd sizes included."""
+    from attnviz.models import engine
+
+    model = models.load(folders[family], device="cpu")
+    whole = model.run(SENTENCES["dog"])
+    n = len(whole.pieces)
+    for block in (3, 5):
+        monkeypatch.setattr(engine, "CAUSAL_BLOCK", block)
+        assert n > 2 * block
+        blocked = model.run(SENTENCES["dog"])
+        with torch.no_grad():
+            out = reference(folders[family], family)(torch.tensor([blocked.pieces.ids]), output_attentions=True)
+        assert np.abs(blocked.weights - torch.stack(out.attentions)[:, 0].numpy()).max() <= 1e-4
+        assert np.abs(blocked.next_logits - out.logits[0, -1].numpy()).max() <= 1e-3
+        assert np.abs(blocked.weights - whole.weights).max() <= 1e-5
+        assert np.allclose(blocked.weights.sum(-1), 1, atol=1e-5) and (np.triu(blocked.weights[0, 0], 1) == 0).all()

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnviz.attention import grouped_attend
+from attnviz.attention import AttentionResult, grouped_attend
 from attnviz.positions import rotate
 
 ACTIVATIONS = {
@@ -255,8 +255,11 @@ def layer(arch: Architecture, block: Block, index: int, x: torch.Tensor, positio
     query, new_key, new_value = project(arch, block, h, positions)  # (..., H, m, dh), (..., KV, m, dh) × 2
     key = new_key if key is None else torch.cat([key.expand(*new_key.shape[:-2], -1, -1), new_key], -2)  # (..., KV, c + m, dh)
     value = new_value if value is None else torch.cat([value.expand(*new_value.shape[:-2], -1, -1), new_value], -2)
-    mask = allowed_keys(arch, index, positions, key.shape[-2])  # (m, c + m) or None
-    a = grouped_attend(query, key, value, scoring="scaled_dot", mask=mask, need_scores=False, out=out)  # (..., H, m, c + m)
+    if out is not None and arch.causal and len(positions) > CAUSAL_BLOCK and key.shape[-2] == len(positions):
+        a = causal_attend(arch, index, query, key, value, positions, out)  # (H, m, m), in out
+    else:
+        mask = allowed_keys(arch, index, positions, key.shape[-2])  # (m, c + m) or None
+        a = grouped_attend(query, key, value, scoring="scaled_dot", mask=mask, need_scores=False, out=out)  # (..., H, m, c + m)
     if intervention is not None:
         a = intervene(intervention, index, a, value, positions)
     heads_out = a.output.transpose(-3, -2).flatten(-2)  # (..., m, H·dh)
@@ -268,6 +271,38 @@ def layer(arch: Architecture, block: Block, index: int, x: torch.Tensor, positio
         x = x + attended  # (..., m, d)
         x = x + feed_forward(arch, block, block.mlp_norm(x))  # (..., m, d)
     return x, a, Trace(h, query, key, value, a.output)
+
+
+CAUSAL_BLOCK = 128  # a long causal run's queries are taken this many rows at a time, each block against its keys so far
+
+
+def causal_attend(arch: Architecture, index: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                  positions: torch.Tensor, out: torch.Tensor):
+    """grouped_attend of a causal layer over n pieces, its weights written into out (H, n, n), by blocks of
+    CAUSAL_BLOCK query rows: a block's scores are computed against the keys up to its last row only, so the upper
+    triangle, which the mask would zero, costs neither the scores' nor αV's arithmetic. The same numbers as
+    grouped_attend with the causal mask."""
+    heads, n, dh = query.shape
+    group = heads // arch.kv_heads
+    scaled = query / math.sqrt(dh)  # (H, n, dh) as the scaled-dot scorer scales it
+    outputs = []
+    for start in range(0, n, CAUSAL_BLOCK):
+        rows = slice(start, min(n, start + CAUSAL_BLOCK))
+        seen = rows.stop  # keys 0 … seen − 1
+        r = rows.stop - start
+        stacked = scaled[:, rows].reshape(arch.kv_heads, group * r, dh)  # (KV, G·r, dh)
+        scores = stacked @ key[:, :seen].transpose(-2, -1)  # (KV, G·r, seen)
+        scores = scores.view(heads, r, seen)  # (H, r, seen)
+        window = arch.windows[index] if arch.windows else None
+        first = 0 if window else start  # without a window only the block's own keys can lie ahead of a query
+        allowed = allowed_keys(arch, index, positions[rows], seen)[:, first:]  # (r, seen − first)
+        scores[..., first:].masked_fill_(~allowed, float("-inf"))
+        weights = torch.softmax(scores, -1)  # (H, r, seen)
+        out[:, rows, :seen] = weights
+        out[:, rows, seen:] = 0.0
+        outputs.append(grouped_values(weights, value[:, :seen]))  # (H, r, dh)
+    allowed = torch.ones((), dtype=torch.bool, device=query.device).expand(out.shape)
+    return AttentionResult(None, out, torch.cat(outputs, 1), allowed)  # weights (H, n, n), output (H, n, dh)
 
 
 def intervene(intervention: Intervention, index: int, a, value: torch.Tensor, positions: torch.Tensor):

@@ -25,7 +25,8 @@ def app_script() -> Path:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="attnviz", description="Start the attnviz app (a Streamlit server) and print its address.")
+    p = argparse.ArgumentParser(prog="attnviz", description="Start the attnviz app (a Streamlit server) and print its "
+                                "address. `attnviz heads MODEL` measures a model's head scores instead (--help there).")
     p.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
     p.add_argument("--address", default=None, help="address to listen on (default: Streamlit's, all interfaces)")
     p.add_argument("--vectors", metavar="FILE", help="word vectors to use instead of the built-in GloVe 6B 50-d")
@@ -57,6 +58,11 @@ def command(args: argparse.Namespace) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["heads"]:  # attnviz heads MODEL: measure every head's scores (attnviz.heads_cli)
+        from attnviz import heads_cli
+
+        return heads_cli.main(argv[1:])
     args = parser().parse_args(argv)
     if args.vectors and not Path(args.vectors).expanduser().is_file():
         raise SystemExit(f"attnviz: --vectors {args.vectors}: no such file")

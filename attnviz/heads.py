@@ -21,9 +21,13 @@ where the head looks at the same offsets on every sentence, whatever the words.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
+import os
 import random
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -209,9 +213,12 @@ class Measured:
 
 
 def measure(model, sentences: list[str] | None = None, *, probes: int = PROBES, probe_pieces: int = PROBE_PIECES,
-            seed: int = SEED, rows: str = "covered") -> Measured:
+            seed: int = SEED, rows: str = "covered", progress=None, part: tuple[int, int] = (0, 1),
+            reduce=None) -> Measured:
     """Every head of `model` (anything attnviz.models loads) scored over `sentences` (default corpus()) and the
-    induction probe."""
+    induction probe. `progress(done, total)` hears of each sequence measured. `part` (rank, world): this process
+    measures every world-th sentence and probe from rank on, and `reduce(array)` sums an array over the processes
+    (torch.distributed's all-reduce; attnviz.heads_cli sets both): every process gets the whole corpus's scores."""
     started = time.perf_counter()
     sentences = corpus() if sentences is None else [s for s in sentences if s and s.strip()]
     if not sentences:
@@ -221,10 +228,17 @@ def measure(model, sentences: list[str] | None = None, *, probes: int = PROBES, 
     if model.kind == "encoder-decoder":
         raise HeadsError(f"{model.name} is an encoder–decoder, whose heads read two texts; attnviz measures the heads "
                          "of encoders and decoders.")
+    rank, world = part
+    reduce = reduce or (lambda array: array)
     encoder = model.kind != "decoder"
-    totals: dict[str, list[np.ndarray]] = {}
+    shape = (model.layers, model.heads)
+    mine = sentences[rank::world]
+    found_probes = probe_list(model, probes, probe_pieces, seed)[rank::world]
+    total, done = len(mine) + len(found_probes), 0
+    sums = {name: np.zeros(shape) for name in SCORES if name not in ON_PROBE and name != "positional"}
+    counts = {name: 0.0 for name in sums}
     profiles = []
-    for sentence in sentences:
+    for sentence in mine:
         try:
             result = model.run(sentence)
         except TextError:  # longer than the model reads: the other sentences say enough
@@ -234,17 +248,36 @@ def measure(model, sentences: list[str] | None = None, *, probes: int = PROBES, 
             for name, pattern in patterns(result.pieces.ids, result.pieces.special, encoder=encoder).items():
                 score = pattern_score(weights, pattern, rows) if name not in ON_PROBE else None
                 if score is not None:
-                    totals.setdefault(name, []).append(score)  # (L, H)
+                    sums[name] += score  # (L, H)
+                    counts[name] += 1
             profiles.append(offset_profile(weights))  # (L, H, 2·SPAN − 1)
-    if not totals:
+        done += 1
+        if progress:
+            progress(done, total)
+    counts = dict(zip(counts, reduce(np.array(list(counts.values())))))
+    sums = {name: reduce(value) for name, value in sums.items()}
+    if not any(counts.values()):
         raise HeadsError("No sentence of the corpus gives the model two pieces to read (each is one piece, or longer "
                          "than the model reads): a head needs two pieces to choose between.")
-    scores = {name: np.mean(values, 0).astype(np.float32) for name, values in totals.items()}
-    if len(profiles) >= 2:  # one sentence is trivially "the same offsets on every sentence"
-        scores["positional"] = positional_score(profiles).astype(np.float32)
-    on_probe, control = probe_scores(model, probes, probe_pieces, seed, rows)
-    scores.update(on_probe)
+    scores = {name: (sums[name] / counts[name]).astype(np.float32) for name in sums if counts[name]}
+    span = (*shape, 2 * SPAN - 1)
+    local = np.stack(profiles) if profiles else np.zeros((0, *span))  # (s, L, H, k)
+    n_profiles = float(reduce(np.array([len(profiles)], np.float64))[0])
+    if n_profiles >= 2:  # one sentence is trivially "the same offsets on every sentence"
+        mean = reduce(local.sum(0)) / n_profiles  # (L, H, k)
+        distance = reduce(0.5 * np.abs(local - mean).sum(-1).sum(0))  # (L, H) Σ over sentences of the TV distance
+        scores["positional"] = (1.0 - distance / n_profiles).astype(np.float32)
+
+    def counted(probe_done: int) -> None:
+        if progress:
+            progress(done + probe_done, total)
+
+    probe_sums = {name: reduce(value) for name, value in probe_totals(model, found_probes, rows, counted).items()}
+    count = float(reduce(np.array([len(found_probes)], np.float64))[0])
+    means = {name: (value / count).astype(np.float32) for name, value in probe_sums.items()}
+    scores.update({name: means[name] for name in ON_PROBE})
     ordered = {name: scores[name] for name in SCORES if name in scores}
+    control = {name: means[name] for name in ("repeat", "shuffled")}
     return Measured(model.name, ordered, len(sentences), probes, time.perf_counter() - started, control)
 
 
@@ -353,18 +386,29 @@ def probe_scores(model, count: int, length: int, seed: int,
                  rows: str = "covered") -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Duplicate and induction scores over the probes (the mean over probes), and the control: each head's weight on
     the cells of Probe.repeat_pattern on the repeated probes and on their shuffles."""
-    totals: dict[str, list[np.ndarray]] = {"duplicate": [], "induction": [], "repeat": [], "shuffled": []}
     found = probes(model, count, length, seed)
-    for probe in found:
+    means = {name: (value / len(found)).astype(np.float32) for name, value in probe_totals(model, found, rows).items()}
+    return {n: means[n] for n in ON_PROBE}, {n: means[n] for n in ("repeat", "shuffled")}
+
+
+def probe_list(model, count: int, length: int, seed: int) -> list[Probe]:
+    return probes(model, count, length, seed) if count else []
+
+
+def probe_totals(model, found: list[Probe], rows: str = "covered", progress=None) -> dict[str, np.ndarray]:
+    """The sums over `found` probes of each head's duplicate, induction, repeat and shuffled scores (L, H)."""
+    totals = {name: np.zeros((model.layers, model.heads)) for name in ("duplicate", "induction", "repeat", "shuffled")}
+    for k, probe in enumerate(found):
         repeated = model.run_pieces(probe.repeated).weights  # (L, H, n, n)
         ids = probe.repeated.ids
-        totals["duplicate"].append(pattern_score(repeated, duplicate_pattern(ids), rows))
-        totals["induction"].append(pattern_score(repeated, induction_pattern(ids), rows))
+        totals["duplicate"] += pattern_score(repeated, duplicate_pattern(ids), rows)
+        totals["induction"] += pattern_score(repeated, induction_pattern(ids), rows)
         offsets = probe.repeat_pattern()  # (n, n)
-        totals["repeat"].append(pattern_score(repeated, offsets, rows))
-        totals["shuffled"].append(pattern_score(model.run_pieces(probe.shuffled).weights, offsets, rows))
-    means = {name: np.mean(values, 0).astype(np.float32) for name, values in totals.items()}
-    return {n: means[n] for n in ON_PROBE}, {n: means[n] for n in ("repeat", "shuffled")}
+        totals["repeat"] += pattern_score(repeated, offsets, rows)
+        totals["shuffled"] += pattern_score(model.run_pieces(probe.shuffled).weights, offsets, rows)
+        if progress:
+            progress(k + 1)
+    return totals
 
 
 # ---------------------------------------------------------------- what a head moves
@@ -413,3 +457,95 @@ def disagreement(shares: Shares, labels: list[str], where: str) -> str:
         most = int(np.argmax(shares.norm))
         return said + f": weight parked there moves little. The most moved comes from {labels[most]!r} ({shares.norm[most]:.0%})."
     return said + "."
+
+
+# ---------------------------------------------------------------- kept on disk
+
+FORMAT = 1  # the file's layout and the scores' definitions: a change here makes every kept file stale
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def file_digest(path: Path) -> str:
+    """A file's SHA-256 (16 hex digits), computed once per (path, size, modification time) in this process."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _DIGESTS:
+        with open(path, "rb") as file:
+            _DIGESTS[key] = hashlib.file_digest(file, "sha256").hexdigest()[:16]
+    return _DIGESTS[key]
+
+
+def model_key(model) -> str:
+    """The model's content: the SHA-256 of its file (a GGUF file, as its de-quantized cache is keyed), or of its
+    folder's config.json and weights, wherever they lie."""
+    source = Path(model.source)
+    if source.is_file():
+        return file_digest(source)
+    files = sorted(p for p in source.iterdir() if p.suffix == ".safetensors" or p.name == "config.json")
+    if not files:
+        raise HeadsError(f"{model.name}: no weights at {source} to key its head scores by.")
+    return hashlib.sha256("".join(file_digest(p) for p in files).encode()).hexdigest()[:16]
+
+
+def corpus_key(sentences: list[str] | None, probes: int, probe_pieces: int, seed: int, rows: str) -> str:
+    """The corpus's definition: the sentences (the default corpus by its size and seed), the probes, the rows rule."""
+    said = ["default", CORPUS_SIZE] if sentences is None else sentences
+    text = json.dumps([FORMAT, said, probes, probe_pieces, seed, rows], ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def cache_path(model, sentences: list[str] | None = None, *, probes: int = PROBES, probe_pieces: int = PROBE_PIECES,
+               seed: int = SEED, rows: str = "covered") -> Path:
+    """Where the scores of `model` over this corpus are kept: ATTNVIZ_CACHE (default ~/.cache/attnviz)/heads/."""
+    from attnviz.models.gguf import cache_root
+
+    name = "".join(c if c.isalnum() or c in "-_" else "_" for c in model.name)[:40]
+    return cache_root() / "heads" / f"{name}-{model_key(model)}-{corpus_key(sentences, probes, probe_pieces, seed, rows)}.npz"
+
+
+def save(found: Measured, path: Path) -> Path:
+    """The scores as a .npz of plain arrays (read back with allow_pickle=False), written whole or not at all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    arrays = {f"score_{k}": v for k, v in found.scores.items()} | {f"control_{k}": v for k, v in found.control.items()}
+    meta = json.dumps({"format": FORMAT, "model": found.model, "sentences": found.sentences, "probes": found.probes,
+                       "seconds": found.seconds})
+    partial = path.with_name(path.name + f".{os.getpid()}.part")
+    with open(partial, "wb") as file:
+        np.savez(file, meta=np.array(meta), **arrays)
+    os.replace(partial, path)
+    return path
+
+
+def load(path: Path) -> Measured:
+    """Scores written by save() (or `attnviz heads --out`); a HeadsError for a file that is not one."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+            scores = {k.removeprefix("score_"): data[k].astype(np.float32) for k in data.files if k.startswith("score_")}
+            control = {k.removeprefix("control_"): data[k] for k in data.files if k.startswith("control_")}
+    except (OSError, ValueError, KeyError, json.JSONDecodeError) as error:
+        raise HeadsError(f"{path.name} is not a file of head scores attnviz wrote ({error}).") from None
+    if meta.get("format") != FORMAT:
+        raise HeadsError(f"{path.name} was written by another version of attnviz's head scores.")
+    ordered = {name: scores[name] for name in SCORES if name in scores}
+    return Measured(meta["model"], ordered, int(meta["sentences"]), int(meta["probes"]), float(meta["seconds"]), control)
+
+
+def kept(model, sentences: list[str] | None = None) -> Measured | None:
+    """The scores kept on disk for this model's content and this corpus, or None."""
+    path = cache_path(model, sentences)
+    if not path.is_file():
+        return None
+    try:
+        return load(path)
+    except HeadsError:
+        return None
+
+
+def cached(model, sentences: list[str] | None = None, *, progress=None) -> Measured:
+    """The kept scores, else measure() them and keep them: once per model per machine, not per server."""
+    found = kept(model, sentences)
+    if found is None:
+        found = measure(model, sentences, progress=progress)
+        save(found, cache_path(model, sentences))
+    return found

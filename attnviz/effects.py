@@ -45,7 +45,7 @@ MEASURES = {
     "value": "value-weighted ‖α_ij f(x_j)‖ (last layer, mean over heads)",
     "contributions": "contributions (LM-TT's routes, Ferrando & Voita 2024)",
     "gradient": "gradient × input ‖∂m/∂e_j ⊙ e_j‖",
-    "occlusion": "occlusion (every edge into the piece knocked out): the ground truth",
+    "occlusion": "occlusion |Δm| (every edge into the piece knocked out): the ground truth",
     "uniform": "uniform attention (a baseline: rollout of equal weights)",
 }
 
@@ -591,6 +591,8 @@ class Importance:
     measures: dict[str, np.ndarray]  # name → (n,) float32, larger = more important
     agreement: dict[str, float | None]  # name → ρ with occlusion (None: a measure with no ranking, as a constant one)
     compared: list[int]  # the pieces the agreement is taken over
+    change: np.ndarray | None = None  # float32 (n,) occlusion's signed change: m(clean) − m(knocked out); > 0: the
+    # piece's information raised m (a decoder: log p of the predicted piece), < 0: it held m down
 
     @property
     def nbytes(self) -> int:
@@ -604,7 +606,12 @@ class Importance:
                 if m != "occlusion" and r is not None and r >= 0.5]
         bad = [f"{MEASURES[m].split(' (')[0]} (ρ = {r:.2f})" for m, r in self.agreement.items()
                if m != "occlusion" and r is not None and r < 0.5]
-        said = f"Knocking out {self.tokens[top]!r} (piece {top}) changes the prediction most. "
+        said = f"Knocking out {self.tokens[top]!r} (piece {top}) changes the prediction most"
+        if self.target is not None and self.change is not None:
+            fall = float(self.change[top])
+            said += (f": log p({self.target!r}) {'falls' if fall > 0 else 'rises'} by {abs(fall):.2f}. " if fall else ". ")
+        else:
+            said += ". "
         said += ("Ranking the pieces as occlusion does: " + ", ".join(good) + ". " if good else
                  "No measure ranks the pieces as occlusion does. ")
         if bad:
@@ -626,8 +633,9 @@ def importance(model, text: str, *, piece: int | None = None) -> Importance:
     attention: α_rj, the last layer's mean over heads of row r (the read piece); rollout: row r of Abnar & Zuidema's
     rollout of the head-averaged weights (½A + ½I per layer); value: the last layer's mean over heads of
     α_rj ‖f_h(x_j)‖; contributions: row r of P_L−1 ··· P_0, P_l the piece → piece shares of LM-TT's contributions;
-    gradient: ‖∂m/∂e_j ⊙ e_j‖₂, e_j piece j's embedding; occlusion: m(clean) − m(every edge into piece j from another
-    piece knocked out in every layer), the ground truth; uniform: row r of the rollout of equal weights over the keys
+    gradient: ‖∂m/∂e_j ⊙ e_j‖₂, e_j piece j's embedding; occlusion: |m(clean) − m(every edge into piece j from another
+    piece knocked out in every layer)|, the ground truth (how much the prediction depends on the piece, either way;
+    the signed change is Importance.change); uniform: row r of the rollout of equal weights over the keys
     each query may read. m is log p(the clean run's most likely next piece) for a decoder; for an encoder it is the
     read piece's final vector, occlusion taking 1 − cos(clean, knocked out) and the gradient that of its projection on
     the clean vector's direction. In a decoder nothing reads the last piece, so it is left out of the agreement."""
@@ -655,14 +663,14 @@ def importance(model, text: str, *, piece: int | None = None) -> Importance:
         "value": value,
         "contributions": flow,
         "gradient": gradient_times_input(model, pieces, read, target),
-        "occlusion": occlusion(model, run, read, target),
+        "occlusion": np.abs(change := occlusion(model, run, read, target)),
         "uniform": uniform_rollout(n, model.layers, decoder)[read],
     }
     measures = {k: np.nan_to_num(np.asarray(v, np.float32)) for k, v in measures.items()}
     compared = [j for j in range(n) if not (decoder and j == n - 1)]
     agreement = {k: spearman(v[compared], measures["occlusion"][compared]) for k, v in measures.items()}
     return Importance(pieces.labels(), read, model.reader.labels([target])[0] if decoder else None, measures, agreement,
-                      compared)
+                      compared, np.asarray(change, np.float32))
 
 
 def occlusion(model, run: Run, read: int, target: int | None) -> np.ndarray:

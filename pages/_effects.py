@@ -200,7 +200,7 @@ def importance_panel(name: str, text: str, piece: int | None, decoder: bool) -> 
     st.caption("Rows: each measure divided by its largest |value|, so they share one colour scale; ρ: Spearman's rank "
                "agreement with occlusion" + (" over every piece but the last, which no other piece reads" if decoder else "")
                + ". Occlusion knocks out every edge into the piece from any other, in every layer, and measures "
-               + ("the fall in log p of the predicted piece" if decoder else "1 − cos of the read piece's final vector")
+               + ("how far log p of the predicted piece moves, either way" if decoder else "1 − cos of the read piece's final vector")
                + ": what the model does without that piece's information. Attention weights say where a head looks, "
                "not how much its output weighs (value-weighted), whether later layers use it (contributions, "
                "occlusion), or whether another route would carry the same.")

@@ -26,8 +26,8 @@ def off_step(text, figure):
     text.write("Step 16 found a head that looks at the piece after an earlier copy. Does the model **need** it? Turn it "
                "off: its output αV is set to 0 before W_o, and the model runs on. As a control, turn off another head "
                "of the same layer, chosen at random.")
-    text.latex(r"\text{head}_h(X) = \alpha V \;\to\; 0,\qquad \Delta = \log p_{\text{without}}(\text{repeat}) - "
-               r"\log p(\text{repeat})")
+    text.latex(r"\begin{gathered}\alpha V \to 0 \text{ in head } h \\ \Delta = \log p\,'(\text{repeat}) - "
+               r"\log p(\text{repeat})\end{gathered}")
     seed = text.selectbox("Random sequence", list(range(10)), key="copyseed", format_func=lambda s: f"seed {s}")
     try:
         model = loaded_model("smollm2")
@@ -75,9 +75,9 @@ def importance_step(text, figure):
     text.write("A weight says where a head looks. Does the prediction depend on what it looks at? Take our notes' "
                "sentence up to its blank and rank its pieces six ways; then **knock each piece out**: block every "
                "edge into it from the other pieces, in every layer, and measure how far log p of the model's next "
-               "piece falls. That is occlusion, the ground truth here.")
-    text.latex(r"\text{occlusion}_j = \log p(t) - \log p(t \mid \text{no edge into } j),\quad "
-               r"\rho = \text{Spearman}(\text{measure}, \text{occlusion})")
+               "piece moves. That is occlusion, the ground truth here.")
+    text.latex(r"\begin{gathered}o_j = |\log p(t) - \log p(t \mid \text{no } {\to}\, j)| \\ "
+               r"\rho = \text{Spearman}(\text{measure}, o)\end{gathered}")
     try:
         found = effect_of("smollm2", DOG_PREFIX, "importance", None, None)
     except (models.ModelError, effects.EffectsError) as error:

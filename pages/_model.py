@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
@@ -37,11 +39,55 @@ def _results() -> ByteBudgetCache:
     return ByteBudgetCache(RESULT_CACHE_BYTES, lambda value: value.nbytes)
 
 
-@st.cache_resource(max_entries=LOADED_MODELS, show_spinner=False)
-def head_types(name: str) -> heads.Measured:
-    """Every head of the offered model `name` scored over the corpus and the induction probe (attnviz.heads), once for
-    every session: about 20 s for SmolLM2 here, 3 s for MiniLM."""
-    return heads.measure(model(name))
+@dataclass
+class Measuring:
+    """Head scores being measured in a thread of their own: how far it has got, then the scores or the error."""
+
+    done: int = 0
+    total: int = 0
+    result: heads.Measured | None = None
+    error: Exception | None = None
+
+    def update(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+
+
+@st.cache_resource
+def _measuring() -> tuple[dict[str, Measuring], threading.Lock]:
+    return {}, threading.Lock()
+
+
+def head_types(name: str) -> heads.Measured | None:
+    """Every head of the offered model `name` scored over the corpus and the induction probe (attnviz.heads): read
+    from the disk, where they are kept by the model's content (`attnviz heads` writes them there too), else measured
+    once for the machine in a thread of its own, so that no page waits (about 36 s for SmolLM2 here, 4 s for
+    MiniLM). None while they are measured (head_types_progress says how far); raises what the measure raised."""
+    jobs, lock = _measuring()
+    with lock:
+        job = jobs.get(name)
+        if job is None:
+            chosen = model(name)
+            job = jobs[name] = Measuring(result=heads.kept(chosen))
+            if job.result is None:
+                threading.Thread(target=_measure, args=(chosen, job), daemon=True, name=f"heads-{name}").start()
+    if job.error is not None:
+        raise job.error
+    return job.result
+
+
+def head_types_progress(name: str) -> tuple[int, int, bool]:
+    """(sequences measured, of how many, whether the scores or an error are in)."""
+    job = _measuring()[0].get(name)
+    if job is None:
+        return 0, 0, False
+    return job.done, job.total, job.result is not None or job.error is not None
+
+
+def _measure(chosen: models.Model, job: Measuring) -> None:
+    try:
+        job.result = heads.cached(chosen, progress=job.update)
+    except Exception as error:  # said on the page that asked (HeadsError, ModelError, a full disk)
+        job.error = error
 
 
 @st.cache_resource(max_entries=LOADED_MODELS, show_spinner=False)

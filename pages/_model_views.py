@@ -93,18 +93,35 @@ def atlas_score(name: str, shape: tuple[int, int]) -> tuple[str, np.ndarray] | N
 
 
 def measured_types(name: str) -> heads.Measured | None:
-    """The model's head scores (pages._model.head_types), with a spinner the first time and a message for what fails."""
+    """The model's head scores (pages._model.head_types); while they are measured, a progress bar that redraws the
+    page when they are ready, and None (the rest of the page is drawn meanwhile); a message for what fails."""
     from pages._model import head_types
 
     try:
-        with st.spinner(f"Measuring every head of {name} over {heads.CORPUS_SIZE} generated sentences and "
-                        f"{heads.PROBES} probes of random pieces repeated twice, once for this server…"):
-            return head_types(name)
+        found = head_types(name)
     except heads.HeadsError as error:
         st.info(str(error))
-    except models.ModelError as error:
+        return None
+    except (models.ModelError, OSError) as error:
         st.info(f"{name}'s heads cannot be measured: {error}")
-    return None
+        return None
+    if found is None:
+        measuring(name)
+    return found
+
+
+@st.fragment(run_every=1.0)
+def measuring(name: str) -> None:
+    """The measure's progress, checked every second; when the scores are ready, the whole page is drawn again."""
+    from pages._model import head_types_progress
+
+    done, total, ready = head_types_progress(name)
+    if ready:
+        st.rerun(scope="app")
+    st.progress(done / total if total else 0.0,
+                text=f"Measuring every head of {name} over {heads.CORPUS_SIZE} generated sentences and {heads.PROBES} "
+                     f"probes of random pieces repeated twice: {done} of {total or '…'}, once for this machine (kept on "
+                     "disk; `attnviz heads` measures them before class). The rest of the page is drawn meanwhile.")
 
 
 def head_types_section(name: str, layer: int, head: int, schema: dict) -> None:

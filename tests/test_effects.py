@@ -319,7 +319,8 @@ def test_importance_gives_every_measure_and_its_agreement(family, loaded):
     else:
         t = int(np.argmax(clean.next_logits))
         expected = effects.log_prob(clean.next_logits, t) - effects.log_prob(knocked.next_logits, t)
-    assert found.measures["occlusion"][j] == pytest.approx(expected, abs=1e-4)
+    assert found.measures["occlusion"][j] == pytest.approx(abs(expected), abs=1e-4)
+    assert found.change[j] == pytest.approx(expected, abs=1e-4)
 
 
 def test_spearman_is_the_rank_correlation_written_out():

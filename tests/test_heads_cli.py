@@ -91,3 +91,28 @@ def test_two_gloo_processes_under_torchrun_give_one_processs_scores(folder, tmp_
         assert np.abs(a.scores[name] - b.scores[name]).max() <= 1e-6, name
     for name in a.control:
         assert np.abs(a.control[name] - b.control[name]).max() <= 1e-6, name
+
+
+def test_a_page_draws_while_the_scores_are_measured_and_colours_the_atlas_when_they_are_in(tmp_path, monkeypatch):
+    """No page waits on head scores: the first run shows a progress bar and the rest of the page; once the thread
+    has them, the next run colours the atlas by them (and they are on disk for the next server)."""
+    import time
+
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("ATTNVIZ_CACHE", str(tmp_path / "cache"))
+    at = AppTest.from_file(str(ROOT / "pages" / "trained.py"), default_timeout=300)
+    at.query_params.update({"score": "previous", "bycolour": "1", "text": "the dog saw the cat"})
+    started = time.perf_counter()
+    at.run()
+    assert not at.exception and time.perf_counter() - started < 30
+    assert any("Measuring every head of minilm" in str(p.proto.text) for p in at.get("progress"))
+    assert any(d.get("layers") == 6 for d in (__import__("json").loads(c.proto.json) for c in at.get("bidi_component")))
+    deadline = time.perf_counter() + 240
+    while time.perf_counter() < deadline and not list((tmp_path / "cache" / "heads").glob("*.npz")):
+        time.sleep(0.5)
+    time.sleep(1.0)
+    at.run()
+    assert not at.exception and not at.get("progress")
+    atlas = next(d for d in (__import__("json").loads(c.proto.json) for c in at.get("bidi_component")) if "measure" in d)
+    assert atlas["measure"]["name"] == heads.SCORES["previous"] and atlas["r"] == 1

@@ -318,7 +318,7 @@ def staircase(model, clean: Run, start: int, stop: int, how: str, read: int) -> 
                 intervention = CopyAblation(i, first, how)
             else:
                 intervention = None
-            if i == arch.layers - 1 and arch.causal and how == "zero":  # only the read piece's query is needed
+            if i == arch.layers - 1 and arch.causal and not arch.post_norm and how == "zero":  # only `read`'s row
                 x = last_layer(arch, weights.blocks[i], i, x, positions, read, intervention)
             else:
                 x, _, _ = engine.layer(arch, weights.blocks[i], i, x, positions, intervention=intervention)

@@ -79,7 +79,7 @@ def decoder_step(text, figure):
         return
     probs = next_distribution(torch.from_numpy(result.next_logits)).numpy()  # (vocab,) softmax at T = 1
     top, names = top_pieces(loaded_model("smollm2"), probs, 8)
-    chart(figure, figures.weight_bars(probs[top], names, title="The next piece: the 8 most likely", axis="probability"),
+    chart(figure, figures.weight_bars(probs[top], names, title="The next piece: the 8 most likely (T = 1)", axis="probability"),
           key="lesson_decoder", matrix=Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"))
     labels = result.pieces.labels()
     weights = result.weights[0].mean(0)  # (n, n) layer 1, the average of its heads
@@ -136,7 +136,7 @@ def copy_step(text, figure):
     text.caption("The bars: the 8 most likely pieces after the last one"
                  + (f"; highlighted, the repeat ({probs[expected]:.0%})." if mark else
                     "; the repeat is not among them."))
-    chart(figure, figures.weight_bars(probs[top], names, title="The next piece: the 8 most likely", axis="probability",
+    chart(figure, figures.weight_bars(probs[top], names, title="The next piece: the 8 most likely (T = 1)", axis="probability",
                                       highlight=mark[0] if mark else None),
           key="lesson_copy_next", matrix=Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"))
     with text:

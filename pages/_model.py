@@ -157,9 +157,11 @@ def pick_model(kinds: tuple[str, ...], default: str, *, label: str = "Model") ->
     asked = st.session_state.get(MODEL_KEY, default)
     if asked not in names:
         if asked in offers_:
-            st.warning(f"{md_escape(asked)} is {offers_[asked].kind or 'not'} a model of this page's kind; showing "
-                       f"{default}. " + ("Decoders open on the Decoder page." if offers_[asked].kind == "decoder" else
-                                         "Encoders and encoder–decoders open on the Trained model page."))
+            kind = offers_[asked].kind
+            article = "an" if kind and kind[0] in "ae" else "a"
+            st.warning(f"{md_escape(asked)} is {article} {kind or 'unknown kind of'} model, not one this page draws; "
+                       f"showing {default}. " + ("Decoders open on the Decoder page." if kind == "decoder" else
+                                                 "Encoders and encoder–decoders open on the Trained model page."))
         else:
             st.warning(f"This server offers no model called “{md_escape(str(asked)[:80])}”, so the page shows {default}. "
                        f"It offers: {', '.join(names)}. A server offers the models it was started with "

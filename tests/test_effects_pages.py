@@ -98,7 +98,7 @@ def test_hostile_url_values_get_allowed_ones(params):
 def test_a_text_past_the_effects_limit_gets_the_numbers():
     at = page("decoder.py", {"text": "the dog " * 60, "effects": "1"})
     assert not at.exception
-    assert any("Effects are measured on texts of up to 64 pieces" in m.value for m in at.info)
+    assert any("Effects are measured on texts of up to 32 pieces" in m.value for m in at.info)
 
 
 def test_lesson_17_turns_the_induction_head_off_beside_a_control(smollm2):

@@ -68,7 +68,7 @@ def effects_section(model: models.Model, name: str, text: str, result: models.Ru
         else:
             st.write(f"Removing layer {layer}, head {head} turns the final vector of “{labels[piece]}” by "
                      f"1 − cos = {found[layer - 1, head - 1]:.4f}.")
-        routes_panel(model, name, text, labels, layer, head)
+        routes_panel(model, name, text, labels, layer, head, n - 1 if decoder else piece)
         if decoder:
             logit_table(name, text, layer, head)
         importance_panel(name, text, piece, decoder)
@@ -132,23 +132,23 @@ def before_after(model, name: str, text: str, result: models.Run, layer: int, he
              + " The bars are the model's own distribution (T = 1, no top-k or top-p), with and without the head.")
 
 
-def routes_panel(model, name: str, text: str, labels: list[str], layer: int, head: int) -> None:
-    st.subheader("Routes: where the last piece's information comes from")
+def routes_panel(model, name: str, text: str, labels: list[str], layer: int, head: int, start: int) -> None:
+    st.subheader(f"Routes: where “{labels[start]}”'s information comes from")
     found = effect_of(name, text, "contributions")
 
     def open_head(chosen: tuple[int, int]) -> None:
         st.session_state.layer, st.session_state.head = chosen[0] + 1, chosen[1] + 1
 
     data = figures.routes_data(found.pieces, found.attention, found.residual, labels, threshold=st.session_state.rthr,
-                               chosen=(layer - 1, head - 1),
-                               title=f"Routes to “{labels[-1]}” (#{len(labels) - 1}) through {model.layers} layers "
+                               chosen=(layer - 1, head - 1), start=start,
+                               title=f"Routes to “{labels[start]}” (#{start}) through {model.layers} layers "
                                      "(layers from 1)")
     routes_graph(data, key="routes", on_open=open_head, on_threshold=lambda value: _threshold(value))
     st.caption("LM-TT's contributions (Ferrando & Voita 2024): in each layer, the share of a piece's update that comes "
                "from each head reading each piece, by proximity max(‖y‖₁ − ‖y − z‖₁, ε), normalised over the parts. An "
                "edge runs from piece j before a layer to piece i after it with Σ_h share(i ← j) (plus, on i's own "
                "stream, the residual's share); the routes keep the edges at or above the threshold that lead to the "
-               "last piece. Grey: mostly the residual stream; blue: mostly one head (click it to open that head).")
+               "piece read (a decoder's last piece). Grey: mostly the residual stream; blue: mostly one head (click it to open that head).")
     pieces = found.pieces.reshape(-1, len(labels))  # (L·n, n)
     rows = [f"layer {l + 1} · #{i} {labels[i]}" for l in range(found.pieces.shape[0]) for i in range(len(labels))]
     downloads(st, "contributions", lambda: figures.matrix_heatmap(pieces, rows, labels, title="piece → piece shares"),

@@ -81,6 +81,8 @@ def test_the_trained_model_panel_reads_the_chosen_pieces_final_vector():
     np.testing.assert_allclose(np.array(atlas["measure"]["values"]).reshape(6, 12),
                                effects.head_effects(minilm, text, piece=3), atol=1e-4)
     assert "1 − cos" in atlas["measure"]["name"]
+    routes = next(d for d in components(at) if "edges" in d)
+    assert routes["start"] == 3 and routes["title"].startswith("Routes to “")
     importance = titled(at, "Each piece's importance to the final vector of")
     assert importance["values"].shape[0] == len(effects.MEASURES)
 

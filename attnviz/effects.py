@@ -269,6 +269,13 @@ class EveryHead:
     top: np.ndarray | None = None  # int (k,) piece ids, most likely first
     clean: np.ndarray | None = None  # float32 (k,)
     ablated: np.ndarray | None = None  # float32 (L, H, k)
+    best: np.ndarray | None = None  # int (L, H) the most likely next piece with each head removed
+    best_p: np.ndarray | None = None  # float32 (L, H) its probability
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.effects, self.top, self.clean, self.ablated, self.best, self.best_p)
+                   if a is not None)
 
 
 def every_head(model, text, how: str = "zero", *, piece: int | None = None, top: int = 10) -> EveryHead:
@@ -293,7 +300,9 @@ def every_head(model, text, how: str = "zero", *, piece: int | None = None, top:
     target = int(best[0])
     effects = (logp[:, target].cpu() - clean_logp[target]).numpy().reshape(shape).astype(np.float32)
     ablated = logp[:, best.to(logp.device)].exp().cpu().numpy().reshape(*shape, -1).astype(np.float32)  # (L, H, k)
-    return EveryHead(effects, best.numpy(), clean_logp[best].exp().numpy().astype(np.float32), ablated)
+    after = logp.max(-1)  # (L·H,) each copy's most likely piece and its log p
+    return EveryHead(effects, best.numpy(), clean_logp[best].exp().numpy().astype(np.float32), ablated,
+                     after.indices.cpu().numpy().reshape(shape), after.values.exp().cpu().numpy().reshape(shape).astype(np.float32))
 
 
 def layer_chunks(layers: int, heads: int, n: int) -> list[tuple[int, int]]:

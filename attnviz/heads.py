@@ -186,12 +186,14 @@ def offset_profile(weights: np.ndarray, span: int = SPAN) -> np.ndarray:
     return profile / n
 
 
-def positional_score(profiles: list[np.ndarray]) -> np.ndarray:
+def positional_score(profiles: list[np.ndarray], reduce=None) -> np.ndarray:
     """1 − the mean over sentences of the total-variation distance between each sentence's offset profile (..., k)
-    and their mean."""
-    stacked = np.stack(profiles)  # (s, ..., k)
-    mean = stacked.mean(0)  # (..., k)
-    return 1.0 - 0.5 * np.abs(stacked - mean).sum(-1).mean(0)  # (...)
+    and their mean. `reduce(array)` sums an array over processes that each hold some of the sentences (measure())."""
+    reduce = reduce or (lambda array: array)
+    stacked = np.asarray(profiles)  # (s, ..., k); a process may hold none of them
+    count = float(reduce(np.array([len(stacked)], np.float64))[0])
+    mean = reduce(stacked.sum(0)) / count  # (..., k)
+    return 1.0 - reduce(0.5 * np.abs(stacked - mean).sum(-1).sum(0)) / count  # (...)
 
 
 @dataclass
@@ -260,13 +262,9 @@ def measure(model, sentences: list[str] | None = None, *, probes: int = PROBES, 
         raise HeadsError("No sentence of the corpus gives the model two pieces to read (each is one piece, or longer "
                          "than the model reads): a head needs two pieces to choose between.")
     scores = {name: (sums[name] / counts[name]).astype(np.float32) for name in sums if counts[name]}
-    span = (*shape, 2 * SPAN - 1)
-    local = np.stack(profiles) if profiles else np.zeros((0, *span))  # (s, L, H, k)
-    n_profiles = float(reduce(np.array([len(profiles)], np.float64))[0])
-    if n_profiles >= 2:  # one sentence is trivially "the same offsets on every sentence"
-        mean = reduce(local.sum(0)) / n_profiles  # (L, H, k)
-        distance = reduce(0.5 * np.abs(local - mean).sum(-1).sum(0))  # (L, H) Σ over sentences of the TV distance
-        scores["positional"] = (1.0 - distance / n_profiles).astype(np.float32)
+    local = np.stack(profiles) if profiles else np.zeros((0, *shape, 2 * SPAN - 1))  # (s, L, H, k)
+    if reduce(np.array([len(local)], np.float64))[0] >= 2:  # one sentence is trivially "the same offsets everywhere"
+        scores["positional"] = positional_score(local, reduce).astype(np.float32)
 
     def counted(probe_done: int) -> None:
         if progress:
@@ -462,29 +460,20 @@ def disagreement(shares: Shares, labels: list[str], where: str) -> str:
 # ---------------------------------------------------------------- kept on disk
 
 FORMAT = 1  # the file's layout and the scores' definitions: a change here makes every kept file stale
-_DIGESTS: dict[tuple[str, int, int], str] = {}
-
-
-def file_digest(path: Path) -> str:
-    """A file's SHA-256 (16 hex digits), computed once per (path, size, modification time) in this process."""
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
-    if key not in _DIGESTS:
-        with open(path, "rb") as file:
-            _DIGESTS[key] = hashlib.file_digest(file, "sha256").hexdigest()[:16]
-    return _DIGESTS[key]
 
 
 def model_key(model) -> str:
     """The model's content: the SHA-256 of its file (a GGUF file, as its de-quantized cache is keyed), or of its
     folder's config.json and weights, wherever they lie."""
+    from attnviz.models.gguf import content_key
+
     source = Path(model.source)
     if source.is_file():
-        return file_digest(source)
+        return content_key(source)
     files = sorted(p for p in source.iterdir() if p.suffix == ".safetensors" or p.name == "config.json")
     if not files:
         raise HeadsError(f"{model.name}: no weights at {source} to key its head scores by.")
-    return hashlib.sha256("".join(file_digest(p) for p in files).encode()).hexdigest()[:16]
+    return hashlib.sha256("".join(content_key(p) for p in files).encode()).hexdigest()[:16]
 
 
 def corpus_key(sentences: list[str] | None, probes: int, probe_pieces: int, seed: int, rows: str) -> str:

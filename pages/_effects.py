@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import streamlit as st
-import torch
 
 from attnviz import effects, figures, models
 from attnviz.export import Matrix
@@ -62,12 +61,12 @@ def effects_section(model: models.Model, name: str, text: str, result: models.Ru
         except (effects.EffectsError, models.TextError) as error:
             st.info(str(error))
             return
-        effect_atlas(found, model, layer, head, decoder, labels, piece)
+        effect_atlas(found.effects, model, layer, head, decoder, labels, piece)
         if decoder:
-            before_after(model, name, text, result, layer, head, how, labels)
+            before_after(model, found, layer, head, labels)
         else:
             st.write(f"Removing layer {layer}, head {head} turns the final vector of “{labels[piece]}” by "
-                     f"1 − cos = {found[layer - 1, head - 1]:.4f}.")
+                     f"1 − cos = {found.effects[layer - 1, head - 1]:.4f}.")
         routes_panel(model, name, text, labels, layer, head, n - 1 if decoder else piece)
         if decoder:
             logit_table(name, text, layer, head)
@@ -106,29 +105,25 @@ def effect_atlas(found: np.ndarray, model: models.Model, layer: int, head: int, 
                      corner="layer \\ head"), image_help="the figure as a page (HTML).")
 
 
-def before_after(model, name: str, text: str, result: models.Run, layer: int, head: int, how: str,
-                 labels: list[str]) -> None:
-    """The next-piece bars without and with the chosen head removed, over the same pieces."""
+def before_after(model, found: effects.EveryHead, layer: int, head: int, labels: list[str]) -> None:
+    """The next-piece bars without and with the chosen head removed, over the same pieces, from every_head's numbers
+    (each head's removal already ran; a click computes nothing)."""
     if not st.toggle(f"Remove the chosen head (layer {layer}, head {head}) and compare the next piece", key="ablate"):
         return
-    removed = effect_of(name, text, "ablate", how, (layer - 1, head - 1))
-    clean_p = torch.softmax(torch.from_numpy(result.next_logits).double(), -1).numpy()  # (vocab,)
-    ablated_p = torch.softmax(torch.from_numpy(removed.next_logits).double(), -1).numpy()  # (vocab,)
-    top = np.argsort(-clean_p)[:BARS]
-    names = model.reader.labels([int(i) for i in top])
+    clean_p, ablated_p = found.clean[:BARS], found.ablated[layer - 1, head - 1, :BARS]  # (k,) each
+    names = model.reader.labels([int(i) for i in found.top[:BARS]])
     left, right = st.columns(2)
     with left:
-        browser_figure(figures.bars_data(clean_p[top].astype(np.float32), names, axis="probability (T = 1)",
+        browser_figure(figures.bars_data(clean_p, names, axis="probability (T = 1)",
                                          title=f"Before: p(next piece | “…{labels[-1]}”)"), key="effect_before")
     with right:
-        browser_figure(figures.bars_data(ablated_p[top].astype(np.float32), names, axis="probability (T = 1)",
+        browser_figure(figures.bars_data(ablated_p, names, axis="probability (T = 1)",
                                          title=f"After removing layer {layer}, head {head}"), key="effect_after")
-    t = int(top[0])
-    change = float(np.log(ablated_p[t]) - np.log(clean_p[t]))
-    new_top = int(np.argmax(ablated_p))
-    st.write(f"p(“{names[0]}”) goes from {clean_p[t]:.3f} to {ablated_p[t]:.3f} (Δ log p = {change:+.3f})"
-             + (f"; the most likely next piece becomes “{model.reader.labels([new_top])[0]}” ({ablated_p[new_top]:.3f})."
-                if new_top != t else "; it stays the most likely next piece.")
+    change = float(np.log(ablated_p[0]) - np.log(clean_p[0]))
+    new_top, new_p = int(found.best[layer - 1, head - 1]), float(found.best_p[layer - 1, head - 1])
+    st.write(f"p(“{names[0]}”) goes from {clean_p[0]:.3f} to {ablated_p[0]:.3f} (Δ log p = {change:+.3f})"
+             + (f"; the most likely next piece becomes “{model.reader.labels([new_top])[0]}” ({new_p:.3f})."
+                if new_top != int(found.top[0]) else "; it stays the most likely next piece.")
              + " The bars are the model's own distribution (T = 1, no top-k or top-p), with and without the head.")
 
 

@@ -105,13 +105,12 @@ def run(name: str, text: str, target: str | None = None, intervention=None) -> m
 
 
 def effect_of(name: str, text: str, what: str, how: str | None = "zero", extra=None):
-    """What attnviz.effects measures on `text`, shared by sessions like runs: "heads" (every head's effect; `extra` an
-    encoder's piece), "ablate" (the run with head `extra` (layer, head) from 0 removed), "contributions", "logits"
-    (direct logit attribution), "importance" (`extra` an encoder's piece)."""
+    """What attnviz.effects measures on `text`, shared by sessions like runs: "heads" (every head removed in turn,
+    effects.every_head; `extra` an encoder's piece), "contributions", "logits" (direct logit attribution),
+    "importance" (`extra` an encoder's piece)."""
     chosen = model(name)
     compute = {
-        "heads": lambda: effects.head_effects(chosen, text, how, piece=extra),
-        "ablate": lambda: effects.ablate(chosen, text, [extra], how),
+        "heads": lambda: effects.every_head(chosen, text, how, piece=extra),
         "contributions": lambda: effects.contributions_of(chosen, run(name, text)),
         "logits": lambda: effects.logit_attribution_of(chosen, run(name, text)),
         "importance": lambda: effects.importance(chosen, text, piece=extra),

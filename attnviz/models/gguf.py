@@ -35,10 +35,18 @@ def cache_root() -> Path:
     return Path(os.environ.get(CACHE_SETTING) or Path.home() / ".cache" / "attnviz")
 
 
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
 def content_key(source: Path) -> str:
-    """The file's SHA-256 (its first 16 hex digits): a cache folder for exactly this content, wherever it lies."""
-    with open(source, "rb") as file:
-        return hashlib.file_digest(file, "sha256").hexdigest()[:16]
+    """The file's SHA-256 (its first 16 hex digits): a cache folder for exactly this content, wherever it lies.
+    Computed once per (path, size, modification time) in a process (the head scores' key reads it on every page)."""
+    stat = source.stat()
+    key = (str(source.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _DIGESTS:
+        with open(source, "rb") as file:
+            _DIGESTS[key] = hashlib.file_digest(file, "sha256").hexdigest()[:16]
+    return _DIGESTS[key]
 
 
 def cache_dir(source: Path) -> Path:

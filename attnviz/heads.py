@@ -240,14 +240,15 @@ def measure(model, sentences: list[str] | None = None, *, probes: int = PROBES, 
     sums = {name: np.zeros(shape) for name in SCORES if name not in ON_PROBE and name != "positional"}
     counts = {name: 0.0 for name in sums}
     profiles = []
+    readable = []
     for sentence in mine:
         try:
-            result = model.run(sentence)
+            readable.append(model.tokenize(sentence))
         except TextError:  # longer than the model reads: the other sentences say enough
-            result = None
-        if result is not None and len(result.pieces) >= 2:
-            weights = result.weights  # (L, H, n, n)
-            for name, pattern in patterns(result.pieces.ids, result.pieces.special, encoder=encoder).items():
+            readable.append(None)
+    for pieces, weights in batched_weights(model, readable):
+        if pieces is not None and len(pieces) >= 2:
+            for name, pattern in patterns(pieces.ids, pieces.special, encoder=encoder).items():
                 score = pattern_score(weights, pattern, rows) if name not in ON_PROBE else None
                 if score is not None:
                     sums[name] += score  # (L, H)
@@ -277,6 +278,23 @@ def measure(model, sentences: list[str] | None = None, *, probes: int = PROBES, 
     ordered = {name: scores[name] for name in SCORES if name in scores}
     control = {name: means[name] for name in ("repeat", "shuffled")}
     return Measured(model.name, ordered, len(sentences), probes, time.perf_counter() - started, control)
+
+
+BATCH = 32  # sequences per forward in the corpus pass (16 → 32: 9.2 → 8.3 s for SmolLM2 here)
+
+
+def batched_weights(model, sequences: list):
+    """(pieces, weights (L, H, n, n)) for each of `sequences` (Pieces, or None for one the model cannot read, given
+    back with None weights), shortest first. A model attnviz's engine computes reads them BATCH at a time in one padded
+    forward, so that little of a batch is padding; another model reads one at a time."""
+    yield from ((None, None) for pieces in sequences if pieces is None)
+    ordered = sorted((p for p in sequences if p is not None), key=len)
+    for start in range(0, len(ordered), BATCH):
+        batch = ordered[start:start + BATCH]
+        if hasattr(model, "batch_weights"):
+            yield from zip(batch, model.batch_weights(batch))
+        else:
+            yield from ((pieces, model.run_pieces(pieces).weights) for pieces in batch)
 
 
 # ---------------------------------------------------------------- the induction probe
@@ -396,14 +414,16 @@ def probe_list(model, count: int, length: int, seed: int) -> list[Probe]:
 def probe_totals(model, found: list[Probe], rows: str = "covered", progress=None) -> dict[str, np.ndarray]:
     """The sums over `found` probes of each head's duplicate, induction, repeat and shuffled scores (L, H)."""
     totals = {name: np.zeros((model.layers, model.heads)) for name in ("duplicate", "induction", "repeat", "shuffled")}
+    sequences = [p for probe in found for p in (probe.repeated, probe.shuffled)]
+    computed = {id(pieces): weights for pieces, weights in batched_weights(model, sequences)}
     for k, probe in enumerate(found):
-        repeated = model.run_pieces(probe.repeated).weights  # (L, H, n, n)
+        repeated = computed[id(probe.repeated)]  # (L, H, n, n)
         ids = probe.repeated.ids
         totals["duplicate"] += pattern_score(repeated, duplicate_pattern(ids), rows)
         totals["induction"] += pattern_score(repeated, induction_pattern(ids), rows)
         offsets = probe.repeat_pattern()  # (n, n)
         totals["repeat"] += pattern_score(repeated, offsets, rows)
-        totals["shuffled"] += pattern_score(model.run_pieces(probe.shuffled).weights, offsets, rows)
+        totals["shuffled"] += pattern_score(computed[id(probe.shuffled)], offsets, rows)
         if progress:
             progress(k + 1)
     return totals

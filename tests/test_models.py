@@ -345,3 +345,21 @@ def test_a_long_causal_run_taken_by_blocks_of_queries_equals_transformers(family
         assert np.abs(blocked.next_logits - out.logits[0, -1].numpy()).max() <= 1e-3
         assert np.abs(blocked.weights - whole.weights).max() <= 1e-5
         assert np.allclose(blocked.weights.sum(-1), 1, atol=1e-5) and (np.triu(blocked.weights[0, 0], 1) == 0).all()
+
+
+@pytest.mark.parametrize("family", ENGINE)
+def test_texts_of_different_lengths_read_in_one_padded_forward_equal_each_read_alone(family, folders):
+    """engine.batch_weights (the corpus pass of attnviz.heads): right padding, each query kept off the padding keys;
+    every text's weights against transformers' eager forward on that text alone."""
+    model = models.load(folders[family], device="cpu")
+    texts = [SENTENCES["cat"], SENTENCES["dog"], "Hi", SENTENCES["unseen"]]
+    pieces = [model.tokenize(text) for text in texts]
+    assert len({len(p) for p in pieces}) == len(texts)  # every length differs: three of them are padded
+    batched = model.batch_weights(pieces)
+    reference_model = reference(folders[family], family)
+    for p, weights in zip(pieces, batched):
+        with torch.no_grad():
+            out = reference_model(torch.tensor([p.ids]), output_attentions=True)
+        expected = torch.stack(out.attentions)[:, 0].numpy()  # (L, H, n, n)
+        assert weights.shape == expected.shape
+        assert np.abs(weights - expected).max() <= 1e-4

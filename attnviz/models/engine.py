@@ -203,8 +203,8 @@ def embed(arch: Architecture, weights: Weights, ids: torch.Tensor, positions: to
     when given, stand for the pieces' rows of the embedding matrix (a gradient with respect to them is then taken)."""
     x = weights.embeddings[ids] if vectors is None else vectors  # (n, d)
     if arch.padding_index is not None:  # RoBERTa's rule (transformers' create_position_ids_from_input_ids)
-        real = (ids != arch.padding_index).long()  # (n,)
-        positions = torch.cumsum(real, 0) * real + arch.padding_index  # (n,)
+        real = (ids != arch.padding_index).long()  # (..., n)
+        positions = torch.cumsum(real, -1) * real + arch.padding_index  # (..., n)
     if weights.positions is not None:
         x = x + weights.positions[positions]  # (n, d)
     if weights.token_type is not None:
@@ -245,12 +245,13 @@ def feed_forward(arch: Architecture, block: Block, h: torch.Tensor) -> torch.Ten
 
 def layer(arch: Architecture, block: Block, index: int, x: torch.Tensor, positions: torch.Tensor,
           key: torch.Tensor | None = None, value: torch.Tensor | None = None, out: torch.Tensor | None = None,
-          intervention: Intervention | None = None):
+          intervention: Intervention | None = None, real: torch.Tensor | None = None):
     """One layer over inputs x (..., m, d) at `positions`: (x after the layer, the attention's result, its Trace).
     `key` and `value` (..., KV, c, dh), when given, are the earlier pieces' cached keys and values, read before these.
     `out` (H, m, c + m), when given, is where the weights are computed (attend's out). `intervention`, when given,
     may replace the weights before they meet V and the heads' outputs before W_o (Intervention). Leading dimensions
-    of x are a batch: copies of the same pieces, as the effects of many interventions are computed at once."""
+    of x are a batch: copies of the same pieces, as the effects of many interventions are computed at once, or
+    different texts padded to one length, `real` (B, m) marking their real pieces (no query reads a padding key)."""
     h = x if arch.post_norm else block.attention_norm(x)  # (..., m, d)
     query, new_key, new_value = project(arch, block, h, positions)  # (..., H, m, dh), (..., KV, m, dh) × 2
     key = new_key if key is None else torch.cat([key.expand(*new_key.shape[:-2], -1, -1), new_key], -2)  # (..., KV, c + m, dh)
@@ -259,6 +260,9 @@ def layer(arch: Architecture, block: Block, index: int, x: torch.Tensor, positio
         a = causal_attend(arch, index, query, key, value, positions, out)  # (H, m, m), in out
     else:
         mask = allowed_keys(arch, index, positions, key.shape[-2])  # (m, c + m) or None
+        if real is not None:
+            padding = real[:, None, None, :]  # (B, 1, 1, m) broadcast over heads and queries
+            mask = padding if mask is None else mask & padding  # (B, 1, m, m)
         a = grouped_attend(query, key, value, scoring="scaled_dot", mask=mask, need_scores=False, out=out)  # (..., H, m, c + m)
     if intervention is not None:
         a = intervene(intervention, index, a, value, positions)
@@ -347,6 +351,28 @@ def forward(arch: Architecture, weights: Weights, ids: list[int], intervention: 
             hidden[i + 1] = x
         next_logits = logits(weights, x[-1:])[0].float().cpu().numpy() if arch.causal else None  # (vocab,)
     return Forward(hidden.numpy(), attention.numpy(), traces, next_logits, intervention=intervention)
+
+
+def batch_weights(arch: Architecture, weights: Weights, batch: list[list[int]]) -> list[np.ndarray]:
+    """Every layer's weights (L, H, n_b, n_b) float32 for each of several sequences, computed together in one forward:
+    the sequences padded on the right to the longest, each key mask keeping a query off the padding. No hidden states,
+    traces or logits are kept: this is the corpus pass of attnviz.heads. Each sequence's weights equal forward()'s."""
+    device = weights.embeddings.device
+    lengths = [len(ids) for ids in batch]
+    n = max(lengths)
+    fill = arch.padding_index if arch.padding_index is not None else 0
+    padded = torch.full((len(batch), n), fill, dtype=torch.long)  # (B, n)
+    for b, ids in enumerate(batch):
+        padded[b, : len(ids)] = torch.tensor(ids)
+    real = (torch.arange(n)[None, :] < torch.tensor(lengths)[:, None]).to(device)  # (B, n)
+    attention = torch.empty(arch.layers, len(batch), arch.heads, n, n)  # (L, B, H, n, n)
+    with torch.inference_mode():
+        positions = torch.arange(n, device=device)  # (n,)
+        x = embed(arch, weights, padded.to(device), positions)  # (B, n, d)
+        for i, block in enumerate(weights.blocks):
+            x, a, _ = layer(arch, block, i, x, positions, real=real)
+            attention[i] = a.weights  # (B, H, n, n)
+    return [attention[:, b, :, :k, :k].numpy() for b, k in enumerate(lengths)]  # (L, H, k, k) each
 
 
 def logits(weights: Weights, hidden: torch.Tensor) -> torch.Tensor:

@@ -115,6 +115,10 @@ class EngineModel(Model):
     def run_pieces(self, pieces: Pieces, intervention: engine.Intervention | None = None) -> Run:
         return self._run(pieces, engine.forward(self.arch, self.weights, pieces.ids, intervention))
 
+    def batch_weights(self, batch: list[Pieces]) -> list[np.ndarray]:
+        """Every layer's weights (L, H, n, n) of each of several texts' pieces, computed in one padded forward."""
+        return engine.batch_weights(self.arch, self.weights, [pieces.ids for pieces in batch])
+
     def _run(self, pieces: Pieces, result: engine.Forward) -> Run:
         attention = Attention("self", KIND_TITLES["self"], result.weights, pieces, pieces, self.arch.causal)
         return Run(self.name, self.kind, self.computed_by, pieces, {"self": attention}, result.hidden, result.traces,

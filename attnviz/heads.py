@@ -4,7 +4,7 @@ and what a head moves from each key, ‖α_ij f(x_j)‖ (Kobayashi et al., 2020)
 
     from attnviz import heads, models
     model = models.load("smollm2")
-    found = heads.measure(model)                 # once per model; about 20 s for SmolLM2 on two CPU cores
+    found = heads.measure(model)                 # once per model; about 11 s for SmolLM2 on two CPU cores
     found.top("induction", 3)                    # [(layer, head, score), …], counted from 0
     found.scores["sink"]                         # (layers, heads)
 

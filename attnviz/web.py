@@ -15,8 +15,10 @@ HEATMAP = ("weights.mjs", "canvas.js", "heatmap_draw.js", "heatmap_toolbar.js", 
 ATLAS = ("weights.mjs", "canvas.js", "atlas.js")
 # The information-flow routes: the canvas, the graph. It defines `mountRoutes(component)`.
 ROUTES = ("canvas.js", "routes.js")
+# The generation timeline: the colours, the canvas, the timeline. It defines `mountTimeline(component)`.
+TIMELINE = ("weights.mjs", "canvas.js", "timeline.js")
 # The notebook widgets: the heatmap's files, the atlas, and anywidget's adapter (its default export).
-WIDGET = (*HEATMAP, "atlas.js", "widget.js")
+WIDGET = (*HEATMAP, "atlas.js", "timeline.js", "widget.js")
 CSS = "heatmap.css"
 
 

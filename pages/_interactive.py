@@ -91,3 +91,13 @@ def _adopt(key: str, clean) -> None:
     if isinstance(sent, dict):
         for name, value in clean({k: v for k, v in sent.items() if k in VIEW_KEYS + COMPARE_KEYS}).items():
             st.session_state[name] = value
+
+
+_timeline = st.components.v2.component("attnviz_timeline", js=web.source(web.TIMELINE) + "\nexport default mountTimeline;\n",
+                                       css=web.css(), isolate_styles=False)
+
+
+def timeline(data: dict, *, key: str) -> None:
+    """Mount the generation timeline for `data` (figures.timeline_data): scrubbing, play and the head shown run in the
+    page and send nothing back, so they cost the server nothing."""
+    _timeline(key=key, data=data, width="stretch")

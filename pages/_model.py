@@ -131,6 +131,13 @@ def probe_run(name: str, length: int, seed: int, shuffled: bool, cut: int,
     return probe, result
 
 
+def generation(name: str, text: str, steps: int, temperature: float, top_k: int, top_p: float, seed: int):
+    """model.generate on `text` with these settings (attnviz.models.generate), shared by sessions like runs: the same
+    settings, the same pieces, so a link replays it."""
+    return _results().get((name, text, "generate", steps, temperature, top_k, top_p, seed),
+                          lambda: model(name).generate(text, steps, temperature, top_k, top_p, seed))
+
+
 def word_weights(name: str, text: str, result: models.Run) -> np.ndarray:
     """(L, H, m, m): every head read as words, computed once per text rather than on every rerun (0.17 s at 512 pieces)."""
     return _results().get((name, text, "words"), lambda: models.merge_pieces(result.weights, result.words.groups))

@@ -311,3 +311,19 @@ def test_a_model_of_another_kind_gets_a_sentence_that_reads_right():
     assert not at.exception
     said = [w.value for w in at.warning]
     assert said and said[0].startswith("minilm is an encoder model, not one this page draws; showing smollm2.")
+
+
+def test_the_timeline_replays_the_links_generation_and_bad_values_get_defaults(model):
+    from attnviz.models.generate import MAX_STEPS
+
+    text = "When he saw his owner, the dog was"
+    at, _ = decoder_page({"write": "6", "t": "0.0", "layer": "2"})
+    assert not at.exception
+    timelines = [d for d in components(at) if "steps" in d and "first_row" in d]
+    assert len(timelines) == 1
+    expected = model.generate(text, 6)
+    assert timelines[0]["tokens"] == expected.run.pieces.labels() and timelines[0]["layer"] == 1
+    assert any("Written: “" + model.tokenizer.decode(expected.new_ids) in c.value for c in at.caption)
+    for bad, read in (("999", MAX_STEPS), ("-3", 0), ("x", 0), ("6.5", 6), ("1e9", MAX_STEPS), ("<script>", 0)):
+        at, _ = decoder_page({"write": bad, "t": "0.0"})
+        assert not at.exception and at.session_state.write == read  # the nearest allowed value, or none written

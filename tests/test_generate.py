@@ -112,3 +112,46 @@ def test_bad_requests_get_a_message(folders):
     bert = models.load(folders["bert"], device="cpu")
     with pytest.raises(models.ModelError, match="needs a decoder"):
         generate(bert, PROMPT)
+
+
+def sent_rows(data: dict, n: int) -> dict[tuple[int, int], np.ndarray]:
+    """The timeline's weights as the page unpacks them: (head, row) → the row's weights over keys 0 … row."""
+    import base64
+
+    values = np.frombuffer(base64.b64decode(data["weights"]), "<u2") / 65535
+    rows, at = {}, 0
+    for h in range(data["heads"]):
+        for i in range(data["first_row"], n):
+            rows[h, i] = values[at:at + i + 1]
+            at += i + 1
+    assert at == len(values)
+    return rows
+
+
+def test_the_timeline_sends_each_step_its_offer_and_the_layers_weights(folders, monkeypatch):
+    from attnviz import figures
+    from attnviz.figures import generation as timeline
+
+    model = models.load(folders["llama"], device="cpu")
+    written = model.generate(PROMPT, steps=9, temperature=1.2, top_k=6, top_p=0.8, seed=3)
+    labels = written.run.pieces.labels()
+    n = len(labels)
+    data = figures.timeline_data(written, labels, model.reader.labels, 1, head=2, sampler="T = 1.2")
+    assert data["tokens"] == labels and data["prompt"] == n - 9 and data["first_row"] == 0 and data["head"] == 2
+    rows = sent_rows(data, n)
+    for (h, i), row in rows.items():
+        assert np.abs(row - written.run.weights[1, h, i, : i + 1]).max() <= 1e-4
+    assert len(rows) == model.heads * n  # every row of every head
+    for step, sent in zip(written.steps, data["steps"]):
+        kept = set(step.kept.tolist())
+        assert sent["kept"] == [int(i) in kept for i in step.top] and sent["kept_count"] == len(kept)
+        assert sent["top"] == model.reader.labels([int(i) for i in step.top])
+        assert sent["chosen_top"] == (step.top.tolist().index(step.chosen) if step.chosen in step.top else -1)
+        assert sent["p_chosen"] == pytest.approx(step.p_chosen, abs=1e-4) and 0 < step.p_chosen <= 1
+    assert figures.payload_bytes(data) < 2_000_000
+
+    monkeypatch.setattr(timeline, "WHOLE_LIMIT", 10)  # too many numbers: only the rows the steps computed are sent
+    short = figures.timeline_data(written, labels, model.reader.labels, 1)
+    assert short["first_row"] == data["prompt"] - 1
+    assert set(sent_rows(short, n)) == {(h, i) for h in range(model.heads) for i in range(data["prompt"] - 1, n)}
+    assert figures.payload_bytes(short) < figures.payload_bytes(data)

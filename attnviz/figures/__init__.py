@@ -31,6 +31,7 @@ from attnviz.figures.heads import (  # noqa: F401
     ATLAS_HEIGHT_PX, _pick_layer, _outline, atlas_data, share_bars, layer_head_heatmap,
 )
 from attnviz.figures.effects import ROUTE_FLOOR, routes_data, importance_data  # noqa: F401
+from attnviz.figures.generation import timeline_data, payload_bytes  # noqa: F401
 from attnviz.figures.charts import (  # noqa: F401
     bars_data, weight_bars, SCATTER_PLOT_PX, LABEL_PLACES, place_labels, pca_scatter, entropy_against_tau, bandwidth_training,
     pooling_regression, variance_against_d,

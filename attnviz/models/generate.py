@@ -31,6 +31,7 @@ class Step:
     probs: np.ndarray  # float32 (k,) their probabilities under the temperature
     kept: np.ndarray  # int: the pieces top-k and top-p keep, most likely first (greedy: the one chosen)
     chosen: int
+    p_chosen: float = 0.0  # the chosen piece's probability under the temperature, before top-k and top-p
 
 
 @dataclass
@@ -46,6 +47,10 @@ class Generation:
     @property
     def text(self) -> str:
         return self.run.pieces.text
+
+    @property
+    def nbytes(self) -> int:
+        return self.run.nbytes + sum(s.top.nbytes + s.probs.nbytes + s.kept.nbytes for s in self.steps)
 
 
 def check(model, steps, temperature, top_k, top_p, prompt: int) -> int:
@@ -92,7 +97,7 @@ def generate(model, text: str, steps: int = 16, temperature: float = 0.0, top_k:
             chosen = int(torch.multinomial(chosen_from.double(), 1, generator=generator))
         else:
             chosen = int(logits.argmax())
-        made.append(Step(best.indices.numpy(), best.values.float().numpy(), kept.numpy(), chosen))
+        made.append(Step(best.indices.numpy(), best.values.float().numpy(), kept.numpy(), chosen, float(offered[chosen])))
         new_ids.append(chosen)
         run = model.extend(run, chosen)
         if chosen in ends:

@@ -313,6 +313,44 @@ def effects(model, text: str, *, how: str = "zero", layer: int = 0, head: int = 
     return EffectsView(chosen, text, how=how, layer=layer, head=head)
 
 
+class GenerationView(_Widget):
+    """A decoder writing, every step in a timeline scrubbed and played in the page (see generation())."""
+
+    timeline = traitlets.Dict().tag(sync=True)
+
+    def __init__(self, model, text: str, *, steps: int = 16, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+                 seed: int = 0, layer: int = 0, head: int = 0):
+        self.generation = model.generate(text, steps, temperature, top_k, top_p, seed)
+        if not 0 <= layer < model.layers or not 0 <= head < model.heads:
+            raise ValueError(f"layer and head count from 0: {model.name} has layers 0 … {model.layers - 1} and heads "
+                             f"0 … {model.heads - 1}, got layer {layer}, head {head}.")
+        sampler = "T = 0: greedy" if temperature <= 0 else (f"T = {temperature:g}" + (f", top-k {top_k}" if top_k else "")
+                                                           + (f", top-p {top_p:g}" if top_p < 1 else "") + f", seed {seed}")
+        data = figures.timeline_data(self.generation, self.generation.run.pieces.labels(), model.reader.labels, layer,
+                                     head=head, sampler=sampler,
+                                     title=f"{model.name} writes {len(self.generation.new_ids)} pieces ({sampler}), "
+                                           f"layer {layer + 1}")
+        super().__init__(data={"title": data["title"]}, timeline=data)
+
+    @property
+    def weights(self) -> np.ndarray:
+        """(L, H, n, n) every layer's weights over the prompt and the written pieces."""
+        return self.generation.run.weights
+
+
+def generation(model, text: str, *, steps: int = 16, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+               seed: int = 0, layer: int = 0, head: int = 0) -> GenerationView:
+    """`model` (a decoder attnviz computes, or a built-in name) writing `steps` pieces after `text`
+    (attnviz.models.generate), as a timeline: each step's offer with the kept set and the chosen piece, the query's row
+    in each head of `layer`, `head`'s growing matrix (both from 0). Scrubbing and play run in the page, so save_html
+    keeps all of it offline."""
+    from attnviz import models
+
+    chosen = models.load(model) if isinstance(model, str) else model
+    return GenerationView(chosen, text, steps=steps, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                          layer=layer, head=head)
+
+
 class Compare(_Widget):
     """A | B, and B − A where the tokens match (see compare())."""
 

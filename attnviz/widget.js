@@ -100,8 +100,16 @@ function renderEffects({ model, el }) {
   };
 }
 
+function renderTimeline({ model, el }) {
+  const draw = () => mountTimeline({ data: model.get("timeline"), parentElement: el });
+  draw();
+  model.on("change:timeline", draw);
+  return () => model.off("change:timeline", draw);
+}
+
 function render({ model, el }) {
   if (model.get("effects_atlas")) return renderEffects({ model, el });
+  if (model.get("timeline")) return renderTimeline({ model, el });
   const names = model.get("view_names");
   const atlasRoot = model.get("atlas") ? el.appendChild(document.createElement("div")) : null;
   const heatmapRoot = el.appendChild(document.createElement("div"));

@@ -169,3 +169,27 @@ def test_the_effects_view_holds_every_heads_effect_and_bars(tmp_path):
     other = models.load(tiny_models.build("gpt_neox", tmp_path), device="cpu")
     with pytest.raises(measure.EffectsError, match="computed by transformers"):
         effects(other, text)
+
+
+def test_the_generation_view_writes_as_generate_does_and_refuses_what_it_cannot_draw(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    import tiny_models
+
+    from attnviz.notebook import generation
+
+    model = models.load(tiny_models.build("llama", tmp_path), device="cpu")
+    view = generation(model, "The cat watched the dog", steps=5, layer=1, head=2)
+    expected = model.generate("The cat watched the dog", 5)
+    assert view.generation.new_ids == expected.new_ids and np.array_equal(view.weights, expected.run.weights)
+    assert view.timeline["layer"] == 1 and view.timeline["head"] == 2 and len(view.timeline["steps"]) == 5
+    page = view.save_html(tmp_path / "writing.html").read_text()
+    assert view.timeline["weights"] in page  # every step travels with the page
+    with pytest.raises(ValueError, match="layer and head count from 0"):
+        generation(model, "The cat", steps=2, layer=model.layers)
+    with pytest.raises(models.ModelError, match="steps must be"):
+        generation(model, "The cat", steps=0)
+    bert = models.load(tiny_models.build("bert", tmp_path), device="cpu")
+    with pytest.raises(models.ModelError, match="needs a decoder"):
+        generation(bert, "The cat")

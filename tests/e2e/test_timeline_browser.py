@@ -75,3 +75,31 @@ def test_write_scrub_play_change_the_temperature_write_again_and_reload(server, 
     settle(page)
     assert page.evaluate(f"() => {VIEW}.data.tokens") == sampled.run.pieces.labels()
     assert exceptions(page) == []
+
+
+def test_a_saved_generation_view_scrubs_and_plays_offline(browser, tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    import tiny_models
+
+    from attnviz import models
+    from attnviz.notebook import generation
+
+    model = models.load(tiny_models.build("llama", tmp_path), device="cpu")
+    view = generation(model, "The cat watched the dog", steps=7, temperature=1.0, seed=2, layer=1, head=1)
+    path = view.save_html(tmp_path / "writing.html")
+    page = browser.new_page()
+    requests = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(path.as_uri())
+    page.wait_for_function(STATE)
+    shown = scrub(page, 4)
+    prompt = view.generation.prompt
+    assert shown["step"] == 4 and shown["chosen"] == view.generation.run.pieces.labels()[prompt + 4]
+    assert abs(shown["sink"] - view.weights[1, :, prompt + 3, 0].mean()) <= 1e-3
+    page.get_by_role("button", name="play").click()
+    page.wait_for_function(f"({STATE})().step === 6 && !({STATE})().playing", timeout=10_000)
+    assert all(url.startswith("file://") for url in requests)  # nothing asked of any host
+    page.close()

@@ -9,6 +9,8 @@ with them), so a transformer adds where each word is.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
@@ -28,21 +30,33 @@ def sinusoidal(n: int, d: int, base: float = BASE) -> torch.Tensor:
 
 def rotary_angles(positions: torch.Tensor, d: int, base: float = BASE) -> torch.Tensor:
     """(n, d // 2) the angle p·θ_i of each position and pair, θ_i = base^(-2i/d)."""
-    theta = base ** (-torch.arange(0, d // 2, dtype=torch.float64, device=positions.device) * 2 / d)  # (d // 2,)
-    return positions.to(torch.float64)[:, None] * theta  # (n, d // 2)
+    return positions.to(torch.float64)[:, None] * _theta(d, float(base), positions.device)  # (n, d // 2)
+
+
+@functools.lru_cache(maxsize=64)
+def _theta(d: int, base: float, device: torch.device) -> torch.Tensor:
+    """(d // 2,) θ_i = base^(-2i/d), float64; the same for every layer and step of a model, so made once."""
+    return base ** (-torch.arange(0, d // 2, dtype=torch.float64, device=device) * 2 / d)
+
+
+def turns(positions: torch.Tensor, d: int, base: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cos, sin) (n, d // 2) each of the angles rotate() turns rows at `positions` by."""
+    angle = rotary_angles(positions, d, base)  # (n, d // 2)
+    return torch.cos(angle).to(dtype), torch.sin(angle).to(dtype)
 
 
 PAIRINGS = ("adjacent", "halves")
 
 
-def rotate(x: torch.Tensor, positions: torch.Tensor, base: float = BASE, pairs: str = "adjacent") -> torch.Tensor:
+def rotate(x: torch.Tensor, positions: torch.Tensor, base: float = BASE, pairs: str = "adjacent",
+           turned_by: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """x (..., n, d) with each pair of dimensions of row p turned by p·θ_i (RoPE). The pairs are (2i, 2i+1)
     ("adjacent", RoPE's paper and llama.cpp's files) or (i, i + d/2) ("halves", as transformers' Llama turns them);
-    the same angle θ_i = base^(-2i/d) turns pair i either way. An odd d keeps its last dimension."""
+    the same angle θ_i = base^(-2i/d) turns pair i either way. An odd d keeps its last dimension. `turned_by`, when
+    given, is turns() of these positions (a layer turns its queries and keys by the same angles)."""
     d = x.shape[-1]
     half = d // 2
-    angle = rotary_angles(positions, d, base)  # (n, d // 2)
-    cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)  # (n, d // 2) each
+    cos, sin = turned_by or turns(positions, d, base, x.dtype)  # (n, d // 2) each
     if pairs == "halves":
         first, second = slice(0, half), slice(half, 2 * half)
     elif pairs == "adjacent":

@@ -166,14 +166,20 @@ class Timeline {
     });
   }
 
+  /** The CSS colour of `value` on a row whose largest is `top`: one of 256 made once per palette. */
   cellColour(value, top) {
-    return paletteColour(this.data.palette, top > 0 ? value / top : 0);
+    if (this.coloursOf !== this.data.palette) {
+      this.coloursOf = this.data.palette;
+      this.colours = Array.from({ length: 256 }, (_, v) => `rgb(${paletteColour(this.data.palette, v / 255).join(",")})`);
+    }
+    return this.colours[Math.round(255 * Math.min(1, Math.max(0, top > 0 ? value / top : 0)))];
   }
 
   drawRows(query) {
     const d = this.data, font = d.font_px, keys = query + 1;
     this.rowsCaption.textContent = `“${d.tokens[query]}” (#${query}) reads the pieces so far: layer ${d.layer + d.base}, each head's row ÷ its largest`;
-    const width = this.width(this.rowsBox), left = font * 4, bottom = font * 4, cell = (width - left - 4) / keys;
+    // Columns sized for the last step's keys: a key keeps its place while the steps are scrubbed.
+    const width = this.width(this.rowsBox), left = font * 4, bottom = font * 4, cell = (width - left - 4) / d.tokens.length;
     const row = Math.max(8, Math.min(20, Math.floor(240 / d.heads)));
     const height = row * d.heads + bottom;
     const ctx = canvasContext(this.rows, this.rows, width, height);
@@ -182,7 +188,7 @@ class Timeline {
       const values = this.rowsOf[h][query];
       const top = Math.max(...values);
       for (let j = 0; j < keys; j++) {
-        ctx.fillStyle = `rgb(${this.cellColour(values[j], top).join(",")})`;
+        ctx.fillStyle = this.cellColour(values[j], top);
         ctx.fillRect(left + j * cell, h * row, Math.ceil(cell), row - 1);
       }
       if (h === this.head) {
@@ -223,8 +229,9 @@ class Timeline {
       `each row ÷ its largest; blue marks: written by the model; orange: the query of this step`;
     const full = Math.max(320, Math.floor(this.matrixBox.clientWidth || this.root.clientWidth || 700));
     const left = font * 6, bottom = font * 5;
-    const cell = Math.max(2, Math.min(28, Math.floor((Math.min(full, 720) - left) / n)));
-    const width = left + cell * n + 4, height = cell * n + bottom;
+    const last = d.tokens.length; // sized for the last step: the canvas is never reallocated while scrubbing
+    const cell = Math.max(2, Math.min(28, Math.floor((Math.min(full, 720) - left) / last)));
+    const width = left + cell * last + 4, height = cell * last + bottom;
     const ctx = canvasContext(this.matrix, this.matrix, width, height);
     ctx.font = `${font}px sans-serif`;
     for (let i = 0; i < n; i++) {
@@ -232,7 +239,7 @@ class Timeline {
       if (!values) continue; // a long prompt's own rows are not sent, only the steps'
       const top = Math.max(...values);
       for (let j = 0; j <= i; j++) {
-        ctx.fillStyle = `rgb(${this.cellColour(values[j], top).join(",")})`;
+        ctx.fillStyle = this.cellColour(values[j], top);
         ctx.fillRect(left + j * cell, i * cell, cell, cell);
       }
       const every = Math.max(1, Math.ceil((font + 2) / cell));

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from attnviz.attention import AttentionResult, grouped_attend
-from attnviz.positions import rotate
+from attnviz.positions import rotate, turns
 
 ACTIVATIONS = {
     "gelu": lambda x: F.gelu(x),  # exact (erf), BERT's "gelu"
@@ -218,8 +218,9 @@ def project(arch: Architecture, block: Block, x: torch.Tensor, positions: torch.
     key = split_heads(_linear(x, block.w_key, block.b_key), arch.kv_heads)  # (KV, m, dh)
     value = split_heads(_linear(x, block.w_value, block.b_value), arch.kv_heads)  # (KV, m, dh)
     if arch.positions == "rotary":
-        query = rotate(query, positions, arch.rope_base, arch.rope_pairs)  # (H, m, dh)
-        key = rotate(key, positions, arch.rope_base, arch.rope_pairs)  # (KV, m, dh)
+        angles = turns(positions, query.shape[-1], arch.rope_base, query.dtype)  # (m, dh // 2) cos and sin
+        query = rotate(query, positions, arch.rope_base, arch.rope_pairs, angles)  # (H, m, dh)
+        key = rotate(key, positions, arch.rope_base, arch.rope_pairs, angles)  # (KV, m, dh)
     return query, key, value
 
 

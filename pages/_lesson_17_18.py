@@ -1,6 +1,6 @@
-"""Lesson steps 17–18, what attention changes: turning the copying head of step 16 off (with a head of the same layer
-as a control), and the dog sentence's pieces ranked six ways beside occlusion. Each step is one function of (text
-column, figure column)."""
+"""Lesson steps 17–19, what attention changes and what the model does with it: turning the copying head of step 16
+off (with a head of the same layer as a control), the dog sentence's pieces ranked six ways beside occlusion, and the
+model writing, greedy and sampled. Each step is one function of (text column, figure column)."""
 
 import numpy as np
 import torch
@@ -8,8 +8,9 @@ import torch
 from attnviz import effects, figures, heads, models
 from attnviz.export import Matrix
 from pages._lesson_13_16 import COPY_CUT, COPY_PIECES
+from pages._common import md_escape
 from pages._lesson_common import FIGURE_COLUMN, explore
-from pages._model import effect_of, induction, model as loaded_model, probe_run
+from pages._model import effect_of, generation, induction, model as loaded_model, probe_run
 from pages._present import chart
 
 DOG_PREFIX = "When he saw his owner, the dog was"  # our notes' sentence up to its blank
@@ -99,3 +100,63 @@ def importance_step(text, figure):
                  "first-order guess; the uniform baseline is rollout with equal weights: what position alone gives.")
     with text:
         explore("decoder", "Decoder", "Is attention the explanation?", {"text": DOG_PREFIX, "effects": 1})
+
+
+WRITE_STEPS = 12
+SAMPLER = dict(temperature=1.0, top_k=50, top_p=0.95)
+
+
+def parting(greedy, sampled) -> int | None:
+    """The first step at which two generations from one prompt choose different pieces, or None."""
+    return next((k for k, (a, b) in enumerate(zip(greedy.new_ids, sampled.new_ids)) if a != b), None)
+
+
+def write_step(text, figure):
+    text.write(f"Let the model write {WRITE_STEPS} pieces after our notes' sentence, twice. **Greedy** takes the most "
+               "likely piece at every step. **Sampled** draws each piece from the distribution, with T = 1 and the "
+               "50 most likely pieces whose mass reaches 0.95 kept. Each new piece is one more query row per head, "
+               "computed from the K/V cache of the pieces before it.")
+    text.latex(r"\begin{gathered}\text{greedy: } t = \arg\max_i p_i \\ \text{sampled: } t \sim p "
+               r"\text{ over the kept pieces}\end{gathered}")
+    seed = text.selectbox("Sampler's seed", list(range(10)), key="writeseed", format_func=lambda s: f"seed {s}")
+    try:
+        model = loaded_model("smollm2")
+        greedy = generation("smollm2", DOG_PREFIX, WRITE_STEPS, 0.0, 0, 1.0, 0)
+        sampled = generation("smollm2", DOG_PREFIX, WRITE_STEPS, SAMPLER["temperature"], SAMPLER["top_k"],
+                             SAMPLER["top_p"], seed)
+    except models.ModelError as error:
+        text.info(str(error))
+        return
+    said = {name: model.tokenizer.decode(g.new_ids) for name, g in (("greedy", greedy), ("sampled", sampled))}
+    text.markdown(f"Greedy: {DOG_PREFIX} **{md_escape(said['greedy'].strip())}**  \nSampled (seed {seed}): "
+                  f"{DOG_PREFIX} **{md_escape(said['sampled'].strip())}**")
+    k = parting(greedy, sampled)
+    if k is None:
+        text.write(f"With seed {seed} the sampler drew the greedy piece at every step: at each one the most likely "
+                   "piece held most of the kept mass. Pick another seed.")
+        return
+    step = sampled.steps[k]
+    top = [int(i) for i in step.top]
+    names = model.reader.labels(top)
+    values = step.probs.astype(np.float32)
+    labels = [f"{name} (greedy)" if i == greedy.new_ids[k] else f"{name} (sampled)" if i == step.chosen else name
+              for name, i in zip(names, top)]
+    chart(figure, figures.weight_bars(values, labels, title=f"Step {k + 1}: what the model offered (T = 1)",
+                                      axis="probability"),
+          key="lesson_write", matrix=Matrix(values[None].copy(), [f"step {k + 1}"], names, corner="step \\ piece"))
+    chosen, best = model.reader.labels([step.chosen, greedy.new_ids[k]])
+    rank = top.index(step.chosen) + 1 if step.chosen in top else None
+    where = f"the {ordinal(rank)} most likely" if rank else f"one of the {len(step.kept)} kept, below the bars"
+    before = ("up to then both had written the same pieces, so the model offered both the same distribution" if k else
+              "from the same prompt the model offered both the same distribution")
+    text.write(f"The two part at step {k + 1}: {before}. Greedy took “{best}” (p = {values[0]:.2f}); the sampler drew “{chosen}”, {where} "
+               f"(p = {step.p_chosen:.2f}). From there each reads a different text, so the offers that follow differ too: "
+               "a sampled text is one draw of many, and greedy is the single most likely path piece by piece, not "
+               "the most likely text.")
+    with text:
+        explore("decoder", "Decoder", "Watch it write", {"text": DOG_PREFIX, "write": WRITE_STEPS, "t": 1.0,
+                                                         "topk": 50, "topp": 0.95, "seed": seed})
+
+
+def ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"

@@ -130,3 +130,28 @@ def test_lesson_18_ranks_the_dog_sentences_pieces_beside_occlusion(smollm2):
     assert not at.exception
     found = effects.importance(smollm2, DOG_PREFIX)
     assert any(m.value == found.sentence() for m in at.markdown)
+
+
+def test_lesson_19_writes_greedy_and_sampled_and_says_where_they_part(smollm2):
+    from pages._lesson_17_18 import DOG_PREFIX, SAMPLER, WRITE_STEPS
+
+    for seed in (0, 3):
+        at = page("lesson.py", {"step": "19", "writeseed": str(seed)})
+        assert not at.exception
+        greedy = smollm2.generate(DOG_PREFIX, WRITE_STEPS)
+        sampled = smollm2.generate(DOG_PREFIX, WRITE_STEPS, seed=seed, **SAMPLER)
+        shown = next(m.value for m in at.markdown if m.value.startswith("Greedy:"))
+        for written in (greedy, sampled):
+            words = smollm2.tokenizer.decode(written.new_ids).strip().split()
+            assert all(word.replace(".", "\\.") in shown for word in words)
+        k = next(i for i, (a, b) in enumerate(zip(greedy.new_ids, sampled.new_ids)) if a != b)
+        said = next(m.value for m in at.markdown if m.value.startswith("The two part"))
+        chosen, best = smollm2.reader.labels([sampled.new_ids[k], greedy.new_ids[k]])
+        assert f"at step {k + 1}:" in said and f"Greedy took “{best}”" in said and f"drew “{chosen}”" in said
+        from attnviz.models import engine
+
+        ids = sampled.run.pieces.ids[: sampled.prompt + k]  # the text both had read at the parting step
+        logits = engine.forward(smollm2.arch, smollm2.weights, ids).next_logits.astype(np.float64)  # (vocab,)
+        p = np.exp(logits - logits.max())
+        p /= p.sum()
+        assert f"(p = {p[sampled.new_ids[k]]:.2f})" in said and f"Greedy took “{best}” (p = {p.max():.2f})" in said

@@ -969,12 +969,12 @@ def test_lesson_order_step_reorders_the_same_weights_until_positions_come(glove)
 
 
 def test_lesson_buttons_walk_the_steps():
-    at = run_page("lesson.py", {"step": "17"})
+    at = run_page("lesson.py", {"step": "18"})
     at.button(key="next").click().run()
-    assert at.session_state.step == 18 and at.button(key="next").disabled
+    assert at.session_state.step == 19 and at.button(key="next").disabled
     at.button(key="previous").click().run()
     at.button(key="previous").click().run()
-    assert at.session_state.step == 16 and not at.exception
+    assert at.session_state.step == 17 and not at.exception
 
 
 def test_lesson_heads_step_draws_the_chosen_head_whole_beside_the_unlabelled_thumbnails():

@@ -122,7 +122,7 @@ def test_presenter_mode_text_does_not_overlap(browser, server, path):
 
 
 @pytest.mark.parametrize("present", [False, True], ids=["1280x800", "presenter 1920x1080"])
-@pytest.mark.parametrize("step", range(2, 19))
+@pytest.mark.parametrize("step", range(2, 20))
 def test_lesson_steps_text_does_not_overlap(browser, server, step, present):
     size, query = ((1920, 1080), "&present=1") if present else ((1280, 800), "")
     check(browser, f"{server}/lesson?step={step}{query}", size, f"lesson_{step}{'_presenter' if present else ''}.png")

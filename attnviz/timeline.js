@@ -73,7 +73,22 @@ class Timeline {
     this.show(this.step);
   }
 
-  /** The sent weights (base64 uint16, head after head, rows first_row … n − 1 over keys 0 … i) as
+  /** Keys a query at `query` reads: the pieces up to it, or with `cross`, every source piece. */
+  keysOf(query) {
+    return this.data.cross ? this.data.keys.length : query + 1;
+  }
+
+  keyLabel(j) {
+    return this.data.cross ? this.data.keys[j] : this.data.tokens[j];
+  }
+
+  /** Whether key j is a piece the model wrote (the source's are not). */
+  writtenKey(j) {
+    return !this.data.cross && j >= this.data.prompt;
+  }
+
+  /** The sent weights (base64 uint16, head after head, rows first_row … n − 1 over keys 0 … i, or with `cross` over
+   * every source piece) as
    * this.rowsOf[h][i] = Float32Array of row i's weights, views into one array. */
   unpack(d) {
     const bytes = Uint8Array.from(atob(d.weights), (c) => c.charCodeAt(0));
@@ -83,8 +98,9 @@ class Timeline {
     this.rowsOf = Array.from({ length: d.heads }, () => {
       const head = [];
       for (let i = d.first_row; i < n; i++) {
-        head[i] = Float32Array.from(values.subarray(at, at + i + 1), (v) => v / 65535);
-        at += i + 1;
+        const keys = d.cross ? d.keys.length : i + 1;
+        head[i] = Float32Array.from(values.subarray(at, at + keys), (v) => v / 65535);
+        at += keys;
       }
       return head;
     });
@@ -126,7 +142,7 @@ class Timeline {
     const sink = this.sinkShare(query);
     this.said.textContent = `Step ${this.step + 1} of ${d.steps.length}: after “${d.tokens[query]}” the model writes ` +
       `“${chosen}” (p = ${s.p_chosen.toFixed(3)}${s.chosen_top < 0 ? ", not among the bars" : ""}). ` +
-      `The first piece's share of this query's weight, mean over layer ${d.layer + d.base}'s heads: ${sink.toFixed(2)}.`;
+      `The first ${d.cross ? "source " : ""}piece's share of this query's weight, mean over layer ${d.layer + d.base}'s heads: ${sink.toFixed(2)}.`;
     this.drawBars(s);
     this.drawRows(query);
     this.drawMatrix(query);
@@ -176,10 +192,11 @@ class Timeline {
   }
 
   drawRows(query) {
-    const d = this.data, font = d.font_px, keys = query + 1;
-    this.rowsCaption.textContent = `“${d.tokens[query]}” (#${query}) reads the pieces so far: layer ${d.layer + d.base}, each head's row ÷ its largest`;
+    const d = this.data, font = d.font_px, keys = this.keysOf(query);
+    const what = d.cross ? "the source" : "the pieces so far";
+    this.rowsCaption.textContent = `“${d.tokens[query]}” (#${query}) reads ${what}: layer ${d.layer + d.base}, each head's row ÷ its largest`;
     // Columns sized for the last step's keys: a key keeps its place while the steps are scrubbed.
-    const width = this.width(this.rowsBox), left = font * 4, bottom = font * 4, cell = (width - left - 4) / d.tokens.length;
+    const width = this.width(this.rowsBox), left = font * 4, bottom = font * 4, cell = (width - left - 4) / this.keysOf(d.tokens.length - 1);
     const row = Math.max(8, Math.min(20, Math.floor(240 / d.heads)));
     const height = row * d.heads + bottom;
     const ctx = canvasContext(this.rows, this.rows, width, height);
@@ -209,36 +226,38 @@ class Timeline {
     ctx.textAlign = "right";
     ctx.textBaseline = "middle";
     for (let j = 0; j < count; j++) {
-      if (j >= d.prompt) {
+      if (this.writtenKey(j)) {
         ctx.fillStyle = TIMELINE_KEPT;
         ctx.fillRect(x(j) - cell / 2, y - 3, Math.max(1, cell - 1), 2);
       }
       if (j % every && j !== count - 1) continue;
       ctx.save();
-      ctx.fillStyle = j >= d.prompt ? TIMELINE_KEPT : TIMELINE_TEXT;
+      ctx.fillStyle = this.writtenKey(j) ? TIMELINE_KEPT : TIMELINE_TEXT;
       ctx.translate(x(j), y + 2);
       ctx.rotate(-Math.PI / 3);
-      ctx.fillText(d.tokens[j], 0, 0, d.font_px * 6);
+      ctx.fillText(this.keyLabel(j), 0, 0, d.font_px * 6);
       ctx.restore();
     }
   }
 
   drawMatrix(query) {
-    const d = this.data, font = d.font_px, n = query + 1, head = this.rowsOf[this.head];
-    this.matrixCaption.textContent = `Head ${this.head + d.base} of layer ${d.layer + d.base} over the ${n} pieces so far, ` +
+    const d = this.data, font = d.font_px, n = query + 1, head = this.rowsOf[this.head], columns = this.keysOf(query);
+    const over = d.cross ? `the ${columns} source pieces, ${n} written so far` : `the ${n} pieces so far`;
+    this.matrixCaption.textContent = `Head ${this.head + d.base} of layer ${d.layer + d.base} over ${over}, ` +
       `each row ÷ its largest; blue marks: written by the model; orange: the query of this step`;
     const full = Math.max(320, Math.floor(this.matrixBox.clientWidth || this.root.clientWidth || 700));
     const left = font * 6, bottom = font * 5;
     const last = d.tokens.length; // sized for the last step: the canvas is never reallocated while scrubbing
-    const cell = Math.max(2, Math.min(28, Math.floor((Math.min(full, 720) - left) / last)));
-    const width = left + cell * last + 4, height = cell * last + bottom;
+    const across = this.keysOf(last - 1);
+    const cell = Math.max(2, Math.min(28, Math.floor((Math.min(full, 720) - left) / Math.max(last, across))));
+    const width = left + cell * across + 4, height = cell * last + bottom;
     const ctx = canvasContext(this.matrix, this.matrix, width, height);
     ctx.font = `${font}px sans-serif`;
     for (let i = 0; i < n; i++) {
       const values = head[i];
       if (!values) continue; // a long prompt's own rows are not sent, only the steps'
       const top = Math.max(...values);
-      for (let j = 0; j <= i; j++) {
+      for (let j = 0; j < values.length; j++) {
         ctx.fillStyle = this.cellColour(values[j], top);
         ctx.fillRect(left + j * cell, i * cell, cell, cell);
       }
@@ -256,10 +275,10 @@ class Timeline {
     }
     ctx.strokeStyle = TIMELINE_CHOSEN;
     ctx.lineWidth = 2;
-    ctx.strokeRect(left + 1, query * cell + 1, cell * n - 2, cell - 2);
+    ctx.strokeRect(left + 1, query * cell + 1, cell * columns - 2, cell - 2);
     ctx.lineWidth = 1;
-    this.keyLabels(ctx, (j) => left + (j + 0.5) * cell, cell * n + 4, n, cell);
-    this.matrixLayout = { left, top: 0, cell, row: cell, keys: n, heads: n, query };
+    this.keyLabels(ctx, (j) => left + (j + 0.5) * cell, cell * n + 4, columns, cell);
+    this.matrixLayout = { left, top: 0, cell, row: cell, keys: columns, heads: n, query };
   }
 
   hover(event, canvas) {
@@ -274,18 +293,14 @@ class Timeline {
       return;
     }
     const [head, query] = canvas === this.rows ? [r, layout.query] : [this.head, r];
-    if (j > query) {
-      this.tip.style.display = "none";
-      return;
-    }
     const values = this.rowsOf[head][query];
-    if (!values) {
+    if (!values || j >= this.keysOf(query)) {
       this.tip.style.display = "none";
       return;
     }
     const weight = values[j];
     this.tip.textContent = `layer ${d.layer + d.base}, head ${head + d.base}: “${t[query]}” (#${query}) → ` +
-      `“${t[j]}” (#${j}${j >= d.prompt ? ", written" : ""}) weight ${weight.toFixed(4)}`;
+      `“${this.keyLabel(j)}” (#${j}${this.writtenKey(j) ? ", written" : d.cross ? " of the source" : ""}) weight ${weight.toFixed(4)}`;
     this.tip.style.display = "block";
     const root = this.root.getBoundingClientRect();
     this.tip.style.left = `${event.clientX - root.left + 12}px`;

@@ -25,7 +25,7 @@ PROMPT = "The cat watched the dog"
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny")
-    return {family: tiny_models.build(family, root) for family in ("gpt2", "llama", "bert")}
+    return {family: tiny_models.build(family, root) for family in ("gpt2", "llama", "bert", "t5")}
 
 
 def reference(folder):
@@ -112,18 +112,25 @@ def test_bad_requests_get_a_message(folders):
     bert = models.load(folders["bert"], device="cpu")
     with pytest.raises(models.ModelError, match="needs a decoder"):
         generate(bert, PROMPT)
+    t5 = models.load(folders["t5"], device="cpu")
+    with pytest.raises(models.ModelError, match="steps must be"):
+        t5.generate(PROMPT, steps=MAX_STEPS + 1)
+    with pytest.raises(models.TextError):
+        t5.generate("")
 
 
 def sent_rows(data: dict, n: int) -> dict[tuple[int, int], np.ndarray]:
-    """The timeline's weights as the page unpacks them: (head, row) → the row's weights over keys 0 … row."""
+    """The timeline's weights as the page unpacks them: (head, row) → the row's weights over keys 0 … row (across:
+    over every source piece)."""
     import base64
 
     values = np.frombuffer(base64.b64decode(data["weights"]), "<u2") / 65535
     rows, at = {}, 0
     for h in range(data["heads"]):
         for i in range(data["first_row"], n):
-            rows[h, i] = values[at:at + i + 1]
-            at += i + 1
+            keys = len(data["keys"]) if data["cross"] else i + 1
+            rows[h, i] = values[at:at + keys]
+            at += keys
     assert at == len(values)
     return rows
 
@@ -155,3 +162,41 @@ def test_the_timeline_sends_each_step_its_offer_and_the_layers_weights(folders, 
     assert short["first_row"] == data["prompt"] - 1
     assert set(sent_rows(short, n)) == {(h, i) for h in range(model.heads) for i in range(data["prompt"] - 1, n)}
     assert figures.payload_bytes(short) < figures.payload_bytes(data)
+
+
+def test_an_encoder_decoder_writes_as_transformers_does_and_every_step_has_its_cross_attention(folders):
+    """A tiny T5: greedy pieces equal transformers' generate(do_sample=False); the run's decoder and cross-attention
+    equal transformers' eager forward over the source and the written pieces; each step's cross-attention row is the
+    one the model had when it chose that piece; sampling is seeded."""
+    import transformers as T
+
+    model = models.load(folders["t5"], device="cpu")
+    assert model.computed_by == "transformers" and model.kind == "encoder-decoder"
+    written = model.generate(PROMPT, steps=10)
+    reference_model = T.AutoModelForSeq2SeqLM.from_pretrained(str(folders["t5"]), attn_implementation="eager").eval()
+    source = torch.tensor([model.tokenize(PROMPT).ids])  # (1, n)
+    made = reference_model.generate(source, max_new_tokens=10, do_sample=False, num_beams=1, use_cache=False,
+                                    min_new_tokens=0)[0].tolist()
+    ends = written.stopped == "end of text"
+    assert [0, *written.new_ids] == made and (ends == (made[-1] == 1))
+    ids = torch.tensor([[0, *written.new_ids]])  # (1, t)
+    with torch.no_grad():
+        out = reference_model(input_ids=source, decoder_input_ids=ids, output_attentions=True)
+    cross = written.run.attention["cross"].weights  # (L, H, t, n)
+    assert np.abs(cross - torch.stack(out.cross_attentions)[:, 0].numpy()).max() <= 1e-5
+    assert np.abs(written.run.attention["decoder"].weights - torch.stack(out.decoder_attentions)[:, 0].numpy()).max() <= 1e-5
+    assert written.prompt == 1 and written.run.attention["decoder"].queries.ids == [0, *written.new_ids]
+    for k, step in enumerate(written.steps):  # step k's choice is the argmax of the logits at decoder position k
+        assert step.chosen == int(out.logits[0, k].argmax()) == written.new_ids[k]
+    a = model.generate(PROMPT, steps=8, temperature=1.5, seed=4)
+    assert a.new_ids == model.generate(PROMPT, steps=8, temperature=1.5, seed=4).new_ids
+
+    from attnviz import figures
+
+    labels = written.run.attention["decoder"].queries.labels()
+    data = figures.timeline_data(written, labels, model.reader.labels, 2, kind="cross")
+    assert data["cross"] and data["keys"] == written.run.pieces.labels() and data["tokens"] == labels
+    rows = sent_rows(data, len(labels))
+    assert len(rows) == model.heads * len(labels)
+    for (h, i), row in rows.items():
+        assert np.abs(row - cross[2, h, i]).max() <= 1e-4

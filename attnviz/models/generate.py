@@ -46,7 +46,9 @@ class Generation:
 
     @property
     def text(self) -> str:
-        return self.run.pieces.text
+        """The prompt and the pieces written (an encoder–decoder's: its output, read after the start piece)."""
+        written = self.run.attention.get("decoder")
+        return written.queries.text if written is not None else self.run.pieces.text
 
     @property
     def nbytes(self) -> int:
@@ -55,9 +57,11 @@ class Generation:
 
 def check(model, steps, temperature, top_k, top_p, prompt: int) -> int:
     """The number of steps to take, or a ModelError that says what to change."""
-    if model.kind != "decoder" or not hasattr(model, "extend"):
+    seq2seq = model.kind == "encoder-decoder" and hasattr(model, "next_logits")
+    if not seq2seq and (model.kind != "decoder" or not hasattr(model, "extend")):
         raise ModelError(f"{model.name} is {'an' if model.kind[0] in 'ae' else 'a'} {model.kind}; writing piece by "
-                         "piece needs a decoder computed by attnviz's engine (GPT-2, Llama-like).")
+                         "piece needs a decoder computed by attnviz's engine (GPT-2, Llama-like), or an "
+                         "encoder–decoder (T5, BART, Marian).")
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
         raise ModelError(f"steps must be a whole number from 1 to {MAX_STEPS}, got {steps!r}.")
     if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature >= 0):
@@ -73,34 +77,66 @@ def check(model, steps, temperature, top_k, top_p, prompt: int) -> int:
     return min(steps, room)
 
 
+def choose(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, generator: torch.Generator,
+           top: int = TOP) -> Step:
+    """One step's choice from next-piece logits (vocab,): the offer under the temperature, the set top-k and top-p
+    keep, and the piece chosen (the most likely at T = 0, else drawn with `generator`)."""
+    from attnviz.decoder import next_distribution
+
+    logits = logits.double()  # (vocab,)
+    offered = torch.softmax(logits / (temperature if temperature > 0 else 1.0), -1)  # (vocab,)
+    best = torch.topk(offered, min(top, len(offered)))  # (k,)
+    chosen_from = next_distribution(logits, temperature, top_k, top_p)  # (vocab,) the sampler's distribution
+    kept = torch.nonzero(chosen_from).flatten()  # (m,)
+    kept = kept[torch.argsort(chosen_from[kept], descending=True)]  # most likely first
+    if temperature > 0:
+        chosen = int(torch.multinomial(chosen_from.double(), 1, generator=generator))
+    else:
+        chosen = int(logits.argmax())
+    return Step(best.indices.numpy(), best.values.float().numpy(), kept.numpy(), chosen, float(offered[chosen]))
+
+
 def generate(model, text: str, steps: int = 16, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
              seed: int = 0, top: int = TOP) -> Generation:
     """`steps` new pieces after `text` (fewer where the model's end piece comes first, or the pieces it reads run
     out). Temperature 0 is greedy; otherwise each piece is drawn from softmax(z / T) kept to the top_k most likely
     and the smallest set whose mass reaches top_p, with a generator seeded by `seed` (the same seed, the same text).
     Each step computes one query row per head from the K/V cache."""
-    from attnviz.decoder import next_distribution
-
+    if model.kind == "encoder-decoder":
+        return generate_seq2seq(model, text, steps, temperature, top_k, top_p, seed, top)
     run = model.run(text)
     steps = check(model, steps, temperature, top_k, top_p, len(run.pieces))
     generator = torch.Generator().manual_seed(int(seed))
     ends = set(getattr(model, "end_ids", ()))
     made, new_ids, stopped = [], [], "steps"
     for _ in range(steps):
-        logits = torch.from_numpy(run.next_logits).double()  # (vocab,)
-        offered = torch.softmax(logits / (temperature if temperature > 0 else 1.0), -1)  # (vocab,)
-        best = torch.topk(offered, min(top, len(offered)))  # (k,)
-        chosen_from = next_distribution(logits, temperature, top_k, top_p)  # (vocab,) the sampler's distribution
-        kept = torch.nonzero(chosen_from).flatten()  # (m,)
-        kept = kept[torch.argsort(chosen_from[kept], descending=True)]  # most likely first
-        if temperature > 0:
-            chosen = int(torch.multinomial(chosen_from.double(), 1, generator=generator))
-        else:
-            chosen = int(logits.argmax())
-        made.append(Step(best.indices.numpy(), best.values.float().numpy(), kept.numpy(), chosen, float(offered[chosen])))
-        new_ids.append(chosen)
-        run = model.extend(run, chosen)
-        if chosen in ends:
+        step = choose(torch.from_numpy(run.next_logits), temperature, top_k, top_p, generator, top)
+        made.append(step)
+        new_ids.append(step.chosen)
+        run = model.extend(run, step.chosen)
+        if step.chosen in ends:
             stopped = "end of text"
             break
     return Generation(len(run.pieces) - len(new_ids), new_ids, run, made, stopped)
+
+
+def generate_seq2seq(model, text: str, steps: int, temperature: float, top_k: int, top_p: float, seed: int,
+                     top: int = TOP) -> Generation:
+    """An encoder–decoder computed by transformers writing after the source `text`: the encoder reads the source
+    once, each step the decoder reads its pieces so far ([start] + those written) against it, and the run at the end
+    holds the encoder's, the decoder's and the cross-attention over the whole output (the decoder's prompt is its
+    start piece)."""
+    source = model.tokenize(text)
+    steps = check(model, steps, temperature, top_k, top_p, 1)
+    generator = torch.Generator().manual_seed(int(seed))
+    ends = set(model.end_ids)
+    encoded = model.encode(source)
+    ids, made, stopped = [model.start], [], "steps"
+    for _ in range(steps):
+        step = choose(model.next_logits(encoded, ids), temperature, top_k, top_p, generator, top)
+        made.append(step)
+        ids.append(step.chosen)
+        if step.chosen in ends:
+            stopped = "end of text"
+            break
+    return Generation(1, ids[1:], model.run_target(source, ids), made, stopped)

@@ -143,9 +143,32 @@ class TransformersModel(Model):
         ids = made[0].tolist()
         return ids[:-1] if len(ids) > 1 and ids[-1] == end else ids  # the end piece is predicted, never read
 
-    def _run_seq2seq(self, pieces: Pieces, target: str | None) -> Run:
+    # ------------------------------------------------------------ writing (attnviz.models.generate)
+
+    @property
+    def end_ids(self) -> tuple[int, ...]:
+        end = getattr(self.module.config, "eos_token_id", None)
+        return tuple(end) if isinstance(end, (list, tuple)) else () if end is None else (int(end),)
+
+    def encode(self, pieces: Pieces):
+        """The encoder's output over the source pieces, read once for every step of a generation."""
+        with torch.inference_mode():
+            return self.module.get_encoder()(input_ids=torch.tensor([pieces.ids], device=self.device))
+
+    def next_logits(self, encoded, ids: list[int]) -> torch.Tensor:
+        """(vocab,) the decoder's next-piece logits after its pieces `ids` ([start] + those written), against the
+        encoder's output."""
+        with torch.inference_mode():
+            out = self.module(encoder_outputs=encoded, decoder_input_ids=torch.tensor([ids], device=self.device))
+        return out.logits[0, -1].float().cpu()  # (vocab,)
+
+    def run_target(self, pieces: Pieces, ids: list[int]) -> Run:
+        """The run of the source `pieces` with the decoder reading `ids`: encoder, decoder and cross-attention."""
+        return self._run_seq2seq(pieces, None, ids)
+
+    def _run_seq2seq(self, pieces: Pieces, target: str | None, ids: list[int] | None = None) -> Run:
         source = torch.tensor([pieces.ids], device=self.device)  # (1, n)
-        ids = self._target_ids(source, target)
+        ids = self._target_ids(source, target) if ids is None else ids
         with torch.inference_mode():
             out = self.module(input_ids=source, decoder_input_ids=torch.tensor([ids], device=self.device),
                               output_attentions=True)

@@ -69,6 +69,14 @@ class Model:
         """The run on pieces made by hand (a probe of random pieces), not read from a text."""
         raise NotImplementedError
 
+    def generate(self, text: str, steps: int = 16, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+                 seed: int = 0):
+        """`steps` pieces written after `text` (attnviz.models.generate): by a decoder attnviz computes, from its K/V
+        cache; by an encoder–decoder, after the source `text`."""
+        from attnviz.models.generate import generate
+
+        return generate(self, text, steps, temperature, top_k, top_p, seed)
+
     def describe(self) -> str:
         """One line for people: what the model is and what computes it."""
         heads = f"{self.heads} heads" + (f" sharing {self.kv_heads} key/value heads" if self.kv_heads != self.heads else "")
@@ -100,13 +108,6 @@ class EngineModel(Model):
         limit = max_pieces(arch.layers, arch.heads, arch.context)
         self.reader = Reader(tokenizer, limit, name)
         self.end_ids = end_ids  # a decoder's end-of-text pieces: writing stops at them
-
-    def generate(self, text: str, steps: int = 16, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
-                 seed: int = 0):
-        """A decoder writing `steps` pieces after `text` from its K/V cache (attnviz.models.generate)."""
-        from attnviz.models.generate import generate
-
-        return generate(self, text, steps, temperature, top_k, top_p, seed)
 
     def run(self, text: str, target: str | None = None, intervention: engine.Intervention | None = None) -> Run:
         """The run on `text`; with `intervention`, as it changes the layers (attnviz.effects makes them)."""

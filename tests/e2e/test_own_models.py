@@ -108,3 +108,24 @@ def test_an_encoder_decoder_shows_its_three_kinds_and_a_transformers_model_says_
     settle(page)
     assert atlases(page)[0]["heads"] == 3 and wait_for_heatmap(page, lambda t: t["y"][0] == "#0 [CLS]")
     assert not exceptions(page)
+
+
+def test_an_encoder_decoder_writes_and_its_timeline_shows_each_pieces_cross_attention(own_server, page, tiny):
+    from attnviz import models
+
+    page.goto(f"{own_server}/trained?model=t5&text=the+cat+sat&kind=cross&layer=2&write=6")
+    state = "() => { const t = document.querySelector('.av-timeline'); return t && t.attnvizTimeline; }"
+    page.wait_for_function(state, timeout=120_000)
+    settle(page)
+    assert not exceptions(page)
+    mine = models.load(tiny["t5"], device="cpu")
+    written = mine.generate("the cat sat", 6)
+    data = page.evaluate("() => document.querySelector('.av-timeline-host').view.data")
+    assert data["cross"] and data["keys"] == written.run.pieces.labels() and data["layer"] == 1
+    assert data["tokens"] == written.run.attention["decoder"].queries.labels()
+    last = len(written.steps) - 1
+    page.evaluate(f"""() => {{ const r = document.querySelector('.av-timeline input[type=range]');
+        r.value = '{last}'; r.dispatchEvent(new Event('input')); }}""")
+    row = page.evaluate(f"() => Array.from(document.querySelector('.av-timeline-host').view.rowsOf[0][{last}])")
+    assert np.abs(np.array(row) - written.run.attention["cross"].weights[1, 0, last]).max() <= 1e-4
+    assert page.evaluate(state)["step"] == last

@@ -35,14 +35,18 @@ def parser() -> argparse.ArgumentParser:
                    help="a model to offer beside the built-in ones: a folder in Hugging Face's layout (config.json, "
                         "safetensors weights, the tokenizer) or a .gguf file; repeat it for several (also the "
                         "ATTNVIZ_MODELS setting)")
-    p.add_argument("--headless", action="store_true", help="do not open a browser")
+    p.add_argument("--headless", action="store_true", help="kept for old scripts: the server always starts headless "
+                                                              "(no prompt, no browser opened); open the address it prints")
     return p
 
 
 def command(args: argparse.Namespace) -> list[str]:
-    """The `streamlit run` command line for these arguments."""
+    """The `streamlit run` command line for these arguments. Headless always: Streamlit then asks for no e-mail at a
+    first start and offers no third-party install in the page. The address to print is named (browser.serverAddress),
+    so Streamlit prints it instead of asking an outside host for this machine's external IP."""
+    shown = args.address if args.address and args.address not in ("0.0.0.0", "::") else "localhost"
     line = [sys.executable, "-m", "streamlit", "run", str(app_script()), "--server.port", str(args.port),
-            "--server.headless", "true" if args.headless else "false", "--client.toolbarMode", "viewer",
+            "--server.headless", "true", "--browser.serverAddress", shown, "--client.toolbarMode", "viewer",
             "--browser.gatherUsageStats", "false", "--server.maxUploadSize", "50", "--runner.postScriptGC", "false",
             "--server.fileWatcherType", "none"]  # an installed app is not edited: nothing to watch
     if args.address:

@@ -260,3 +260,24 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$&])")
 def md_escape(text: str) -> str:
     """User text made safe to place inside Markdown: every special character is backslash-escaped."""
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+PASTE_CHARS = 1_000_000  # a text box takes a paste up to this long, then keeps the first `limit` characters and says so
+
+
+def bounded_text_box(widget, label: str, *, key: str, limit: int, **kwargs) -> str:
+    """A text box (st.text_area or st.text_input, or a column's) that keeps at most `limit` characters. A longer paste
+    is not dropped, as the browser's own limit would drop it: the first `limit` characters stay and a warning under
+    the box gives both lengths."""
+    def cut() -> None:
+        text = st.session_state[key]
+        if len(text) > limit:
+            st.session_state[key] = text[:limit]
+            st.session_state[f"_{key}_pasted"] = len(text)
+
+    value = widget(label, key=key, max_chars=PASTE_CHARS, on_change=cut, **kwargs)
+    pasted = st.session_state.pop(f"_{key}_pasted", None)
+    if pasted:
+        st.warning(f"The text pasted has {pasted:,} characters; this page reads at most {limit:,}, so it keeps the "
+                   f"first {limit:,}.")
+    return value

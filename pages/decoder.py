@@ -12,7 +12,7 @@ from attnviz.export import Matrix
 from attnviz.selfattention import DECODER_MASKS, temperature_grid
 from attnviz.urlstate import (Param, boolean, bounded_text, choice, encode_bool, encode_int_list, int_list, int_range,
                               nearest)
-from pages._common import load_url_state, save_url_state, scale_select, stop
+from pages._common import bounded_text_box, load_url_state, save_url_state, scale_select, stop
 from pages._model import generation, load_or_stop, one_more, pick_model, run
 from pages._model_views import (
     HEAD_TYPE_PARAMS, atlas, chosen_head, engine_only, head_types_section, lines, moved_section, positions, qk_space_section,
@@ -158,7 +158,7 @@ def looks_back(result: models.Run, labels: list[str], layer: int) -> None:
                "the next piece adds one row each.")
 
 
-text = st.text_area("Text", key="text", max_chars=TEXT_CHARS, height=80)
+text = bounded_text_box(st.text_area, "Text", key="text", limit=TEXT_CHARS, height=80)
 with st.sidebar:
     scale_select(st)
 try:

@@ -10,7 +10,7 @@ from attnviz.export import Matrix
 from attnviz.models.generate import MAX_STEPS
 from attnviz.selfattention import DECODER_MASKS, MASKS, Config, run as toy_run, temperature_grid
 from attnviz.urlstate import Param, boolean, bounded_text, choice, encode_bool, encode_int_list, int_list, int_range, nearest
-from pages._common import clicked, glove, load_url_state, position_select, save_url_state, scale_select, stop
+from pages._common import bounded_text_box, clicked, glove, load_url_state, position_select, save_url_state, scale_select, stop
 from pages._model import generation, load_or_stop, pick_model, run, word_weights
 from pages._interactive import timeline
 from pages._model_views import (
@@ -96,7 +96,7 @@ st.write(f"The attention of a real trained transformer, **{name}** ({model.descr
             "the model's trained weights and biases W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o." if model.computed_by == "attnviz" else
             "transformers computes it, with eager attention, so every weight is the model's own. "
             + (model.note + "." if model.note else "")))
-sentence = st.text_input("Sentence", key="text", max_chars=TEXT_CHARS)
+sentence = bounded_text_box(st.text_input, "Sentence", key="text", limit=TEXT_CHARS)
 encdec = model.kind == "encoder-decoder"
 target = None
 if encdec:

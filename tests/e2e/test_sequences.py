@@ -327,3 +327,32 @@ def test_the_walk_keeps_its_step_through_a_sequence(server, page):
     page.reload()  # the link alone reopens the walk at the same step
     walk_shows(page, lambda c: len(c) == 1 and c[0]["title"].startswith("Q ") and c[0]["y"][:2] == ["#0 a", "#1 dog"])
     assert exceptions(page) == []
+
+
+def paste(page, label: str, text: str, textbox: bool = True):
+    box = page.get_by_role("textbox", name=label, exact=True)
+    box.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text(text)  # as a paste arrives: the browser's own length limit applies to it
+    box.press("Control+Enter" if textbox else "Enter")
+    settle(page)
+    return box
+
+
+def test_a_paste_over_a_boxs_limit_keeps_its_first_part_and_says_so(server, page):
+    """Decoder (4,000 characters) and Trained model (20,000): the paste is not dropped, its first part stays, a
+    warning gives both lengths, and a paste within the limit then reads as it is, with no warning left over."""
+    for path, label, limit, area in (("decoder", "Text", 4_000, True), ("trained", "Sentence", 20_000, False)):
+        page.goto(f"{server}/{path}")
+        page.wait_for_selector(".av-atlas canvas", timeout=180_000)
+        settle(page)
+        long = ("the dog was happy " * (limit // 10))[: limit + 1234]
+        box = paste(page, label, long, area)
+        assert box.input_value() == long[:limit]
+        warning = page.get_by_test_id("stAlertContentWarning").first.inner_text()
+        assert f"has {limit + 1234:,} characters" in warning and f"keeps the first {limit:,}" in warning
+        assert exceptions(page) == []
+        box = paste(page, label, "the cat sat on the mat", area)
+        assert box.input_value() == "the cat sat on the mat"
+        page.wait_for_selector(".av-atlas canvas", timeout=60_000)
+        assert "characters; this page reads at most" not in page.get_by_test_id("stMain").inner_text()

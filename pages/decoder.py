@@ -193,6 +193,9 @@ with bars:
 downloads(bars, "next", lambda: figures.weight_bars(probs[top], names, title=next_title, axis="probability"),
           Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"),
           image_help="the figure as a page (HTML).")
+gap = model.reader.vocabulary_gap(len(probs))
+if gap:
+    st.warning(gap)
 controls.caption("A click appends the piece. The model keeps each layer's keys and values of the pieces so far (its "
                  "K/V cache), so the new piece costs one query row per head: its attention back over the text, below.")
 looks_back(result, labels, st.session_state.layer)

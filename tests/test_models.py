@@ -363,3 +363,21 @@ def test_texts_of_different_lengths_read_in_one_padded_forward_equal_each_read_a
         expected = torch.stack(out.attentions)[:, 0].numpy()  # (L, H, n, n)
         assert weights.shape == expected.shape
         assert np.abs(weights - expected).max() <= 1e-4
+
+
+def test_a_tokenizer_smaller_than_the_models_output_gets_labels_and_a_warning(tmp_path):
+    import transformers as T
+
+    folder = tmp_path / "bigger"
+    folder.mkdir()
+    known = tiny_models.byte_level_tokenizer(folder)
+    config = T.GPT2Config(vocab_size=known + 40, n_embd=24, n_layer=2, n_head=3, n_positions=64)
+    tiny_models._save(T.GPT2LMHeadModel(config), folder)
+    model = models.load(folder, device="cpu")
+    run = model.run(SENTENCES["cat"])
+    assert run.next_logits.shape == (known + 40,)
+    labels = model.reader.labels([known - 1, known, known + 39])
+    assert labels[1:] == [f"⟨id {known}⟩", f"⟨id {known + 39}⟩"] and labels[0] != labels[1]
+    said = model.reader.vocabulary_gap(len(run.next_logits))
+    assert f"knows {known:,} pieces" in said and f"scores {known + 40:,}" in said and "the other 40" in said
+    assert model.reader.vocabulary_gap(known) is None

@@ -67,8 +67,18 @@ class Reader:
         return spaced(token.replace("▁", " "))
 
     def labels(self, ids: list[int]) -> list[str]:
-        """Labels of ids that no text gave (the decoder's next pieces)."""
-        return [self.label(self.tokenizer.id_to_token(i) or "", i) for i in ids]
+        """Labels of ids that no text gave (the decoder's next pieces); an id the tokenizer does not know (a model whose
+        output is larger than its tokenizer's vocabulary) reads ⟨id N⟩."""
+        tokens = [self.tokenizer.id_to_token(i) for i in ids]
+        return [f"⟨id {i}⟩" if token is None else self.label(token, i) for token, i in zip(tokens, ids)]
+
+    def vocabulary_gap(self, outputs: int) -> str | None:
+        """What to say when a model scores more pieces (`outputs`) than its tokenizer knows, else None."""
+        known = self.tokenizer.get_vocab_size(with_added_tokens=True)
+        if outputs <= known:
+            return None
+        return (f"{self.name}'s tokenizer knows {known:,} pieces, but the model scores {outputs:,}: the other "
+                f"{outputs - known:,} have no text, and read ⟨id N⟩ in the bars. Is the tokenizer another model's?")
 
     def __call__(self, text: str, limit: int | None = None) -> Pieces:
         limit = limit or self.max_pieces

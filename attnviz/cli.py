@@ -61,6 +61,23 @@ def command(args: argparse.Namespace) -> list[str]:
     return line + (["--", *extra] if extra else [])
 
 
+def checked(paths: list[str]) -> list[str]:
+    """The --model paths that will load, each said on stderr with what it holds; the others said with why, and left
+    out of the picker (so none fails only when chosen)."""
+    if not paths:
+        return paths
+    from attnviz import models
+
+    kept = []
+    for path in paths:
+        try:
+            print(f"attnviz: --model {path}: {models.check(path)}", file=sys.stderr)
+            kept.append(path)
+        except models.ModelError as error:
+            print(f"attnviz: --model {path}: will not load, so it is not offered: {error}", file=sys.stderr)
+    return kept
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["heads"]:  # attnviz heads MODEL: measure every head's scores (attnviz.heads_cli)
@@ -73,6 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     for model in args.model:
         if not Path(model).expanduser().exists():
             raise SystemExit(f"attnviz: --model {model}: no such file or folder")
+    args.model = checked(args.model)
     line = command(args)
     os.execv(line[0], line)  # the server replaces this process, so Ctrl+C and signals reach it directly
 

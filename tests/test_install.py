@@ -1,6 +1,7 @@
 """`pip install .` gives an importable attnviz and an `attnviz` command, from any directory."""
 
 import subprocess
+from pathlib import Path
 
 
 def test_import_from_another_directory(installed):
@@ -61,3 +62,35 @@ def test_the_command_passes_each_model_to_the_app(installed, tmp_path):
                              f"{{'ATTNVIZ_MODELS': {str(elsewhere / 'other.gguf')!r}}})))"],
                             cwd=elsewhere, capture_output=True, text=True, check=True).stdout
     assert models.strip() == "['minilm', 'smollm2', 'other', 'mine']"
+
+
+def test_each_model_is_checked_at_start_and_one_that_will_not_load_is_not_offered(tmp_path):
+    """`attnviz --model` reads each model's headers before the server starts: it says what a good one holds, and why a
+    folder with only a pickled checkpoint (or no config) will not load, and leaves that one out of the picker."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import tiny_models
+
+    from attnviz.cli import checked
+
+    good = tiny_models.build("llama", tmp_path)
+    pickled = tmp_path / "old"
+    pickled.mkdir()
+    (pickled / "pytorch_model.bin").write_bytes(b"\x80\x04not unpickled")
+    (pickled / "config.json").write_text('{"model_type": "bert"}')
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "model.safetensors").write_bytes(b"\x00")
+    script = ("import sys; from attnviz.cli import checked; "
+              f"print(checked({[str(good), str(pickled), str(bare)]!r}))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == repr([str(good)])
+    said = out.stderr.splitlines()
+    assert said[0] == f"attnviz: --model {good}: a decoder (llama), " + said[0].split("(llama), ")[1]
+    assert "computed by attnviz" in said[0]
+    assert said[1].startswith(f"attnviz: --model {pickled}: will not load") and "pytorch_model.bin is a pickled" in said[1]
+    assert "AutoModelForCausalLM" in said[1]
+    assert said[2].startswith(f"attnviz: --model {bare}: will not load") and "config.json" in said[2]
+    assert checked([]) == []

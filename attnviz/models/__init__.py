@@ -118,6 +118,34 @@ def end_ids(config: dict) -> tuple[int, ...]:
     return tuple(int(i) for i in ids if isinstance(i, int) and not isinstance(i, bool))
 
 
+def check(source: str | os.PathLike) -> str:
+    """What a model file or folder holds, read from its headers only (config.json, the safetensors headers, the
+    tokenizer; a GGUF file's magic): one line for people, or a ModelError that says why it will not load. The
+    `attnviz` command checks each --model with it before the server starts."""
+    from attnviz.models.catalog import kind_of
+
+    path = Path(source).expanduser()
+    if path.is_file():
+        with open(path, "rb") as file:
+            if file.read(4) != b"GGUF":
+                raise ModelError(f"{path.name} is not a GGUF file (a model file is a .gguf, or a folder with "
+                                 "config.json and safetensors weights).")
+        return f"a decoder in a GGUF file, {size_text(path.stat().st_size)}"
+    if not path.is_dir():
+        raise ModelError(f"No file or folder at {path}.")
+    config = read_config(path)
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise ModelError(f"{path.name}/config.json names no model_type, so the architecture is unknown.")
+    if model_type not in FAMILIES and not hf.known(model_type):
+        raise ModelError(f"Unknown model_type {model_type!r}: neither attnviz's engine nor transformers reads it.")
+    infos = read_headers(safetensors_files(path))
+    load_tokenizer(path)
+    computed = "attnviz" if model_type in FAMILIES and not config.get("is_encoder_decoder") else "transformers"
+    return (f"{'an' if (kind_of(path) or 'm')[0] in 'ae' else 'a'} {kind_of(path) or 'model'} ({model_type}), "
+            f"{size_text(sum(info.nbytes for info in infos.values()))} of weights, computed by {computed}")
+
+
 def load_folder(folder: Path, device: torch.device, *, budget: int | None = None, name: str | None = None) -> Model:
     name = name or folder.name
     config = read_config(folder)

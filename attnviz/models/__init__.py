@@ -118,6 +118,20 @@ def end_ids(config: dict) -> tuple[int, ...]:
     return tuple(int(i) for i in ids if isinstance(i, int) and not isinstance(i, bool))
 
 
+def read_folder(folder: Path):
+    """(config, model_type, the engine's family or None, the safetensors headers) of a model folder, each checked:
+    a ModelError says what is missing or unknown."""
+    config = read_config(folder)
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise ModelError(f"{folder.name}/config.json names no model_type, so the architecture is unknown.")
+    family = FAMILIES.get(model_type)
+    if family is None and not hf.known(model_type):
+        raise ModelError(f"Unknown model_type {model_type!r}: attnviz's engine reads {', '.join(sorted(FAMILIES))}, and "
+                         "transformers, which reads the others, does not know this one either.")
+    return config, model_type, family, read_headers(safetensors_files(folder))
+
+
 def check(source: str | os.PathLike) -> str:
     """What a model file or folder holds, read from its headers only (config.json, the safetensors headers, the
     tokenizer; a GGUF file's magic): one line for people, or a ModelError that says why it will not load. The
@@ -133,13 +147,15 @@ def check(source: str | os.PathLike) -> str:
         return f"a decoder in a GGUF file, {size_text(path.stat().st_size)}"
     if not path.is_dir():
         raise ModelError(f"No file or folder at {path}.")
-    config = read_config(path)
-    model_type = config.get("model_type")
-    if not isinstance(model_type, str) or not model_type:
-        raise ModelError(f"{path.name}/config.json names no model_type, so the architecture is unknown.")
-    if model_type not in FAMILIES and not hf.known(model_type):
-        raise ModelError(f"Unknown model_type {model_type!r}: neither attnviz's engine nor transformers reads it.")
-    infos = read_headers(safetensors_files(path))
+    config, model_type, family, infos = read_folder(path)
+    if family is not None and not config.get("is_encoder_decoder"):
+        try:
+            family.architecture(config)  # its shape settings checked
+        except Unsupported:
+            pass  # transformers computes it
+        except (KeyError, TypeError) as missing:
+            raise ModelError(f"{path.name}/config.json lacks the setting {missing} that a {model_type} model "
+                             "needs.") from None
     load_tokenizer(path)
     computed = "attnviz" if model_type in FAMILIES and not config.get("is_encoder_decoder") else "transformers"
     return (f"{'an' if (kind_of(path) or 'm')[0] in 'ae' else 'a'} {kind_of(path) or 'model'} ({model_type}), "
@@ -148,15 +164,7 @@ def check(source: str | os.PathLike) -> str:
 
 def load_folder(folder: Path, device: torch.device, *, budget: int | None = None, name: str | None = None) -> Model:
     name = name or folder.name
-    config = read_config(folder)
-    model_type = config.get("model_type")
-    if not isinstance(model_type, str) or not model_type:
-        raise ModelError(f"{folder.name}/config.json names no model_type, so the architecture is unknown.")
-    family = FAMILIES.get(model_type)
-    if family is None and not hf.known(model_type):
-        raise ModelError(f"Unknown model_type {model_type!r}: attnviz's engine reads {', '.join(sorted(FAMILIES))}, and "
-                         "transformers, which reads the others, does not know this one either.")
-    infos = read_headers(safetensors_files(folder))
+    config, model_type, family, infos = read_folder(folder)
     stored = Tensors(infos, device, torch.float32).stored_dtype()
     dtype = compute_dtype(stored, device)
     need = sum(info.nbytes * (dtype.itemsize if info.dtype.is_floating_point else info.dtype.itemsize)

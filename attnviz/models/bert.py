@@ -9,7 +9,7 @@ at its padding index + 1; DistilBERT has its own names and no segments.
 from __future__ import annotations
 
 from attnviz.models.engine import Architecture, Block, Norm, Weights
-from attnviz.models.files import Tensors
+from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.model import Built, Unsupported
 
 MODEL_TYPES = ("bert", "roberta", "distilbert")
@@ -18,8 +18,9 @@ PREFIXES = ("bert.", "roberta.", "distilbert.", "model.", "")
 
 def architecture(config: dict) -> Architecture:
     distil = config["model_type"] == "distilbert"
-    get = (lambda a, b: config[a]) if distil else (lambda a, b: config[b])  # DistilBERT's names, else BERT's
+    get = (lambda a, b: setting(config, a)) if distil else (lambda a, b: setting(config, b))  # DistilBERT's, else BERT's
     d, heads = get("dim", "hidden_size"), get("n_heads", "num_attention_heads")
+    _, head_dim = head_shape("dim" if distil else "hidden_size", d, "n_heads" if distil else "num_attention_heads", heads)
     activation = config.get("activation" if distil else "hidden_act", "gelu")
     if activation not in ("gelu", "gelu_new", "relu"):
         raise Unsupported(f"the activation {activation!r}")
@@ -30,7 +31,8 @@ def architecture(config: dict) -> Architecture:
     padding = config.get("pad_token_id", 1) if config["model_type"] == "roberta" else None
     return Architecture(
         family="bert", kind="encoder", layers=get("n_layers", "num_hidden_layers"), heads=heads, kv_heads=heads,
-        head_dim=d // heads, d_model=d, vocab=config["vocab_size"], max_positions=config.get("max_position_embeddings", 512),
+        head_dim=head_dim, d_model=d, vocab=setting(config, "vocab_size"),
+        max_positions=setting(config, "max_position_embeddings", 512),
         norm="layer", post_norm=True, positions="learned", activation=activation, gated=False, padding_index=padding,
         token_type=not distil and config.get("type_vocab_size", 0) > 0,
     )
@@ -40,7 +42,7 @@ def build(config: dict, tensors: Tensors) -> Built:
     arch = architecture(config)
     distil = config["model_type"] == "distilbert"
     eps = 1e-12 if distil else config.get("layer_norm_eps", 1e-12)
-    d, ff = arch.d_model, config["hidden_dim"] if distil else config["intermediate_size"]
+    d, ff = arch.d_model, setting(config, "hidden_dim") if distil else setting(config, "intermediate_size")
 
     def linear(name: str, n_in: int, n_out: int):
         return tensors.get(f"{name}.weight", (n_out, n_in)).T.contiguous(), tensors.get(f"{name}.bias", (n_out,))  # (in, out)
@@ -70,7 +72,7 @@ def build(config: dict, tensors: Tensors) -> Built:
                             w_up, b_up, w_down, b_down))
     token_type = None
     if arch.token_type:
-        token_type = tensors.get("embeddings.token_type_embeddings.weight", (config["type_vocab_size"], d))[0]  # (d,)
+        token_type = tensors.get("embeddings.token_type_embeddings.weight", (setting(config, "type_vocab_size"), d))[0]  # (d,)
     weights = Weights(
         embeddings=tensors.get("embeddings.word_embeddings.weight", (arch.vocab, d)),
         positions=tensors.get("embeddings.position_embeddings.weight", (arch.max_positions, d)),

@@ -108,6 +108,34 @@ def compute_dtype(stored: torch.dtype, device: torch.device) -> torch.dtype:
 # ---------------------------------------------------------------- config.json
 
 
+SETTING_LIMIT = 1 << 20  # no size in a config.json that shapes a model may pass this (a width, a vocabulary, positions)
+
+
+def setting(config: dict, key: str, default: int | None = None, *, low: int = 1, high: int = SETTING_LIMIT) -> int:
+    """A config.json number that shapes the model, checked before use: whole, within [low, high]. A missing one
+    without a default is a KeyError (load_folder says the setting is lacking)."""
+    value = config.get(key, default)
+    if value is None:
+        raise KeyError(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ModelError(f"config.json's {key} is {value!r}; it must be a whole number from {low:,} to {high:,}.")
+    return value
+
+
+def head_shape(width_key: str, width: int, heads_key: str, heads: int, kv_key: str | None = None,
+               kv_heads: int | None = None, head_dim: int | None = None) -> tuple[int, int]:
+    """(key/value heads, head size) of checked settings: the heads must divide the width where no head size is given,
+    and the key/value heads must divide the heads; a ModelError names the settings and what they must be."""
+    if head_dim is None and width % heads:
+        raise ModelError(f"config.json's {width_key} ({width}) must be a multiple of {heads_key} ({heads}): each head "
+                         "takes an equal part of the width.")
+    kv_heads = kv_heads or heads
+    if heads % kv_heads:
+        raise ModelError(f"config.json's {heads_key} ({heads}) must be a multiple of {kv_key} ({kv_heads}): each "
+                         "key/value head is shared by an equal group of query heads.")
+    return kv_heads, head_dim or width // heads
+
+
 def read_config(folder: Path) -> dict:
     path = folder / "config.json"
     if not path.is_file():

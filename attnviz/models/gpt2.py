@@ -8,7 +8,7 @@ stores W as (in, out), already ours, where nn.Linear's is (out, in); and c_attn 
 from __future__ import annotations
 
 from attnviz.models.engine import Architecture, Block, Norm, Weights
-from attnviz.models.files import Tensors
+from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.model import Built, Unsupported
 
 MODEL_TYPES = ("gpt2",)
@@ -23,10 +23,11 @@ def architecture(config: dict) -> Architecture:
     activation = config.get("activation_function", "gelu_new")
     if activation not in ("gelu_new", "gelu", "gelu_pytorch_tanh", "gelu_fast", "relu"):
         raise Unsupported(f"the activation {activation!r}")
-    d, heads = config["n_embd"], config["n_head"]
+    d, heads = setting(config, "n_embd"), setting(config, "n_head")
+    _, head_dim = head_shape("n_embd", d, "n_head", heads)
     return Architecture(
-        family="gpt2", kind="decoder", layers=config["n_layer"], heads=heads, kv_heads=heads, head_dim=d // heads,
-        d_model=d, vocab=config["vocab_size"], max_positions=config.get("n_positions", 1024), norm="layer",
+        family="gpt2", kind="decoder", layers=setting(config, "n_layer"), heads=heads, kv_heads=heads, head_dim=head_dim,
+        d_model=d, vocab=setting(config, "vocab_size"), max_positions=setting(config, "n_positions", 1024), norm="layer",
         post_norm=False, positions="learned", activation=activation, gated=False,
     )
 
@@ -34,7 +35,7 @@ def architecture(config: dict) -> Architecture:
 def build(config: dict, tensors: Tensors) -> Built:
     arch = architecture(config)
     d, eps = arch.d_model, config.get("layer_norm_epsilon", 1e-5)
-    ff = config.get("n_inner") or 4 * d
+    ff = setting(config, "n_inner") if config.get("n_inner") is not None else 4 * d
 
     def linear(name: str, n_in: int, n_out: int):
         return tensors.get(f"{name}.weight", (n_in, n_out)), tensors.get(f"{name}.bias", (n_out,))  # Conv1D: (in, out)

@@ -103,7 +103,7 @@ class TransformersModel(Model):
             module, info = auto.from_pretrained(
                 str(folder), config=config, attn_implementation="eager", use_safetensors=True, local_files_only=True,
                 trust_remote_code=False, dtype=self.dtype, output_loading_info=True)
-        except (OSError, ValueError, RuntimeError, KeyError, TypeError) as error:
+        except (OSError, ValueError, RuntimeError, KeyError, TypeError, ArithmeticError) as error:
             raise ModelError(f"transformers cannot load {folder.name} ({type(error).__name__}: {error}).") from None
         problems = [f"{what}: {', '.join(map(str, keys[:3]))}" for what, keys in
                     (("missing", info.get("missing_keys") or []), ("of the wrong shape", info.get("mismatched_keys") or []))

@@ -11,7 +11,7 @@ of q and k (rope_pairs="halves"), where a GGUF file's permuted weights turn (2i,
 from __future__ import annotations
 
 from attnviz.models.engine import Architecture, Block, Norm, Weights
-from attnviz.models.files import Tensors
+from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.model import Built, Unsupported
 
 MODEL_TYPES = ("llama", "mistral", "qwen2")
@@ -30,7 +30,7 @@ def rope_base(config: dict) -> float:
 def windows(config: dict, layers: int) -> tuple[int | None, ...]:
     """Each layer's sliding window: Qwen2's layer_types (or use_sliding_window from max_window_layers on), Mistral's
     sliding_window on every layer, else none."""
-    window = config.get("sliding_window")
+    window = setting(config, "sliding_window") if config.get("sliding_window") is not None else None
     if config["model_type"] == "qwen2":
         types = config.get("layer_types")
         if types is None:
@@ -44,12 +44,15 @@ def architecture(config: dict) -> Architecture:
     activation = config.get("hidden_act", "silu")
     if activation not in ("silu", "swish", "gelu", "gelu_pytorch_tanh", "relu"):
         raise Unsupported(f"the activation {activation!r}")
-    d, heads = config["hidden_size"], config["num_attention_heads"]
-    layers = config["num_hidden_layers"]
+    d, heads = setting(config, "hidden_size"), setting(config, "num_attention_heads")
+    layers = setting(config, "num_hidden_layers")
+    kv = setting(config, "num_key_value_heads", heads)
+    given = setting(config, "head_dim") if config.get("head_dim") is not None else None
+    kv_heads, head_dim = head_shape("hidden_size", d, "num_attention_heads", heads, "num_key_value_heads", kv, given)
     return Architecture(
-        family="llama", kind="decoder", layers=layers, heads=heads, kv_heads=config.get("num_key_value_heads") or heads,
-        head_dim=config.get("head_dim") or d // heads, d_model=d, vocab=config["vocab_size"],
-        max_positions=config.get("max_position_embeddings", 2048), norm="rms", post_norm=False, positions="rotary",
+        family="llama", kind="decoder", layers=layers, heads=heads, kv_heads=kv_heads,
+        head_dim=head_dim, d_model=d, vocab=setting(config, "vocab_size"),
+        max_positions=setting(config, "max_position_embeddings", 2048), norm="rms", post_norm=False, positions="rotary",
         activation=activation, gated=True, rope_base=rope_base(config), rope_pairs="halves",
         windows=windows(config, layers),
     )
@@ -57,7 +60,7 @@ def architecture(config: dict) -> Architecture:
 
 def build(config: dict, tensors: Tensors) -> Built:
     arch = architecture(config)
-    d, dh, ff, eps = arch.d_model, arch.head_dim, config["intermediate_size"], config.get("rms_norm_eps", 1e-6)
+    d, dh, ff, eps = arch.d_model, arch.head_dim, setting(config, "intermediate_size"), config.get("rms_norm_eps", 1e-6)
     qwen = config["model_type"] == "qwen2"
     attention_bias, mlp_bias = config.get("attention_bias", False), config.get("mlp_bias", False)
 

@@ -60,7 +60,7 @@ def _measuring() -> tuple[dict[str, Measuring], threading.Lock]:
 def head_types(name: str) -> heads.Measured | None:
     """Every head of the offered model `name` scored over the corpus and the induction probe (attnviz.heads): read
     from the disk, where they are kept by the model's content (`attnviz heads` writes them there too), else measured
-    once for the machine in a thread of its own, so that no page waits (about 36 s for SmolLM2 here, 4 s for
+    once for the machine in a thread of its own, so that no page waits (about 11 s for SmolLM2 here, 4 s for
     MiniLM). None while they are measured (head_types_progress says how far); raises what the measure raised."""
     jobs, lock = _measuring()
     with lock:

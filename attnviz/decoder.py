@@ -37,6 +37,15 @@ def next_distribution(logits_row: torch.Tensor, temperature: float = 1.0, top_k:
     return kept / kept.sum()
 
 
+def sampler_text(temperature: float, top_k: int = 0, top_p: float = 1.0, seed: int | None = None) -> str:
+    """The sampler next_distribution draws from, in words ("T = 0.7, top-k 50, top-p 0.95, seed 3"); the seed only
+    where it matters (T > 0)."""
+    if temperature <= 0:
+        return "T = 0: greedy"
+    return (f"T = {temperature:g}" + (f", top-k {top_k}" if top_k else "") + (f", top-p {top_p:g}" if top_p < 1 else "")
+            + (f", seed {seed}" if seed is not None else ""))
+
+
 def top_pieces(model: Model, probs: np.ndarray, k: int) -> tuple[np.ndarray, list[str]]:
     """The `k` most likely next pieces of a distribution (vocab,), those with any probability, most likely first:
     their ids and labels."""

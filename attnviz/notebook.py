@@ -320,12 +320,13 @@ class GenerationView(_Widget):
 
     def __init__(self, model, text: str, *, steps: int = 16, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
                  seed: int = 0, layer: int = 0, head: int = 0):
+        from attnviz.decoder import sampler_text
+
         self.generation = model.generate(text, steps, temperature, top_k, top_p, seed)
         if not 0 <= layer < model.layers or not 0 <= head < model.heads:
             raise ValueError(f"layer and head count from 0: {model.name} has layers 0 … {model.layers - 1} and heads "
                              f"0 … {model.heads - 1}, got layer {layer}, head {head}.")
-        sampler = "T = 0: greedy" if temperature <= 0 else (f"T = {temperature:g}" + (f", top-k {top_k}" if top_k else "")
-                                                           + (f", top-p {top_p:g}" if top_p < 1 else "") + f", seed {seed}")
+        sampler = sampler_text(temperature, top_k, top_p, seed)
         data = figures.timeline_data(self.generation, self.generation.run.pieces.labels(), model.reader.labels, layer,
                                      head=head, sampler=sampler,
                                      title=f"{model.name} writes {len(self.generation.new_ids)} pieces ({sampler}), "

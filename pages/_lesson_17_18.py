@@ -122,8 +122,7 @@ def write_step(text, figure):
     try:
         model = loaded_model("smollm2")
         greedy = generation("smollm2", DOG_PREFIX, WRITE_STEPS, 0.0, 0, 1.0, 0)
-        sampled = generation("smollm2", DOG_PREFIX, WRITE_STEPS, SAMPLER["temperature"], SAMPLER["top_k"],
-                             SAMPLER["top_p"], seed)
+        sampled = generation("smollm2", DOG_PREFIX, WRITE_STEPS, seed=seed, **SAMPLER)
     except models.ModelError as error:
         text.info(str(error))
         return
@@ -154,8 +153,9 @@ def write_step(text, figure):
                "a sampled text is one draw of many, and greedy is the single most likely path piece by piece, not "
                "the most likely text.")
     with text:
-        explore("decoder", "Decoder", "Watch it write", {"text": DOG_PREFIX, "write": WRITE_STEPS, "t": 1.0,
-                                                         "topk": 50, "topp": 0.95, "seed": seed})
+        explore("decoder", "Decoder", "Watch it write", {"text": DOG_PREFIX, "write": WRITE_STEPS, "seed": seed,
+                                                         "t": SAMPLER["temperature"], "topk": SAMPLER["top_k"],
+                                                         "topp": SAMPLER["top_p"]})
 
 
 def ordinal(n: int) -> str:

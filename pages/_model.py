@@ -164,8 +164,7 @@ def pick_model(kinds: tuple[str, ...], default: str, *, label: str = "Model") ->
     if asked not in names:
         if asked in offers_:
             kind = offers_[asked].kind
-            article = "an" if kind and kind[0] in "ae" else "a"
-            st.warning(f"{md_escape(asked)} is {article} {kind or 'unknown kind of'} model, not one this page draws; "
+            st.warning(f"{md_escape(asked)} is {models.a_or_an(kind or 'unknown kind of')} model, not one this page draws; "
                        f"showing {default}. " + ("Decoders open on the Decoder page." if kind == "decoder" else
                                                  "Encoders and encoder–decoders open on the Trained model page."))
         else:

@@ -13,7 +13,8 @@ from attnviz.attention import scaled_dot_parts
 from attnviz.export import Matrix
 from attnviz.positions import cosine_similarity, rotary_angles, rotary_similarity
 from attnviz.selfattention import temperature_grid
-from attnviz.urlstate import Param, boolean, choice, coerce, encode_bool
+from attnviz.models.generate import MAX_STEPS
+from attnviz.urlstate import Param, boolean, choice, coerce, encode_bool, int_range
 from pages._common import save_url_state
 from pages._explorer import draw_steps, inside_a_score, walk_section
 from pages._interactive import head_atlas, interactive_heatmap, on_screen, screen_sizes, view_state
@@ -359,3 +360,27 @@ def walk(model: models.Model, result: models.Run, layer: int, head: int, schema:
         draw_steps(trained.head_steps(result, layer - 1, head - 1), figures.labels(pieces.labels(), pieces.unknown), "viridis")
 
     walk_section(label, len(result.pieces), "pieces", draw, schema)
+
+
+WRITE_PARAMS = {"write": Param(0, int_range(0, MAX_STEPS))}  # the pieces "Watch it write" writes (0: none written)
+
+
+def write_controls(label: str, *, seed: bool) -> bool:
+    """"Watch it write"'s controls (both model pages): how many pieces, the seed where the page samples, Write and
+    Clear. Whether the page is to write (the link's `write`, 1 to 64, or 0)."""
+    st.header("Watch it write")
+    columns = st.columns([2, 2, 1, 1] if seed else [4, 1, 1], vertical_alignment="bottom")
+    if "write_n" not in st.session_state:
+        st.session_state.write_n = st.session_state.write or 16
+    columns[0].number_input(f"{label} (1 to {MAX_STEPS})", 1, MAX_STEPS, key="write_n")
+    if seed:
+        columns[1].number_input("Seed (when T > 0)", 0, 2**31 - 1, key="seed")
+    columns[-2].button("Write", icon=":material/edit_note:",
+                       on_click=lambda: st.session_state.update(write=st.session_state.write_n))
+    columns[-1].button("Clear", disabled=not st.session_state.write, on_click=lambda: st.session_state.update(write=0))
+    return bool(st.session_state.write)
+
+
+def stopped_text(written) -> str:
+    """A sentence where a generation stopped at the model's end-of-text piece, else nothing."""
+    return " It stopped at the model's end-of-text piece." if written.stopped == "end of text" else ""

@@ -6,8 +6,7 @@ import streamlit as st
 import torch
 
 from attnviz import figures, models
-from attnviz.models.generate import MAX_STEPS
-from attnviz.decoder import next_distribution, top_pieces
+from attnviz.decoder import next_distribution, sampler_text, top_pieces
 from attnviz.export import Matrix
 from attnviz.selfattention import DECODER_MASKS, temperature_grid
 from attnviz.urlstate import (Param, boolean, bounded_text, choice, encode_bool, encode_int_list, int_list, int_range,
@@ -16,7 +15,7 @@ from pages._common import bounded_text_box, load_url_state, save_url_state, scal
 from pages._model import generation, load_or_stop, one_more, pick_model, run
 from pages._model_views import (
     HEAD_TYPE_PARAMS, atlas, chosen_head, engine_only, head_types_section, lines, moved_section, positions, qk_space_section,
-    walk,
+    WRITE_PARAMS, stopped_text, walk, write_controls,
 )
 from pages._effects import EFFECT_PARAMS, effects_section
 from pages._interactive import browser_figure, timeline
@@ -54,8 +53,8 @@ SCHEMA = {
     "palette": Param("viridis", choice(figures.PALETTES)),
     "steps": Param(False, boolean, encode_bool),
     "walk": Param(1, int_range(0, 16)),
-    "write": Param(0, int_range(0, MAX_STEPS)),  # the pieces the timeline writes (0: none written)
     **HEAD_TYPE_PARAMS,
+    **WRITE_PARAMS,
     **EFFECT_PARAMS,
 }
 
@@ -98,26 +97,10 @@ def distribution(result: models.Run) -> torch.Tensor:
                              st.session_state.topp)
 
 
-def sampler_text() -> str:
-    """The sampler the controls set, in words."""
-    if st.session_state.t <= 0:
-        return "T = 0: greedy"
-    return (f"T = {st.session_state.t:g}" + (f", top-k {st.session_state.topk}" if st.session_state.topk else "")
-            + (f", top-p {st.session_state.topp:g}" if st.session_state.topp < 1 else ""))
-
-
 def write_section(text: str, layer: int) -> None:
     """"Write N pieces": the model writes from its K/V cache under the controls' sampler, and every step is sent to the
     page's timeline at once."""
-    st.header("Watch it write")
-    pick, seed, go, clear = st.columns([2, 2, 1, 1], vertical_alignment="bottom")
-    if "write_n" not in st.session_state:
-        st.session_state.write_n = st.session_state.write or 16
-    pick.number_input(f"Pieces to write (1 to {MAX_STEPS})", 1, MAX_STEPS, key="write_n")
-    seed.number_input("Seed (when T > 0)", 0, 2**31 - 1, key="seed")
-    go.button("Write", icon=":material/edit_note:", on_click=lambda: st.session_state.update(write=st.session_state.write_n))
-    clear.button("Clear", disabled=not st.session_state.write, on_click=lambda: st.session_state.update(write=0))
-    if not st.session_state.write:
+    if not write_controls("Pieces to write", seed=True):
         st.caption("The model writes piece after piece from its K/V cache (one query row per head a step), sampled as "
                    "the controls above say; the timeline then plays every step here, with no round trip.")
         return
@@ -130,12 +113,11 @@ def write_section(text: str, layer: int) -> None:
         st.warning(str(error))
         return
     labels = written.run.pieces.labels()
-    sampler = sampler_text() + (f", seed {st.session_state.seed}" if st.session_state.t > 0 else "")
+    sampler = sampler_text(st.session_state.t, st.session_state.topk, st.session_state.topp, st.session_state.seed)
     data = figures.timeline_data(written, labels, model.reader.labels, layer - 1, head=st.session_state.head - 1,
                                  sampler=sampler, title=f"{len(written.new_ids)} pieces written ({sampler}), layer {layer}")
     timeline(data, key="decoder_timeline")
-    ended = " It stopped at the model's end-of-text piece." if written.stopped == "end of text" else ""
-    st.caption(f"Written: “{model.tokenizer.decode(written.new_ids)}”.{ended} Each step reads the pieces so far and "
+    st.caption(f"Written: “{model.tokenizer.decode(written.new_ids)}”.{stopped_text(written)} Each step reads the pieces so far and "
                f"writes one: p is the chosen piece's probability under T, before top-k and top-p. The layer is the one "
                f"chosen under All heads; the head can be changed here. The written pieces are drawn in blue. The same "
                f"link writes the same pieces (the seed is in it).")
@@ -187,7 +169,8 @@ sample.button("Next word (sample)", on_click=next_word, args=(False,), icon=":ma
 greedy.button("Next word (greedy)", on_click=next_word, args=(True,), icon=":material/arrow_forward:")
 probs = distribution(result).numpy()  # (vocab,)
 top, names = top_pieces(model, probs, BARS)
-next_title = f"Next piece after “…{labels[-1]}”: the {len(top)} most likely ({sampler_text()})"
+next_title = (f"Next piece after “…{labels[-1]}”: the {len(top)} most likely "
+              f"({sampler_text(st.session_state.t, st.session_state.topk, st.session_state.topp)})")
 with bars:
     browser_figure(figures.bars_data(probs[top], names, title=next_title, axis="probability"), key="next")
 downloads(bars, "next", lambda: figures.weight_bars(probs[top], names, title=next_title, axis="probability"),

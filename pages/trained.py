@@ -7,14 +7,14 @@ import streamlit as st
 from attnviz import figures, models, trained
 from attnviz.embeddings import embed, tokenize
 from attnviz.export import Matrix
-from attnviz.models.generate import MAX_STEPS
 from attnviz.selfattention import DECODER_MASKS, MASKS, Config, run as toy_run, temperature_grid
 from attnviz.urlstate import Param, boolean, bounded_text, choice, encode_bool, encode_int_list, int_list, int_range, nearest
 from pages._common import bounded_text_box, clicked, glove, load_url_state, position_select, save_url_state, scale_select, stop
 from pages._model import generation, load_or_stop, pick_model, run, word_weights
 from pages._interactive import timeline
 from pages._model_views import (
-    HEAD_TYPE_PARAMS, atlas, chosen_head, head_types_section, lines, moved_section, positions, qk_space_section, walk,
+    HEAD_TYPE_PARAMS, atlas, chosen_head, head_types_section, lines, moved_section, positions, qk_space_section,
+    WRITE_PARAMS, stopped_text, walk, write_controls,
 )
 from pages._effects import EFFECT_PARAMS, effects_section
 from pages._present import chart
@@ -47,21 +47,16 @@ SCHEMA = {
     "palette": Param("viridis", choice(figures.PALETTES)),
     "steps": Param(False, boolean, encode_bool),
     "walk": Param(1, int_range(0, 16)),  # the walk's open tab: a step from 1, or 0 for every step
-    "write": Param(0, int_range(0, MAX_STEPS)),  # an encoder–decoder writing: its pieces (0: none written)
     **HEAD_TYPE_PARAMS,
+    **WRITE_PARAMS,
     **EFFECT_PARAMS,
 }
+
 
 def write_section(sentence: str, layer: int, head: int, kind: str) -> None:
     """An encoder–decoder writing after the source, greedily: each written piece's cross-attention over the source
     (or, with the decoder's self-attention chosen, its row over the pieces written so far) in the browser's timeline."""
-    st.header("Watch it write")
-    pick, go = st.columns([3, 1], vertical_alignment="bottom")
-    if "write_n" not in st.session_state:
-        st.session_state.write_n = st.session_state.write or 16
-    pick.number_input(f"Pieces to write after the source, greedily (1 to {MAX_STEPS})", 1, MAX_STEPS, key="write_n")
-    go.button("Write", icon=":material/edit_note:", on_click=lambda: st.session_state.update(write=st.session_state.write_n))
-    if not st.session_state.write:
+    if not write_controls("Pieces to write after the source, greedily", seed=False):
         st.caption("The encoder reads the source once; the decoder then writes piece after piece, each reading the "
                    "pieces written so far and, through cross-attention, the source: the alignment view attention was "
                    "invented for (Bahdanau et al., 2015). The timeline plays every step in the page.")
@@ -80,8 +75,7 @@ def write_section(sentence: str, layer: int, head: int, kind: str) -> None:
                                    sampler="T = 0: greedy",
                                    title=f"{len(written.new_ids)} pieces written: {what}, decoder layer {chosen}"),
              key="trained_timeline")
-    ended = " It stopped at the model's end-of-text piece." if written.stopped == "end of text" else ""
-    st.caption(f"Written: “{model.tokenizer.decode(written.new_ids, skip_special_tokens=True)}”.{ended} Each step "
+    st.caption(f"Written: “{model.tokenizer.decode(written.new_ids, skip_special_tokens=True)}”.{stopped_text(written)} Each step "
                f"reads the start piece and the pieces written before it; computed by {model.computed_by}. The "
                "attention kind chosen above picks the rows: cross-attention (encoder or cross chosen) or the decoder's "
                "own.")

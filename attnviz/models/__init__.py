@@ -26,7 +26,7 @@ import torch
 from attnviz.models import bert, gpt2, hf, llama
 from attnviz.models.files import (
     BUDGET_SETTING, PICKLE_SUFFIXES, ModelError, Tensors, check_budget, compute_dtype, load_tokenizer, memory_budget,
-    pickle_message, read_config, read_headers, safetensors_files, size_text,
+    a_or_an, pickle_message, read_config, read_headers, safetensors_files, size_text,
 )
 from attnviz.models.model import KINDS, MAX_PIECES, EngineModel, Model, Unsupported
 from attnviz.models.pieces import Pieces, TextError
@@ -158,7 +158,7 @@ def check(source: str | os.PathLike) -> str:
                              "needs.") from None
     load_tokenizer(path)
     computed = "attnviz" if model_type in FAMILIES and not config.get("is_encoder_decoder") else "transformers"
-    return (f"{'an' if (kind_of(path) or 'm')[0] in 'ae' else 'a'} {kind_of(path) or 'model'} ({model_type}), "
+    return (f"{a_or_an(kind_of(path) or 'model')} ({model_type}), "
             f"{size_text(sum(info.nbytes for info in infos.values()))} of weights, computed by {computed}")
 
 

@@ -34,6 +34,11 @@ class ModelError(ValueError):
 # ---------------------------------------------------------------- sizes and the budget
 
 
+def a_or_an(word: str) -> str:
+    """The word with its article: "an encoder", "a decoder"."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
 def size_text(nbytes: float) -> str:
     """Bytes for people: 1 decimal in MB or GB (powers of 1,000), as disks and downloads count them."""
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attnviz.models.files import ModelError
+from attnviz.models.files import ModelError, a_or_an
 from attnviz.models.run import Run
 
 MAX_STEPS = 64
@@ -59,7 +59,7 @@ def check(model, steps, temperature, top_k, top_p, prompt: int) -> int:
     """The number of steps to take, or a ModelError that says what to change."""
     seq2seq = model.kind == "encoder-decoder" and hasattr(model, "next_logits")
     if not seq2seq and (model.kind != "decoder" or not hasattr(model, "extend")):
-        raise ModelError(f"{model.name} is {'an' if model.kind[0] in 'ae' else 'a'} {model.kind}; writing piece by "
+        raise ModelError(f"{model.name} is {a_or_an(model.kind)}; writing piece by "
                          "piece needs a decoder computed by attnviz's engine (GPT-2, Llama-like), or an "
                          "encoder–decoder (T5, BART, Marian).")
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:

@@ -33,8 +33,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--vectors-format", choices=VECTOR_FORMATS, help="format of --vectors (default: from the file)")
     p.add_argument("--model", metavar="PATH", action="append", default=[],
                    help="a model to offer beside the built-in ones: a folder in Hugging Face's layout (config.json, "
-                        "safetensors weights, the tokenizer) or a .gguf file; repeat it for several (also the "
-                        "ATTNVIZ_MODELS setting)")
+                        "safetensors weights, the tokenizer), a .gguf file, or a hub name (org/name, org/name@revision) "
+                        "already in the local Hugging Face cache, read with no download; repeat it for several (also "
+                        "the ATTNVIZ_MODELS setting)")
+    p.add_argument("--hub", action="store_true", help="also offer every model in the local Hugging Face cache "
+                                                       "(HF_HUB_CACHE, HF_HOME) that attnviz can read")
     p.add_argument("--headless", action="store_true", help="kept for old scripts: the server always starts headless "
                                                               "(no prompt, no browser opened); open the address it prints")
     return p
@@ -57,7 +60,8 @@ def command(args: argparse.Namespace) -> list[str]:
     if args.vectors_format:
         extra += ["--vectors-format", args.vectors_format]
     for model in args.model:
-        extra += ["--model", str(Path(model).expanduser().resolve())]
+        path = Path(model).expanduser()  # main() let through only paths that exist and hub names
+        extra += ["--model", str(path.resolve()) if path.exists() else model]
     return line + (["--", *extra] if extra else [])
 
 
@@ -87,9 +91,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     if args.vectors and not Path(args.vectors).expanduser().is_file():
         raise SystemExit(f"attnviz: --vectors {args.vectors}: no such file")
+    if args.hub or not all(Path(model).expanduser().exists() for model in args.model):
+        from attnviz.models import hub  # imports torch: only where a hub name is given
     for model in args.model:
-        if not Path(model).expanduser().exists():
-            raise SystemExit(f"attnviz: --model {model}: no such file or folder")
+        if not Path(model).expanduser().exists() and not hub.is_id(model):
+            raise SystemExit(f"attnviz: --model {model}: no such file or folder (nor a hub name, org/name)")
+    if args.hub:
+        cached = hub.cached()
+        print(f"attnviz: --hub: {len(cached)} model(s) in the Hugging Face cache at {hub.cache_dir()}", file=sys.stderr)
+        args.model += [name for name in cached if name not in args.model]
     args.model = checked(args.model)
     line = command(args)
     os.execv(line[0], line)  # the server replaces this process, so Ctrl+C and signals reach it directly

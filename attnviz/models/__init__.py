@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from attnviz.models import bert, gpt2, hf, llama
+from attnviz.models import bert, gpt2, hf, hub, llama
 from attnviz.models.files import (
     BUDGET_SETTING, PICKLE_SUFFIXES, ModelError, Tensors, check_budget, compute_dtype, load_tokenizer, memory_budget,
     a_or_an, pickle_message, read_config, read_headers, safetensors_files, size_text,
@@ -53,7 +53,8 @@ def engine_families() -> dict[str, str]:
 def load(source: str | os.PathLike, device: torch.device | str | None = None, *, budget: int | None = None,
          name: str | None = None) -> Model:
     """The model at `source`: a built-in name ("minilm", "smollm2"), a folder in Hugging Face's layout (config.json,
-    safetensors weights, the tokenizer's files) or a .gguf file; on `device` (default: CUDA, then MPS, then the CPU).
+    safetensors weights, the tokenizer's files), a .gguf file, or a model in the local Hugging Face cache by its hub
+    name ("org/name", "org/name@revision": attnviz.models.hub, no network request); on `device` (default: CUDA, then MPS, then the CPU).
     `budget`: the most bytes its weights may take (default memory_budget()). `name`: what it is called (default: the
     built-in name, or the folder's or file's name). Raises ModelError, with what to do, for what cannot be loaded."""
     from attnviz.attention import pick_device
@@ -61,6 +62,8 @@ def load(source: str | os.PathLike, device: torch.device | str | None = None, *,
     device = torch.device(device) if device is not None else pick_device()
     if isinstance(source, str) and source in BUILTINS:
         return builtin(source, device, budget=budget, name=name)
+    if hub.is_id(source):
+        return load_folder(hub.snapshot(source), device, budget=budget, name=name or source)
     path = Path(source).expanduser()
     label = name or path.stem or str(path)
     if path.is_dir():
@@ -138,7 +141,7 @@ def check(source: str | os.PathLike) -> str:
     `attnviz` command checks each --model with it before the server starts."""
     from attnviz.models.catalog import kind_of
 
-    path = Path(source).expanduser()
+    path = hub.snapshot(source) if hub.is_id(source) else Path(source).expanduser()
     if path.is_file():
         with open(path, "rb") as file:
             if file.read(4) != b"GGUF":

@@ -1,6 +1,7 @@
 """The models a server offers: the built-ins, then each path given by `--model PATH` (after `--` on streamlit's command
 line; the `attnviz` command passes it there) and by the ATTNVIZ_MODELS setting (paths joined by the system's path
-separator, ':' on Linux and macOS). A web page can only choose among these by name: nobody types a path into a page.
+separator, ':' on Linux and macOS); a path may also be a model's hub name in the local Hugging Face cache ("org/name",
+attnviz.models.hub). A web page can only choose among these by name: nobody types a path into a page.
 """
 
 from __future__ import annotations
@@ -60,9 +61,9 @@ def kind_of(source: Path) -> str | None:
     return "encoder"
 
 
-def _name(path: Path, taken: set[str]) -> str:
-    """The path's folder or file name (its stem for a file), in letters, digits, '.', '_' and '-', unique."""
-    base = re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem if path.is_file() else path.name).strip("-.") or "model"
+def _name(text: str, taken: set[str]) -> str:
+    """`text` (a folder's or file's name, a hub name) in letters, digits, '.', '_' and '-', unique."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "model"
     name, k = base, 2
     while name in taken:
         name, k = f"{base}-{k}", k + 1
@@ -71,17 +72,25 @@ def _name(path: Path, taken: set[str]) -> str:
 
 def offers(argv: list[str], environ: dict[str, str]) -> dict[str, Offer]:
     """name → Offer: the built-ins first, then the configured paths (each once)."""
-    from attnviz.models import BUILTINS
+    from attnviz.models import BUILTINS, ModelError, hub
 
     kinds = {"minilm": "encoder", "smollm2": "decoder"}
     found = {name: Offer(name, name, kinds[name], about) for name, about in BUILTINS.items()}
     seen: set[Path] = set()
     for text in paths_from_settings(argv, environ):
+        if hub.is_id(text):
+            try:
+                kind = kind_of(hub.snapshot(text, environ))
+            except ModelError:
+                kind = None
+            name = _name(text, set(found))
+            found[name] = Offer(name, text, kind, f"{kind or 'a model'} {text} from the Hugging Face cache")
+            continue
         path = Path(text).expanduser().resolve()
         if path in seen:
             continue
         seen.add(path)
-        name = _name(path, set(found))
+        name = _name(path.stem if path.is_file() else path.name, set(found))
         kind = kind_of(path) if path.exists() else None
         found[name] = Offer(name, str(path), kind, f"{kind or 'a model'} from {path}")
     return found

@@ -381,3 +381,16 @@ def test_a_tokenizer_smaller_than_the_models_output_gets_labels_and_a_warning(tm
     said = model.reader.vocabulary_gap(len(run.next_logits))
     assert f"knows {known:,} pieces" in said and f"scores {known + 40:,}" in said and "the other 40" in said
     assert model.reader.vocabulary_gap(known) is None
+
+
+def test_a_model_transformers_computes_loads_without_its_progress_bars_or_warnings(folders, capfd):
+    """A notebook cell that loads a model shows nothing but its result; transformers' own settings are left as found."""
+    from transformers.utils import logging
+
+    before = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    capfd.readouterr()
+    for family in ("gpt_neox", "t5"):
+        models.load(folders[family], "cpu").run(SENTENCES["dog"])
+    out, err = capfd.readouterr()
+    assert out == "" and err == "", err[-500:]
+    assert (logging.get_verbosity(), logging.is_progress_bar_enabled()) == before

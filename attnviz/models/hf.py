@@ -8,6 +8,7 @@ engine's inside (a score taken apart, the step-by-step walk, the query–key spa
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -28,6 +29,23 @@ def _offline() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+@contextlib.contextmanager
+def _quiet():
+    """transformers' loading without its progress bars and config warnings (a notebook cell shows them as noise); what
+    went wrong still comes back as an exception, turned into a ModelError."""
+    from transformers.utils import logging
+
+    verbosity, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(verbosity)
+        if bars:
+            logging.enable_progress_bar()
+
+
 def _config(folder: Path):
     _offline()
     try:
@@ -36,7 +54,8 @@ def _config(folder: Path):
         raise ModelError("This architecture is computed by transformers, which is not installed: pip install "
                          "transformers") from None
     try:
-        return AutoConfig.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
+        with _quiet():
+            return AutoConfig.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
     except ValueError as error:
         if "trust_remote_code" in str(error):
             raise ModelError(f"{folder.name} needs its own Python code to run (trust_remote_code), which attnviz never "
@@ -100,9 +119,10 @@ class TransformersModel(Model):
 
         auto = {"encoder-decoder": AutoModelForSeq2SeqLM, "decoder": AutoModelForCausalLM}.get(self.kind, AutoModel)
         try:
-            module, info = auto.from_pretrained(
-                str(folder), config=config, attn_implementation="eager", use_safetensors=True, local_files_only=True,
-                trust_remote_code=False, dtype=self.dtype, output_loading_info=True)
+            with _quiet():
+                module, info = auto.from_pretrained(
+                    str(folder), config=config, attn_implementation="eager", use_safetensors=True,
+                    local_files_only=True, trust_remote_code=False, dtype=self.dtype, output_loading_info=True)
         except (OSError, ValueError, RuntimeError, KeyError, TypeError, ArithmeticError) as error:
             raise ModelError(f"transformers cannot load {folder.name} ({type(error).__name__}: {error}).") from None
         problems = [f"{what}: {', '.join(map(str, keys[:3]))}" for what, keys in

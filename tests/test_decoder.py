@@ -327,3 +327,17 @@ def test_the_timeline_replays_the_links_generation_and_bad_values_get_defaults(m
     for bad, read in (("999", MAX_STEPS), ("-3", 0), ("x", 0), ("6.5", 6), ("1e9", MAX_STEPS), ("<script>", 0)):
         at, _ = decoder_page({"write": bad, "t": "0.0"})
         assert not at.exception and at.session_state.write == read  # the nearest allowed value, or none written
+
+
+def test_the_pieces_of_one_character_are_labelled_by_their_bytes(model):
+    """Byte-level BPE cuts an emoji into pieces that are no character alone: each reads as its bytes, so the bars and
+    axes tell them apart, and the bytes of the pieces, in order, are the character's UTF-8."""
+    text = "a 🐕 and 中"
+    pieces = model.tokenize(text)
+    labels = model.reader.labels(pieces.ids)
+    assert labels == pieces.labels()  # the axes and the bars say the same
+    assert "\ufffd" not in "".join(labels)
+    parts = [label.lstrip("·") for label in labels if "\\x" in label]
+    assert len(parts) >= 2 and len(set(parts)) == len(parts)
+    assert bytes.fromhex("".join(parts).replace("\\x", "")) == "🐕".encode()
+    assert "中" in labels[-1]  # a whole character reads as itself

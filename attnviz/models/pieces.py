@@ -45,11 +45,22 @@ def spaced(piece: str) -> str:
     return cut(shown or "∅")
 
 
+def _byte_of() -> dict[str, int]:
+    """Byte-level BPE's alphabet (GPT-2's bytes_to_unicode, inverted): the character that stands for each byte."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    others = [b for b in range(256) if b not in printable]
+    return {**{chr(b): b for b in printable}, **{chr(256 + k): b for k, b in enumerate(others)}}
+
+
+BYTE_OF = _byte_of()
+
+
 class Reader:
     """A model's tokenizer (a `tokenizers.Tokenizer`) with what attnviz needs of it: the pieces of a text, labelled.
 
     Labels follow the tokenizer's kind: WordPiece pieces as they are ("wa", "##gged"); byte-level BPE pieces decoded
-    one by one ("Ġdog" reads "·dog"; a piece that is part of one character reads �); SentencePiece's ▁ as ·."""
+    one by one ("Ġdog" reads "·dog"; a piece that is part of one character shows its bytes, "\xf0\x9f\x90", so the
+    pieces of an emoji differ); SentencePiece's ▁ as ·."""
 
     def __init__(self, tokenizer, max_pieces: int, name: str = "The model"):
         self.tokenizer, self.max_pieces, self.name = tokenizer, max_pieces, name
@@ -61,7 +72,10 @@ class Reader:
 
     def label(self, token: str, token_id: int) -> str:
         if self.style == "bytes":
-            return spaced(self.tokenizer.decode([token_id], skip_special_tokens=False))
+            text = self.tokenizer.decode([token_id], skip_special_tokens=False)
+            if "\ufffd" in text and all(c in BYTE_OF for c in token):  # part of a character: its bytes, as \xNN
+                text = bytes(BYTE_OF[c] for c in token).decode("utf-8", "backslashreplace")
+            return spaced(text)
         if self.style == "wordpiece":
             return cut(token)
         return spaced(token.replace("▁", " "))

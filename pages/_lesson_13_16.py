@@ -65,7 +65,7 @@ def trained_step(text, figure):
 
 
 def decoder_step(text, figure):
-    text.write("The encoder above reads the whole sentence at once. A **decoder** (here SmolLM2-135M, 30 layers of 9 "
+    text.write("The encoder of step 14 (all-MiniLM-L6-v2) reads the whole sentence at once. A **decoder** (here SmolLM2-135M, 30 layers of 9 "
                "heads) reads left to right: the causal mask of step 10, for real, so every head's upper triangle is "
                "empty. From the last piece's hidden state it predicts the next piece: the final norm, then the "
                "output matrix, then a softmax.")

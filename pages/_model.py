@@ -93,7 +93,7 @@ def _measure(chosen: models.Model, job: Measuring) -> None:
 @st.cache_resource(max_entries=LOADED_MODELS, show_spinner=False)
 def induction(name: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """The induction probe alone (a few seconds): duplicate and induction scores, and the shuffled control."""
-    return heads.probe_scores(model(name), 4, heads.PROBE_PIECES, heads.SEED)
+    return heads.probe_scores(model(name), heads.PROBES, heads.PROBE_PIECES, heads.SEED)
 
 
 def run(name: str, text: str, target: str | None = None, intervention=None) -> models.Run:

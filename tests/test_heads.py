@@ -294,9 +294,10 @@ def test_the_lessons_copy_step_draws_the_induction_head_on_the_repeat(smollm2):
     assert not at.exception
     figure = json.loads(at.get("plotly_chart")[0].proto.spec)
     title = figure["layout"]["title"]["text"]
-    scores, _ = heads.probe_scores(smollm2, 4, heads.PROBE_PIECES, heads.SEED)
+    scores, _ = heads.probe_scores(smollm2, heads.PROBES, heads.PROBE_PIECES, heads.SEED)  # as heads.measure probes
     layer, head = np.unravel_index(np.argmax(scores["induction"]), scores["induction"].shape)
-    assert title.startswith(f"Layer {layer + 1}, head {head + 1}: the strongest induction head")
+    assert title == (f"Layer {layer + 1}, head {head + 1}: the strongest induction head "
+                     f"(score {scores['induction'][layer, head]:.2f})")  # the number the model pages and README give
     probe = heads.probes(smollm2, 1, COPY_PIECES, 1000)[0]
     ids = probe.repeated.ids[: len(probe.repeated) - COPY_CUT]
     result = smollm2.run_pieces(heads.pieces_of(smollm2.reader, ids, probe.repeated.special[: len(ids)]))

@@ -58,7 +58,7 @@ def check(scores, tokens: list[str], keys: list[str] | None = None) -> np.ndarra
 
 
 class _Widget(anywidget.AnyWidget):
-    _esm = web.source(web.WIDGET)
+    _esm = web.bundle("anywidget.mjs")
     _css = web.css()
     data = traitlets.Dict().tag(sync=True)
     view_names = traitlets.List(list(VIEW_NAMES)).tag(sync=True)
@@ -115,7 +115,7 @@ class _Widget(anywidget.AnyWidget):
         state = {name: getattr(self, name) for name in self.keys if not name.startswith("_") and name not in
                  ("comm", "log", "keys", "layout", "tabbable", "tooltip")}
         payload = json.dumps(state).replace("</", "<\\/")  # no "</script>" can end the tag early
-        module = web.source(web.WIDGET).replace("export default { render };", "const widget = { render };")
+        module = web.bundle("anywidget.mjs", name="widget")
         page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(self._title())}</title>
 <style>body {{ margin: 16px; }}
@@ -185,7 +185,7 @@ def heatmap(scores, tokens=None, keys: list[str] | None = None, *, layer: int = 
         view.setdefault("mask", "causal" if attention.causal else "none")
         return Heatmap(run.head_scores(layer, head), attention.queries.labels(), attention.keys.labels()
                        if attention.keys is not attention.queries else None,
-                       title=title or f"{run.model}: layer {layer + 1}, head {head + 1}", **view)
+                       title=title or f"{run.model}: layer {layer}, head {head} (from 0)", **view)
     if tokens is None:
         raise ValueError("Give the tokens: one per row of the scores.")
     return Heatmap(scores, list(tokens), keys, title=title, **view)
@@ -207,7 +207,7 @@ class ModelView(_Widget):
         view = _view({"mask": "causal" if attention.causal else "none", **view})
         allowed = np.tril(np.ones((n, m), bool)) if attention.causal else None
         atlas = figures.atlas_data(run.weights, chosen=(layer, head), group=_group(run), allowed=allowed,
-                                   scale=view["scale"], palette=view["palette"])
+                                   scale=view["scale"], palette=view["palette"], base=0)
         bundle = ""
         if run.weights.nbytes <= ALL_HEADS_BYTES:
             bundle = base64.b64encode(np.ascontiguousarray(run.scores, dtype="<f4").tobytes()).decode("ascii")
@@ -217,9 +217,9 @@ class ModelView(_Widget):
         attention = self.run.main
         keys = attention.keys.labels() if attention.keys is not attention.queries else None
         data = figures.interactive_heatmap(self.run.head_scores(layer, head), attention.queries.labels(), keys, view=view,
-                                           title=f"Layer {layer + 1}, head {head + 1}", taus=temperature_grid(),
+                                           title=f"Layer {layer}, head {head} (from 0)", taus=temperature_grid(),
                                            overflow=OVERFLOW, file="attnviz_head")
-        data.update(layers=self.run.layers, heads_per_layer=self.run.heads)
+        data.update(layers=self.run.layers, heads_per_layer=self.run.heads, base=0)
         if attention.causal:
             data["masks"] = {"causal": "causal", "causal_keys": "causal, hide keys"}
         return data
@@ -278,8 +278,8 @@ class EffectsView(_Widget):
         what = "effect on the next piece: Δ log p" if self.found.top is not None else "effect on piece 0: 1 − cos"
         atlas = figures.atlas_data(np.zeros((layers, heads, 1, 1), np.float32), chosen=(layer, head),
                                    score=(what, self.found.effects), colour="score", signed=self.found.top is not None,
-                                   title=f"Every head removed in turn ({measure.HOWS[how]}): {what} (layers down, heads "
-                                         "across, from 1)")
+                                   base=0, title=f"Every head removed in turn ({measure.HOWS[how]}): {what} (layers down, "
+                                                 "heads across, from 0)")
         before, after = {}, []
         if self.found.top is not None:
             names = model.reader.labels([int(i) for i in self.found.top])
@@ -328,9 +328,9 @@ class GenerationView(_Widget):
                              f"0 … {model.heads - 1}, got layer {layer}, head {head}.")
         sampler = sampler_text(temperature, top_k, top_p, seed)
         data = figures.timeline_data(self.generation, self.generation.run.pieces.labels(), model.reader.labels, layer,
-                                     head=head, sampler=sampler,
+                                     head=head, sampler=sampler, base=0,
                                      title=f"{model.name} writes {len(self.generation.new_ids)} pieces ({sampler}), "
-                                           f"layer {layer + 1}")
+                                           f"layer {layer} (from 0)")
         super().__init__(data={"title": data["title"]}, timeline=data)
 
     @property

@@ -258,7 +258,7 @@ def main() -> None:
             # its row's largest weight, so the overview is all 1 whatever τ is.
             page = opened(browser, app.url + "/?scale=max", sentence(4096, 2))
             # The zoom window's toolbar holds the controls: the browser redraws the window at once, and the server
-            # the overview once the pause (heatmap.js's SYNC_MS, 400 ms) has sent it the view.
+            # the overview once the pause (heatmap_draw.mjs's SYNC_MS, 400 ms) has sent it the view.
             zoom = clicks(page, HARD, 2 * args.runs, settle_ms=1500)
             toggles = clicks(page, HARD, 2 * args.runs, watch=PLOTTED, settle_ms=1500)  # after two, the view cache has both
             steps = clicks(page, "Temperature τ (log scale)", args.runs, key="ArrowRight", watch=PLOTTED, settle_ms=1500)

@@ -1,7 +1,7 @@
 """Benchmark of the interactive heatmap (issue 25's four figures), in real headless Chromium against the real app:
 
 1 a change (hard, a τ step, the mask, the colour scale, the query) to the heatmap redrawn, at 16 tokens, timed inside
-  the page: from the input event to the task after the frame that shows it (heatmap.js keeps these timings);
+  the page: from the input event to the task after the frame that shows it (heatmap.mjs keeps these timings);
 2 the same at 512 tokens, at 4,096 tokens in the long input's zoom window (64 rows, each over every key), and in
   Compare A | B at 16 and 256 tokens, its limit (a change on A's toolbar redraws A, B and B − A);
 3 the websocket messages the page sends during 20 such changes, and after the pause that follows them;

@@ -104,12 +104,17 @@ def new_sentence(rng: random.Random) -> str:
     return " ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(8, 20)))
 
 
-async def control(session: Session, rng: random.Random, tokens: int) -> Run:
-    """One paused change of the heatmap's view as the browser sends it; on a checkout without the browser-side
-    heatmap, a click on the hard-attention toggle."""
+async def control(session: Session, rng: random.Random, tokens: int, url: str) -> Run:
+    """One paused change of the heatmap's view as the browser sends it: where the heatmap's data carries a beacon
+    (pages/_beacon), a POST of the view, which runs no page; else its state value, which reruns the heatmap's fragment;
+    on a checkout without the browser-side heatmap, a click on the hard-attention toggle."""
     if session.has(COMPONENT):
         view = {"temp": rng.choice(TAUS), "hard": rng.random() < 0.3, "mask": rng.choice(["none", "causal"]), "hide": [],
                 "scale": "row", "palette": "viridis", "query": rng.randrange(tokens)}
+        beacon = session.data.get(COMPONENT, {}).get("beacon")
+        if beacon:
+            return await session.post(url, beacon["url"], {"token": beacon["token"], "view": view,
+                                                           "search": "?" + session.query})
         return await session.set_component_state(COMPONENT, {"view": view})
     toggle = session.find(HARD)
     return await session.change(toggle, bool_value=not toggle.state.bool_value)
@@ -142,7 +147,7 @@ async def student(url: str, k: int, seconds: float, ready: list, start: asyncio.
             run = await session.change(session.find("Sentence"), string_value=text)
             kind = "sentence"
         else:
-            run = await control(session, rng, tokens)
+            run = await control(session, rng, tokens, url)
             kind = "control"
         runs.append((kind, run))
         if not run.ok:
@@ -195,7 +200,7 @@ async def solo(url: str, pid: int, tokens: int, runs: int) -> dict:
             text = " ".join(rng.choice(VOCABULARY) for _ in range(tokens))  # a sentence no cache has seen
             run = await session.change(session.find("Sentence"), string_value=text)
         else:
-            run = await control(session, rng, tokens)
+            run = await control(session, rng, tokens, url)
         await asyncio.sleep(0.15)
         assert run.ok, run.problem
         cpu[kind].append(1000 * (usage.cpu_seconds() - before))

@@ -35,7 +35,7 @@ DRAWN = """() => {
   if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
   if (document.querySelector('[data-stale="true"]')) return false;
   const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
-  const live = Array.from(document.querySelectorAll('.av-root'));  // the interactive heatmaps (attnviz/heatmap.js)
+  const live = Array.from(document.querySelectorAll('.av-root'));  // the interactive heatmaps (attnviz/browser/heatmap.mjs)
   return plots.length + live.length > 0 && plots.every(gd => gd._fullData && gd._fullData.length > 0) && live.every(r => r.attnviz);
 }"""
 

@@ -87,6 +87,7 @@ class Session:
         self.widgets: dict[str, Widget] = {}
         self.cache: dict[str, ForwardMsg] = {}
         self.elements: list[tuple[str, object]] = []  # (type, element) of the last run, for the caller to inspect
+        self.data: dict[str, dict] = {}  # each bidi component's data as last drawn, by its key (JSON data only)
         self.last_seen: set[str] = set()
 
     @classmethod
@@ -128,6 +129,25 @@ class Session:
         widget = self.find(name, "bidi_component")
         current = json.loads(widget.state.json_value) if widget.state.HasField("json_value") else {}
         return await self.change(widget, timeout=timeout, json_value=json.dumps({**current, **values}))
+
+    async def post(self, url: str, path: str, body: dict, timeout: float = 120) -> Run:
+        """An HTTP POST of `body` as JSON to `path` on the server at `url`, as a page's fetch() sends it (no page run):
+        the time to the whole answer, ok on a 2xx status."""
+        host, _, port = url.split("://", 1)[-1].split("/", 1)[0].partition(":")
+        data = json.dumps(body).encode()
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_connection(host, int(port or 80))
+                writer.write(f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+                             f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
+                await writer.drain()
+                answer = await reader.read()
+                writer.close()
+        except (TimeoutError, OSError) as error:
+            return Run(time.perf_counter() - started, False, f"POST {path}: {type(error).__name__}")
+        status = answer.split(b" ", 2)[1].decode() if answer.startswith(b"HTTP/") else "no answer"
+        return Run(time.perf_counter() - started, status.startswith("2"), "" if status.startswith("2") else f"HTTP {status}")
 
     async def rerun(self, fragment: str = "", timeout: float = 120) -> Run:
         message = BackMsg()
@@ -193,6 +213,8 @@ class Session:
         label = getattr(element, "label", "")
         if element_type == "bidi_component":
             label = widget_id.rsplit("-", 1)[-1]  # its key: the page's name for it
+            if element.WhichOneof("data") == "json":
+                self.data[label] = json.loads(element.json)
             known = self.widgets.get(widget_id)
             state = known.state if known else WidgetState(id=widget_id)  # sent once the component sets a value
         else:

@@ -21,6 +21,7 @@ from attnviz.embeddings import (
 )
 from attnviz.figures import SCALES
 from attnviz.urlstate import Param, encode_params, parse_params
+from pages import _beacon
 from pages._present import PRESENT
 
 GLOVE_LABEL = "GloVe 6B 50-d (built in, 400,000 words)"
@@ -119,8 +120,14 @@ def load_url_state(schema: dict[str, Param]) -> None:
     lost their state, or kept a value their re-drawn widget would not show: every control is set again
     through the session-state API, which also sends the value to the browser.
     """
-    page = _page_id(schema)
+    page = page_id(schema)
     saved = st.session_state.setdefault(_SAVED, {})
+    for where, values in _beacon.take().items():  # views a heatmap's pause posted since the last run (pages/_beacon)
+        if where == page and st.session_state.get(_CURRENT) == page:
+            for name, value in values.items():
+                st.session_state[name] = value
+        elif where in saved:
+            saved[where].update(values)
     if st.session_state.get(_CURRENT) != page:
         st.session_state[_CURRENT] = page
         st.session_state[VISIT] = {}
@@ -140,7 +147,7 @@ def save_url_state(schema: dict[str, Param], *, note: bool = True) -> None:
     """Mirror every control into the URL, so a copied link reproduces this view, and keep them for the
     session (see load_url_state). `note`: say so where the text is too long for the link."""
     values = {name: st.session_state.get(name, param.default) for name, param in schema.items()}
-    st.session_state.setdefault(_SAVED, {})[_page_id(schema)] = values
+    st.session_state.setdefault(_SAVED, {})[page_id(schema)] = values
     params = encode_params(values, schema)
     if st.session_state.get(PRESENT):
         params[PRESENT] = "1"
@@ -156,7 +163,7 @@ _SAVED, _CURRENT, _STOPPED = "_saved_controls", "_current_page", "_stopped_early
 VISIT = "_this_visit"  # what a page remembers between the runs of one visit; emptied on entering a page
 
 
-def _page_id(schema: dict[str, Param]) -> str:
+def page_id(schema: dict[str, Param]) -> str:
     return ",".join(schema)
 
 
@@ -250,7 +257,7 @@ def stop(message: str, schema: dict[str, Param], *, error: bool = False) -> None
     still mirrors the controls, so the link reproduces what the person sees."""
     (st.error if error else st.info)(md_escape(message))  # messages may quote the user's own text
     save_url_state(schema)
-    st.session_state[_STOPPED] = _page_id(schema)
+    st.session_state[_STOPPED] = page_id(schema)
     st.stop()
 
 

@@ -12,6 +12,8 @@ import streamlit as st
 
 from attnviz import figures, web
 from attnviz.selfattention import weights_under_view
+from pages import _beacon
+from pages._common import page_id
 from pages._present import CHART_FONT_PX, PRESENT
 
 VIEW_KEYS = ("temp", "hard", "mask", "hide", "scale", "palette", "query", "over", "key")  # key: the cell taken apart
@@ -19,8 +21,8 @@ COMPARE_KEYS = ("b_temp", "b_hard", "b_mask")  # Compare A | B: side B's τ, har
 PRESENTER_HEIGHT = 540  # px: in presenter mode the heatmap, below the text box and toolbar, fits a 1080-px screen
 
 
-# Each host module is the browser code (attnviz.web) and the export Streamlit's component takes.
-_heatmap = st.components.v2.component("attnviz_heatmap", js=web.source(web.HEATMAP) + "\nexport default mount;\n",
+# Each component's JavaScript is its entry in attnviz/browser/streamlit/ with what it imports (attnviz.web.bundle).
+_heatmap = st.components.v2.component("attnviz_heatmap", js=web.bundle("streamlit/heatmap.mjs"),
                                       css=web.css(), isolate_styles=False)
 
 
@@ -46,7 +48,7 @@ def weights_on_screen(scores: np.ndarray, view: dict) -> np.ndarray:
 on_screen = weights_under_view  # (weights, allowed) under the view, as the browser draws them
 
 
-_atlas = st.components.v2.component("attnviz_atlas", js=web.source(web.ATLAS) + "\nexport default mountAtlas;\n",
+_atlas = st.components.v2.component("attnviz_atlas", js=web.bundle("streamlit/atlas.mjs"),
                                     css=web.css(), isolate_styles=False)
 
 
@@ -62,7 +64,7 @@ def _opened(key: str, on_open) -> None:
         on_open(tuple(head))
 
 
-_routes = st.components.v2.component("attnviz_routes", js=web.source(web.ROUTES) + "\nexport default mountRoutes;\n",
+_routes = st.components.v2.component("attnviz_routes", js=web.bundle("streamlit/routes.mjs"),
                                      css=web.css(), isolate_styles=False)
 
 
@@ -79,10 +81,14 @@ def browser_figure(data: dict, *, key: str) -> None:
     _heatmap(key=key, data=data, width="stretch")
 
 
-def interactive_heatmap(data: dict, *, key: str, clean) -> None:
+def interactive_heatmap(data: dict, *, key: str, clean, schema: dict | None = None) -> None:
     """Mount the heatmap for `data` (figures.interactive_heatmap, or figures.interactive_comparison). When the browser
     sends a paused view, `clean` turns it into allowed values (as a link's values are), which go into session state
-    before this fragment reruns."""
+    before this fragment reruns. With the page's URL `schema`, a pause reruns nothing: the browser posts the view
+    (pages/_beacon) and writes the link itself, and the page's next run takes the view; for a page none of whose
+    server-side views depends on the heatmap's view."""
+    if schema is not None:
+        data = {**data, "beacon": {"url": _beacon.url(), "token": _beacon.token_for(key, page_id(schema), schema)}}
     _heatmap(key=key, data=data, on_view_change=lambda: _adopt(key, clean), width="stretch")
 
 
@@ -93,7 +99,7 @@ def _adopt(key: str, clean) -> None:
             st.session_state[name] = value
 
 
-_timeline = st.components.v2.component("attnviz_timeline", js=web.source(web.TIMELINE) + "\nexport default mountTimeline;\n",
+_timeline = st.components.v2.component("attnviz_timeline", js=web.bundle("streamlit/timeline.mjs"),
                                        css=web.css(), isolate_styles=False)
 
 

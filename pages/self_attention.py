@@ -47,6 +47,7 @@ SCHEMA = {
     "query": Param(0, int_range(0, 100_000)),
     "key": Param(-1, int_range(-1, 100_000)),  # the key whose score is taken apart; -1: the query's strongest
     "parts": Param(False, boolean, encode_bool),  # "Inside a score" is open
+    "near": Param(False, boolean, encode_bool),  # the nearest words to the mix are shown
     "nsort": Param(False, boolean, encode_bool),
     "nhead": Param(0, int_range(0, 7)),
     "head": Param(0, int_range(0, 7)),
@@ -240,17 +241,18 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
             taus=temperature_grid(), overflow=overflow_message(computed, "The scores divided by τ"), file="attnviz_heatmap",
             bars_limit=BARS_LIMIT, **screen_sizes(),
         )
-        interactive_heatmap(data, key="live", clean=clean_view)
+        # A pause reruns the page only for a view drawn here from τ, hard, the mask or the query: else it costs the
+        # server one small request (pages/_beacon), and the browser writes the link and builds the downloads.
+        server_views = st.session_state.near or st.session_state.parts or st.session_state.steps
+        interactive_heatmap(data, key="live", clean=clean_view, schema=None if server_views else SCHEMA)
         if shown.view is None:  # S/τ left float32's range: the heatmap says so, and there is nothing more to show
             save_url_state(SCHEMA)
             return
         view = shown.view
-        downloads(st, "heatmap", lambda: figures.attention_heatmap(view.weights[0], tokens, scores=view.scores[0], row_oov=oov,
-                                                                   palette=palette, scale=scale), everything,
-                  image_help="PNG or SVG: the buttons above the heatmap.")
         st.caption("Everything above is computed in your browser from the raw scores: τ, hard, the mask, the colour scale "
                    "and a click on a cell (or the arrow keys) redraw at once. Under the hide-keys mask, click a key's label "
-                   "to hide it. The link and the downloads follow once you pause.")
+                   "to hide it. The buttons above the heatmap save what it draws (PNG, SVG, CSV, .npy); the link follows "
+                   "once you pause.")
         inside_a_score(view_parts(view), scores, view.mean_weights, view.allowed, tokens, oov, query,  # one head: its own
                        tau=config.temperature, hard=config.hard, schema=SCHEMA)
         nearest_to_mix(kv, vectors_name, view, query, config)
@@ -377,7 +379,13 @@ def long_input(kv, vectors_name: str, computed, shown, config: Config, everythin
 
 
 def nearest_to_mix(kv, vectors_name: str, view, query: int, config: Config) -> None:
-    """The words nearest to the chosen query's weighted mix of input vectors m_i = Σ_j α_ij x_j."""
+    """The words nearest to the chosen query's weighted mix of input vectors m_i = Σ_j α_ij x_j, on request (session
+    state `near`): they depend on τ, hard, the mask and the query, so while shown each pause in the heatmap reruns
+    the page."""
+    if not st.toggle("Nearest words to the chosen query's mix of input vectors", key="near",
+                     help=f"Searches all of {vectors_name}'s words for those closest to m_i = Σ_j α_ij x_j. While shown, "
+                          "each pause in the heatmap asks the server for them again."):
+        return
     neighbours = nearest_words(kv, view.mixture[query])
     st.write(f"Nearest words in {md_escape(vectors_name)} to the weighted mix of input vectors (query #{query}):")
     st.latex(r"m_i = \sum_j \alpha_{ij}\, x_j" + (r" = o_i" if config.projection == "identity" else ""))

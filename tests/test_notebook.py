@@ -73,6 +73,7 @@ def test_a_runs_head_through_the_widget_is_the_models_head():
     w = heatmap(run, layer=2, head=4)
     np.testing.assert_allclose(w.weights, run.weights[2, 4], atol=1e-5)
     assert w.mask == "none" and w.data["rows"][0] == "[CLS]"
+    assert w.data["title"] == "minilm: layer 2, head 4 (from 0)"  # the arguments' numbers, and the rule named
     with pytest.raises(ValueError, match="6 layers of 12 heads"):
         heatmap(run, layer=6, head=0)
 
@@ -81,6 +82,8 @@ def test_a_model_view_carries_every_head_and_follows_the_chosen_one():
     view = model_view("minilm", "the dog was happy", layer=1, head=2)
     run = view.run
     assert view.atlas["layers"] == 6 and view.atlas["heads"] == 12 and view.atlas["chosen"] == [1, 2]
+    # the atlas's numbers, the heatmap's title and the head a click picks all count from 0, as the arguments do
+    assert view.atlas["base"] == 0 and view.data["base"] == 0 and view.data["title"] == "Layer 1, head 2 (from 0)"
     bundle = np.frombuffer(__import__("base64").b64decode(view.all_scores), "<f4").reshape(run.scores.shape)
     np.testing.assert_array_equal(bundle, run.scores)  # every head's scores: the atlas works with no kernel behind it
     np.testing.assert_allclose(view.weights, run.weights[1, 2], atol=1e-5)

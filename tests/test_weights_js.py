@@ -1,4 +1,4 @@
-"""The browser's attention math (attnviz/weights.mjs, run by node) against the torch engine: the same raw scores in,
+"""The browser's attention math (attnviz/browser/weights.mjs, run by node) against the torch engine: the same raw scores in,
 the same weights out (≤ 1e-6), over τ from 0.01 to 100, hard attention with ties, causal and hidden keys, fully
 masked rows, huge scores, scores that leave float32, and 1 to 512 tokens. Also runs node's own tests (tests/js)."""
 
@@ -149,3 +149,34 @@ def test_ties_go_to_the_first_key(glove):
 def test_node_tests_pass():
     run = subprocess.run([NODE, "--test", str(ROOT / "tests" / "js")], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-3000:]
+
+
+def test_the_pages_csv_and_npy_equal_pythons_byte_for_byte(tmp_path):
+    """What the heatmap's CSV and .npy buttons save (attnviz/browser/files.mjs) equals attnviz.export's files of the same
+    float32 matrix: numbers from 1e-38 to 1e38, zeros, negatives, non-finite ones, exact powers of ten and values that
+    round up to one, and labels a spreadsheet would run or a CSV reader would split."""
+    import base64
+    import io
+
+    from attnviz.export import matrix_csv, weights_npy
+
+    rng = np.random.default_rng(0)
+    weights = rng.dirichlet(np.ones(16), 16).astype(np.float32)  # (16, 16) rows of a softmax
+    spread = (rng.standard_normal((8, 40)) * 10.0 ** rng.integers(-38, 38, (8, 40))).astype(np.float32)  # (8, 40)
+    edges = np.array([[0.0, 1.0, 10.0, 1e-5, 9.999995, 0.1, 1e38, -1e-38, np.nan, np.inf, -np.inf, -0.0]], np.float32)
+    hostile = ["=SUM(A1)", "+1", "-x", "@who", 'say "hi"', "a,b", "tab\there", "line\nbreak", "dog", "ü🐕", "", "'"]
+    cases = [(weights, [f"q{i}" for i in range(16)], [f"k{j}" for j in range(16)], "query \\ key"),
+             (spread, [f"r{i}" for i in range(8)], [f"c{j}" for j in range(40)], "layer \\ head"),
+             (edges, ["edges"], hostile, "query \\ key")]
+    # JSON has no NaN or ∞: they go as the strings "nan", "inf", "-inf", which node turns back into numbers
+    payload = [{"values": [float(v) if np.isfinite(v) else str(v) for v in m.ravel()], "rows": r, "cols": c, "corner": k}
+               for m, r, c, k in cases]
+    (tmp_path / "in.json").write_text(json.dumps(payload))
+    script = ROOT / "tests" / "js" / "files.mjs"
+    subprocess.run([NODE, str(script), str(tmp_path / "in.json"), str(tmp_path / "out.json")], check=True,
+                   capture_output=True, text=True)
+    for (matrix, rows, cols, corner), got in zip(cases, json.loads((tmp_path / "out.json").read_text())):
+        assert got["csv"].encode("utf-8") == matrix_csv(matrix, rows, cols, corner=corner)
+        saved = base64.b64decode(got["npy"])
+        assert saved == weights_npy(matrix)
+        np.testing.assert_array_equal(np.load(io.BytesIO(saved), allow_pickle=False), matrix)

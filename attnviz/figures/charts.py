@@ -42,7 +42,7 @@ def weight_bars(
 
 def bars_data(values: np.ndarray, labels_: list[str], *, title: str, axis: str, highlight: int | None = None,
               font_px: int = FONT_PX) -> dict:
-    """What the browser draws as labelled bars (heatmap_matrix.js's BarChart: the inspector's bars, no plotly): one
+    """What the browser draws as labelled bars (attnviz/browser/heatmap_matrix.mjs's BarChart: the inspector's bars, no plotly): one
     value per label, the `highlight` one marked; `axis` says what the numbers are. Labels are plain text."""
     values = np.ascontiguousarray(_finite(values), dtype="<f4")  # (k,)
     return dict(kind="bars", values=base64.b64encode(values.tobytes()).decode("ascii"), labels=[str(x) for x in labels_],

@@ -1,4 +1,4 @@
-"""What the effects panels draw (attnviz.effects): the routes graph's data for the browser (routes.js) and the
+"""What the effects panels draw (attnviz.effects): the routes graph's data for the browser (attnviz/browser/routes.mjs) and the
 importance measures as a matrix of final numbers."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ ROUTE_EDGES = 20_000  # at most this many edges are sent (the floor rises until 
 def routes_data(pieces: np.ndarray, attention: np.ndarray, residual: np.ndarray, tokens: list[str], *,
                 threshold: float, chosen: tuple[int, int], start: int | None = None, font_px: int = FONT_PX,
                 title: str = "") -> dict:
-    """What routes.js draws: every piece → piece edge [layer, source, target, share, head] of `pieces` (L, n, n) above
+    """What routes.mjs draws: every piece → piece edge [layer, source, target, share, head] of `pieces` (L, n, n) above
     the floor, head the one carrying most of it (attention (L, n, H, n)) or -1 where the residual stream carries most;
     `chosen` (layer, head) from 0 is drawn apart; layers and heads are labelled from 1."""
     layers, n = pieces.shape[:2]

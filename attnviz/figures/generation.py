@@ -1,4 +1,4 @@
-"""What the generation timeline draws (timeline.js): every step of a model's writing (attnviz.models.generate) sent
+"""What the generation timeline draws (attnviz/browser/timeline.mjs): every step of a model's writing (attnviz.models.generate) sent
 once, so that scrubbing and play run in the page with no round trip."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def packed_rows(weights: np.ndarray, first_row: int, causal: bool = True) -> str
 
 
 def timeline_data(generation, labels: list[str], piece_labels, layer: int, *, head: int = 0, font_px: int = FONT_PX,
-                  title: str = "", sampler: str = "", palette: str = "viridis", kind: str = "self") -> dict:
+                  title: str = "", sampler: str = "", palette: str = "viridis", kind: str = "self", base: int = 1) -> dict:
     """The timeline's data: the pieces' `labels` (the prompt's, then the written ones), `layer`'s weights (from 0) as
     lower triangles (every row, or where that passes WHOLE_LIMIT numbers, the rows the steps computed), and each
     step's offer. Step s reads pieces 0 … P + s − 1 (P the prompt's pieces): its query is
@@ -52,10 +52,10 @@ def timeline_data(generation, labels: list[str], piece_labels, layer: int, *, he
     packed = json.dumps([labels, steps, layer], separators=(",", ":"))
     version = hashlib.blake2b((packed + rows).encode(), digest_size=12).hexdigest()
     return dict(version=version, tokens=[str(t) for t in labels], prompt=int(generation.prompt), layer=int(layer),
-                heads=int(heads), head=int(head), weights=rows, first_row=int(first_row), steps=steps, base=1, font_px=font_px,
+                heads=int(heads), head=int(head), weights=rows, first_row=int(first_row), steps=steps, base=int(base), font_px=font_px,
                 stopped=generation.stopped, sampler=sampler, palette=palette_stops(palette), cross=cross,
                 keys=attention.keys.labels() if cross else None,
-                title=title or f"Writing {len(steps)} pieces, layer {layer + 1}")
+                title=title or f"Writing {len(steps)} pieces, layer {layer + base}")
 
 
 def payload_bytes(data: dict) -> int:

@@ -171,8 +171,8 @@ def _outline(fig: go.Figure, x0: float, y0: float, x1: float, y1: float) -> None
 def atlas_data(weights: np.ndarray, *, chosen: tuple[int, int], scale: str = "row", palette: str = "viridis", group: int = 1,
                most: int = ATLAS_BLOCKS, allowed: np.ndarray | None = None, font_px: int = FONT_PX,
                max_height: int = ATLAS_HEIGHT_PX, title: str | None = None, score: tuple[str, np.ndarray] | None = None,
-               colour: str = "pattern", sort: bool = False, signed: bool = False) -> dict:
-    """What the browser's head atlas (atlas.js) draws: every head of weights (L, H, n, n) as a thumbnail of at most
+               colour: str = "pattern", sort: bool = False, signed: bool = False, base: int = 1) -> dict:
+    """What the browser's head atlas (attnviz/browser/atlas.mjs) draws: every head of weights (L, H, n, n) as a thumbnail of at most
     `most` × `most` blocks (each block's largest weight beyond that), as the colour scale shows it, in bytes 0 … 255
     (base64); `allowed` (n, n), where a mask hides keys, greys the blocks no query may read; `chosen` (layer, head),
     counted from 0, is outlined; with `group` > 1 (grouped-query attention) dark lines part the key/value groups.
@@ -214,12 +214,12 @@ def atlas_data(weights: np.ndarray, *, chosen: tuple[int, int], scale: str = "ro
     values = np.rint(shown * 255).astype(np.uint8).tobytes()
     packed = base64.b64encode(values).decode("ascii")
     sorted_ = bool(sort and score is not None)
-    version = hashlib.blake2b("\x00".join([packed, masked, scale, palette, title, str(signed)]).encode(),
+    version = hashlib.blake2b("\x00".join([packed, masked, scale, palette, title, str(signed), str(base)]).encode(),
                               digest_size=12).hexdigest()
     data = dict(version=version, layers=int(n_layers), heads=int(n_heads), r=int(r), blocks=packed, masked=masked,
                 group=int(group) if not sorted_ else 1, chosen=[int(c) for c in chosen], palette=stops,
                 title=title, zmax_text=zmax_text, font_px=font_px, tile_max_px=ATLAS_TILE_PX, max_height=max_height,
-                order=order.ravel().tolist() if sorted_ else None)
+                order=order.ravel().tolist() if sorted_ else None, base=int(base))
     if score is not None and colour == "score" and signed:
         data["zmin_text"] = zmax_text.replace("+", "−")  # the scale runs −top … +top, 0 in its middle
     if score is not None:

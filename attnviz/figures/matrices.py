@@ -116,7 +116,7 @@ def interactive_heatmap(
     file: str = "attnviz_heatmap", font_px: int = FONT_PX, label_px: int | None = None, bars_limit: int = 64,
     height: int | None = None, max_height: int | None = None, key_window: tuple[int, int] | None = None,
 ) -> dict:
-    """What the interactive heatmap (heatmap.js) needs to compute and draw a view in the browser: the raw scores
+    """What the interactive heatmap (attnviz/browser/heatmap.mjs) needs to compute and draw a view in the browser: the raw scores
     a(q_i, k_j), (Tq, Tk) or (H, Tq, Tk) for several heads (drawn as their average or maximum, the view's `over`),
     before τ, the mask and the softmax, as float32 bytes in base64; the tokens as plain
     text (the browser sets them as text, never as HTML), OOV marked; the view's state (temp, hard, mask, hide,
@@ -156,7 +156,7 @@ def matrix_data(values: np.ndarray, row_labels: list[str], col_labels: list[str]
                 axes: tuple[str, str], scale: str = "absolute", palette: str = "viridis", chosen_row: int = -1,
                 font_px: int = FONT_PX, height: int | None = None, file: str = "attnviz_matrix") -> dict:
     """What the browser draws for a matrix of final numbers (n, m): each head's row of weights, a mean per layer and
-    head. The heatmap's own drawing (heatmap_matrix.js: labels, colour bar, hover, PNG/SVG) without τ, masks or clicks,
+    head. The heatmap's own drawing (heatmap_matrix.mjs: labels, colour bar, hover, PNG/SVG) without τ, masks or clicks,
     so a page that reruns often redraws no plotly chart. `what` names a cell's number, `axes` the rows and columns;
     `scale` "absolute" (0 → 1, for weights) or "max"; `chosen_row` (from 0) is outlined, -1 none."""
     values = np.ascontiguousarray(_finite(values), dtype="<f4")  # (n, m)

@@ -95,7 +95,7 @@ def plots(page, count=1, timeout=60_000):
     return page.evaluate(PLOT_DATA)
 
 
-# The interactive heatmaps (attnviz/heatmap.js; not the figures of final numbers drawn with its code, .av-matrix), each as
+# The interactive heatmaps (attnviz/browser/heatmap.mjs; not the figures of final numbers drawn with its code, .av-matrix), each as
 # one trace of the same shape: y names the rows "#i token", z is
 # what the colours show, w the weights the browser computed; view is its state (τ, hard, mask, …).
 LIVE_DATA = """() => Array.from(document.querySelectorAll('.av-root:not(.av-matrix)')).filter(r => r.attnviz).map(r => { const a = r.attnviz;
@@ -125,7 +125,7 @@ ATLASES = """() => Array.from(document.querySelectorAll('.av-atlas')).filter(r =
 
 
 def atlases(page) -> list[dict]:
-    """Each head atlas (attnviz/atlas.js) drawn on the page: its layers, heads and chosen (layer, head), from 0."""
+    """Each head atlas (attnviz/browser/atlas.mjs) drawn on the page: its layers, heads and chosen (layer, head), from 0."""
     return page.evaluate(ATLASES)
 
 

@@ -43,11 +43,20 @@ def test_every_page_loads_without_an_error_box(server, page, path):
     page.screenshot(path=str(SHOTS / f"{path or 'home'}.png"))
 
 
+def test_a_page_that_does_not_exist_says_so_before_the_home_page(server, page):
+    page.goto(f"{server}/no_such_page?text=%3Cb%3Ex%3C/b%3E")
+    dialog = page.get_by_role("dialog")
+    dialog.wait_for(timeout=60_000)
+    assert "Page not found" in dialog.inner_text()
+    page.wait_for_selector(".av-root .av-figure", timeout=120_000)  # the home page, drawn behind the message
+    assert "/no_such_page" not in page.url and not exceptions(page)
+
+
 def test_url_parameters_reproduce_the_view(server, page):
     page.goto(f"{server}/?text=the+cat+sat&mask=causal&scoring=cosine")
     trace = wait_for_heatmap(page, lambda t: len(t["y"]) == 3)
     assert trace["z"][0][1] == 0 and trace["z"][0][2] == 0  # causal: the first word sees only itself
-    assert page.get_by_text("cosine").count() > 0
+    assert shown_value(page, "stSelectbox", "Scoring function a(q, k)") == "cosine"
     assert url_has(page, "scoring=cosine", "mask=causal")
 
 

@@ -87,8 +87,8 @@ def test_a_saved_effects_view_removes_a_head_offline(browser, tmp_path):
         a.attnviz.showTile(l, h); return a.attnviz.tileCentre(l, h); }"""
     where = page.evaluate(click_head_offline, [1, 2])
     page.mouse.click(*where)
-    page.wait_for_function(f"({BARS})('After removing layer 2, head 3') !== null")
-    after = page.evaluate(BARS, "After removing layer 2, head 3")
+    page.wait_for_function(f"({BARS})('After removing layer 1, head 2 (from 0)') !== null")
+    after = page.evaluate(BARS, "After removing layer 1, head 2 (from 0)")
     assert np.allclose(after["values"], view.found.ablated[1, 2], atol=1e-6)
     assert all(url.startswith("file://") for url in requests)  # nothing asked of any host
     page.close()

@@ -98,14 +98,31 @@ def test_the_step_walk_downloads_every_matrix_it_draws(page, server):
     assert exceptions(page) == []
 
 
-def test_the_interactive_heatmap_exports_the_numbers_it_draws(page, server):
-    """Its weights are the browser's; the Download menu's are the server's torch engine, at the view synced last."""
+def toolbar_file(page, label: str) -> bytes:
+    """What one of the heatmap's own buttons (CSV, .npy) saves: built in the page, with no request to the server."""
+    with page.expect_download(timeout=30_000) as event:
+        page.locator(".av-root:not(.av-matrix) .av-button", has_text=label).first.click()
+    with open(event.value.path(), "rb") as saved:
+        return saved.read()
+
+
+def test_the_interactive_heatmap_exports_the_numbers_it_draws(page, server, glove):
+    """The heatmap's CSV and .npy buttons save the weights it draws, which equal softmax(XXᵀ/√d / τ) under the causal
+    mask written out here on the same GloVe vectors."""
+    from attnviz.embeddings import embed, tokenize
+
     page.goto(f"{server}/?text=the+cat+sat+on+the+mat&temp=0.5&mask=causal")
     drawn = np.array(wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 6)["w"])  # (6, 6)
     settle(page)
-    numbers = np.load(io.BytesIO(download(page, "heatmap", "npy")), allow_pickle=False)
+    x = embed(tokenize("the cat sat on the mat"), glove).vectors.astype(np.float64)  # (6, 50)
+    scores = x @ x.T / np.sqrt(x.shape[1]) / 0.5  # (6, 6)
+    scores[np.triu_indices(6, 1)] = -np.inf
+    expected = np.exp(scores - scores.max(1, keepdims=True))  # (6, 6)
+    expected /= expected.sum(1, keepdims=True)
+    numbers = np.load(io.BytesIO(toolbar_file(page, ".npy")), allow_pickle=False)
     assert numbers.dtype == np.float32 and numbers.shape == drawn.shape
     np.testing.assert_allclose(numbers, drawn, rtol=1e-6, atol=1e-7)
-    rows = list(csv.reader(io.StringIO(download(page, "heatmap", "csv").decode("utf-8"))))
-    assert rows[0][1:] == ["the", "cat", "sat", "on", "the", "mat"]
-    np.testing.assert_allclose(np.array([[float(v) for v in r[1:]] for r in rows[1:]]), drawn, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(numbers, expected, rtol=1e-4, atol=1e-6)
+    rows = list(csv.reader(io.StringIO(toolbar_file(page, "CSV").decode("utf-8"))))
+    assert rows[0] == ["query \\ key", "the", "cat", "sat", "on", "the", "mat"]
+    np.testing.assert_allclose(np.array([[float(v) for v in r[1:]] for r in rows[1:]]), expected, rtol=1e-4, atol=1e-6)

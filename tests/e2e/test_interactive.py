@@ -46,7 +46,17 @@ def burst(page):
         page.keyboard.press(key)
 
 
+def count_posts(page) -> list[str]:
+    """The views the page posts from now on to the server's view beacon (pages/_beacon: no page run)."""
+    posted = []
+    page.on("request", lambda r: posted.append(r.post_data) if r.method == "POST" and "/_attnviz/view" in r.url else None)
+    return posted
+
+
 def test_a_burst_of_changes_asks_the_server_nothing_until_the_pause(server, page):
+    """On Self-attention no view drawn by the server depends on the heatmap's, so the pause reruns nothing: it posts
+    the view (one small HTTP request, no websocket message) and the browser writes the link; the next run, for a new
+    sentence, keeps the view."""
     page.goto(server)
     before = wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 16)
     settle(page)
@@ -54,6 +64,7 @@ def test_a_burst_of_changes_asks_the_server_nothing_until_the_pause(server, page
     page.reload()
     wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 16)
     settle(page)
+    posted = count_posts(page)
     start = len(sent)
     burst(page)
     during = len(sent) - start
@@ -64,12 +75,12 @@ def test_a_burst_of_changes_asks_the_server_nothing_until_the_pause(server, page
     assert drawn["w"] != before["w"] and drawn["w"][0][1] == 0  # causal: the first word sees only itself
     assert url_has(page, "temp=0.2", "mask=causal", "scale=max", "palette=cividis", "query=6")
     settle(page)
-    assert len(sent) - start == 1, "one message once the person paused"
+    assert len(sent) - start == 0, "the pause sent no websocket message (no page run)"
+    assert len(posted) == 1 and '"temp":0.2' in posted[0], posted
     assert not exceptions(page)
-    # The download holds the weights drawn (the server's torch engine against the browser's math).
-    page.get_by_role("button", name="Download").first.click()
+    # The CSV button saves the weights drawn (the server's torch engine against the browser's math).
     with page.expect_download() as download:
-        page.get_by_role("button", name="Numbers (CSV)").click()
+        page.locator(".av-root .av-button", has_text="CSV").first.click()
     rows = list(csv.reader(io.StringIO(open(download.value.path(), encoding="utf-8").read())))[1:]
     downloaded = [[float(v) for v in row[1:]] for row in rows]
     assert max(abs(a - b) for r, s in zip(downloaded, drawn["w"]) for a, b in zip(r, s)) < 1e-5
@@ -79,6 +90,31 @@ def test_a_burst_of_changes_asks_the_server_nothing_until_the_pause(server, page
     again = wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 16)
     assert again["view"] == drawn["view"] and again["w"] == drawn["w"] and again["z"] == drawn["z"]
     page.screenshot(path=str(SHOTS / "self_attention_interactive.png"))
+
+
+def test_a_paused_view_survives_a_new_sentence_and_a_page_switch(server, page):
+    """The view a pause posted (no run) is what the next run keeps: a new sentence keeps τ and the mask, and so does
+    a visit to another page and back."""
+    page.goto(server)
+    wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 16)
+    settle(page)
+    tau = page.get_by_role("slider", name="Temperature τ (log scale)")
+    for key in ("ArrowRight", "ArrowRight"):
+        tau.press(key)
+    live_select(page, "Mask", "causal")
+    assert url_has(page, "temp=5.0", "mask=causal")
+    box = page.get_by_role("textbox", name="Sentence")
+    box.fill("the cat sat on the mat today")
+    box.press("Control+Enter")
+    typed = wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 7)
+    assert typed["view"]["temp"] == 5.0 and typed["view"]["mask"] == "causal"
+    assert url_has(page, "temp=5.0", "mask=causal", "text=the+cat")
+    page.get_by_role("link", name="Scoring functions").first.click()
+    settle(page)
+    page.get_by_role("link", name="Self-attention").first.click()
+    back = wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 7)
+    assert back["view"]["temp"] == 5.0 and back["view"]["mask"] == "causal"
+    assert not exceptions(page)
 
 
 def test_a_click_a_label_and_the_keys_choose_the_query(server, page):

@@ -1,7 +1,7 @@
 // Reads cases of raw scores (one head or several) and options (written by tests/test_weights_js.py from the torch engine), computes the
-// weights with attnviz/weights.mjs, and writes them back: node tests/js/parity.mjs cases.json out.json
+// weights with attnviz/browser/weights.mjs, and writes them back: node tests/js/parity.mjs cases.json out.json
 import { readFileSync, writeFileSync } from "node:fs";
-import { headWeights } from "../../attnviz/weights.mjs";
+import { headWeights } from "../../attnviz/browser/weights.mjs";
 
 const [input, output] = process.argv.slice(2);
 const cases = JSON.parse(readFileSync(input, "utf8"));

@@ -3,7 +3,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
   attentionWeights, colourBarTitle, colourValues, columns, difference, entropy, formatG, headWeights, paletteColour, rowMaxima, topWeight,
-} from "../../attnviz/weights.mjs";
+} from "../../attnviz/browser/weights.mjs";
 
 const close = (a, b, tol = 1e-12) => assert.ok(Math.abs(a - b) <= tol, `${a} != ${b}`);
 

@@ -1,9 +1,9 @@
-// The notebook widget's adapter (attnviz/widget.js) without a browser: the view it hands the heatmap from the model's
+// The notebook widget's adapter (attnviz/browser/anywidget.mjs) without a browser: the view it hands the heatmap from the model's
 // traitlets, what it sends back, and the head it cuts out of a model view's bundle of every head's scores.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { heatmapData, sendView, viewOf } from "../../attnviz/widget.js";
+import { heatmapData, sendView, viewOf } from "../../attnviz/browser/anywidget.mjs";
 
 function fakeModel(values) {
   const saved = [];
@@ -41,12 +41,15 @@ test("a view the heatmap sends sets the changed traitlets, then saves once", () 
 test("a model view cuts the chosen head's scores out of its bundle", () => {
   const [layers, heads, n, m] = [2, 3, 2, 2];
   const all = Float32Array.from({ length: layers * heads * n * m }, (_, i) => i);
-  const data = { view: VIEW, layers, heads_per_layer: heads, n, m, version: "v", scores: "" };
+  const data = { view: VIEW, layers, heads_per_layer: heads, n, m, version: "v", scores: "", base: 0 };
   const model = fakeModel({ ...VIEW, data, all_scores: all, layer: 1, head: 2 });
   const drawn = heatmapData(model);
   assert.deepEqual(Array.from(drawn.scores), [20, 21, 22, 23]); // layer 1, head 2: block 1 · 3 + 2 = 5
   assert.equal(drawn.version, "v-1-2");
-  assert.match(drawn.title, /^Layer 2, head 3: 2 queries × 2 keys$/);
+  // the notebook counts from 0, as its arguments do, and says so; a figure counting from 1 says nothing more
+  assert.match(drawn.title, /^Layer 1, head 2 \(from 0\): 2 queries × 2 keys$/);
+  const fromOne = heatmapData(fakeModel({ ...VIEW, data: { ...data, base: 1 }, all_scores: all, layer: 1, head: 2 }));
+  assert.match(fromOne.title, /^Layer 2, head 3: 2 queries × 2 keys$/);
 });
 
 test("Compare's sides take A's view and B's own τ, hard and mask", () => {
@@ -61,12 +64,12 @@ test("Compare's sides take A's view and B's own τ, hard and mask", () => {
 });
 
 test("the effects view's bars after removing a head are that head's values under the bars before's labels", async () => {
-  const { afterBars } = await import("../../attnviz/widget.js");
+  const { afterBars } = await import("../../attnviz/browser/anywidget.mjs");
   const before = { kind: "bars", values: "AAAA", labels: ["a", "b"], title: "Before", axis: "p" };
-  const model = fakeModel({ before, after: ["h00", "h01", "h02", "h10", "h11", "h12"], effects_atlas: { heads: 3 }, layer: 1, head: 2 });
+  const model = fakeModel({ before, after: ["h00", "h01", "h02", "h10", "h11", "h12"], effects_atlas: { heads: 3, base: 0 }, layer: 1, head: 2 });
   const after = afterBars(model);
   assert.equal(after.values, "h12");
   assert.deepEqual(after.labels, ["a", "b"]);
-  assert.equal(after.title, "After removing layer 2, head 3");
+  assert.equal(after.title, "After removing layer 1, head 2 (from 0)");
   assert.equal(before.values, "AAAA"); // the bars before are left as they were
 });

@@ -1,9 +1,12 @@
-// The interactive heatmap (heatmap.js), its inspector part: methods that heatmap.js puts on the Heatmap class.
+// The interactive heatmap (heatmap.mjs), its inspector part: methods that heatmap.mjs puts on the Heatmap class.
 // The query inspector: the chosen query's weights as bars over the keys, and its entropy.
 
+import { el, short } from "./draw.mjs";
+import { entropy, formatG } from "./weights.mjs";
+
 /** Horizontal bars, one per item {label, value, text, highlight}, each as long as its value against the largest: the
- * inspector's, and a chart of bars of their own (heatmap_matrix.js). Labels are set as text, never as HTML. */
-function bars(items) {
+ * inspector's, and a chart of bars of their own (heatmap_matrix.mjs). Labels are set as text, never as HTML. */
+export function bars(items) {
   const top = Math.max(1e-12, ...items.map((item) => item.value));
   const list = el("div", { class: "av-bars", role: "list" });
   for (const { label, value, text, highlight } of items) {
@@ -17,7 +20,7 @@ function bars(items) {
   return list;
 }
 
-const Inspector = {
+export const Inspector = {
   drawInspector() {
     if (!this.inspects) return this.inspector.replaceChildren();
     const d = this.data;

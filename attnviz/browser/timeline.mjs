@@ -2,43 +2,37 @@
 // play and pause, and the head shown all run here with no round trip. Step s reads pieces 0 … P + s − 1 (P the
 // prompt's) and writes piece P + s: the bars are what it offered (kept pieces blue, the chosen one orange), the rows
 // are the query's weights in each head of one layer, the matrix is the chosen head's over the pieces so far, with the
-// written pieces marked apart from the prompt. canvasContext and paletteColour come from canvas.js and weights.mjs.
+// written pieces marked apart from the prompt.
 
-const TIMELINE_KEPT = "#0072b2";
-const TIMELINE_DROPPED = "#c8c8c8";
-const TIMELINE_CHOSEN = "#d55e00";
-const TIMELINE_TEXT = "#31333f";
-const TIMELINE_PLAY_MS = 600;
+import { HIGHLIGHT, INK, bytesOf, canvasContext, el, mountOnce } from "./draw.mjs";
+import { paletteColour } from "./weights.mjs";
 
-function timelineEl(tag, attrs = {}, text) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, value);
-  if (text !== undefined) node.textContent = text;
-  return node;
-}
+const KEPT = "#0072b2";
+const DROPPED = "#c8c8c8";
+const PLAY_MS = 600;
 
-class Timeline {
+export class Timeline {
   constructor(root) {
     this.root = root;
     root.classList.add("av-timeline");
-    this.heading = root.appendChild(timelineEl("div", { class: "av-atlas-title" }));
-    const controls = root.appendChild(timelineEl("div", { class: "av-timeline-controls" }));
-    this.play = controls.appendChild(timelineEl("button", { type: "button", "aria-label": "play" }, "▶ Play"));
-    this.slider = controls.appendChild(timelineEl("input", { type: "range", min: "0", step: "1", "aria-label": "step" }));
-    this.headPick = controls.appendChild(timelineEl("select", { "aria-label": "head" }));
-    this.said = root.appendChild(timelineEl("div", { class: "av-timeline-said" }));
-    this.text = root.appendChild(timelineEl("div", { class: "av-timeline-text" }));
-    const panels = root.appendChild(timelineEl("div", { class: "av-timeline-panels" }));
-    this.barsBox = panels.appendChild(timelineEl("div", { class: "av-atlas-figure" }));
-    this.barsCaption = this.barsBox.appendChild(timelineEl("div", { class: "av-timeline-caption" }));
-    this.bars = this.barsBox.appendChild(timelineEl("canvas", { class: "av-timeline-bars" }));
-    this.rowsBox = panels.appendChild(timelineEl("div", { class: "av-atlas-figure" }));
-    this.rowsCaption = this.rowsBox.appendChild(timelineEl("div", { class: "av-timeline-caption" }));
-    this.rows = this.rowsBox.appendChild(timelineEl("canvas", { class: "av-timeline-rows" }));
-    this.matrixBox = root.appendChild(timelineEl("div", { class: "av-atlas-figure" }));
-    this.matrixCaption = this.matrixBox.appendChild(timelineEl("div", { class: "av-timeline-caption" }));
-    this.matrix = this.matrixBox.appendChild(timelineEl("canvas", { class: "av-timeline-matrix" }));
-    this.tip = root.appendChild(timelineEl("div", { class: "av-tip", role: "tooltip" }));
+    this.heading = root.appendChild(el("div", { class: "av-atlas-title" }));
+    const controls = root.appendChild(el("div", { class: "av-timeline-controls" }));
+    this.play = controls.appendChild(el("button", { type: "button", "aria-label": "play" }, "▶ Play"));
+    this.slider = controls.appendChild(el("input", { type: "range", min: "0", step: "1", "aria-label": "step" }));
+    this.headPick = controls.appendChild(el("select", { "aria-label": "head" }));
+    this.said = root.appendChild(el("div", { class: "av-timeline-said" }));
+    this.text = root.appendChild(el("div", { class: "av-timeline-text" }));
+    const panels = root.appendChild(el("div", { class: "av-timeline-panels" }));
+    this.barsBox = panels.appendChild(el("div", { class: "av-atlas-figure" }));
+    this.barsCaption = this.barsBox.appendChild(el("div", { class: "av-timeline-caption" }));
+    this.bars = this.barsBox.appendChild(el("canvas", { class: "av-timeline-bars" }));
+    this.rowsBox = panels.appendChild(el("div", { class: "av-atlas-figure" }));
+    this.rowsCaption = this.rowsBox.appendChild(el("div", { class: "av-timeline-caption" }));
+    this.rows = this.rowsBox.appendChild(el("canvas", { class: "av-timeline-rows" }));
+    this.matrixBox = root.appendChild(el("div", { class: "av-atlas-figure" }));
+    this.matrixCaption = this.matrixBox.appendChild(el("div", { class: "av-timeline-caption" }));
+    this.matrix = this.matrixBox.appendChild(el("canvas", { class: "av-timeline-matrix" }));
+    this.tip = root.appendChild(el("div", { class: "av-tip", role: "tooltip" }));
     this.slider.addEventListener("input", () => this.show(Number(this.slider.value)));
     this.headPick.addEventListener("change", () => {
       this.head = Number(this.headPick.value);
@@ -65,9 +59,9 @@ class Timeline {
       this.step = 0;
       this.head = Math.min(data.head, data.heads - 1);
       this.headPick.replaceChildren(...Array.from({ length: data.heads }, (_, h) =>
-        timelineEl("option", { value: String(h) }, `head ${h + data.base}`)));
+        el("option", { value: String(h) }, `head ${h + data.base}`)));
       this.text.replaceChildren(...data.tokens.map((t, j) =>
-        timelineEl("span", { class: j < data.prompt ? "av-prompt" : "av-written" }, t)));
+        el("span", { class: j < data.prompt ? "av-prompt" : "av-written" }, t)));
     }
     this.headPick.value = String(this.head);
     this.show(this.step);
@@ -91,7 +85,7 @@ class Timeline {
    * every source piece) as
    * this.rowsOf[h][i] = Float32Array of row i's weights, views into one array. */
   unpack(d) {
-    const bytes = Uint8Array.from(atob(d.weights), (c) => c.charCodeAt(0));
+    const bytes = bytesOf(d.weights);
     const values = new Uint16Array(bytes.buffer);
     const n = d.tokens.length;
     let at = 0;
@@ -113,7 +107,7 @@ class Timeline {
     this.timer = setInterval(() => {
       this.show(this.step + 1);
       if (this.step >= this.data.steps.length - 1) this.pause();
-    }, TIMELINE_PLAY_MS);
+    }, PLAY_MS);
   }
 
   pause() {
@@ -172,9 +166,9 @@ class Timeline {
     ctx.textBaseline = "middle";
     s.top.forEach((label, k) => {
       const y = 3 + k * row;
-      ctx.fillStyle = k === s.chosen_top ? TIMELINE_CHOSEN : s.kept[k] ? TIMELINE_KEPT : TIMELINE_DROPPED;
+      ctx.fillStyle = k === s.chosen_top ? HIGHLIGHT : s.kept[k] ? KEPT : DROPPED;
       ctx.fillRect(left, y + 2, Math.max(1, room * s.probs[k] / top), row - 4);
-      ctx.fillStyle = TIMELINE_TEXT;
+      ctx.fillStyle = INK;
       ctx.textAlign = "right";
       ctx.fillText(label, left - 6, y + row / 2, left - 8);
       ctx.textAlign = "left";
@@ -209,10 +203,10 @@ class Timeline {
         ctx.fillRect(left + j * cell, h * row, Math.ceil(cell), row - 1);
       }
       if (h === this.head) {
-        ctx.strokeStyle = TIMELINE_CHOSEN;
+        ctx.strokeStyle = HIGHLIGHT;
         ctx.strokeRect(left + 0.5, h * row + 0.5, cell * keys - 1, row - 2);
       }
-      ctx.fillStyle = TIMELINE_TEXT;
+      ctx.fillStyle = INK;
       ctx.textAlign = "right";
       ctx.textBaseline = "middle";
       ctx.fillText(`H${h + d.base}`, left - 4, h * row + row / 2);
@@ -227,12 +221,12 @@ class Timeline {
     ctx.textBaseline = "middle";
     for (let j = 0; j < count; j++) {
       if (this.writtenKey(j)) {
-        ctx.fillStyle = TIMELINE_KEPT;
+        ctx.fillStyle = KEPT;
         ctx.fillRect(x(j) - cell / 2, y - 3, Math.max(1, cell - 1), 2);
       }
       if (j % every && j !== count - 1) continue;
       ctx.save();
-      ctx.fillStyle = this.writtenKey(j) ? TIMELINE_KEPT : TIMELINE_TEXT;
+      ctx.fillStyle = this.writtenKey(j) ? KEPT : INK;
       ctx.translate(x(j), y + 2);
       ctx.rotate(-Math.PI / 3);
       ctx.fillText(this.keyLabel(j), 0, 0, d.font_px * 6);
@@ -263,17 +257,17 @@ class Timeline {
       }
       const every = Math.max(1, Math.ceil((font + 2) / cell));
       if (i % every === 0 || i === query) {
-        ctx.fillStyle = i >= d.prompt ? TIMELINE_KEPT : TIMELINE_TEXT;
+        ctx.fillStyle = i >= d.prompt ? KEPT : INK;
         ctx.textAlign = "right";
         ctx.textBaseline = "middle";
         ctx.fillText(d.tokens[i], left - 6, i * cell + cell / 2, left - 8);
       }
       if (i >= d.prompt) {
-        ctx.fillStyle = TIMELINE_KEPT;
+        ctx.fillStyle = KEPT;
         ctx.fillRect(left - 4, i * cell, 2, Math.max(1, cell - 1));
       }
     }
-    ctx.strokeStyle = TIMELINE_CHOSEN;
+    ctx.strokeStyle = HIGHLIGHT;
     ctx.lineWidth = 2;
     ctx.strokeRect(left + 1, query * cell + 1, cell * columns - 2, cell - 2);
     ctx.lineWidth = 1;
@@ -308,12 +302,6 @@ class Timeline {
   }
 }
 
-function mountTimeline(component) {
-  const { data, parentElement } = component;
-  let host = parentElement.querySelector(".av-timeline-host");
-  if (!host) {
-    host = parentElement.appendChild(timelineEl("div", { class: "av-timeline-host" }));
-    host.view = new Timeline(host.appendChild(timelineEl("div")));
-  }
-  host.view.load(data);
+export function mountTimeline({ data, parentElement }) {
+  mountOnce(parentElement, "av-timeline-host", Timeline).load(data);
 }

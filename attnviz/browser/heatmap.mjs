@@ -1,16 +1,17 @@
-// The interactive attention heatmap: a Streamlit component (components v2) that receives a view's raw scores
-// once and recomputes and redraws in the browser when τ, hard attention, the mask, the colour scale, the palette
-// or the chosen query change. The math is weights.mjs (prepended to this file when the component is registered).
-// User text (tokens) is only ever set as textContent, never parsed as HTML.
-// Python hears of the view once the person pauses (SYNC_MS after the last change), so the URL, the session's
-// controls and the downloads follow what is drawn.
-//
-// Joined at run time, in attnviz.web.HEATMAP's order, with no build step: weights.mjs (the math), heatmap_draw.js,
-// heatmap_toolbar.js, heatmap_inspector.js, heatmap_export.js, this file (the class and its state),
-// heatmap_compare.js (Compare A | B and B − A), heatmap_matrix.js (final numbers, bars); then a host's adapter: Streamlit's component (`export default mount`)
-// or the notebook widget's (widget.js).
+// The interactive attention heatmap: it receives a view's raw scores once and recomputes and redraws in the browser
+// when τ, hard attention, the mask, the colour scale, the palette or the chosen query change (weights.mjs computes).
+// User text (tokens) is only ever set as textContent, never parsed as HTML. The host hears of the view once the person
+// pauses (SYNC_MS after the last change), through the setStateValue it gave (figures.mjs's mount).
+// Its parts are methods from heatmap_draw.mjs, heatmap_toolbar.mjs, heatmap_inspector.mjs and heatmap_export.mjs.
 
-class Heatmap {
+import { el, float32Of, short } from "./draw.mjs";
+import { CONTROLS, Drawing, MASK_NAMES, SYNC_MS } from "./heatmap_draw.mjs";
+import { Export } from "./heatmap_export.mjs";
+import { Inspector } from "./heatmap_inspector.mjs";
+import { Toolbar } from "./heatmap_toolbar.mjs";
+import { colourValues, columns, headWeights, maskRule, rowMaxima } from "./weights.mjs";
+
+export class Heatmap {
   /**
    * `options.owner`: a Compare that this heatmap is a side of (it hears of each change and syncs Python);
    * `options.controls`: which of CONTROLS the toolbar has; `options.masks`: the mask choices ({value: name});
@@ -54,7 +55,7 @@ class Heatmap {
     this.root.style.fontSize = `${data.font_px + 2}px`; // the toolbar, hover and inspector; the figure's text is font_px
     if (fresh) {
       // (H, n, M) float32, before τ, mask and softmax: base64 from Python, or a slice a notebook widget already holds
-      this.scores = typeof data.scores === "string" ? decodeScores(data.scores) : data.scores;
+      this.scores = typeof data.scores === "string" ? float32Of(data.scores) : data.scores;
       // (n, m) the drawn columns' scores of the first head, for the hover
       this.drawnScores = this.windowed() ? columns(this.scores, data.n, this.keyCount(), data.col_start, data.m) : this.scores;
       if (this.pending() && this.view) {
@@ -181,21 +182,3 @@ class Heatmap {
 }
 
 Object.assign(Heatmap.prototype, Drawing, Toolbar, Inspector, Export);
-
-/** Mount a single heatmap or a Compare into component.parentElement for component.data (a host calls it again with
- * new data); component.setStateValue("view", view) hears of the view once the person pauses. */
-function mount(component) {
-  const { data, parentElement, setStateValue } = component;
-  const kind = data.kind || (data.sides ? (data.compact ? "compact" : "compare") : "single");
-  let host = parentElement.querySelector(".av-host");
-  if (!host) host = parentElement.appendChild(el("div", { class: "av-host" }));
-  if (host.kind !== kind) {
-    host.replaceChildren();
-    host.className = "av-host"; // a Compare's classes go with it
-    host.kind = kind;
-    const root = () => host.appendChild(el("div", { class: "av-heatmap" }));
-    host.view = kind === "single" ? new Heatmap(root()) : kind === "matrix" ? new Matrix(root())
-      : kind === "bars" ? new BarChart(root()) : new Compare(host, kind === "compact");
-  }
-  host.view.load(data, setStateValue);
-}

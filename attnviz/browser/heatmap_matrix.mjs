@@ -3,7 +3,12 @@
 // computed (each head's row of weights, a mean per layer and head), with the heatmap's labels, colour bar, hover and
 // PNG/SVG, without τ, masks, an inspector or clicks; and BarChart, labelled bars (the inspector's).
 
-class Matrix extends Heatmap {
+import { el, float32Of } from "./draw.mjs";
+import { Heatmap } from "./heatmap.mjs";
+import { bars } from "./heatmap_inspector.mjs";
+import { formatG } from "./weights.mjs";
+
+export class Matrix extends Heatmap {
   constructor(root) {
     super(root, { controls: [], inspector: false });
     root.classList.add("av-matrix"); // not a heatmap of scores: tests and benchmarks that read those pass it by
@@ -15,7 +20,7 @@ class Matrix extends Heatmap {
     this.data = data;
     this.root.style.fontSize = `${data.font_px + 2}px`;
     if (fresh) {
-      this.values = decodeScores(data.values); // (n, m) float32, drawn as they are
+      this.values = float32Of(data.values); // (n, m) float32, drawn as they are
       this.drawnScores = this.values;
       this.view = { ...data.view };
       this.buildToolbar();
@@ -49,7 +54,7 @@ class Matrix extends Heatmap {
 }
 
 /** Labelled horizontal bars with a title and what the numbers are: the page's bars, drawn without plotly. */
-class BarChart {
+export class BarChart {
   constructor(root) {
     this.root = root;
     root.classList.add("av-barchart");
@@ -57,7 +62,7 @@ class BarChart {
 
   load(data) {
     this.root.style.fontSize = `${data.font_px + 2}px`;
-    const values = Array.from(decodeScores(data.values));
+    const values = Array.from(float32Of(data.values));
     const items = values.map((value, i) => ({ label: data.labels[i], value, text: formatG(value, 4), highlight: i === data.highlight }));
     const heading = el("div", { class: "av-heading" }, data.title);
     const axis = el("div", { class: "av-bound" }, data.axis);

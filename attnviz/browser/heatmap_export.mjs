@@ -1,7 +1,12 @@
-// The interactive heatmap (heatmap.js), its export part: methods that heatmap.js puts on the Heatmap class.
-// Exports: the figure as PNG (3×) or SVG, built from what is drawn.
+// The interactive heatmap (heatmap.mjs), its export part: methods that heatmap.mjs puts on the Heatmap class.
+// Exports, built in the page from what is drawn: the figure as PNG (3×) or SVG, its numbers as CSV or float32 .npy.
 
-const Export = {
+import { HIGHLIGHT, INK, MASKED_RGB, SVG_NS, el } from "./draw.mjs";
+import { matrixCsv, npyFloat32 } from "./files.mjs";
+import { SVG_CELLS } from "./heatmap_draw.mjs";
+import { paletteColour } from "./weights.mjs";
+
+export const Export = {
   /** The figure as one canvas at `scale`× (cells, colour bar, every text of the overlay). */
   render(scale) {
     const canvas = document.createElement("canvas");
@@ -14,7 +19,7 @@ const Export = {
     ctx.imageSmoothingEnabled = false;
     ctx.drawImage(this.cellImage(), this.plot.x, this.plot.y, this.plot.w, this.plot.h);
     this.drawColourBar(ctx);
-    ctx.fillStyle = "#31333f";
+    ctx.fillStyle = INK;
     for (const text of this.svg.querySelectorAll("text")) {
       ctx.save();
       ctx.font = getComputedStyle(text).font || this.font;
@@ -67,8 +72,20 @@ const Export = {
     defs.appendChild(gradient);
     const bar = el("svg:rect", { x: plot.x + plot.w + 12, y: plot.y, width: 14, height: plot.h, fill: "url(#av-bar)" });
     svg.prepend(defs, cells, bar);
-    svg.setAttribute("style", `font: ${this.font}; fill: #31333f`);
+    svg.setAttribute("style", `font: ${this.font}; fill: ${INK}`);
     this.save(new Blob([new XMLSerializer().serializeToString(svg)], { type: "image/svg+xml" }), "svg");
+  },
+
+  /** The numbers drawn (n, m): the weights, their combination over heads where there are several, or the figure's
+   * values; as CSV (`kind` "csv", each number as float32) or float32 .npy. Nothing where no weights exist (S/τ left
+   * float32's range: the figure says so). */
+  saveNumbers(kind) {
+    const d = this.data;
+    if (this.result.overflow.length && !this.view.hard) return;
+    const [rows, cols] = d.axes || ["query", "key"];
+    const file = kind === "csv" ? matrixCsv(this.result.weights, d.rows, d.cols, `${rows} \\ ${cols}`)
+      : npyFloat32(this.result.weights, d.n, d.m);
+    this.save(new Blob([file], { type: kind === "csv" ? "text/csv" : "application/octet-stream" }), kind);
   },
 
   save(blob, ext) {

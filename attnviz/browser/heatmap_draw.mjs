@@ -1,34 +1,18 @@
-// The interactive heatmap's shared constants and helpers, and its drawing (methods that heatmap.js puts on the
+// The interactive heatmap's shared constants and helpers, and its drawing (methods that heatmap.mjs puts on the
 // Heatmap class): the layout of the figure (margins measured for the labels), the cells as one image, the colour bar,
 // the overlay's labels, titles and outlines as SVG text, the hover, and what is drawn for tests (expose).
 
-const SYNC_MS = 400;
-const SVG_NS = "http://www.w3.org/2000/svg";
-const HIGHLIGHT = "#d55e00";
-const MASKED_RGB = [0xe4, 0xe4, 0xe4]; // a masked cell: no weight at all, drawn apart from a small weight
-const PALETTE_LEVELS = 1023; // colours per palette: finer than a screen's 8 bits a channel can show
-const SVG_CELLS = 128 * 128; // above this many cells an SVG download carries the cells as an image
-const MASK_NAMES = { none: "none", causal: "causal", keys: "hide keys" }; // a page may send its own (data.masks)
-const SCALE_NAMES = { row: "per row", max: "0 → largest shown", absolute: "0 → 1", sqrt: "√ stretch" };
-const OVER_NAMES = { mean: "average", max: "maximum" }; // how several heads combine into the one matrix drawn
-const CONTROLS = ["temp", "hard", "mask", "over", "scale", "palette"]; // a heatmap's toolbar, all of it
-const SHARED = ["scale", "palette", "query"]; // Compare: what A, B and B − A share
+import { FONT, HIGHLIGHT, MASKED_RGB, canvasContext, el } from "./draw.mjs";
+import { colourBarTitle, formatG, maskRule, paletteColour } from "./weights.mjs";
 
-function el(tag, attrs = {}, text) {
-  const node = tag.startsWith("svg:") ? document.createElementNS(SVG_NS, tag.slice(4)) : document.createElement(tag);
-  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, value);
-  if (text !== undefined) node.textContent = text;
-  return node;
-}
-
-function decodeScores(base64) {
-  const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
-  return new Float32Array(bytes.buffer);
-}
-
-function short(label, chars) {
-  return [...label].length <= chars ? label : [...label].slice(0, chars - 1).join("") + "…";
-}
+export const SYNC_MS = 400;
+export const PALETTE_LEVELS = 1023; // colours per palette: finer than a screen's 8 bits a channel can show
+export const SVG_CELLS = 128 * 128; // above this many cells an SVG download carries the cells as an image
+export const MASK_NAMES = { none: "none", causal: "causal", keys: "hide keys" }; // a page may send its own (data.masks)
+export const SCALE_NAMES = { row: "per row", max: "0 → largest shown", absolute: "0 → 1", sqrt: "√ stretch" };
+export const OVER_NAMES = { mean: "average", max: "maximum" }; // how several heads combine into the one matrix drawn
+export const CONTROLS = ["temp", "hard", "mask", "over", "scale", "palette"]; // a heatmap's toolbar, all of it
+export const SHARED = ["scale", "palette", "query"]; // Compare: what A, B and B − A share
 
 const ALL_LABELS = 20; // figures.ALL_LABELS: up to this many tokens every label is drawn
 
@@ -49,12 +33,12 @@ function labelFontPx(count, px, pitch, font, min) {
   return Math.max(min, Math.floor((font * px) / (count * pitch)));
 }
 
-const Drawing = {
+export const Drawing = {
   /** Margins sized for the labels (measured), the plot area, and the label positions; false if unchanged. */
   layout() {
     const d = this.data;
     const width = Math.max(320, Math.floor(this.root.clientWidth || 700));
-    const font = `${d.font_px}px "Source Sans Pro", "Source Sans 3", sans-serif`;
+    const font = `${d.font_px}px ${FONT}`;
     const ctx = this.canvas.getContext("2d");
     ctx.font = font;
     const widest = (count, label) => Math.max(0, ...Array.from({ length: count }, (_, i) => ctx.measureText(label(i)).width));

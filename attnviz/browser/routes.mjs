@@ -3,22 +3,15 @@
 // passes the threshold. The routes are the edges reachable from the last piece at the top. Python sends every edge
 // above a floor once (figures.routes_data); the threshold slider redraws here, with no round trip, and tells Python its
 // value only when released (for the link). A click on an edge opens the head that carries most of it.
-// canvasContext comes from canvas.js, prepended when the component is registered.
+
+import { HIGHLIGHT, INK, canvasContext, el, mountOnce } from "./draw.mjs";
 
 const ROUTE_HEAD = "#0072b2";
 const ROUTE_RESIDUAL = "#999999";
-const ROUTE_CHOSEN = "#d55e00";
-
-function routesEl(tag, attrs = {}, text) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, value);
-  if (text !== undefined) node.textContent = text;
-  return node;
-}
 
 /** The edges on the routes from piece `start` after the last layer down to the input, with share ≥ threshold.
  * edges: [layer, source, target, share, head] (head -1: mostly the residual stream). */
-function reachable(edges, layers, start, threshold) {
+export function reachable(edges, layers, start, threshold) {
   const byLayer = Array.from({ length: layers }, () => []);
   for (const e of edges) if (e[3] >= threshold) byLayer[e[0]].push(e);
   let reached = new Set([start]);
@@ -35,18 +28,18 @@ function reachable(edges, layers, start, threshold) {
   return kept;
 }
 
-class Routes {
+export class Routes {
   constructor(root) {
     this.root = root;
     root.classList.add("av-routes");
-    this.heading = root.appendChild(routesEl("div", { class: "av-atlas-title" }));
-    const controls = root.appendChild(routesEl("label", { class: "av-routes-controls" }));
+    this.heading = root.appendChild(el("div", { class: "av-atlas-title" }));
+    const controls = root.appendChild(el("label", { class: "av-routes-controls" }));
     controls.appendChild(document.createTextNode("Threshold "));
-    this.slider = controls.appendChild(routesEl("input", { type: "range", min: "0.01", max: "0.5", step: "0.01", "aria-label": "threshold" }));
-    this.said = controls.appendChild(routesEl("span", { class: "av-routes-said" }));
-    this.figure = root.appendChild(routesEl("div", { class: "av-atlas-figure" }));
-    this.canvas = this.figure.appendChild(routesEl("canvas"));
-    this.tip = this.figure.appendChild(routesEl("div", { class: "av-tip", role: "tooltip" }));
+    this.slider = controls.appendChild(el("input", { type: "range", min: "0.01", max: "0.5", step: "0.01", "aria-label": "threshold" }));
+    this.said = controls.appendChild(el("span", { class: "av-routes-said" }));
+    this.figure = root.appendChild(el("div", { class: "av-atlas-figure" }));
+    this.canvas = this.figure.appendChild(el("canvas"));
+    this.tip = this.figure.appendChild(el("div", { class: "av-tip", role: "tooltip" }));
     this.slider.addEventListener("input", () => this.setThreshold(Number(this.slider.value), false));
     this.slider.addEventListener("change", () => this.setThreshold(Number(this.slider.value), true));
     this.figure.addEventListener("mousemove", (e) => this.hover(e));
@@ -86,7 +79,7 @@ class Routes {
     const y = (level) => top + row * (d.layers - level); // level 0: the input pieces, d.layers: after the last layer
     const ctx = canvasContext(this.canvas, this.figure, width, height);
     ctx.font = `${d.font_px}px sans-serif`;
-    ctx.fillStyle = "#31333f";
+    ctx.fillStyle = INK;
     ctx.textAlign = "right";
     ctx.textBaseline = "middle";
     const every = Math.max(1, Math.ceil(d.layers / 15));
@@ -95,7 +88,7 @@ class Routes {
     for (const e of this.kept) {
       const [layer, source, target, share, head] = e;
       const chosen = head === d.chosen[1] && layer === d.chosen[0];
-      ctx.strokeStyle = chosen ? ROUTE_CHOSEN : head < 0 ? ROUTE_RESIDUAL : ROUTE_HEAD;
+      ctx.strokeStyle = chosen ? HIGHLIGHT : head < 0 ? ROUTE_RESIDUAL : ROUTE_HEAD;
       ctx.lineWidth = 0.5 + 5 * share;
       ctx.beginPath();
       ctx.moveTo(x(source), y(layer));
@@ -103,12 +96,12 @@ class Routes {
       ctx.stroke();
       this.segments.push({ e, x0: x(source), y0: y(layer), x1: x(target), y1: y(layer + 1) });
     }
-    ctx.fillStyle = ROUTE_CHOSEN;
+    ctx.fillStyle = HIGHLIGHT;
     ctx.beginPath();
     ctx.arc(x(d.start), y(d.layers), 4, 0, 2 * Math.PI);
     ctx.fill();
     ctx.save();
-    ctx.fillStyle = "#31333f";
+    ctx.fillStyle = INK;
     ctx.textAlign = "right";
     for (let j = 0; j < d.n; j++) {
       ctx.save();
@@ -158,12 +151,6 @@ class Routes {
   }
 }
 
-function mountRoutes(component) {
-  const { data, parentElement, setStateValue, setTriggerValue } = component;
-  let host = parentElement.querySelector(".av-routes-host");
-  if (!host) {
-    host = parentElement.appendChild(routesEl("div", { class: "av-routes-host" }));
-    host.view = new Routes(host.appendChild(routesEl("div")));
-  }
-  host.view.load(data, setStateValue, setTriggerValue);
+export function mountRoutes({ data, parentElement, setStateValue, setTriggerValue }) {
+  mountOnce(parentElement, "av-routes-host", Routes).load(data, setStateValue, setTriggerValue);
 }

@@ -1,7 +1,11 @@
-// The interactive heatmap (heatmap.js), its toolbar part: methods that heatmap.js puts on the Heatmap class.
+// The interactive heatmap (heatmap.mjs), its toolbar part: methods that heatmap.mjs puts on the Heatmap class.
 // The controls: the toolbar (τ, hard, mask, heads, colour scale, palette, downloads), and the pointer and keys.
 
-const Toolbar = {
+import { el } from "./draw.mjs";
+import { OVER_NAMES, SCALE_NAMES } from "./heatmap_draw.mjs";
+import { formatG, maskRule } from "./weights.mjs";
+
+export const Toolbar = {
   buildToolbar() {
     const d = this.data;
     const has = (name) => this.controls.includes(name);
@@ -38,6 +42,10 @@ const Toolbar = {
     png.addEventListener("click", () => this.savePng());
     const svg = this.toolbar.appendChild(el("button", { type: "button", class: "av-button" }, "SVG"));
     svg.addEventListener("click", () => this.saveSvg());
+    for (const [kind, label, title] of [["csv", "CSV", "the numbers drawn, as CSV"], ["npy", ".npy", "the numbers drawn, as float32 .npy (numpy.load)"]]) {
+      const button = this.toolbar.appendChild(el("button", { type: "button", class: "av-button", title }, label));
+      button.addEventListener("click", () => this.saveNumbers(kind));
+    }
     this.syncToolbar();
   },
 

@@ -1,7 +1,11 @@
-// The notebook widgets' adapter (attnviz.notebook): anywidget's render({ model, el }) around the same mount() and
-// mountAtlas() as the Streamlit components, joined after them at run time (attnviz.web). Python's traitlets hold the
-// view; the heatmap tells them of a change once the person pauses (heatmap.js's SYNC_MS), and a change made in Python
-// (a traitlet set) redraws. No DOM here apart from what render is given, so node's tests import the pure parts.
+// The notebook widgets' host adapter (attnviz.notebook): anywidget's render({ model, el }) around the same figures as
+// the Streamlit components (figures.mjs, atlas.mjs, timeline.mjs). Python's traitlets hold the view; the heatmap tells
+// them of a change once the person pauses (heatmap_draw.mjs's SYNC_MS), and a change made in Python (a traitlet set)
+// redraws. Importing it touches no DOM, so node's tests import its pure parts.
+
+import { mountAtlas } from "./atlas.mjs";
+import { mount } from "./figures.mjs";
+import { mountTimeline } from "./timeline.mjs";
 
 /** The view as the heatmap takes it: the traitlets named in the data's own view, in the data's order (the heatmap
  * compares views as JSON, so the order decides whether a view is "the same"). */
@@ -46,7 +50,8 @@ export function heatmapData(model) {
     const index = layer * data.heads_per_layer + head;
     chosen.scores = all.subarray(index * size, (index + 1) * size);
     chosen.version = `${data.version}-${layer}-${head}`;
-    chosen.title = `Layer ${layer + 1}, head ${head + 1}: ${data.n} queries × ${data.m} keys`;
+    const base = data.base ?? 1;
+    chosen.title = `Layer ${layer + base}, head ${head + base}${base ? "" : " (from 0)"}: ${data.n} queries × ${data.m} keys`;
   }
   return chosen;
 }
@@ -65,9 +70,9 @@ function bundleOf(base64) {
 export function afterBars(model) {
   const before = model.get("before");
   const [layer, head] = [model.get("layer"), model.get("head")];
-  const heads = model.get("effects_atlas").heads;
+  const { heads, base = 1 } = model.get("effects_atlas");
   const values = model.get("after")[layer * heads + head];
-  return { ...before, values, title: `After removing layer ${layer + 1}, head ${head + 1}` };
+  return { ...before, values, title: `After removing layer ${layer + base}, head ${head + base}${base ? "" : " (from 0)"}` };
 }
 
 function renderEffects({ model, el }) {

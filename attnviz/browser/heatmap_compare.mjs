@@ -1,7 +1,12 @@
 // The interactive heatmap's Compare A | B: two Heatmaps side by side on one colour scale, and B − A (Difference).
 
+import { el } from "./draw.mjs";
+import { Heatmap } from "./heatmap.mjs";
+import { MASK_NAMES, SHARED, SYNC_MS } from "./heatmap_draw.mjs";
+import { difference, formatG, topWeight } from "./weights.mjs";
+
 /** B − A of a Compare's two sides, cell by cell, on a diverging scale centred on 0; no controls, no inspector. */
-class Difference extends Heatmap {
+export class Difference extends Heatmap {
   constructor(root, owner) {
     super(root, { owner, controls: [], inspector: false });
   }
@@ -67,7 +72,7 @@ class Difference extends Heatmap {
  * `compact` (a lesson step): each side's toolbar τ, hard and mask only, short labels and no query bars, so that A
  * and B fit one screen beside the step's text; B − A under A.
  */
-class Compare {
+export class Compare {
   constructor(host, compact = false) {
     this.host = host;
     this.timer = null;

@@ -2,31 +2,18 @@
 // components v2). Python sends each thumbnail once as bytes (figures.atlas_data: the colour scale's value of each block,
 // 0 … 255); a click on a thumbnail tells Python which head to open (a trigger, so one click is one rerun). A model of
 // 32 layers × 32 heads is 1,024 thumbnails: a few hundred thousand pixels, put in one image and drawn scaled.
-// paletteColour comes from weights.mjs, prepended to this file when the component is registered.
 
-const ATLAS_HIGHLIGHT = "#d55e00";
-const ATLAS_GROUP_LINE = "#31333f";
-const ATLAS_MASKED = [0xe4, 0xe4, 0xe4];
+import { FONT, HIGHLIGHT, INK, MASKED_RGB, bytesOf, canvasContext, el, mountOnce } from "./draw.mjs";
+import { formatG, paletteColour } from "./weights.mjs";
 
-function atlasEl(tag, attrs = {}, text) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, value);
-  if (text !== undefined) node.textContent = text;
-  return node;
-}
-
-function bytesOf(base64) {
-  return Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
-}
-
-class Atlas {
+export class Atlas {
   constructor(root) {
     this.root = root;
     root.classList.add("av-atlas");
-    this.heading = root.appendChild(atlasEl("div", { class: "av-atlas-title" }));
-    this.figure = root.appendChild(atlasEl("div", { class: "av-atlas-figure", role: "grid", tabindex: "0" }));
-    this.canvas = this.figure.appendChild(atlasEl("canvas"));
-    this.tip = this.figure.appendChild(atlasEl("div", { class: "av-tip", role: "tooltip" }));
+    this.heading = root.appendChild(el("div", { class: "av-atlas-title" }));
+    this.figure = root.appendChild(el("div", { class: "av-atlas-figure", role: "grid", tabindex: "0" }));
+    this.canvas = this.figure.appendChild(el("canvas"));
+    this.tip = this.figure.appendChild(el("div", { class: "av-tip", role: "tooltip" }));
     this.timings = [];
     this.figure.addEventListener("mousemove", (e) => this.hover(e));
     this.figure.addEventListener("mouseleave", () => (this.tip.style.display = "none"));
@@ -34,6 +21,11 @@ class Atlas {
     this.figure.addEventListener("keydown", (e) => this.key(e));
     this.resize = new ResizeObserver(() => this.data && this.draw());
     this.resize.observe(root);
+  }
+
+  /** What the numbers count from: 1 on the pages, 0 in the notebook, as its arguments do. */
+  get base() {
+    return this.data.base ?? 1;
   }
 
   load(data, setTriggerValue) {
@@ -59,7 +51,7 @@ class Atlas {
     const left = Math.ceil(d.font_px * 3.2);
     const top = Math.ceil(d.font_px * 1.8);
     const ctx = this.canvas.getContext("2d");
-    ctx.font = `${Math.max(10, d.font_px - 2)}px "Source Sans Pro", "Source Sans 3", sans-serif`;
+    ctx.font = `${Math.max(10, d.font_px - 2)}px ${FONT}`;
     const bar = 14 + 12 + 6 + Math.ceil(ctx.measureText(d.zmax_text).width) + 8; // the colour bar and its top label
     const tile = Math.max(4, Math.min(d.tile_max_px, Math.floor((width - left - bar) / d.heads),
       Math.floor((d.max_height - top) / d.layers)));
@@ -86,9 +78,9 @@ class Atlas {
             const p = 4 * ((l * r + i) * canvas.width + h * r + j);
             const masked = this.masked && this.masked[i * r + j];
             const v = this.values[base + i * r + j];
-            pixels[p] = masked ? ATLAS_MASKED[0] : table[3 * v];
-            pixels[p + 1] = masked ? ATLAS_MASKED[1] : table[3 * v + 1];
-            pixels[p + 2] = masked ? ATLAS_MASKED[2] : table[3 * v + 2];
+            pixels[p] = masked ? MASKED_RGB[0] : table[3 * v];
+            pixels[p + 1] = masked ? MASKED_RGB[1] : table[3 * v + 1];
+            pixels[p + 2] = masked ? MASKED_RGB[2] : table[3 * v + 2];
             pixels[p + 3] = 255;
           }
         }
@@ -122,7 +114,7 @@ class Atlas {
     for (let l = 1; l < d.layers; l++) ctx.moveTo(left, top + l * tile), ctx.lineTo(left + tile * d.heads, top + l * tile);
     ctx.stroke();
     if (d.group > 1) {
-      ctx.strokeStyle = ATLAS_GROUP_LINE;
+      ctx.strokeStyle = INK;
       ctx.lineWidth = 2;
       ctx.beginPath();
       for (let h = d.group; h < d.heads; h += d.group) ctx.moveTo(left + h * tile, top), ctx.lineTo(left + h * tile, top + tile * d.layers);
@@ -131,29 +123,29 @@ class Atlas {
     if (this.chosen) {
       const [l, head] = this.chosen;
       const h = this.slotOf(l, head);
-      ctx.strokeStyle = ATLAS_HIGHLIGHT;
+      ctx.strokeStyle = HIGHLIGHT;
       ctx.lineWidth = 3;
       ctx.strokeRect(left + h * tile - 1, top + l * tile - 1, tile + 2, tile + 2);
     }
     // Numbers: layers down the left, heads along the top (every k-th where they would crowd).
-    ctx.fillStyle = "#31333f";
-    ctx.font = `${d.font_px}px "Source Sans Pro", "Source Sans 3", sans-serif`;
+    ctx.fillStyle = INK;
+    ctx.font = `${d.font_px}px ${FONT}`;
     ctx.textAlign = "right";
     ctx.textBaseline = "middle";
     const stepL = Math.max(1, Math.ceil((d.font_px * 1.3) / tile));
-    for (let l = 0; l < d.layers; l += stepL) ctx.fillText(String(l + 1), left - 6, top + (l + 0.5) * tile);
+    for (let l = 0; l < d.layers; l += stepL) ctx.fillText(String(l + this.base), left - 6, top + (l + 0.5) * tile);
     ctx.textAlign = "center";
     ctx.textBaseline = "bottom";
     const stepH = Math.max(1, Math.ceil((d.font_px * 2) / tile));
     // Sorted by a score, the numbers along the top are places (#1: each layer's highest), not heads.
-    for (let h = 0; h < d.heads; h += stepH) ctx.fillText((d.order ? "#" : "") + String(h + 1), left + (h + 0.5) * tile, top - 3);
+    for (let h = 0; h < d.heads; h += stepH) ctx.fillText(d.order ? `#${h + 1}` : String(h + this.base), left + (h + 0.5) * tile, top - 3);
     ctx.save();
     ctx.translate(d.font_px * 0.8, top + (tile * d.layers) / 2);
     ctx.rotate(-Math.PI / 2);
     ctx.fillText("layer", 0, d.font_px * 0.6);
     ctx.restore();
     this.drawColourBar(ctx, box);
-    this.figure.setAttribute("aria-label", `${d.title}. Chosen: layer ${this.chosen[0] + 1}, head ${this.chosen[1] + 1}. ` +
+    this.figure.setAttribute("aria-label", `${d.title}. Chosen: layer ${this.chosen[0] + this.base}, head ${this.chosen[1] + this.base}. ` +
       "Arrow keys move the chosen head; Enter opens it.");
     this.expose();
   }
@@ -166,10 +158,10 @@ class Atlas {
     for (const [position, rgb] of d.palette) gradient.addColorStop(position, `rgb(${rgb.join(",")})`);
     ctx.fillStyle = gradient;
     ctx.fillRect(x, top, 12, h);
-    ctx.fillStyle = "#31333f";
+    ctx.fillStyle = INK;
     ctx.textAlign = "left";
     ctx.textBaseline = "middle";
-    ctx.font = `${Math.max(10, d.font_px - 2)}px "Source Sans Pro", "Source Sans 3", sans-serif`;
+    ctx.font = `${Math.max(10, d.font_px - 2)}px ${FONT}`;
     ctx.fillText(d.zmax_text, x + 16, top + 4);
     ctx.fillText(d.zmin_text || "0", x + 16, top + h - 4);
   }
@@ -188,11 +180,11 @@ class Atlas {
     const at = this.headAt(event);
     if (!at) return (this.tip.style.display = "none");
     const [l, h] = at;
-    const lines = [`layer ${l + 1}, head ${h + 1}`];
-    if (this.data.group > 1) lines.push(`key/value head ${Math.floor(h / this.data.group) + 1}`);
+    const lines = [`layer ${l + this.base}, head ${h + this.base}`];
+    if (this.data.group > 1) lines.push(`key/value head ${Math.floor(h / this.data.group) + this.base}`);
     if (this.data.measure) lines.push(`${this.data.measure.name}: ${formatG(this.data.measure.values[l * this.data.heads + h], 3)}`);
     lines.push("click: open this head");
-    this.tip.replaceChildren(...lines.map((line) => atlasEl("div", {}, line)));
+    this.tip.replaceChildren(...lines.map((line) => el("div", {}, line)));
     const rect = this.figure.getBoundingClientRect();
     this.tip.style.display = "block";
     this.tip.style.left = `${Math.min(event.clientX - rect.left + 12, this.box.width - 180)}px`;
@@ -236,7 +228,7 @@ class Atlas {
       },
       showTile: (l, head) => {  // scroll the page until the tile is in the middle of the screen (a tall atlas overflows it)
         const h = this.slotOf(l, head);
-        const mark = this.figure.appendChild(atlasEl("div"));
+        const mark = this.figure.appendChild(el("div"));
         Object.assign(mark.style, { position: "absolute", left: `${left + h * tile}px`, top: `${top + l * tile}px`,
           width: `${tile}px`, height: `${tile}px` });
         mark.scrollIntoView({ block: "center", inline: "center" });
@@ -249,12 +241,6 @@ class Atlas {
 
 /** Mount the atlas into component.parentElement for component.data; a click calls component.setTriggerValue("head",
  * [layer, head]). */
-function mountAtlas(component) {
-  const { data, parentElement, setTriggerValue } = component;
-  let host = parentElement.querySelector(".av-atlas-host");
-  if (!host) {
-    host = parentElement.appendChild(atlasEl("div", { class: "av-atlas-host" }));
-    host.view = new Atlas(host.appendChild(atlasEl("div")));
-  }
-  host.view.load(data, setTriggerValue);
+export function mountAtlas({ data, parentElement, setTriggerValue }) {
+  mountOnce(parentElement, "av-atlas-host", Atlas).load(data, setTriggerValue);
 }

@@ -1,0 +1,60 @@
+// What every figure draws with: elements made without parsing HTML, bytes from Python's base64, a canvas at the
+// screen's pixel ratio, and the colours the figures share. User text is only ever set as textContent.
+
+export const SVG_NS = "http://www.w3.org/2000/svg";
+export const HIGHLIGHT = "#d55e00"; // the chosen query, head or piece
+export const INK = "#31333f"; // text and lines, Streamlit's own
+export const MASKED_RGB = [0xe4, 0xe4, 0xe4]; // a masked cell: no weight at all, drawn apart from a small weight
+export const FONT = '"Source Sans Pro", "Source Sans 3", sans-serif';
+
+/** A new element (`svg:` before the tag for an SVG one) with these attributes and, when given, this text. */
+export function el(tag, attrs = {}, text) {
+  const node = tag.startsWith("svg:") ? document.createElementNS(SVG_NS, tag.slice(4)) : document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, value);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+/** The bytes of Python's base64. */
+export function bytesOf(base64) {
+  return Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+}
+
+/** The float32 numbers of Python's base64 (numpy's float32 bytes, little-endian). */
+export function float32Of(base64) {
+  return new Float32Array(bytesOf(base64).buffer);
+}
+
+/** A label cut to `chars` characters (whole code points), "…" marking the cut. */
+export function short(label, chars) {
+  return [...label].length <= chars ? label : [...label].slice(0, chars - 1).join("") + "…";
+}
+
+/** Size `canvas` for width × height CSS px at the screen's pixel ratio (only where that changed: a resize clears it)
+ * and `figure` to its height; returns its context, scaled to CSS px and cleared, with no smoothing of drawn images. */
+export function canvasContext(canvas, figure, width, height) {
+  const scale = window.devicePixelRatio || 1;
+  if (canvas.width !== Math.round(width * scale) || canvas.height !== Math.round(height * scale)) {
+    canvas.width = Math.round(width * scale);
+    canvas.height = Math.round(height * scale);
+    canvas.style.width = `${width}px`;
+    canvas.style.height = `${height}px`;
+    figure.style.height = `${height}px`;
+  }
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(scale, 0, 0, scale, 0, 0);
+  ctx.clearRect(0, 0, width, height);
+  ctx.imageSmoothingEnabled = false;
+  return ctx;
+}
+
+/** Mount `Figure` once into the component's parentElement (in a host div of class `hostClass`), then give it each
+ * new data: the figures' one way of being mounted by any host. */
+export function mountOnce(parentElement, hostClass, Figure) {
+  let host = parentElement.querySelector(`.${hostClass}`);
+  if (!host) {
+    host = parentElement.appendChild(el("div", { class: hostClass }));
+    host.view = new Figure(host.appendChild(el("div")));
+  }
+  return host.view;
+}

@@ -1,0 +1,131 @@
+"""A heatmap's paused view, told to the server without a page run.
+
+The browser redraws τ, hard, the masks, the colour scale and the query on its own. Where no server-side view on the page
+depends on them, the pause need not rerun the page: the browser posts the view to POST …/_attnviz/view (one small
+HTTP request, about a millisecond of the server's time, against a rerun's 20 ms), the answer is the page's link with the
+view in it, which the browser puts in its address bar, and the view is kept until the session's next run takes it into
+its session state (load_url_state), so the next sentence, a page switch or a reload keeps it. Where a server-side view
+does depend on it (Self-attention's nearest words, Inside a score, the step walk), the heatmap reruns the page as
+before (pages/_interactive.interactive_heatmap's `beacon`).
+
+What is posted is checked as a link's values are (attnviz.urlstate.coerce) against the page's URL schema, registered
+with the token the page sent the browser; the store is bounded (TOKENS_KEPT), so memory does not grow with sessions."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import urllib.parse
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import streamlit as st
+
+from attnviz.urlstate import Param, coerce
+
+PATH = "/_attnviz/view"
+BODY_LIMIT = 16_384  # bytes: a view is a few hundred; a longer body is refused unread
+TOKENS_KEPT = 20_000  # the tokens remembered (a session has one per heatmap it showed): the oldest go first
+SESSION_TOKENS = "_beacon_tokens"  # session key: {token: page id} of the heatmaps this session was sent
+
+
+@dataclass
+class Beacon:
+    page: str  # the page's id (its schema's names), as load_url_state keys what a page showed
+    schema: dict[str, Param]
+    views: list[dict] = field(default_factory=list)  # posted, not yet taken by a run (the last one counts)
+
+
+_beacons: OrderedDict[str, Beacon] = OrderedDict()
+_lock = threading.Lock()
+
+
+def token_for(key: str, page: str, schema: dict[str, Param]) -> str:
+    """This session's token for the heatmap `key` on `page` (made once, and registered for the handler)."""
+    tokens = st.session_state.setdefault(SESSION_TOKENS, {})
+    for token, (where, name) in tokens.items():
+        if where == page and name == key:
+            with _lock:
+                if token in _beacons:
+                    _beacons.move_to_end(token)
+                    return token
+    token = secrets.token_urlsafe(16)
+    tokens[token] = (page, key)
+    with _lock:
+        _beacons[token] = Beacon(page, schema)
+        while len(_beacons) > TOKENS_KEPT:
+            _beacons.popitem(last=False)
+    return token
+
+
+def take() -> dict[str, dict]:
+    """Views posted for this session's heatmaps since its last run, checked: {page id: values}, the latest last."""
+    taken: dict[str, dict] = {}
+    for token, (where, _) in st.session_state.get(SESSION_TOKENS, {}).items():
+        with _lock:
+            beacon = _beacons.get(token)
+            views, schema = (beacon.views, beacon.schema) if beacon else ([], None)
+            if beacon:
+                beacon.views = []
+        for view in views:
+            taken.setdefault(where, {}).update(coerce(view, schema))
+    return taken
+
+
+def receive(body: bytes) -> tuple[int, dict]:
+    """(HTTP status, answer) for a posted {"token", "view", "search"}: the view kept for the session's next run, and
+    the page's link (`search`, the address's query) with it."""
+    try:
+        sent = json.loads(body)
+        token, view, search = sent["token"], sent["view"], sent.get("search", "")
+        if not (isinstance(token, str) and isinstance(view, dict) and isinstance(search, str)):
+            raise TypeError
+    except (ValueError, TypeError, KeyError):
+        return 400, {"error": "expected JSON {token, view, search}"}
+    with _lock:
+        beacon = _beacons.get(token)
+        if beacon is None:
+            return 404, {"error": "unknown token: the page reruns to tell the server instead"}
+        beacon.views = [*beacon.views[-7:], view]
+        schema = beacon.schema
+    return 200, {"search": link(search, coerce(view, schema), schema)}
+
+
+def link(search: str, values: dict, schema: dict[str, Param]) -> str:
+    """The query string `search` with `values` put in, as save_url_state writes them (defaults left out)."""
+    params = dict(urllib.parse.parse_qsl(search.lstrip("?"), keep_blank_values=True))
+    for name in (name for name in schema if name in values):  # in the schema's order, as save_url_state writes them
+        value = values[name]
+        if value == schema[name].default:
+            params.pop(name, None)
+        else:
+            params[name] = schema[name].encode(value)
+    return "?" + urllib.parse.urlencode(params) if params else ""
+
+
+class ViewBeacon:
+    """ASGI middleware (st.App's `middleware`, in app.py) that answers POST …/_attnviz/view, under any base URL path,
+    and passes every other request on to Streamlit."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive_message, send):
+        if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].endswith(PATH):
+            return await self.app(scope, receive_message, send)
+        body, more = b"", True
+        while more and len(body) <= BODY_LIMIT:
+            message = await receive_message()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        status, answer = (413, {"error": "too long"}) if len(body) > BODY_LIMIT else receive(body)
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]})
+        await send({"type": "http.response.body", "body": json.dumps(answer).encode()})
+
+
+def url() -> str:
+    """Where the browser posts: under the server's base URL path."""
+    base = (st.get_option("server.baseUrlPath") or "").strip("/")
+    return (f"/{base}" if base else "") + PATH

@@ -75,6 +75,16 @@ def test_readmes_two_commands_are_the_ones_ci_and_a_newcomer_run():
     assert deps and all(part in run_app for part in deps)
 
 
+def test_the_cpu_requirements_are_the_apps_pins_with_torchs_cpu_build():
+    """requirements-cpu.txt takes every pin from requirements.txt and only names torch's CPU build of the same version,
+    which meets requirements.txt's pin (a local version label matches a pin without one)."""
+    pins = (ROOT / "requirements.txt").read_text().splitlines()
+    torch = next(line for line in pins if line.startswith("torch=="))
+    lines = [line for line in (ROOT / "requirements-cpu.txt").read_text().splitlines() if line and not line.startswith("#")]
+    assert lines == ["--extra-index-url https://download.pytorch.org/whl/cpu", f"{torch}+cpu", "-r requirements.txt"]
+    assert "requirements-cpu.txt" in (ROOT / "README.md").read_text().split("```")[0]  # said before the command
+
+
 def test_readme_is_short():
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 150
 

@@ -3,6 +3,7 @@ values are, answered with the link, kept for the session's next run (which takes
 what another page showed), bounded in memory; a bad or long post gets a clear answer and changes nothing."""
 
 import asyncio
+import concurrent.futures
 import json
 
 import pytest
@@ -25,6 +26,13 @@ def beacon():
     _beacon._beacons[token] = _beacon.Beacon("page", SCHEMA)
     yield token
     _beacon._beacons.pop(token, None)
+
+
+def run(coroutine):
+    """The coroutine run to its end on a loop of its own, in a thread: a test before may have left a loop running in
+    this one (playwright's sync API does)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def post(token, view, search=""):
@@ -83,12 +91,12 @@ def test_the_middleware_answers_the_post_and_passes_the_rest_on(beacon):
         return sent
 
     good = json.dumps({"token": beacon, "view": {"temp": 2.0}, "search": ""}).encode()
-    sent = asyncio.run(call("/base/_attnviz/view", good))
+    sent = run(call("/base/_attnviz/view", good))
     assert sent[0]["status"] == 200 and json.loads(sent[1]["body"]) == {"search": "?temp=2.0"}
-    too_long = asyncio.run(call("/_attnviz/view", b" " * (_beacon.BODY_LIMIT + 5000)))
+    too_long = run(call("/_attnviz/view", b" " * (_beacon.BODY_LIMIT + 5000)))
     assert too_long[0]["status"] == 413
-    asyncio.run(call("/_attnviz/view", good, method="GET"))
-    asyncio.run(call("/_stcore/health", b""))
+    run(call("/_attnviz/view", good, method="GET"))
+    run(call("/_stcore/health", b""))
     assert passed == ["/_attnviz/view", "/_stcore/health"]
 
 

@@ -234,7 +234,7 @@ def test_the_chosen_query_survives_edits():
         assert f"(query #{live(at)['view']['query']})" in heading, heading
         return live(at)["view"]["query"]
 
-    at = page({"text": "the cat sat on the mat"})
+    at = page({"text": "the cat sat on the mat", "near": "1"})
     at.session_state["query"] = 3
     assert inspected(at.run()) == 3
     at.text_area(key="text").set_value("a dog").run()  # position 3 is gone: back to 0
@@ -253,7 +253,7 @@ def test_the_walk_says_why_it_is_not_drawn_above_its_limit():
 def test_nearest_words_table_lists_the_mixtures_neighbours(glove):
     from attnviz.embeddings import embed, nearest_words, tokenize
 
-    at = page({"text": "the dog ran", "query": "1"})
+    at = page({"text": "the dog ran", "query": "1", "near": "1"})
     x = embed(tokenize("the dog ran"), glove).vectors.astype(np.float64)  # (3, 50)
     logits = x @ x.T / np.sqrt(50)
     alpha = np.exp(logits - logits.max(1, keepdims=True))
@@ -576,7 +576,7 @@ def test_the_inspector_names_the_vectors_in_use(tmp_path, monkeypatch):
     path = tmp_path / "my_vectors.txt"
     path.write_text("the 1 0 0\ndog 0 1 0\nran 0 0 1\n")
     monkeypatch.setenv("ATTNVIZ_VECTORS", str(path))
-    at = page({"text": "the dog ran"})
+    at = page({"text": "the dog ran", "near": "1"})
     assert "Nearest words in GloVe 6B 50\\-d" in " ".join(m.value for m in at.markdown)
     at.radio(key="vectors").set_value(at.radio(key="vectors").options[1]).run()
     assert "Nearest words in my\\_vectors\\.txt" in " ".join(m.value for m in at.markdown)  # the name, Markdown-escaped

@@ -71,6 +71,16 @@ def jupyter(tmp_path_factory, browser):  # `browser` first: it checks for Chromi
 IDLE = "() => Array.from(document.querySelectorAll('.jp-Notebook-ExecutionIndicator')).some(e => e.dataset.status === 'idle')"
 
 
+def accept_dialogs(page):
+    """JupyterLab may open a dialog of its own on a loaded machine (a kernel to select, a notice): take its default,
+    and say which it was, so that it does not stand over the cells."""
+    for dialog in page.locator(".jp-Dialog").all():
+        if dialog.is_visible():
+            print("JupyterLab dialog:", dialog.inner_text()[:200].replace("\n", " | "))
+            dialog.locator(".jp-Dialog-button.jp-mod-accept").first.click()
+            page.wait_for_timeout(500)
+
+
 def run_cell(page, index: int):
     """Select the index-th cell and run it (Shift+Enter) once the kernel is idle, then wait until its prompt shows a
     run number and the kernel is idle again."""
@@ -80,6 +90,7 @@ def run_cell(page, index: int):
         const prompt = c && c.querySelector('.jp-InputPrompt');
         return Boolean(prompt) && /\\[\\d+\\]/.test(prompt.textContent); }}"""
     for _ in range(3):  # a key press can land while the page is still settling: try again
+        accept_dialogs(page)
         cell.locator(".jp-InputArea-editor").click()
         page.keyboard.press("Escape")  # command mode: Shift+Enter runs the cell
         page.keyboard.press("Shift+Enter")

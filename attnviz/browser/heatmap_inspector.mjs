@@ -2,7 +2,7 @@
 // The query inspector: the chosen query's weights as bars over the keys, and its entropy.
 
 import { el, short } from "./draw.mjs";
-import { entropy, formatG } from "./weights.mjs";
+import { chartFormat, entropy, formatG } from "./weights.mjs";
 
 /** Horizontal bars, one per item {label, value, text, highlight}, each as long as its value against the largest: the
  * inspector's, and a chart of bars of their own (heatmap_matrix.mjs). Labels are set as text, never as HTML. */
@@ -15,7 +15,7 @@ export function bars(items) {
     const track = line.appendChild(el("span", { class: "av-bar-track" }));
     const bar = track.appendChild(el("span", { class: "av-bar" + (highlight ? " av-bar-highlight" : "") }));
     bar.style.width = `${(100 * Math.max(0, value)) / top}%`;
-    line.appendChild(el("span", { class: "av-bar-value" }, text));
+    line.appendChild(el("span", { class: "av-bar-value", title: formatG(value, 6) }, text)); // hover: more digits
   }
   return list;
 }
@@ -37,8 +37,9 @@ export const Inspector = {
     const panel = el("div", { class: "av-panel" });
     panel.appendChild(el("div", { class: "av-heading" },
       `Query #${v.query} ${d.rows[i]}: ` + (count > d.bars_limit ? `its ${d.bars_limit} largest weights` : "its weights over the keys")));
+    const format = chartFormat(keys.map((j) => row[j]));
     panel.appendChild(bars(keys.map((j) => ({ label: `#${start + j} ${short(labels[j], d.tick_chars)}`, value: row[j],
-      text: allowed[j] ? formatG(row[j], 4) : "masked" }))));
+      text: allowed[j] ? format(row[j]) : "masked" }))));
     const keysAllowed = allowed.reduce((a, b) => a + b, 0);
     const facts = el("div", { class: "av-facts" });
     if (this.over() === "max") {

@@ -6,7 +6,7 @@
 import { el, float32Of } from "./draw.mjs";
 import { Heatmap } from "./heatmap.mjs";
 import { bars } from "./heatmap_inspector.mjs";
-import { formatG } from "./weights.mjs";
+import { chartFormat, formatG } from "./weights.mjs";
 
 export class Matrix extends Heatmap {
   constructor(root) {
@@ -63,7 +63,8 @@ export class BarChart {
   load(data) {
     this.root.style.fontSize = `${data.font_px + 2}px`;
     const values = Array.from(float32Of(data.values));
-    const items = values.map((value, i) => ({ label: data.labels[i], value, text: formatG(value, 4), highlight: i === data.highlight }));
+    const format = chartFormat(values);
+    const items = values.map((value, i) => ({ label: data.labels[i], value, text: format(value), highlight: i === data.highlight }));
     const heading = el("div", { class: "av-heading" }, data.title);
     const axis = el("div", { class: "av-bound" }, data.axis);
     this.root.replaceChildren(heading, bars(items), axis);

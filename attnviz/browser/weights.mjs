@@ -176,6 +176,22 @@ export function formatG(x, p = 4) {
   return x < 0 && text !== "0" ? `−${text}` : text; // the sign as d3 writes it; the exponent keeps its hyphen
 }
 
+/** One format for all the numbers of a chart: fixed decimals, as many as give its largest |value| `digits`
+ * significant digits (0 to 6), so the bars line up and read alike; a value that would round to 0 reads "<0.0001"
+ * (">−0.0001" below 0), an exact 0 "0". */
+export function chartFormat(values, digits = 4) {
+  let top = 0;
+  for (const x of values) if (Number.isFinite(x)) top = Math.max(top, Math.abs(x));
+  const decimals = top > 0 ? Math.min(6, Math.max(0, digits - 1 - Math.floor(Math.log10(top)))) : 0;
+  const step = (10 ** -decimals).toFixed(decimals);
+  return (x) => {
+    if (!Number.isFinite(x)) return String(x);
+    if (x === 0) return "0";
+    if (Math.abs(x) < 0.5 * 10 ** -decimals) return x > 0 ? `<${step}` : `>−${step}`;
+    return (x < 0 ? "−" : "") + Math.abs(x).toFixed(decimals);
+  };
+}
+
 /** The colour-bar title of a scale (figures.ColourScale.colorbar). */
 export function colourBarTitle(scale, top, what = "weight") {
   if (scale === "row") return `${what} ÷ its row's largest`;

@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  attentionWeights, colourBarTitle, colourValues, columns, difference, entropy, formatG, headWeights, paletteColour, rowMaxima, topWeight,
+  attentionWeights, chartFormat, colourBarTitle, colourValues, columns, difference, entropy, formatG, headWeights, paletteColour, rowMaxima, topWeight,
 } from "../../attnviz/browser/weights.mjs";
 
 const close = (a, b, tol = 1e-12) => assert.ok(Math.abs(a - b) <= tol, `${a} != ${b}`);
@@ -117,4 +117,14 @@ test("several heads: the mean of each head's softmax, or each cell's strongest h
   assert.throws(() => headWeights(scores, 2, 1, 2, {}, "median"), RangeError);
   const one = headWeights(scores.subarray(0, 2), 1, 1, 2, { tau: 0.5 });
   assert.deepEqual(Array.from(one.weights), Array.from(attentionWeights(scores.subarray(0, 2), 1, 2, { tau: 0.5 }).weights));
+});
+
+test("a chart's numbers share one format: fixed decimals from its largest, tiny ones bounded, never exponents", () => {
+  const format = chartFormat([0.242, 0.05624, 1.256e-8, 0.00000791, 0]);
+  assert.deepEqual([0.242, 0.05624, 1.256e-8, 0.00000791, 0].map(format), ["0.2420", "0.0562", "<0.0001", "<0.0001", "0"]);
+  assert.deepEqual([1, 0.5, 0.00049].map(chartFormat([1, 0.5, 0.00049])), ["1.000", "0.500", "<0.001"]);
+  assert.deepEqual([-2.5, 12.25, -0.001].map(chartFormat([-2.5, 12.25, -0.001])), ["−2.50", "12.25", ">−0.01"]);
+  assert.deepEqual([1234.5, 7].map(chartFormat([1234.5, 7])), ["1235", "7"]);
+  assert.equal(chartFormat([NaN, Infinity])(Infinity), "Infinity");
+  assert.equal(chartFormat([])(0), "0");
 });

@@ -250,14 +250,56 @@ def _group(run) -> int:
     return arch.group if arch is not None else 1
 
 
-def model_view(model, text: str, *, layer: int = 0, head: int = 0, **view) -> ModelView:
+def model_view(model=None, text=None, *, layer: int = 0, head: int = 0, encoder_attention=None,
+               decoder_attention=None, cross_attention=None, encoder_tokens=None, decoder_tokens=None,
+               kind: str = "encoder", **view) -> ModelView:
     """The atlas of every head of `model` (anything attnviz.models.load gives, or a built-in name such as "minilm") on
     `text`; a click on a thumbnail draws that head whole below it, with the heatmap's toolbar and inspector. The chosen
-    `layer` and `head` (from 0) are traitlets too."""
-    from attnviz import models
+    `layer` and `head` (from 0) are traitlets too.
 
+    bertviz's call works as it is: `model_view(attention, tokens)` with transformers' `output_attentions` (a tuple of
+    (1, heads, n, n), one per layer) and the tokens; for an encoder–decoder `model_view(encoder_attention=…,
+    decoder_attention=…, cross_attention=…, encoder_tokens=…, decoder_tokens=…)`, drawing `kind` ("encoder",
+    "decoder" or "cross"; bertviz shows the three in one view, attnviz one kind a view)."""
+    from attnviz import attentions, models
+
+    if encoder_attention is not None or decoder_attention is not None or cross_attention is not None:
+        run = attentions.seq2seq_run_of(encoder_attention, decoder_attention, cross_attention, encoder_tokens,
+                                        decoder_tokens, kind=kind)
+        return ModelView(run, layer=layer, head=head, **view)
+    if isinstance(model, (tuple, list, np.ndarray)) or hasattr(model, "detach") or (model is None and text is not None):
+        return ModelView(attentions.run_of(model, text), layer=layer, head=head, **view)  # None: says what to set
+    if model is None or text is None:
+        raise ValueError("model_view(model, text) draws a model on a text; model_view(attention, tokens) draws "
+                         "transformers' output_attentions, as bertviz's model_view does.")
     chosen = models.load(model) if isinstance(model, str) else model
     return ModelView(chosen.run(text), layer=layer, head=head, **view)
+
+
+def head_view(attention=None, tokens=None, sentence_b_start: int | None = None, *, layer: int = 0, heads=None,
+              encoder_attention=None, decoder_attention=None, cross_attention=None, encoder_tokens=None,
+              decoder_tokens=None, kind: str = "encoder", **view) -> ModelView:
+    """bertviz's head_view call, drawn by attnviz: `head_view(attention, tokens)` with transformers' output_attentions,
+    or the encoder–decoder's keywords as model_view takes them. It opens on `layer` and the first of `heads` (from 0),
+    drawn whole with τ, masks and the query in the page, above every head as thumbnails (the same widget as
+    model_view). `sentence_b_start`: where a sentence pair's second sentence starts; it is named in the title."""
+    head = 0
+    if heads is not None:
+        heads = list(heads)
+        if not heads:
+            raise ValueError("heads is empty: give the heads to open on, counted from 0, or leave it out.")
+        head = int(heads[0])
+    widget = model_view(attention, tokens, layer=layer, head=head, encoder_attention=encoder_attention,
+                        decoder_attention=decoder_attention, cross_attention=cross_attention,
+                        encoder_tokens=encoder_tokens, decoder_tokens=decoder_tokens, kind=kind, **view)
+    if sentence_b_start is not None:
+        n = len(widget.run.main.queries)
+        if not (isinstance(sentence_b_start, int) and 0 < sentence_b_start < n):
+            raise ValueError(f"sentence_b_start must be a position from 1 to {n - 1} (where the second sentence's first "
+                             f"token is), not {sentence_b_start!r}.")
+        widget.sentence_b_start = sentence_b_start
+        widget.data = {**widget.data, "title": f"{widget.data['title']}; sentence B from token #{sentence_b_start}"}
+    return widget
 
 
 class EffectsView(_Widget):

@@ -18,9 +18,10 @@ class ByteBudgetCache:
     A value larger than the whole budget is computed and returned but not kept.
     """
 
-    def __init__(self, budget: int, size_of: Callable[[Any], int]):
+    def __init__(self, budget: int, size_of: Callable[[Any], int], evicted: Callable[[list], None] | None = None):
         self.budget = budget
         self.size_of = size_of
+        self.evicted = evicted  # told the values it let go (outside the lock), e.g. to collect their memory now
         self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()  # key -> (value, size)
         self._bytes = 0
         self._lock = threading.Lock()
@@ -33,6 +34,7 @@ class ByteBudgetCache:
                 return self._entries[key][0]
         value = compute()
         size = self.size_of(value)
+        gone = []
         with self._lock:
             if key in self._entries:  # another thread computed it meanwhile
                 self._bytes -= self._entries.pop(key)[1]
@@ -40,8 +42,16 @@ class ByteBudgetCache:
                 self._entries[key] = (value, size)
                 self._bytes += size
             while self._bytes > self.budget:
-                self._bytes -= self._entries.popitem(last=False)[1][1]
+                _, (old, old_size) = self._entries.popitem(last=False)
+                self._bytes -= old_size
+                gone.append(old)
+        if gone and self.evicted is not None:
+            self.evicted(gone)
         return value
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._entries
 
     @property
     def nbytes(self) -> int:

@@ -3,6 +3,7 @@ model picker: the model pages and the lesson share them."""
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -17,7 +18,6 @@ from attnviz.models.catalog import Offer, offers
 from pages._common import md_escape
 
 RESULT_CACHE_BYTES = 256 * 2**20  # a 64-piece run of SmolLM2 is ~20 MB; one of 512 pieces (~410 MB) is not kept
-LOADED_MODELS = 4  # models held at once; the least recently used goes first
 MODEL_KEY = "model"
 
 
@@ -27,10 +27,28 @@ def offered() -> dict[str, Offer]:
     return offers(sys.argv, dict(os.environ))
 
 
-@st.cache_resource(max_entries=LOADED_MODELS, show_spinner="Loading the model's weights (once for every session)…")
+@st.cache_resource
+def _models() -> tuple[ByteBudgetCache, dict[str, threading.Lock], threading.Lock]:
+    """The loaded models, their weights together within the memory budget (models.memory_budget at the server's
+    first load: ATTNVIZ_MODEL_BUDGET, else a share of the free memory); one lock a model, so that sessions asking at
+    once load it once."""
+    budget, _ = models.memory_budget()
+    return ByteBudgetCache(budget, lambda loaded: loaded.nbytes, evicted=lambda gone: gc.collect()), {}, threading.Lock()
+
+
 def model(name: str) -> models.Model:
-    """The offered model `name`, loaded once; a ModelError (not kept) says why it cannot be."""
-    return models.load(offered()[name].source, name=name)
+    """The offered model `name`, loaded once for every session and kept while the loaded models fit the memory budget:
+    the least recently used goes first, and its memory comes back. A ModelError (not kept) says why it cannot load."""
+    cache, locks, guard = _models()
+    with guard:
+        lock = locks.setdefault(name, threading.Lock())
+
+    def load() -> models.Model:
+        with st.spinner("Loading the model's weights (once for every session)…"):
+            return models.load(offered()[name].source, name=name)
+
+    with lock:
+        return cache.get(name, load)
 
 
 @st.cache_resource
@@ -90,7 +108,7 @@ def _measure(chosen: models.Model, job: Measuring) -> None:
         job.error = error
 
 
-@st.cache_resource(max_entries=LOADED_MODELS, show_spinner=False)
+@st.cache_resource(max_entries=8, show_spinner=False)  # small arrays, one set a model
 def induction(name: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """The induction probe alone (a few seconds): duplicate and induction scores, and the shuffled control."""
     return heads.probe_scores(model(name), heads.PROBES, heads.PROBE_PIECES, heads.SEED)

@@ -1,0 +1,97 @@
+"""The notebook widget in marimo (`marimo run`, started here on a free local port), in headless Chromium, through
+`mo.ui.anywidget`: the widget draws, a τ change in the page comes back to Python as the wrapper's value (a cell that
+reads it runs again and prints it), and no request leaves this machine."""
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from driver import ROOT, free_port
+
+APP = '''import marimo
+
+app = marimo.App()
+
+
+@app.cell
+def _():
+    import marimo as mo
+    import numpy as np
+    from attnviz.notebook import heatmap
+    return heatmap, mo, np
+
+
+@app.cell
+def _(heatmap, mo, np):
+    scores = np.array([[2.0, 1.0, 0.0], [0.5, 1.5, 0.2], [0.1, 0.3, 2.5]], np.float32)
+    view = mo.ui.anywidget(heatmap(scores, ["the", "dog", "ran"]))
+    view
+    return (view,)
+
+
+@app.cell
+def _(mo, view):
+    mo.md(f"VALUE temp={view.value['temp']} query={view.value['query']}")
+    return
+
+
+if __name__ == "__main__":
+    app.run()
+'''
+
+
+@pytest.fixture(scope="module")
+def marimo(tmp_path_factory, browser):  # `browser` first: it checks for Chromium (or skips) before the server starts
+    if os.environ.get("ATTNVIZ_REQUIRE_BROWSER") != "1":  # in CI marimo is installed: a missing one fails there
+        pytest.importorskip("marimo")
+    root = tmp_path_factory.mktemp("marimo")
+    (root / "widget.py").write_text(APP)
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(root), "MARIMO_SKIP_UPDATE_CHECK": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "marimo", "run", str(root / "widget.py"), "--headless", "--host", "127.0.0.1",
+         "--port", str(port), "--no-token"],
+        cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        process.kill()
+        pytest.fail("marimo did not start within 90 s")
+    yield url
+    process.terminate()
+    process.wait(20)
+
+
+def test_a_value_set_in_the_page_comes_back_to_python(marimo, browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    host = marimo.split("//")[1]
+    outside = []
+    page.on("request", lambda r: outside.append(r.url) if r.url.split("//")[-1].split("/")[0] != host
+            and not r.url.startswith(("data:", "blob:")) else None)
+    try:
+        page.goto(marimo)
+        page.get_by_text("VALUE temp=1.0 query=0").wait_for(timeout=120_000)
+        root = page.locator(".av-root").first  # inside marimo's shadow DOM: playwright's locators reach it
+        root.wait_for(timeout=60_000)
+        tau = page.get_by_role("slider", name="Temperature τ (log scale)")
+        tau.focus()
+        for key in ("ArrowRight", "ArrowRight"):
+            tau.press(key)
+        # the page redraws at once; after the pause the value goes to Python, and the cell reading it runs again
+        page.get_by_text("VALUE temp=5.0 query=0").wait_for(timeout=60_000)
+        drawn = root.evaluate("r => r.attnviz.view.temp")
+        assert drawn == 5.0
+        assert outside == [], outside
+    finally:
+        context.close()

@@ -58,13 +58,14 @@ def atlas(weights: np.ndarray, layer: int, head: int, *, group: int = 1, allowed
                               score=score, colour="score" if st.session_state.get("bycolour") else "pattern",
                               sort=bool(st.session_state.get("bysort")))
     head_atlas(data, key=key, on_open=open_head)
-    many = weights.shape[-1] > figures.ATLAS_BLOCKS and not (score and st.session_state.get("bycolour"))
+    many = weights.shape[-1] > figures.ATLAS_BLOCKS
     st.caption("Layers run down, heads across. Click a head to open it below (or focus the atlas: arrow keys, Enter)."
                + (" Dark lines part the key/value groups: the heads between two lines share K and V." if data["group"] > 1 else "")
                + (" Each thumbnail shows the largest weight in each block." if many else "")
                + (f" Sorted: each layer's heads by {score[0]}, highest first; #1 … along the top are places, the hover "
                   "names the head." if data["order"] else "")
-               + (" Coloured: " + coloured_by(st.session_state.score) if score and st.session_state.get("bycolour") else ""))
+               + (" The orange bar along each head's foot (the full width = 1): " + coloured_by(st.session_state.score)
+                  if score and st.session_state.get("bycolour") else ""))
 
 
 def coloured_by(name: str) -> str:
@@ -81,7 +82,9 @@ def atlas_score(name: str, shape: tuple[int, int]) -> tuple[str, np.ndarray] | N
     chosen = left.selectbox("Head score", list(heads.SCORES), key="score", format_func=heads.SCORES.get,
                             help="What each head does, measured over a corpus of generated sentences and a probe of "
                                  "random pieces repeated twice (see “What each head does” below).")
-    colour = middle.toggle("Colour by it", key="bycolour")
+    colour = middle.toggle("Show it on each head", key="bycolour",
+                           help="A bar along each thumbnail's foot, its length the head's score; the thumbnails keep "
+                                "their patterns.")
     order = right.toggle("Sort by it", key="bysort")
     if not (colour or order or st.session_state.get("types")):
         return None

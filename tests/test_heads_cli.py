@@ -118,4 +118,4 @@ def test_a_page_draws_while_the_scores_are_measured_and_colours_the_atlas_when_t
     at.run()
     assert not at.exception and not at.get("progress")
     atlas = next(d for d in (__import__("json").loads(c.proto.json) for c in at.get("bidi_component")) if "measure" in d)
-    assert atlas["measure"]["name"] == heads.SCORES["previous"] and atlas["r"] == 1
+    assert atlas["measure"]["name"] == heads.SCORES["previous"] and atlas["score_bars"]

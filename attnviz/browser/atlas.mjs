@@ -120,6 +120,7 @@ export class Atlas {
       for (let h = d.group; h < d.heads; h += d.group) ctx.moveTo(left + h * tile, top), ctx.lineTo(left + h * tile, top + tile * d.layers);
       ctx.stroke();
     }
+    if (d.score_bars) this.drawScoreBars(ctx, box);
     if (this.chosen) {
       const [l, head] = this.chosen;
       const h = this.slotOf(l, head);
@@ -148,6 +149,27 @@ export class Atlas {
     this.figure.setAttribute("aria-label", `${d.title}. Chosen: layer ${this.chosen[0] + this.base}, head ${this.chosen[1] + this.base}. ` +
       "Arrow keys move the chosen head; Enter opens it.");
     this.expose();
+  }
+
+  /** A head score on each thumbnail, keeping its pattern: a bar along the thumbnail's foot, its length the score
+   * (the full width = 1), over a white track. */
+  scoreBar(l, head) {
+    const value = this.data.measure.values[l * this.data.heads + head];
+    return Math.min(1, Math.max(0, Number.isFinite(value) ? value : 0));
+  }
+
+  drawScoreBars(ctx, { left, top, tile }) {
+    const d = this.data;
+    const height = Math.max(2, Math.round(tile / 5));
+    for (let l = 0; l < d.layers; l++) {
+      for (let slot = 0; slot < d.heads; slot++) {
+        const [x, y] = [left + slot * tile, top + (l + 1) * tile - height];
+        ctx.fillStyle = "#ffffff";
+        ctx.fillRect(x, y, tile, height);
+        ctx.fillStyle = HIGHLIGHT;
+        ctx.fillRect(x, y, tile * this.scoreBar(l, this.headIn(l, slot)), height);
+      }
+    }
   }
 
   drawColourBar(ctx, { left, top, tile }) {
@@ -221,6 +243,7 @@ export class Atlas {
       layers: this.data.layers, heads: this.data.heads, chosen: [...this.chosen], version: this.data.version,
       timings: this.timings, drawn: (this.drawn = (this.drawn || 0) + 1),
       order: this.data.order ? [...this.data.order] : null,
+      scoreBar: (l, head) => (this.data.score_bars ? this.scoreBar(l, head) : undefined),
       tileCentre: (l, head) => {
         const rect = this.canvas.getBoundingClientRect();
         const h = this.slotOf(l, head);

@@ -177,7 +177,9 @@ def atlas_data(weights: np.ndarray, *, chosen: tuple[int, int], scale: str = "ro
     (base64); `allowed` (n, n), where a mask hides keys, greys the blocks no query may read; `chosen` (layer, head),
     counted from 0, is outlined; with `group` > 1 (grouped-query attention) dark lines part the key/value groups.
     `score` (name, (L, H) values in 0 … 1), a head score (attnviz.heads): shown on hover; with colour="score" each
-    head is one square coloured by it; with `sort` each layer's heads are ordered by it, highest first (`order`)."""
+    thumbnail keeps its pattern and shows the score as a bar along its foot (`score_bars`; a signed measure, an
+    effect, colours each head as one square instead); with `sort` each layer's heads are ordered by it, highest first
+    (`order`)."""
     n_layers, n_heads = weights.shape[:2]
     order = np.tile(np.arange(n_heads), (n_layers, 1))  # (L, H) the head drawn in each place of a layer
     if score is not None and sort:
@@ -189,10 +191,6 @@ def atlas_data(weights: np.ndarray, *, chosen: tuple[int, int], scale: str = "ro
         shown = (0.5 + 0.5 * values / top)[..., None, None]  # (L, H, 1, 1): 0 → the middle of the scale
         r, zmax_text, masked = 1, f"+{top:.3g}", ""
         stops = [[p, list(rgb)] for p, rgb in _scale_stops(DIVERGING)]
-        title = title or f"All {n_layers * n_heads:,} heads ({n_layers} layers × {n_heads} heads), coloured by {score[0]}"
-    elif score is not None and colour == "score":
-        shown = np.nan_to_num(np.clip(score[1], 0, 1), nan=0.0)[..., None, None]  # (L, H, 1, 1)
-        r, zmax_text, masked = 1, "1", ""
         title = title or f"All {n_layers * n_heads:,} heads ({n_layers} layers × {n_heads} heads), coloured by {score[0]}"
     else:
         blocks, b = block_max(weights, most)  # (L, H, r, r)
@@ -208,6 +206,9 @@ def atlas_data(weights: np.ndarray, *, chosen: tuple[int, int], scale: str = "ro
         n = weights.shape[-1]
         title = title or (f"All {n_layers * n_heads:,} heads ({n_layers} layers × {n_heads} heads), each {n}×{n}"
                           + (f", max per {b}×{b} block" if b > 1 else ""))
+    bars = score is not None and colour == "score" and not signed
+    if bars:
+        title += f"; the bar along each head's foot: its {score[0]} (the full width = 1)"
     if sort and score is not None:
         title += f"; each layer's heads by {score[0]}, highest first"
         shown = np.take_along_axis(shown, order[..., None, None], axis=1)  # (L, H, r, r) in drawing order
@@ -219,7 +220,7 @@ def atlas_data(weights: np.ndarray, *, chosen: tuple[int, int], scale: str = "ro
     data = dict(version=version, layers=int(n_layers), heads=int(n_heads), r=int(r), blocks=packed, masked=masked,
                 group=int(group) if not sorted_ else 1, chosen=[int(c) for c in chosen], palette=stops,
                 title=title, zmax_text=zmax_text, font_px=font_px, tile_max_px=ATLAS_TILE_PX, max_height=max_height,
-                order=order.ravel().tolist() if sorted_ else None, base=int(base))
+                order=order.ravel().tolist() if sorted_ else None, base=int(base), score_bars=bool(bars))
     if score is not None and colour == "score" and signed:
         data["zmin_text"] = zmax_text.replace("+", "−")  # the scale runs −top … +top, 0 in its middle
     if score is not None:

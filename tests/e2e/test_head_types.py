@@ -48,11 +48,11 @@ def test_the_atlas_sorted_and_coloured_by_a_score_opens_the_heads_it_shows(serve
     settle(page)
     assert shown_value(page, "stSelectbox", "Layer") == "1" and shown_value(page, "stSelectbox", "Head") == str(best + 1)
     assert url_has(page, f"head={best + 1}") and best != 0  # a place other than the head's own number
-    toggle(page, "Colour by it")
-    page.wait_for_function("() => document.querySelector('.av-atlas').attnviz.value(0, 0, 0, 0) !== undefined")
-    for layer, head in ((0, best), (3, 5), (5, 11)):
-        shown = page.evaluate(f"() => document.querySelector('.av-atlas').attnviz.value({layer}, {head}, 0, 0)")
-        assert shown == round(float(np.clip(previous[layer, head], 0, 1)) * 255)
+    toggle(page, "Show it on each head")
+    page.wait_for_function("() => document.querySelector('.av-atlas').attnviz.scoreBar(0, 0) !== undefined")
+    for layer, head in ((0, best), (3, 5), (5, 11)):  # each head's bar is its score; its thumbnail keeps its pattern
+        bar = page.evaluate(f"() => document.querySelector('.av-atlas').attnviz.scoreBar({layer}, {head})")
+        assert abs(bar - float(np.clip(previous[layer, head], 0, 1))) < 1e-4
     # A new sentence: the scores are the corpus's, so the atlas keeps its order, its colours and the chosen head.
     type_into(page, "Sentence", "a bird sang in the old tree")
     state = atlas_state(page)

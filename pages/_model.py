@@ -44,8 +44,10 @@ def model(name: str) -> models.Model:
         lock = locks.setdefault(name, threading.Lock())
 
     def load() -> models.Model:
-        with st.spinner("Loading the model's weights (once for every session)…"):
-            return models.load(offered()[name].source, name=name)
+        source = offered()[name].source
+        note = models.first_load_note(source)
+        with st.spinner("Loading the model's weights (once for every session)…" + (f" {note}" if note else "")):
+            return models.load(source, name=name)
 
     with lock:
         return cache.get(name, load)

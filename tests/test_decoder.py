@@ -341,3 +341,18 @@ def test_the_pieces_of_one_character_are_labelled_by_their_bytes(model):
     assert len(parts) >= 2 and len(set(parts)) == len(parts)
     assert bytes.fromhex("".join(parts).replace("\\x", "")) == "🐕".encode()
     assert "中" in labels[-1]  # a whole character reads as itself
+
+
+def test_the_first_load_says_what_it_writes_before_it_writes_it(model, tmp_path, monkeypatch, capfd):
+    """SmolLM2's first load on a machine de-quantizes 538 MB into the cache: the page's spinner and stderr say so, with
+    the size and the folder, before the work starts; once cached, nothing is said."""
+    assert models.first_load_note("smollm2") is None  # the fixture's load filled this cache
+    monkeypatch.setenv("ATTNVIZ_CACHE", str(tmp_path))
+    note = models.first_load_note("smollm2")
+    size = gguf.float_bytes(models.smollm2_path())
+    assert note and f"{size / 1e6:.1f} MB" in note and str(tmp_path) in note and "ATTNVIZ_CACHE" in note
+    monkeypatch.setattr(gguf, "read", lambda source: (_ for _ in ()).throw(RuntimeError("stopped before reading")))
+    with pytest.raises(RuntimeError, match="stopped before reading"):
+        models.load("smollm2", device="cpu")
+    assert f"attnviz: {note}" in capfd.readouterr().err
+    assert models.first_load_note("minilm") is None  # a folder of safetensors writes nothing

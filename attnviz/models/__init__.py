@@ -103,6 +103,18 @@ def smollm2_path() -> Path:
     return Path(spec.origin).parent / SMOLLM2_GGUF
 
 
+def first_load_note(source: str | os.PathLike) -> str | None:
+    """What the first load of `source` on this machine writes to disk, to say before it (the built-in decoder's and any
+    GGUF file's de-quantized weights); None where it writes nothing or has already."""
+    from attnviz.models import gguf
+
+    try:
+        path = smollm2_path() if source == "smollm2" else Path(source).expanduser()
+        return gguf.first_load_note(path) if path.suffix.lower() == ".gguf" and path.is_file() else None
+    except (ModelError, OSError, ImportError):
+        return None  # the load itself says what is wrong
+
+
 def load_gguf(path: Path, device: torch.device, *, budget: int | None = None, name: str | None = None,
               cache: bool = True) -> EngineModel:
     from attnviz.models import gguf

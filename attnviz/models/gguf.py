@@ -16,13 +16,14 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from attnviz.models.engine import Architecture, Block, Norm, Weights
-from attnviz.models.files import ModelError, check_budget
+from attnviz.models.files import ModelError, check_budget, size_text
 from attnviz.models.model import Built
 
 CACHE_SETTING = "ATTNVIZ_CACHE"
@@ -104,6 +105,15 @@ def _config(reader) -> dict:
         max_positions=one("llama.context_length"),
         end=[int(_field(reader, "tokenizer.ggml.eos_token_id")[0])] if "tokenizer.ggml.eos_token_id" in reader.fields else [],
     )
+
+
+def first_load_note(source: Path) -> str | None:
+    """What loading `source` for the first time on this machine writes, said before it does; None once it is cached."""
+    folder = cache_dir(source)
+    if (folder / "tokenizer.json").exists():
+        return None
+    return (f"{source.name} is de-quantized once for this machine: {size_text(float_bytes(source))} of float32 weights "
+            f"go to {folder.parent} (ATTNVIZ_CACHE moves them), and later loads read them from there.")
 
 
 def float_bytes(source: Path) -> int:
@@ -193,6 +203,8 @@ def load(source: Path, device: torch.device, *, cache: bool = True, budget: int 
         tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     else:
         check_budget(source.name, float_bytes(source), budget)
+        if folder is not None:
+            print(f"attnviz: {first_load_note(source)}", file=sys.stderr)
         arrays, config, tokenizer = read(source)
         if folder is not None:
             _write_cache(folder, source, arrays, config, tokenizer)

@@ -44,18 +44,34 @@ export class Atlas {
     this.timings.push(performance.now() - started);
   }
 
-  /** The layout for the root's width: each thumbnail `tile` px square, at most tile_max_px, the whole within max_height. */
+  /** The layout for the root's width: each thumbnail `tile` px square, at most tile_max_px, the whole within
+   * max_height. A deep and narrow model (30 layers × 9 heads) fills a third of the width as one column of layers, so
+   * its layers go into `columns` side by side (layers 1–15, then 16–30) where that makes every thumbnail at least a
+   * quarter larger. */
   layout() {
     const d = this.data;
     const width = Math.max(240, Math.floor(this.root.clientWidth || 700));
     const left = Math.ceil(d.font_px * 3.2);
     const top = Math.ceil(d.font_px * 1.8);
+    const gap = Math.ceil(d.font_px * 1.5); // between two columns of layers
     const ctx = this.canvas.getContext("2d");
     ctx.font = `${Math.max(10, d.font_px - 2)}px ${FONT}`;
     const bar = 14 + 12 + 6 + Math.ceil(ctx.measureText(d.zmax_text).width) + 8; // the colour bar and its top label
-    const tile = Math.max(4, Math.min(d.tile_max_px, Math.floor((width - left - bar) / d.heads),
-      Math.floor((d.max_height - top) / d.layers)));
-    return { width, left, top, tile, height: top + tile * d.layers + 8 };
+    const tileFor = (columns) => Math.max(4, Math.min(d.tile_max_px,
+      Math.floor((width - bar - columns * left - (columns - 1) * gap) / (columns * d.heads)),
+      Math.floor((d.max_height - top) / Math.ceil(d.layers / columns))));
+    let columns = 1;
+    for (let c = 2; c <= Math.min(4, d.layers); c++) if (tileFor(c) >= 1.25 * tileFor(columns)) columns = c;
+    const tile = tileFor(columns);
+    const rows = Math.ceil(d.layers / columns);
+    const stride = left + tile * d.heads + gap; // from one column of layers to the next
+    return { width, left, top, tile, rows, columns, stride, right: columns * stride - gap, height: top + tile * rows + 8 };
+  }
+
+  /** The top-left corner of the thumbnail in place `slot` of layer l. */
+  place(l, slot) {
+    const { left, top, tile, rows, stride } = this.box;
+    return [Math.floor(l / rows) * stride + left + slot * tile, top + (l % rows) * tile];
   }
 
   /** Every block of every head, one pixel each, as one image (L·r rows, H·r columns). */
@@ -103,45 +119,24 @@ export class Atlas {
   draw() {
     const d = this.data;
     const box = (this.box = this.layout());
-    const { width, left, top, tile, height } = box;
+    const { width, left, top, tile, rows, columns, stride, height } = box;
     const ctx = canvasContext(this.canvas, this.figure, width, height);
-    ctx.drawImage(this.cells(), left, top, tile * d.heads, tile * d.layers);
-    // White lines part the thumbnails; dark ones part the key/value groups of grouped-query attention.
-    ctx.lineWidth = tile >= 10 ? 1 : 0.5;
-    ctx.strokeStyle = "#ffffff";
-    ctx.beginPath();
-    for (let h = 1; h < d.heads; h++) ctx.moveTo(left + h * tile, top), ctx.lineTo(left + h * tile, top + tile * d.layers);
-    for (let l = 1; l < d.layers; l++) ctx.moveTo(left, top + l * tile), ctx.lineTo(left + tile * d.heads, top + l * tile);
-    ctx.stroke();
-    if (d.group > 1) {
-      ctx.strokeStyle = INK;
-      ctx.lineWidth = 2;
-      ctx.beginPath();
-      for (let h = d.group; h < d.heads; h += d.group) ctx.moveTo(left + h * tile, top), ctx.lineTo(left + h * tile, top + tile * d.layers);
-      ctx.stroke();
-    }
+    const cells = this.cells();
+    for (let c = 0; c < columns && c * rows < d.layers; c++) this.drawColumn(ctx, cells, c * rows,
+      Math.min(rows, d.layers - c * rows), c * stride + left, box);
     if (d.score_bars) this.drawScoreBars(ctx, box);
     if (this.chosen) {
-      const [l, head] = this.chosen;
-      const h = this.slotOf(l, head);
+      const [x, y] = this.place(this.chosen[0], this.slotOf(this.chosen[0], this.chosen[1]));
       ctx.strokeStyle = HIGHLIGHT;
       ctx.lineWidth = 3;
-      ctx.strokeRect(left + h * tile - 1, top + l * tile - 1, tile + 2, tile + 2);
+      ctx.strokeRect(x - 1, y - 1, tile + 2, tile + 2);
     }
-    // Numbers: layers down the left, heads along the top (every k-th where they would crowd).
     ctx.fillStyle = INK;
     ctx.font = `${d.font_px}px ${FONT}`;
-    ctx.textAlign = "right";
-    ctx.textBaseline = "middle";
-    const stepL = Math.max(1, Math.ceil((d.font_px * 1.3) / tile));
-    for (let l = 0; l < d.layers; l += stepL) ctx.fillText(String(l + this.base), left - 6, top + (l + 0.5) * tile);
     ctx.textAlign = "center";
     ctx.textBaseline = "bottom";
-    const stepH = Math.max(1, Math.ceil((d.font_px * 2) / tile));
-    // Sorted by a score, the numbers along the top are places (#1: each layer's highest), not heads.
-    for (let h = 0; h < d.heads; h += stepH) ctx.fillText(d.order ? `#${h + 1}` : String(h + this.base), left + (h + 0.5) * tile, top - 3);
     ctx.save();
-    ctx.translate(d.font_px * 0.8, top + (tile * d.layers) / 2);
+    ctx.translate(d.font_px * 0.8, top + (tile * rows) / 2);
     ctx.rotate(-Math.PI / 2);
     ctx.fillText("layer", 0, d.font_px * 0.6);
     ctx.restore();
@@ -151,6 +146,38 @@ export class Atlas {
     this.expose();
   }
 
+  /** Layers first … first + count − 1 at x: their thumbnails, the lines between them, their numbers (layers down the
+   * left, heads along the top, every k-th where they would crowd). */
+  drawColumn(ctx, cells, first, count, x, { top, tile }) {
+    const d = this.data;
+    ctx.drawImage(cells, 0, first * d.r, d.heads * d.r, count * d.r, x, top, tile * d.heads, tile * count);
+    // White lines part the thumbnails; dark ones part the key/value groups of grouped-query attention.
+    ctx.lineWidth = tile >= 10 ? 1 : 0.5;
+    ctx.strokeStyle = "#ffffff";
+    ctx.beginPath();
+    for (let h = 1; h < d.heads; h++) ctx.moveTo(x + h * tile, top), ctx.lineTo(x + h * tile, top + tile * count);
+    for (let l = 1; l < count; l++) ctx.moveTo(x, top + l * tile), ctx.lineTo(x + tile * d.heads, top + l * tile);
+    ctx.stroke();
+    if (d.group > 1) {
+      ctx.strokeStyle = INK;
+      ctx.lineWidth = 2;
+      ctx.beginPath();
+      for (let h = d.group; h < d.heads; h += d.group) ctx.moveTo(x + h * tile, top), ctx.lineTo(x + h * tile, top + tile * count);
+      ctx.stroke();
+    }
+    ctx.fillStyle = INK;
+    ctx.font = `${d.font_px}px ${FONT}`;
+    ctx.textAlign = "right";
+    ctx.textBaseline = "middle";
+    const stepL = Math.max(1, Math.ceil((d.font_px * 1.3) / tile));
+    for (let l = 0; l < count; l += stepL) ctx.fillText(String(first + l + this.base), x - 6, top + (l + 0.5) * tile);
+    ctx.textAlign = "center";
+    ctx.textBaseline = "bottom";
+    const stepH = Math.max(1, Math.ceil((d.font_px * 2) / tile));
+    // Sorted by a score, the numbers along the top are places (#1: each layer's highest), not heads.
+    for (let h = 0; h < d.heads; h += stepH) ctx.fillText(d.order ? `#${h + 1}` : String(h + this.base), x + (h + 0.5) * tile, top - 3);
+  }
+
   /** A head score on each thumbnail, keeping its pattern: a bar along the thumbnail's foot, its length the score
    * (the full width = 1), over a white track. */
   scoreBar(l, head) {
@@ -158,12 +185,13 @@ export class Atlas {
     return Math.min(1, Math.max(0, Number.isFinite(value) ? value : 0));
   }
 
-  drawScoreBars(ctx, { left, top, tile }) {
+  drawScoreBars(ctx, { tile }) {
     const d = this.data;
     const height = Math.max(2, Math.round(tile / 5));
     for (let l = 0; l < d.layers; l++) {
       for (let slot = 0; slot < d.heads; slot++) {
-        const [x, y] = [left + slot * tile, top + (l + 1) * tile - height];
+        const [x, corner] = this.place(l, slot);
+        const y = corner + tile - height;
         ctx.fillStyle = "#ffffff";
         ctx.fillRect(x, y, tile, height);
         ctx.fillStyle = HIGHLIGHT;
@@ -172,10 +200,10 @@ export class Atlas {
     }
   }
 
-  drawColourBar(ctx, { left, top, tile }) {
+  drawColourBar(ctx, { top, tile, rows, right }) {
     const d = this.data;
-    const x = left + tile * d.heads + 14;
-    const h = Math.min(200, tile * d.layers);
+    const x = right + 14;
+    const h = Math.min(200, tile * rows);
     const gradient = ctx.createLinearGradient(0, top + h, 0, top);
     for (const [position, rgb] of d.palette) gradient.addColorStop(position, `rgb(${rgb.join(",")})`);
     ctx.fillStyle = gradient;
@@ -190,12 +218,14 @@ export class Atlas {
 
   headAt(event) {
     const rect = this.canvas.getBoundingClientRect();
-    const { left, top, tile } = this.box;
-    const x = event.clientX - rect.left - left;
-    const y = event.clientY - rect.top - top;
-    const slot = Math.floor(x / tile);
-    const l = Math.floor(y / tile);
-    return l >= 0 && slot >= 0 && l < this.data.layers && slot < this.data.heads ? [l, this.headIn(l, slot)] : null;
+    const { left, top, tile, rows, columns, stride } = this.box;
+    const x = event.clientX - rect.left;
+    const column = Math.floor(x / stride);
+    const slot = Math.floor((x - column * stride - left) / tile);
+    const row = Math.floor((event.clientY - rect.top - top) / tile);
+    const l = column * rows + row;
+    const inside = column >= 0 && column < columns && row >= 0 && row < rows && slot >= 0 && slot < this.data.heads;
+    return inside && l < this.data.layers ? [l, this.headIn(l, slot)] : null;
   }
 
   hover(event) {
@@ -238,22 +268,22 @@ export class Atlas {
 
   /** What is drawn, for tests and benchmarks: read from the root element's `attnviz` property. */
   expose() {
-    const { left, top, tile } = this.box;
+    const { tile, columns } = this.box;
     this.root.attnviz = {
       layers: this.data.layers, heads: this.data.heads, chosen: [...this.chosen], version: this.data.version,
       timings: this.timings, drawn: (this.drawn = (this.drawn || 0) + 1),
-      order: this.data.order ? [...this.data.order] : null,
+      order: this.data.order ? [...this.data.order] : null, columns,
       scoreBar: (l, head) => (this.data.score_bars ? this.scoreBar(l, head) : undefined),
       tileCentre: (l, head) => {
         const rect = this.canvas.getBoundingClientRect();
-        const h = this.slotOf(l, head);
-        return [rect.left + left + (h + 0.5) * tile, rect.top + top + (l + 0.5) * tile];
+        const [x, y] = this.place(l, this.slotOf(l, head));
+        return [rect.left + x + tile / 2, rect.top + y + tile / 2];
       },
       showTile: (l, head) => {  // scroll the page until the tile is in the middle of the screen (a tall atlas overflows it)
-        const h = this.slotOf(l, head);
+        const [x, y] = this.place(l, this.slotOf(l, head));
         const mark = this.figure.appendChild(el("div"));
-        Object.assign(mark.style, { position: "absolute", left: `${left + h * tile}px`, top: `${top + l * tile}px`,
-          width: `${tile}px`, height: `${tile}px` });
+        Object.assign(mark.style, { position: "absolute", left: `${x}px`, top: `${y}px`, width: `${tile}px`,
+          height: `${tile}px` });
         mark.scrollIntoView({ block: "center", inline: "center" });
         mark.remove();
       },

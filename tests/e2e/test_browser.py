@@ -141,3 +141,22 @@ def test_the_decoder_writes_on_reads_back_and_keeps_its_controls(server, page):
     page.wait_for_selector(".av-atlas canvas", timeout=120_000)
     settle(page)
     assert exceptions(page) == [] and page.locator('[data-testid="stException"]').count() == 0
+
+
+def test_a_deep_narrow_models_atlas_takes_the_width_in_columns_of_layers(server, page):
+    """SmolLM2's 30 layers × 9 heads in one column used a third of the width: its layers go into two columns side by
+    side, the thumbnails larger, and a click in the second column opens the head under the pointer."""
+    page.goto(f"{server}/decoder?text=the+dog+saw+the+cat")
+    page.wait_for_function("() => document.querySelector('.av-atlas') && document.querySelector('.av-atlas').attnviz",
+                           timeout=120_000)
+    settle(page)
+    atlas = page.locator(".av-atlas").first
+    assert atlas.evaluate("r => r.attnviz.columns") == 2
+    canvas, root = atlas.locator("canvas").bounding_box(), atlas.bounding_box()
+    assert canvas["width"] > 0.85 * root["width"]
+    x, y = atlas.evaluate("r => { r.attnviz.showTile(24, 6); return r.attnviz.tileCentre(24, 6); }")  # layer 25,
+    # head 7: in the second column
+    page.mouse.click(x, y)
+    settle(page)
+    assert url_has(page, "layer=25", "head=7") and atlas.evaluate("r => r.attnviz.chosen") == [24, 6]
+    assert not exceptions(page)

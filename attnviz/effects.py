@@ -32,7 +32,7 @@ import torch
 from scipy import stats
 
 from attnviz.models import Pieces, engine
-from attnviz.models.engine import Intervention
+from attnviz.models.engine import Intervention, output_matrices
 from attnviz.models.run import Run
 
 HOWS = {"zero": "its output set to 0", "mean": "its output replaced by its mean over the positions"}
@@ -478,7 +478,7 @@ def on(model, t: torch.Tensor) -> torch.Tensor:
 def head_vectors(model, layer: int, trace) -> torch.Tensor:
     """(H, n, d) f_h(x_j) = v_j W_o^(h): what head h adds for each unit of weight on piece j (b_o left out)."""
     value = trace.value.float().repeat_interleave(model.group, 0)  # (H, n, dh)
-    w_out = model.weights.blocks[layer].w_out.float().cpu().view(model.heads, model.head_dim, -1)  # (H, dh, d)
+    w_out = output_matrices(model.arch, model.weights.blocks[layer]).float().cpu()  # (H, dh, d)
     return value @ w_out  # (H, n, d)
 
 
@@ -561,7 +561,7 @@ def logit_attribution_of(model, run: Run, *, top: int = 5) -> LogitAttribution:
     per_head = []
     with torch.inference_mode():
         for l, (block, trace) in enumerate(zip(weights.blocks, run.traces)):
-            w_out = block.w_out.double().cpu().view(arch.heads, arch.head_dim, -1)  # (H, dh, d)
+            w_out = output_matrices(arch, block).double().cpu()  # (H, dh, d)
             outputs = (trace.head_output[:, last, None, :].double() @ w_out)[:, 0]  # (H, d)
             direct = read(outputs)  # (H, d)
             head_terms[l] = (direct @ column).numpy()

@@ -88,9 +88,9 @@ def head_steps(run: Run, layer: int, head: int) -> list[Step]:
     """The walk X → Q, K, V → QKᵀ/√d_k → softmax → αV for one head (both counted from 0) of a run the engine computed,
     every matrix the one the forward computed."""
     arch, trace = run.architecture, run.traces[layer]
-    group = head // arch.group
+    group = arch.kv_head(head)
     x = trace.x.numpy()  # (n, d)
-    q, k, v = trace.query[head].numpy(), trace.key[group].numpy(), trace.value[group].numpy()  # (n, dk) each
+    q, k, v = (t.numpy() for t in trace.head(arch, head))  # (n, dk) each
     scores, weights = run.head_scores(layer, head), run.weights[layer, head]  # (n, n) each
     d_k = q.shape[1]
     rope = arch.positions == "rotary"

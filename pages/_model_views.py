@@ -264,10 +264,7 @@ def positions(model: models.Model, result: models.Run) -> None:
     n, pieces = len(result.pieces), result.pieces
     names = [f"{p} · {t}" for p, t in enumerate(figures.labels(pieces.labels(), pieces.unknown))]
     if model.positions == "learned":
-        rows = torch.arange(n)
-        if model.arch.padding_index is not None:
-            rows = rows + model.arch.padding_index + 1  # RoBERTa's first position follows its padding index
-        table = model.weights.positions[rows].float().cpu().numpy()  # (n, d)
+        table = model.weights.positions[model.arch.position_rows(n)].float().cpu().numpy()  # (n, d)
         similarity, cols, corner = cosine_similarity(table), figures.dims(table.shape[1]), "position \\ dimension"
         st.latex(r"x_p = E_{\text{piece}} + P_p\ (\text{then the model's norm}),\quad P: %d \times %d" % table.shape)
         title = "P: one learned row per position"
@@ -313,9 +310,9 @@ def qk_space_view(name: str, sentence: str, layer: int, head: int) -> None:
     texts = ([sentence] if len(mine.pieces) <= QK_PIECES else []) + list(qkspace.SENTENCES)
     results = [run(name, text) for text in texts]
     traces = [r.traces[layer - 1] for r in results]
-    group = chosen_model.group
-    query = np.concatenate([t.query[head - 1].numpy() for t in traces])  # (N, dh)
-    key = np.concatenate([t.key[(head - 1) // group].numpy() for t in traces])  # (N, dh)
+    heads_ = [t.head(results[0].architecture, head - 1) for t in traces]  # (query, key, value) of each text
+    query = np.concatenate([q.numpy() for q, _, _ in heads_])  # (N, dh)
+    key = np.concatenate([k.numpy() for _, k, _ in heads_])  # (N, dh)
     names = [label for r in results for label in r.pieces.labels()]
     which = np.concatenate([np.full(len(r.pieces), s) for s, r in enumerate(results)])  # (N,) sentence of each point
     where = np.concatenate([np.arange(len(r.pieces)) for r in results])  # (N,) position in it

@@ -394,3 +394,22 @@ def test_a_model_transformers_computes_loads_without_its_progress_bars_or_warnin
     out, err = capfd.readouterr()
     assert out == "" and err == "", err[-500:]
     assert (logging.get_verbosity(), logging.is_progress_bar_enabled()) == before
+
+
+def test_the_engines_accessors_give_what_the_forward_used(folders):
+    """Trace.head: a grouped query head's key and value are its group's (transformers' repeat_kv); position_rows:
+    RoBERTa's learned positions start after its padding index (transformers' create_position_ids_from_input_ids)."""
+    from transformers.models.roberta.modeling_roberta import RobertaEmbeddings
+
+    mistral = models.load(folders["mistral"], "cpu")
+    run = mistral.run(SENTENCES["dog"])
+    arch, trace = run.architecture, run.traces[1]
+    repeated = trace.key.repeat_interleave(arch.heads // arch.kv_heads, dim=0)  # (H, n, dh) as transformers repeats
+    for head in range(arch.heads):
+        query, key, value = trace.head(arch, head)
+        assert torch.equal(query, trace.query[head]) and torch.equal(key, repeated[head])
+        assert torch.equal(value, trace.value.repeat_interleave(arch.heads // arch.kv_heads, dim=0)[head])
+    roberta = models.load(folders["roberta"], "cpu")
+    ids = torch.tensor([roberta.tokenize(SENTENCES["cat"]).ids])  # (1, n)
+    expected = RobertaEmbeddings.create_position_ids_from_input_ids(ids, roberta.arch.padding_index)[0]  # (n,)
+    assert torch.equal(roberta.arch.position_rows(ids.shape[1]), expected)

@@ -58,6 +58,16 @@ class Architecture:
     def group(self) -> int:
         return self.heads // self.kv_heads
 
+    def kv_head(self, head: int) -> int:
+        """The key/value head query head `head` reads (grouped-query attention: H / KV query heads share one)."""
+        return head // self.group
+
+    def position_rows(self, n: int) -> torch.Tensor:
+        """(n,) the rows of the learned position table that a text's first n pieces read (RoBERTa's start after its
+        padding index)."""
+        start = self.padding_index + 1 if self.padding_index is not None else 0
+        return torch.arange(start, start + n)
+
     @property
     def context(self) -> int:
         """The most pieces its positions reach (RoBERTa's start after its padding index)."""
@@ -146,6 +156,11 @@ class Trace:
 
     def to(self, device: torch.device) -> Trace:
         return Trace(*(t.to(device) for t in vars(self).values()))
+
+    def head(self, arch: Architecture, head: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(query, key, value) of query head `head`, (n, dh) each: its key and value are its group's."""
+        kv = arch.kv_head(head)
+        return self.query[head], self.key[kv], self.value[kv]
 
     @property
     def nbytes(self) -> int:
@@ -414,12 +429,17 @@ def extend(arch: Architecture, weights: Weights, before: Forward, token: int) ->
                    intervention=intervention)
 
 
+def output_matrices(arch: Architecture, block: Block) -> torch.Tensor:
+    """(H, dh, d) W_o split by head: what head h's αV is multiplied by to join the residual stream."""
+    return block.w_out.view(arch.heads, arch.head_dim, -1)
+
+
 def scores(arch: Architecture, trace: Trace, head: int | None = None) -> torch.Tensor:
     """QKᵀ/√d_k of one head (n, n), or of every head (H, n, n), recomputed from a trace's queries and keys exactly as
     the forward's scorer computes them (before the mask and the softmax)."""
     group = arch.group
     if head is not None:
-        query, key = trace.query[head], trace.key[head // group]  # (n, dh) each
+        query, key, _ = trace.head(arch, head)  # (n, dh) each
     else:
         query, key = trace.query, trace.key.repeat_interleave(group, dim=0)  # (H, n, dh) each
     return (query / math.sqrt(query.shape[-1])) @ key.transpose(-2, -1)  # (n, n) or (H, n, n)

@@ -1,0 +1,108 @@
+"""The lesson under AppTest: retrieval steps as the notes say, links into the pages, the comparisons, the order step,
+the buttons, the heads step."""
+
+import json
+import numpy as np
+import pytest
+
+from page_support import (
+    DEFAULT, KV, ROOT, TIMEOUT, chart_data, compared, decode, glove_scores, kv_page, link_params, messages,
+    run_page, soft_table,
+)
+
+
+def test_lesson_retrieval_steps_answer_as_the_notes_say():
+    at = run_page("lesson.py", {"step": "1"})
+    assert at.success[0].value == "Li → Mu"
+    at = run_page("lesson.py", {"step": "2"})
+    assert at.success[0].value == "Exact: no answer. Hard: Lipton → Zachary"
+    at = run_page("lesson.py", {"step": "2", "q": "Zhang"})
+    assert at.success[0].value == "Exact: Aston. Hard: Zhang → Aston"
+
+
+def test_lesson_retrieval_links_open_the_database_in_the_steps_state():
+    """Steps 2 and 3 leave Li out: their "Explore this" opens the Key–value page with Li left out too, so it answers
+    as the step did (hard: Lipton; soft: the step's weights), not by finding Li again."""
+    step = run_page("lesson.py", {"step": "3", "q": "Smol", "tau": "0.5"})
+    params = link_params(step, "Explore this in Key–value database")
+    assert params == {"q": "Smol", "drop": "Li", "tau": "0.5"}
+    lesson_weights = decode(chart_data(step, 0)[0]["x"])  # (5,) over the records but Li
+    at = kv_page(params)
+    assert not at.exception and "No record" in messages(at)
+    assert at.selectbox(key="drop").value == "Li" and "Mu" not in soft_table(at)["value"].tolist()  # Li → Mu is out
+    kv_weights = decode(json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["x"])
+    np.testing.assert_allclose(kv_weights, lesson_weights, rtol=1e-5)
+    at.text_input(key="q").input("Li").run()
+    assert not at.exception and "No record" in messages(at)  # left out
+    at.selectbox(key="drop").set_value("").run()  # Li back: the exact lookup finds it
+    assert not at.exception and "No record" not in messages(at)
+    step = run_page("lesson.py", {"step": "2"})
+    assert link_params(step, "Explore this in Key–value database") == {"q": "Li", "drop": "Li"}
+    assert kv_page({"drop": "Nobody"}).selectbox(key="drop").value == ""  # a key not in the table: nothing is left out
+
+
+def test_lesson_soft_step_goes_from_hard_to_the_plain_average():
+    sharp = decode(chart_data(run_page("lesson.py", {"step": "3", "tau": "0.01"}), 0)[0]["x"])
+    flat = decode(chart_data(run_page("lesson.py", {"step": "3", "tau": "100"}), 0)[0]["x"])
+    assert sharp.max() > 0.99 and np.ptp(flat) < 0.01 and flat.sum() == pytest.approx(1, rel=1e-5)
+
+
+def test_lesson_comparisons_send_raw_scores_and_take_back_the_paused_view(glove):
+    """Steps 6 and 10 draw Compare in the browser, compact: step 6 dot (XXᵀ) against scaled dot (XXᵀ/√50), step 10
+    the same scores with B causal. A paused view goes into the link under the lesson's names, and each step opens
+    with its own settings again."""
+    x = glove_scores(glove, DEFAULT)  # XXᵀ/√50
+    at = run_page("lesson.py", {"step": "6"})
+    a, b, sent = compared(at)
+    assert sent["compact"] and (a["title"], b["title"]) == ("A: dot", "B: scaled_dot")
+    np.testing.assert_allclose(a["scores"], x * np.sqrt(50), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(b["scores"], x, atol=1e-5)
+    assert a["view"]["mask"] == b["view"]["mask"] == "none" and a["view"]["query"] == 9  # the lesson's query: "happy"
+    at = run_page("lesson.py", {"step": "10"})
+    a, b, _ = compared(at)
+    np.testing.assert_allclose(a["scores"], x, atol=1e-5)
+    assert a["scores"].tobytes() == b["scores"].tobytes() and (a["view"]["mask"], b["view"]["mask"]) == ("none", "causal")
+    at.session_state["cb_mask"], at.session_state["ctemp"], at.session_state["query"] = "none", 0.2, 3  # the browser's pause
+    at.run()
+    a, b, _ = compared(at)
+    assert (a["view"]["temp"], a["view"]["query"], b["view"]["mask"]) == (0.2, 3, "none")
+    params = {k: at.query_params[k] for k in ("cb_mask", "ctemp")}
+    assert params in ({"cb_mask": ["none"], "ctemp": ["0.2"]}, {"cb_mask": "none", "ctemp": "0.2"})
+    at.button(key="next").click().run()
+    at.button(key="previous").click().run()
+    a, b, _ = compared(at)
+    assert (a["view"]["temp"], b["view"]["mask"]) == (1.0, "causal")  # the step's own settings again; the query stays
+    assert a["view"]["query"] == 3 and "cb_mask" not in at.query_params
+
+
+def test_lesson_order_step_reorders_the_same_weights_until_positions_come(glove):
+    """Step 8: "dog bites man" against "man bites dog": B's raw scores are A's reordered (π = [2, 1, 0]), and the page
+    says so with the measured gap 0; with sinusoidal positions the scores are those of X + P and the gap is not 0."""
+    x = glove_scores(glove, "dog bites man")  # (3, 3) XXᵀ/√50
+    at = run_page("lesson.py", {"step": "8"})
+    a, b, sent = compared(at)
+    np.testing.assert_allclose(a["scores"], x, atol=1e-5)
+    np.testing.assert_allclose(b["scores"], x[::-1, ::-1], atol=1e-5)
+    assert "difference" not in sent and "π = [2, 1, 0]" in at.success[0].value and "= 0: equal" in at.success[0].value
+    at = run_page("lesson.py", {"step": "8", "opos": "1"})
+    a, b, _ = compared(at)
+    assert not at.success and "not equal" in messages(at) and np.abs(b["scores"] - a["scores"][::-1, ::-1]).max() > 1e-2
+
+
+def test_lesson_heads_step_draws_the_chosen_head_whole_beside_the_unlabelled_thumbnails():
+    at = run_page("lesson.py", {"step": "13", "heads": "3", "hhead": "1"})
+    assert not at.exception
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    grid, chosen = charts[0], charts[1]
+    panels = [decode(t["customdata"])[..., 0] for t in grid["data"]]  # (n, n) each: heads 0–2 and their average
+    assert len(panels) == 4 and np.allclose(panels[3], np.mean(panels[:3], 0), atol=1e-6)
+    axes = [v for k, v in grid["layout"].items() if k.startswith(("xaxis", "yaxis"))]
+    assert axes and all(a.get("showticklabels") is False for a in axes)  # thumbnails: titles and hover only
+    n = panels[1].shape[0]
+    assert chosen["layout"]["title"]["text"].startswith("Head 1")
+    assert np.allclose(decode(chosen["data"][0]["customdata"])[..., 0], panels[1], atol=1e-6)
+    assert len(chosen["layout"]["xaxis"]["tickvals"]) == n == len(chosen["layout"]["yaxis"]["tickvals"])  # every word
+    at.radio(key="hhead").set_value(3).run()  # the average
+    chosen = json.loads(at.get("plotly_chart")[1].proto.spec)
+    assert chosen["layout"]["title"]["text"].startswith("Average over heads")
+    assert np.allclose(decode(chosen["data"][0]["customdata"])[..., 0], panels[3], atol=1e-6)

@@ -229,47 +229,57 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
     shown = compute(kv, request)  # the weights on screen (at τ, hard, mask): the downloads, nearest words and walk
     st.caption(f"{n} token{'s' if n != 1 else ''} · d_model = {computed.view.x.shape[1]} · computed with torch on "
                f"**{computed.view.device}**")
-    palette, scale = st.session_state.palette, st.session_state.scale
     everything = Matrix(lambda: compute(kv, request).view.mean_weights, tokens, tokens)  # computed again on a click
-
     if interactive:
-        query = position(tokens, "query")
-        st.session_state.query, st.session_state.hide = query, hidden
-        scores = computed.view.scores_block(0, slice(None), slice(None))  # (n, n)
-        data = figures.interactive_heatmap(
-            scores, tokens, row_oov=oov, view=view_state(SCHEMA), title=f"Attention weights α: {n} quer{'ies' if n != 1 else 'y'} × {n} key{'s' if n != 1 else ''}",
-            taus=temperature_grid(), overflow=overflow_message(computed, "The scores divided by τ"), file="attnviz_heatmap",
-            bars_limit=BARS_LIMIT, **screen_sizes(),
-        )
-        # A pause reruns the page only for a view drawn here from τ, hard, the mask or the query: else it costs the
-        # server one small request (pages/_beacon), and the browser writes the link and builds the downloads.
-        server_views = st.session_state.near or st.session_state.parts or st.session_state.steps
-        interactive_heatmap(data, key="live", clean=clean_view, schema=None if server_views else SCHEMA)
-        if shown.view is None:  # S/τ left float32's range: the heatmap says so, and there is nothing more to show
-            save_url_state(SCHEMA)
-            return
-        view = shown.view
-        st.caption("Everything above is computed in your browser from the raw scores: τ, hard, the mask, the colour scale "
-                   "and a click on a cell (or the arrow keys) redraw at once. Under the hide-keys mask, click a key's label "
-                   "to hide it. The buttons above the heatmap save what it draws (PNG, SVG, CSV, .npy); the link follows "
-                   "once you pause.")
-        inside_a_score(view_parts(view), scores, view.mean_weights, view.allowed, tokens, oov, query,  # one head: its own
-                       tau=config.temperature, hard=config.hard, schema=SCHEMA)
-        nearest_to_mix(kv, vectors_name, view, query, config)
-        positions_section(config, tokens, oov, position_width(view))
-        step_walk(view, tokens, oov, palette, SCHEMA)
-        save_url_state(SCHEMA)
-        return
-
-    if zoomed:
+        live_view(kv, vectors_name, computed, shown, config, hidden)
+    elif zoomed:
         st.session_state.hide = hidden
         long_input(kv, vectors_name, computed, shown, config, everything)
-        return
-    if st.session_state.cmp:
+    elif st.session_state.cmp:
         st.session_state.query, st.session_state.hide = position(tokens, "query"), hidden
         compare_live(kv, vectors_name, raw, request)
-        return
+    else:
+        grid_view(kv, vectors_name, shown, config, everything)
 
+
+def live_view(kv, vectors_name: str, computed, shown, config: Config, hidden: list[int]) -> None:
+    """One head, no comparison: the browser computes the weights from the raw scores and redraws on its own; below
+    it, what the server draws from the view (a score taken apart, the nearest words, positions, the walk)."""
+    tokens, oov, n = computed.embedded.tokens, computed.embedded.oov, len(computed.embedded.tokens)
+    palette = st.session_state.palette
+    query = position(tokens, "query")
+    st.session_state.query, st.session_state.hide = query, hidden
+    scores = computed.view.scores_block(0, slice(None), slice(None))  # (n, n)
+    data = figures.interactive_heatmap(
+        scores, tokens, row_oov=oov, view=view_state(SCHEMA), title=f"Attention weights α: {n} quer{'ies' if n != 1 else 'y'} × {n} key{'s' if n != 1 else ''}",
+        taus=temperature_grid(), overflow=overflow_message(computed, "The scores divided by τ"), file="attnviz_heatmap",
+        bars_limit=BARS_LIMIT, **screen_sizes(),
+    )
+    # A pause reruns the page only for a view drawn here from τ, hard, the mask or the query: else it costs the
+    # server one small request (pages/_beacon), and the browser writes the link and builds the downloads.
+    server_views = st.session_state.near or st.session_state.parts or st.session_state.steps
+    interactive_heatmap(data, key="live", clean=clean_view, schema=None if server_views else SCHEMA)
+    if shown.view is None:  # S/τ left float32's range: the heatmap says so, and there is nothing more to show
+        save_url_state(SCHEMA)
+        return
+    view = shown.view
+    st.caption("Everything above is computed in your browser from the raw scores: τ, hard, the mask, the colour scale "
+               "and a click on a cell (or the arrow keys) redraw at once. Under the hide-keys mask, click a key's label "
+               "to hide it. The buttons above the heatmap save what it draws (PNG, SVG, CSV, .npy); the link follows "
+               "once you pause.")
+    inside_a_score(view_parts(view), scores, view.mean_weights, view.allowed, tokens, oov, query,  # one head: its own
+                   tau=config.temperature, hard=config.hard, schema=SCHEMA)
+    nearest_to_mix(kv, vectors_name, view, query, config)
+    positions_section(config, tokens, oov, position_width(view))
+    step_walk(view, tokens, oov, palette, SCHEMA)
+    save_url_state(SCHEMA)
+
+
+def grid_view(kv, vectors_name: str, shown, config: Config, everything: Matrix) -> None:
+    """Several heads: the server draws each head's weights in a grid (τ, hard and the mask are its widgets), then the
+    query inspector, a score taken apart, positions and the walk."""
+    tokens, oov, n = shown.embedded.tokens, shown.embedded.oov, len(shown.embedded.tokens)
+    palette, scale = st.session_state.palette, st.session_state.scale
     why = problem(shown, MAX_TOKENS)
     if why:
         stop(why[0], SCHEMA, error=why[1])
@@ -311,6 +321,7 @@ def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Confi
     positions_section(config, tokens, oov, position_width(view))
     step_walk(view, tokens, oov, palette, SCHEMA)
     save_url_state(SCHEMA)
+
 
 
 def position_width(view) -> int:

@@ -18,10 +18,10 @@ class ByteBudgetCache:
     A value larger than the whole budget is computed and returned but not kept.
     """
 
-    def __init__(self, budget: int, size_of: Callable[[Any], int], evicted: Callable[[list], None] | None = None):
+    def __init__(self, budget: int, size_of: Callable[[Any], int], evicted: Callable[[], Any] | None = None):
         self.budget = budget
         self.size_of = size_of
-        self.evicted = evicted  # told the values it let go (outside the lock), e.g. to collect their memory now
+        self.evicted = evicted  # called once it has let values go (outside the lock), e.g. to collect their memory now
         self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()  # key -> (value, size)
         self._bytes = 0
         self._lock = threading.Lock()
@@ -46,7 +46,8 @@ class ByteBudgetCache:
                 self._bytes -= old_size
                 gone.append(old)
         if gone and self.evicted is not None:
-            self.evicted(gone)
+            gone.clear()  # the cache's last references to them: the callback finds them free
+            self.evicted()
         return value
 
     def __contains__(self, key: Hashable) -> bool:

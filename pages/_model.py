@@ -33,7 +33,7 @@ def _models() -> tuple[ByteBudgetCache, dict[str, threading.Lock], threading.Loc
     first load: ATTNVIZ_MODEL_BUDGET, else a share of the free memory); one lock a model, so that sessions asking at
     once load it once."""
     budget, _ = models.memory_budget()
-    return ByteBudgetCache(budget, lambda loaded: loaded.nbytes, evicted=lambda gone: gc.collect()), {}, threading.Lock()
+    return ByteBudgetCache(budget, lambda loaded: loaded.nbytes, evicted=gc.collect), {}, threading.Lock()
 
 
 def model(name: str) -> models.Model:

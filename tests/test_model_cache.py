@@ -1,7 +1,6 @@
 """pages/_model.model: the loaded models are kept together within the memory budget, the least recently used let go
 first, and its memory with it (nothing else holds the model); sessions asking at once load a model once."""
 
-import gc
 import threading
 import weakref
 
@@ -28,9 +27,8 @@ def test_the_least_recently_used_model_goes_when_the_budget_is_passed_and_its_me
     assert cache.budget == 600 * 10**6 and cache.nbytes == smollm2.nbytes
     del smollm2
     minilm = _model.model("minilm")  # 538 + 90 MB pass 600 MB: SmolLM2, used least recently, goes
-    gc.collect()
     assert "minilm" in cache and "smollm2" not in cache and cache.nbytes == minilm.nbytes
-    assert watched() is None  # nothing else held it: its weights' memory is free
+    assert watched() is None  # the cache collected it (nothing else held it): its weights' memory is free
 
 
 def test_sessions_asking_at_once_load_a_model_once(fresh, monkeypatch):

@@ -82,6 +82,26 @@ def healthy(url: str, seconds: float) -> bool:
     return False
 
 
+def serving(command: list[str], port: int, name: str, *, cwd: Path, env: dict, path: str = "", seconds: float = 90):
+    """A server started with `command` on `port`, for a fixture to `yield from`: its base URL once `path` there
+    answers, the process stopped after; the test fails if it does not answer within `seconds`."""
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url + path, timeout=2)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        process.kill()
+        pytest.fail(f"{name} did not start within {seconds:.0f} s")
+    yield url
+    process.terminate()
+    process.wait(20)
+
+
 # Each chart's traces: type, y, z (what the colour scale shows) and, for heatmaps, w: the true weights they carry
 # in customdata[..][..][0] for hover.
 PLOT_DATA = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => gd._fullData.map(t => ({

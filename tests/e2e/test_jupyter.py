@@ -4,15 +4,12 @@ widget's weights are what the page draws and what the engine gives, and no reque
 
 import json
 import os
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from driver import ROOT, free_port
+from driver import ROOT, free_port, serving
 
 NOTEBOOK = {
     "cells": [
@@ -46,26 +43,12 @@ def jupyter(tmp_path_factory, browser):  # `browser` first: it checks for Chromi
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "JUPYTER_CONFIG_DIR": str(root / ".config"),
            "JUPYTER_DATA_DIR": str(root / ".data"), "JUPYTER_RUNTIME_DIR": str(root / ".runtime")}
-    process = subprocess.Popen(
+    yield from serving(
         [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1", "--ServerApp.token=",
          "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True", f"--ServerApp.root_dir={root}",
          "--LabApp.news_url=", "--LabApp.extension_manager=readonly", "--ServerApp.allow_remote_access=False",
          "--allow-root"],  # CI runs as root
-        cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url + "/api", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        process.kill()
-        pytest.fail("JupyterLab did not start within 90 s")
-    yield url
-    process.terminate()
-    process.wait(20)
+        port, "JupyterLab", cwd=root, env=env, path="/api")
 
 
 IDLE = "() => Array.from(document.querySelectorAll('.jp-Notebook-ExecutionIndicator')).some(e => e.dataset.status === 'idle')"

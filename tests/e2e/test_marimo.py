@@ -3,14 +3,11 @@
 reads it runs again and prints it), and no request leaves this machine."""
 
 import os
-import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
-from driver import ROOT, free_port
+from driver import ROOT, free_port, serving
 
 APP = '''import marimo
 
@@ -52,24 +49,10 @@ def marimo(tmp_path_factory, browser):  # `browser` first: it checks for Chromiu
     (root / "widget.py").write_text(APP)
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(root), "MARIMO_SKIP_UPDATE_CHECK": "1"}
-    process = subprocess.Popen(
+    yield from serving(
         [sys.executable, "-m", "marimo", "run", str(root / "widget.py"), "--headless", "--host", "127.0.0.1",
          "--port", str(port), "--no-token"],
-        cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=2)
-            break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        process.kill()
-        pytest.fail("marimo did not start within 90 s")
-    yield url
-    process.terminate()
-    process.wait(20)
+        port, "marimo", cwd=root, env=env)
 
 
 def test_a_value_set_in_the_page_comes_back_to_python(marimo, browser):

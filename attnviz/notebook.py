@@ -143,6 +143,9 @@ widget.render({{ model, el: document.getElementById("attnviz") }});
     def _title(self) -> str:
         return self.data.get("title") or "attnviz"
 
+    def __repr__(self) -> str:  # what a page without widgets shows (GitHub, a terminal, a notebook saved with outputs)
+        return f"{type(self).__name__}: {self._title()} (an interactive widget: a running notebook draws it)"
+
 
 class Heatmap(_Widget):
     """One head's attention drawn by the browser from its raw scores (see heatmap())."""
@@ -156,6 +159,9 @@ class Heatmap(_Widget):
 
     def _scores(self) -> np.ndarray:
         return self._matrix
+
+    def _title(self) -> str:
+        return self.data.get("title") or "{} queries × {} keys".format(*self._matrix.shape)
 
 
 def _view(view: dict) -> dict:
@@ -362,7 +368,7 @@ class GenerationView(_Widget):
 
     def __init__(self, model, text: str, *, steps: int = 16, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
                  seed: int = 0, layer: int = 0, head: int = 0):
-        from attnviz.decoder import sampler_text
+        from attnviz.models import sampler_text
 
         self.generation = model.generate(text, steps, temperature, top_k, top_p, seed)
         if not 0 <= layer < model.layers or not 0 <= head < model.heads:
@@ -415,6 +421,9 @@ class Compare(_Widget):
         a, b = self._sides
         side_b = {**self.view, "temp": self.b_temp, "hard": self.b_hard, "mask": self.b_mask}
         return weights_under_view(a._scores(), self.view)[0], weights_under_view(b._scores(), side_b)[0]
+
+    def _title(self) -> str:
+        return " | ".join(side._title() for side in self._sides)
 
 
 def compare(a: Heatmap, b: Heatmap) -> Compare:

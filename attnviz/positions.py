@@ -4,7 +4,7 @@ with them), so a transformer adds where each word is.
 - sinusoidal (Vaswani et al. 2017): PE(p, 2i) = sin(p / base^(2i/d)), PE(p, 2i+1) = cos(p / base^(2i/d)), added to X;
 - rotary (RoPE, Su et al. 2021): each pair of dimensions (2i, 2i+1) of q and k turned by the angle p·θ_i,
   θ_i = base^(-2i/d), so q_mᵀk_n depends on m − n only;
-- learned: a trained model's own table of position vectors (attnviz.trained reads it from the weights).
+- learned: a trained model's own table of position vectors (attnviz.models reads it from the weights).
 """
 
 from __future__ import annotations

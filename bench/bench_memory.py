@@ -108,12 +108,12 @@ TRAINED_DONE = """() => Array.from(document.querySelectorAll('[data-testid="stAl
 
 def trained_links(browser, server: Server, pid: int, words: list[str]) -> list[tuple]:
     """The Trained model page at its cap, 512 pieces: the first visit loads the model; later ones do not."""
-    from attnviz import trained
+    from attnviz import models
 
-    model = trained.load_model(device="cpu")
+    model = models.load("minilm", device="cpu")
 
     def text(seed: int) -> str:  # common words, cut to 510 pieces + [CLS] and [SEP]
-        ids = trained.tokenize(model, " ".join(np.random.default_rng(seed).choice(words, 600))[:20_000].rsplit(" ", 300)[0]).ids
+        ids = model.tokenizer.encode(" ".join(np.random.default_rng(seed).choice(words, 600))[:20_000].rsplit(" ", 300)[0]).ids
         return model.tokenizer.decode(ids[1:511])
 
     rows = []

@@ -7,7 +7,6 @@ import streamlit as st
 import torch
 
 from attnviz import figures, models
-from attnviz.decoder import next_distribution, top_pieces
 from attnviz.export import Matrix
 from attnviz.selfattention import Config, run
 from pages._model import model as loaded_model, run as model_run
@@ -77,8 +76,8 @@ def decoder_step(text, figure):
     except models.ModelError as error:
         text.info(str(error))
         return
-    probs = next_distribution(torch.from_numpy(result.next_logits)).numpy()  # (vocab,) softmax at T = 1
-    top, names = top_pieces(loaded_model("smollm2"), probs, 8)
+    probs = models.next_distribution(torch.from_numpy(result.next_logits)).numpy()  # (vocab,) softmax at T = 1
+    top, names = models.top_pieces(loaded_model("smollm2"), probs, 8)
     chart(figure, figures.weight_bars(probs[top], names, title="The next piece: the 8 most likely (T = 1)", axis="probability"),
           key="lesson_decoder", matrix=Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"))
     labels = result.pieces.labels()
@@ -130,8 +129,8 @@ def copy_step(text, figure):
                + (" Shuffled, the head still finds the piece after each first occurrence: it follows the pieces, not "
                   "their positions, so its cells leave the diagonal stripe." if shuffled else
                   " The bright stripe at the lower left, one key right of where each piece first appeared, is that look back."))
-    probs = next_distribution(torch.from_numpy(result.next_logits)).numpy()  # (vocab,)
-    top, names = top_pieces(model, probs, 8)
+    probs = models.next_distribution(torch.from_numpy(result.next_logits)).numpy()  # (vocab,)
+    top, names = models.top_pieces(model, probs, 8)
     mark = [i for i, t in enumerate(top) if t == expected]
     text.caption("The bars: the 8 most likely pieces after the last one"
                  + (f"; highlighted, the repeat ({probs[expected]:.0%})." if mark else

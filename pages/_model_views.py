@@ -8,7 +8,7 @@ import numpy as np
 import streamlit as st
 import torch
 
-from attnviz import figures, heads, models, qkspace, trained
+from attnviz import figures, heads, models, qkspace
 from attnviz.attention import scaled_dot_parts
 from attnviz.export import Matrix
 from attnviz.positions import cosine_similarity, rotary_angles, rotary_similarity
@@ -236,7 +236,7 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
                    "weights (a row's scores are known up to a constant the softmax removes).")
         st.latex(r"\alpha = \mathrm{softmax}\big(\ln \alpha\,/\,\tau\big)")
         return shown
-    st.latex(trained.head_formula(model, tau=True))
+    st.latex(models.head_formula(model, tau=True))
     trace = result.traces[layer - 1]
     q, k = trace.query[head - 1], trace.key[(head - 1) // model.group]  # (n, dh) each: this head's, its group's
     rope = model.positions == "rotary"
@@ -357,7 +357,7 @@ def walk(model: models.Model, result: models.Run, layer: int, head: int, schema:
     def draw() -> None:
         st.caption("On the model's pieces. Every matrix is the one the forward computed.")
         pieces = result.pieces
-        draw_steps(trained.head_steps(result, layer - 1, head - 1), figures.labels(pieces.labels(), pieces.unknown), "viridis")
+        draw_steps(models.head_steps(result, layer - 1, head - 1), figures.labels(pieces.labels(), pieces.unknown), "viridis")
 
     walk_section(label, len(result.pieces), "pieces", draw, schema)
 

@@ -6,7 +6,6 @@ import streamlit as st
 import torch
 
 from attnviz import figures, models
-from attnviz.decoder import next_distribution, sampler_text, top_pieces
 from attnviz.export import Matrix
 from attnviz.selfattention import DECODER_MASKS, temperature_grid
 from attnviz.urlstate import (Param, boolean, bounded_text, choice, encode_bool, encode_int_list, int_list, int_range,
@@ -93,7 +92,7 @@ def next_word(greedy: bool) -> None:
 
 def distribution(result: models.Run) -> torch.Tensor:
     """(vocab,) the next-piece probabilities under the page's temperature, top-k and top-p."""
-    return next_distribution(torch.from_numpy(result.next_logits), st.session_state.t, st.session_state.topk,
+    return models.next_distribution(torch.from_numpy(result.next_logits), st.session_state.t, st.session_state.topk,
                              st.session_state.topp)
 
 
@@ -113,7 +112,7 @@ def write_section(text: str, layer: int) -> None:
         st.warning(str(error))
         return
     labels = written.run.pieces.labels()
-    sampler = sampler_text(st.session_state.t, st.session_state.topk, st.session_state.topp, st.session_state.seed)
+    sampler = models.sampler_text(st.session_state.t, st.session_state.topk, st.session_state.topp, st.session_state.seed)
     data = figures.timeline_data(written, labels, model.reader.labels, layer - 1, head=st.session_state.head - 1,
                                  sampler=sampler, title=f"{len(written.new_ids)} pieces written ({sampler}), layer {layer}")
     timeline(data, key="decoder_timeline")
@@ -168,9 +167,9 @@ sample, greedy = controls.columns(2)
 sample.button("Next word (sample)", on_click=next_word, args=(False,), icon=":material/casino:")
 greedy.button("Next word (greedy)", on_click=next_word, args=(True,), icon=":material/arrow_forward:")
 probs = distribution(result).numpy()  # (vocab,)
-top, names = top_pieces(model, probs, BARS)
+top, names = models.top_pieces(model, probs, BARS)
 next_title = (f"Next piece after “…{labels[-1]}”: the {len(top)} most likely "
-              f"({sampler_text(st.session_state.t, st.session_state.topk, st.session_state.topp)})")
+              f"({models.sampler_text(st.session_state.t, st.session_state.topk, st.session_state.topp)})")
 with bars:
     browser_figure(figures.bars_data(probs[top], names, title=next_title, axis="probability"), key="next")
 downloads(bars, "next", lambda: figures.weight_bars(probs[top], names, title=next_title, axis="probability"),

@@ -4,7 +4,7 @@ model this server was started with, computed by attnviz's own engine (or, for ot
 import numpy as np
 import streamlit as st
 
-from attnviz import figures, models, trained
+from attnviz import figures, models
 from attnviz.embeddings import embed, tokenize
 from attnviz.export import Matrix
 from attnviz.selfattention import DECODER_MASKS, MASKS, Config, run as toy_run, temperature_grid
@@ -29,7 +29,7 @@ SCHEMA = {
     "kind": Param("encoder", choice(KINDS)),
     "layer": Param(1, int_range(1, 1024)),
     "head": Param(1, int_range(1, 1024)),
-    "measure": Param("previous", choice(trained.SUMMARIES)),
+    "measure": Param("previous", choice(models.SUMMARIES)),
     "unit": Param("pieces", choice(UNITS)),
     "query": Param(0, int_range(0, models.MAX_PIECES - 1)),
     "key": Param(-1, int_range(-1, models.MAX_PIECES - 1)),  # the key whose score is taken apart; -1: the query's strongest
@@ -183,10 +183,10 @@ else:
     st.write("What each head looks at on average over the queries, on the model's own pieces (after Clark et al., 2019, "
              "\"What does BERT look at?\"). Previous-piece heads, heads that park on the first or last piece, and broad "
              "heads stand out.")
-    names = trained.summary_names(pieces.labels())
-    measure = st.selectbox("Measure", list(trained.SUMMARIES), format_func=lambda k: f"mean weight {names[k]}"
+    names = models.summary_names(pieces.labels())
+    measure = st.selectbox("Measure", list(models.SUMMARIES), format_func=lambda k: f"mean weight {names[k]}"
                            if k != "entropy" else "mean entropy of the rows (nats)", key="measure")
-    summaries = trained.head_summaries(result.weights, pieces.tokens)
+    summaries = models.head_summaries(result.weights, pieces.tokens)
     n_pieces = len(pieces)
     bound = float(np.log(n_pieces)) if measure == "entropy" else 1.0
 
@@ -213,7 +213,7 @@ else:
     st.header("Rollout across the layers")
     st.latex(r"\tilde A_l = 0.5\,\bar A_l + 0.5\,I,\quad R = \tilde A_{%d} \cdots \tilde A_1,\quad \bar A_l = \text{mean over heads}"
              % n_layers)
-    flow = trained.rollout(result)  # (n, n)
+    flow = models.rollout(result)  # (n, n)
     if unit == "words":
         flow = models.merge_pieces(flow, words.groups)  # (m, m)
     chart(st, figures.attention_heatmap(flow, labels, row_oov=unknown, scale=st.session_state.scale,

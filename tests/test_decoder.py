@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz import decoder, models
+from attnviz import models
 from attnviz.models import gguf
 from attnviz.models.engine import Norm
 
@@ -95,17 +95,17 @@ def test_next_distribution_follows_temperature_top_k_and_top_p():
     logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0])
     p = np.exp(logits.numpy() / 0.5)
     p /= p.sum()
-    np.testing.assert_allclose(decoder.next_distribution(logits, 0.5), p, rtol=1e-5)
-    two = decoder.next_distribution(logits, 1.0, top_k=2).numpy()
+    np.testing.assert_allclose(models.next_distribution(logits, 0.5), p, rtol=1e-5)
+    two = models.next_distribution(logits, 1.0, top_k=2).numpy()
     soft = np.exp(logits.numpy()[:2]) / np.exp(logits.numpy()[:2]).sum()
     np.testing.assert_allclose(two, [*soft, 0, 0, 0], rtol=1e-5)
     full = np.exp(logits.numpy()) / np.exp(logits.numpy()).sum()  # 0.563, 0.207, 0.126, 0.076, 0.028
-    nucleus = decoder.next_distribution(logits, 1.0, top_p=0.75).numpy()  # the top two reach 0.770 ≥ 0.75
+    nucleus = models.next_distribution(logits, 1.0, top_p=0.75).numpy()  # the top two reach 0.770 ≥ 0.75
     np.testing.assert_allclose(nucleus, [*(full[:2] / full[:2].sum()), 0, 0, 0], rtol=1e-5)
-    wider = decoder.next_distribution(logits, 1.0, top_p=0.8).numpy()  # 0.770 < 0.8: the third joins
+    wider = models.next_distribution(logits, 1.0, top_p=0.8).numpy()  # 0.770 < 0.8: the third joins
     np.testing.assert_allclose(wider, [*(full[:3] / full[:3].sum()), 0, 0], rtol=1e-5)
-    assert decoder.next_distribution(logits, 1.0, top_p=0.01).numpy().tolist() == [1, 0, 0, 0, 0]
-    assert decoder.next_distribution(logits, 0.0).numpy().tolist() == [1, 0, 0, 0, 0]  # greedy
+    assert models.next_distribution(logits, 1.0, top_p=0.01).numpy().tolist() == [1, 0, 0, 0, 0]
+    assert models.next_distribution(logits, 0.0).numpy().tolist() == [1, 0, 0, 0, 0]  # greedy
 
 
 def test_the_logit_lens_of_the_last_layer_is_the_models_prediction(model):
@@ -356,3 +356,11 @@ def test_the_first_load_says_what_it_writes_before_it_writes_it(model, tmp_path,
         models.load("smollm2", device="cpu")
     assert f"attnviz: {note}" in capfd.readouterr().err
     assert models.first_load_note("minilm") is None  # a folder of safetensors writes nothing
+
+
+def test_the_imports_earlier_docs_promised_still_give_the_same_functions():
+    from attnviz import decoder, trained
+
+    assert (decoder.next_distribution, decoder.top_pieces) == (models.next_distribution, models.top_pieces)
+    assert (trained.head_summaries, trained.rollout, trained.head_steps) == (models.head_summaries, models.rollout,
+                                                                              models.head_steps)

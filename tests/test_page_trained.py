@@ -11,12 +11,12 @@ from page_support import (
 
 
 def test_trained_page_controls_change_the_data():
-    from attnviz import models, trained
+    from attnviz import models
 
     text = "the dog wagged his tail"
     at = run_page("trained.py", {"text": text})
     assert not at.exception
-    result = trained.attention(text)
+    result = models.load("minilm").run(text)
     atlas, tiles = atlas_tiles(at)
     assert atlas["title"].startswith("All 72 heads") and atlas["chosen"] == [0, 0]
     last = result.weights[5, 11]  # the bottom-right thumbnail: layer 6, head 12, per-row colour scale
@@ -60,11 +60,11 @@ def test_trained_page_controls_change_the_data():
 def test_inside_a_score_on_the_trained_model_uses_its_projections():
     """The chosen head's cell taken apart: q = xW_q + b_q and k = xW_k + b_k of that head (the engine's trace), terms
     q_i k_i/√32 summing to its score, and the weight under the view's causal mask (0 above the diagonal)."""
-    from attnviz import trained
+    from attnviz import models
 
     at = run_page("trained.py", {"text": "the dog was happy", "layer": "2", "head": "3", "query": "4", "key": "2", "parts": "1"})
     rows, score, weight = score_apart(at)
-    result = trained.attention("the dog was happy")
+    result = models.load("minilm").run("the dog was happy")
     trace = result.traces[1]
     np.testing.assert_allclose(rows[0], trace.query[2][4].numpy(), atol=1e-5)
     np.testing.assert_allclose(rows[1], trace.key[2][2].numpy(), atol=1e-5)
@@ -92,12 +92,13 @@ def test_the_query_key_space_of_a_head_and_a_clicked_query():
     """The trained head's queries and keys of the text and the built-in sentences, projected as attnviz.qkspace does
     from the engine's own q and k; a query (the state a click leaves) is joined to its three strongest keys of its
     own sentence, with the model's weights."""
-    from attnviz import qkspace, trained
+    from attnviz import models, qkspace
 
     text = "the dog was happy"
     at = run_page("trained.py", {"text": text, "layer": "3", "head": "5", "qk": "1", "qkq": "2"})
     spec = spec_titled(at, "Layer 3, head 5:")
-    results = [trained.attention(t) for t in (text, *qkspace.SENTENCES)]
+    minilm = models.load("minilm")
+    results = [minilm.run(t) for t in (text, *qkspace.SENTENCES)]
     query = np.concatenate([r.traces[2].query[4].numpy() for r in results])  # (N, 32)
     key = np.concatenate([r.traces[2].key[4].numpy() for r in results])  # (N, 32)
     space = qkspace.joint_space(query, key)

@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 
-from attnviz import models, trained  # noqa: E402
+from attnviz import models  # noqa: E402
 
 PARAGRAPH = ("When he saw his owner at the door, the dog was so happy that he ran in circles and wagged his tail, "
              "while the cat, unimpressed, watched from the top of the old red sofa by the window. ")
@@ -78,7 +78,7 @@ def test_tokens_equal_the_transformers_tokenizer(name, model):
 
 
 def test_the_api_of_the_issue():
-    result = trained.attention("When he saw his owner, the dog was happy, so he wagged his tail")
+    result = models.load("minilm").run("When he saw his owner, the dog was happy, so he wagged his tail")
     assert result.tokens[0] == "[CLS]" and result.tokens[-1] == "[SEP]"
     assert result.tokens[14:16] == ["wa", "##gged"]
     assert isinstance(result.weights, np.ndarray) and result.weights.dtype == np.float32
@@ -109,7 +109,7 @@ def test_the_walk_is_the_trained_head_written_out(results, model):
     """Q, K, V, scores, weights and αV of one head against the raw safetensors weights, computed by hand."""
     result, layer, head = results["dog"], 2, 5
     raw = load_file(str(model_dir() / "model.safetensors"))
-    steps = {s.title.split(" ")[0]: s.matrix for s in trained.head_steps(result, layer, head)}
+    steps = {s.title.split(" ")[0]: s.matrix for s in models.head_steps(result, layer, head)}
     x = torch.from_numpy(result.hidden[layer]).double()  # (n, 384) the layer's input is the previous layer's output
     cols = slice(head * 32, (head + 1) * 32)
 
@@ -152,7 +152,7 @@ def test_head_summaries_against_loops():
     tokens = ["[CLS]", "the", "dog", ",", "barked", "!", "[SEP]"]
     logits = rng.normal(size=(2, 3, 7, 7))
     weights = (np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)).astype(np.float32)  # (2, 3, 7, 7)
-    got = trained.head_summaries(weights, tokens)
+    got = models.head_summaries(weights, tokens)
     for l in range(2):
         for h in range(3):
             w = weights[l, h]
@@ -173,7 +173,7 @@ def test_head_summaries_against_loops():
 def test_a_previous_token_head_exists_on_real_text(results):
     """The trained model has a head that looks at the previous token (Clark et al. found such heads in BERT);
     a seeded random model would not."""
-    summaries = trained.head_summaries(results["long"].weights, results["long"].tokens)
+    summaries = models.head_summaries(results["long"].weights, results["long"].tokens)
     assert summaries["previous"].max() > 0.5
 
 
@@ -189,5 +189,5 @@ def test_rollout_is_the_product_written_out(results):
     expected = np.eye(n)
     for layer in result.weights.astype(np.float64):  # R = Ã_6 ··· Ã_1, Ã = 0.5 Ā + 0.5 I
         expected = (0.5 * layer.mean(0) + 0.5 * np.eye(n)) @ expected
-    assert np.allclose(trained.rollout(result), expected, atol=1e-5)
-    assert np.allclose(trained.rollout(result).sum(-1), 1, atol=1e-5)
+    assert np.allclose(models.rollout(result), expected, atol=1e-5)
+    assert np.allclose(models.rollout(result).sum(-1), 1, atol=1e-5)

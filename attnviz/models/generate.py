@@ -6,18 +6,28 @@ the model offered before sampling, the set top-k and top-p kept, and the piece c
     written.text                 # the prompt and the pieces written
     written.run.weights          # (L, H, n, n) over the prompt and the new pieces, every layer
     written.steps[0].kept        # the pieces the sampler could draw at the first step
+
+What Next word draws from, on one run:
+
+    run = model.run("When he saw his owner, the dog was")
+    probs = models.next_distribution(torch.from_numpy(run.next_logits), temperature=0.7, top_k=50, top_p=0.95)
+    ids, labels = models.top_pieces(model, probs.numpy(), 5)
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from attnviz.models.files import ModelError, a_or_an
 from attnviz.models.run import Run
+
+if TYPE_CHECKING:
+    from attnviz.models.model import Model
 
 MAX_STEPS = 64
 TOP = 10  # each step keeps this many of the most likely pieces, before sampling
@@ -77,12 +87,47 @@ def check(model, steps, temperature, top_k, top_p, prompt: int) -> int:
     return min(steps, room)
 
 
+def next_distribution(logits_row: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
+    """(vocab,) the probabilities a sampler draws the next token from: softmax(logits / T), kept to the top_k most
+    likely (0: all) and to the smallest set whose mass reaches top_p, renormalised. T = 0 is greedy (one-hot)."""
+    logits_row = logits_row.float()
+    if temperature <= 0:
+        return torch.nn.functional.one_hot(logits_row.argmax(), logits_row.numel()).float()  # (vocab,)
+    probs = torch.softmax(logits_row / temperature, -1)  # (vocab,)
+    order = torch.argsort(probs, descending=True)  # (vocab,)
+    ranked = probs[order]  # (vocab,)
+    keep = torch.ones_like(ranked, dtype=torch.bool)  # (vocab,)
+    if top_k > 0:
+        keep[top_k:] = False
+    if top_p < 1.0:
+        before = torch.cumsum(ranked, 0) - ranked  # (vocab,) the mass of the tokens ranked above
+        keep &= before < top_p  # the first token always stays
+    kept = torch.zeros_like(probs)  # (vocab,)
+    kept[order[keep]] = ranked[keep]
+    return kept / kept.sum()
+
+
+def sampler_text(temperature: float, top_k: int = 0, top_p: float = 1.0, seed: int | None = None) -> str:
+    """The sampler next_distribution draws from, in words ("T = 0.7, top-k 50, top-p 0.95, seed 3"); the seed only
+    where it matters (T > 0)."""
+    if temperature <= 0:
+        return "T = 0: greedy"
+    return (f"T = {temperature:g}" + (f", top-k {top_k}" if top_k else "") + (f", top-p {top_p:g}" if top_p < 1 else "")
+            + (f", seed {seed}" if seed is not None else ""))
+
+
+def top_pieces(model: Model, probs: np.ndarray, k: int) -> tuple[np.ndarray, list[str]]:
+    """The `k` most likely next pieces of a distribution (vocab,), those with any probability, most likely first:
+    their ids and labels."""
+    top = np.argsort(-probs, kind="stable")[:k]  # (≤k,)
+    top = top[probs[top] > 0]
+    return top, model.reader.labels([int(i) for i in top])
+
+
 def choose(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, generator: torch.Generator,
            top: int = TOP) -> Step:
     """One step's choice from next-piece logits (vocab,): the offer under the temperature, the set top-k and top-p
     keep, and the piece chosen (the most likely at T = 0, else drawn with `generator`)."""
-    from attnviz.decoder import next_distribution
-
     logits = logits.double()  # (vocab,)
     offered = torch.softmax(logits / (temperature if temperature > 0 else 1.0), -1)  # (vocab,)
     best = torch.topk(offered, min(top, len(offered)))  # (k,)

@@ -220,12 +220,12 @@ def test_the_trained_models_chosen_head_redraws_in_the_browser(server, page):
     τ, the mask and the query change it with no message until the pause; then the link and the .npy hold what is drawn."""
     import numpy as np
 
-    from attnviz import trained
+    from attnviz import models
 
     text = "the dog wagged his tail"
     sent = count_sent(page)
     page.goto(f"{server}/trained?text={text.replace(' ', '+')}&layer=2&head=4")
-    model = trained.attention(text).weights[1, 3]  # (8, 8): [CLS] the dog wa ##gged his tail [SEP]
+    model = models.load("minilm").run(text).weights[1, 3]  # (8, 8): [CLS] the dog wa ##gged his tail [SEP]
     first = wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 8)
     assert np.abs(np.array(first["w"]) - model).max() < 1e-5
     assert first["y"][3] == "#3 wa" and first["y"][4] == "#4 ##gged"
@@ -452,7 +452,7 @@ def test_a_click_on_a_cell_takes_its_score_apart_after_the_pause(server, page):
 def test_a_click_on_a_query_in_the_query_key_space_joins_it_to_its_strongest_keys(server, page):
     """The Trained model's query–key space: a click on a query's point rings it and labels its three strongest keys
     of its own sentence with the model's weights; the link keeps the query."""
-    from attnviz import trained
+    from attnviz import models
 
     page.goto(f"{server}/trained?qk=1&layer=3&head=5&text=the+dog+was+happy")
     chart = page.locator(".st-key-qk_map .js-plotly-plot")
@@ -468,6 +468,6 @@ def test_a_click_on_a_query_in_the_query_key_space_joins_it_to_its_strongest_key
     assert url_has(page, "qkq=2")
     labels = page.evaluate("() => document.querySelector('.st-key-qk_map .js-plotly-plot')._fullData"
                            ".find(t => t.name === 'its strongest keys').text")
-    row = trained.attention("the dog was happy").weights[2, 4, 2]  # query 2 ("dog") of the text, layer 3, head 5
+    row = models.load("minilm").run("the dog was happy").weights[2, 4, 2]  # query 2 ("dog") of the text, layer 3, head 5
     assert sorted((float(label.split()[-1]) for label in labels), reverse=True) == [round(float(w), 2) for w in sorted(row)[::-1][:3]]
     assert not exceptions(page)

@@ -40,6 +40,7 @@ NOTEBOOK = {
 def jupyter(tmp_path_factory, browser):  # `browser` first: it checks for Chromium (or skips) before the server starts
     root = tmp_path_factory.mktemp("notebooks")
     (root / "widget.ipynb").write_text(json.dumps(NOTEBOOK))
+    (root / "docs.ipynb").write_bytes((ROOT / "docs" / "notebook.ipynb").read_bytes())
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "JUPYTER_CONFIG_DIR": str(root / ".config"),
            "JUPYTER_DATA_DIR": str(root / ".data"), "JUPYTER_RUNTIME_DIR": str(root / ".runtime")}
@@ -126,5 +127,23 @@ def test_the_widget_draws_and_syncs_both_ways_offline(jupyter, browser, path):
         assert result["temp"] == 2.0 and result["gap"] < 1e-6  # the widget's weights: the formula written out
         assert max(abs(a - b) for row_a, row_b in zip(shown, result["engine"]) for a, b in zip(row_a, row_b)) < 1e-6
         assert outside == [], outside
+    finally:
+        context.close()
+
+
+def test_the_notebook_in_docs_opens_with_what_it_shows(jupyter, browser):
+    """docs/notebook.ipynb is stored with its outputs: opened in JupyterLab, with no cell run, each widget's place says
+    what it is (its text/plain) rather than an error, and the printed results are there."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    try:
+        page.goto(f"{jupyter}/lab/tree/docs.ipynb")
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+        accept_dialogs(page)
+        page.wait_for_function("() => Array.from(document.querySelectorAll('.jp-OutputArea-output'))"
+                               ".some(e => e.innerText.includes('a running notebook draws it'))", timeout=120_000)
+        shown = "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())
+        assert "Heatmap: 16 queries × 16 keys" in shown, shown  # the first widget (JupyterLab draws cells as they scroll in)
+        assert "Error displaying widget" not in shown and "model not found" not in shown
     finally:
         context.close()

@@ -7,16 +7,12 @@ import torch
 
 from attnviz import figures, models
 from attnviz.export import Matrix
-from attnviz.selfattention import DECODER_MASKS, temperature_grid
-from attnviz.urlstate import (Param, boolean, bounded_text, choice, encode_bool, encode_int_list, int_list, int_range,
-                              nearest)
-from pages._common import bounded_text_box, load_url_state, save_url_state, scale_select, stop
-from pages._model import generation, load_or_stop, one_more, pick_model, run
-from pages._model_views import (
-    HEAD_TYPE_PARAMS, atlas, chosen_head, engine_only, head_types_section, lines, moved_section, positions, qk_space_section,
-    WRITE_PARAMS, stopped_text, walk, write_controls,
-)
-from pages._effects import EFFECT_PARAMS, effects_section
+from attnviz.selfattention import DECODER_MASKS
+from attnviz.urlstate import Param, int_range, nearest
+from pages._common import bounded_text_box, save_url_state, scale_select
+from pages._model import generation, one_more, run
+from pages._model_page import flag, head_sections, keep_in_range, model_schema, open_model, pick_head, run_or_stop
+from pages._model_views import atlas, chosen_head, engine_only, head_types_section, lines, stopped_text, write_controls
 from pages._interactive import browser_figure, timeline
 from pages._present import downloads
 
@@ -25,42 +21,18 @@ TEMPERATURES = [0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 0.8, 1.0, 1.2, 1.5, 2.0]
 TOP_P = [0.5, 0.8, 0.9, 0.95, 1.0]
 BARS = 10  # next-piece bars
 LENS_POSITIONS = 12  # the logit lens's last positions
-SCHEMA = {
-    "model": Param("smollm2", bounded_text(100)),
-    "text": Param("When he saw his owner, the dog was", bounded_text(TEXT_CHARS)),
-    "layer": Param(1, int_range(1, 1024)),
-    "head": Param(1, int_range(1, 1024)),
-    "t": Param(0.7, nearest(TEMPERATURES)),
-    "topk": Param(50, int_range(0, 1000)),
-    "topp": Param(0.95, nearest(TOP_P)),
-    "seed": Param(0, int_range(0, 2**31 - 1)),
-    "scale": Param("row", choice(figures.SCALES)),
-    "lens": Param(False, boolean, encode_bool),  # the logit lens is open
-    "lines": Param(False, boolean, encode_bool),  # the line view is open
-    "learned": Param(False, boolean, encode_bool),  # the positions are open
-    "qk": Param(False, boolean, encode_bool),  # the query–key space is open
-    "qkq": Param(-1, int_range(-1, 10_000)),
-    # The chosen head's heatmap, drawn in the browser from its scores: what it shows. The query is -1 for the last piece.
-    "query": Param(-1, int_range(-1, models.MAX_PIECES - 1)),
-    "key": Param(-1, int_range(-1, models.MAX_PIECES - 1)),
-    "parts": Param(False, boolean, encode_bool),
-    "nsort": Param(False, boolean, encode_bool),
-    "temp": Param(1.0, nearest(temperature_grid())),
-    "hard": Param(False, boolean, encode_bool),
-    "mask": Param("causal", choice(DECODER_MASKS)),
-    "hide": Param([], int_list, encode_int_list),
-    "palette": Param("viridis", choice(figures.PALETTES)),
-    "steps": Param(False, boolean, encode_bool),
-    "walk": Param(1, int_range(0, 16)),
-    **HEAD_TYPE_PARAMS,
-    **WRITE_PARAMS,
-    **EFFECT_PARAMS,
-}
+SCHEMA = model_schema(
+    model="smollm2", text="When he saw his owner, the dog was", text_chars=TEXT_CHARS,
+    query=-1, mask="causal", masks=DECODER_MASKS,  # the query starts on the last piece, the one that predicts the next
+    t=Param(0.7, nearest(TEMPERATURES)),
+    topk=Param(50, int_range(0, 1000)),
+    topp=Param(0.95, nearest(TOP_P)),
+    seed=Param(0, int_range(0, 2**31 - 1)),
+    lens=flag(),  # the logit lens is open
+    lines=flag(),  # the line view is open
+)
 
-st.title("Decoder")
-load_url_state(SCHEMA)
-name = pick_model(("decoder",), "smollm2")
-model = load_or_stop(name, lambda message: stop(message, SCHEMA, error=True))
+name, model = open_model("Decoder", SCHEMA, ("decoder",), "smollm2")
 group = model.group
 groups = (f"; they share {model.kv_heads} key/value heads (grouped-query attention: each {group} heads read one group's "
           "K and V)") if group > 1 else ""
@@ -142,19 +114,13 @@ def looks_back(result: models.Run, labels: list[str], layer: int) -> None:
 text = bounded_text_box(st.text_area, "Text", key="text", limit=TEXT_CHARS, height=80)
 with st.sidebar:
     scale_select(st)
-try:
-    result = run(name, text)
-except models.TextError as error:
-    stop(str(error), SCHEMA, error=bool(text.strip()))
-except models.ModelError as error:
-    stop(str(error), SCHEMA, error=True)
+result = run_or_stop(name, text, SCHEMA)
 
 labels = result.pieces.labels()
 n_layers, n_heads, n = result.weights.shape[:3]
 st.caption(f"{n} pieces (at most {model.max_pieces}; in labels · marks a space, ↵ a line break) · computed by "
            f"{model.computed_by} with torch on **{model.device}**")
-st.session_state.layer = min(st.session_state.layer, n_layers)
-st.session_state.head = min(st.session_state.head, n_heads)
+keep_in_range(n_layers, n_heads)
 
 # ---------------------------------------------------------------- the next word
 st.header("The next word")
@@ -184,10 +150,7 @@ looks_back(result, labels, st.session_state.layer)
 write_section(text, st.session_state.layer)
 
 # ---------------------------------------------------------------- heads
-st.header(f"All {n_layers * n_heads} heads")
-pick_layer, pick_head = st.columns(2)
-layer = pick_layer.selectbox("Layer", list(range(1, n_layers + 1)), key="layer")
-head = pick_head.selectbox("Head", list(range(1, n_heads + 1)), key="head")
+layer, head = pick_head(f"All {n_layers * n_heads} heads", n_layers, n_heads)
 atlas(result.weights, layer, head, group=group, allowed=np.tril(np.ones((n, n), bool)), key="decoder_atlas", name=name)
 head_types_section(name, layer, head, SCHEMA)
 
@@ -200,15 +163,7 @@ if st.toggle("Line view", key="lines", help="bertviz's lines from each piece to 
                                             "next word redraws fewer charts"):
     lines(head_weights, labels, layer, head, query=st.session_state.query, key="decoder_lines")
 
-section = st.expander("The positions the model knows: its learned table, or how RoPE turns q and k", key="learned",
-                      on_change="rerun")
-if section.open:
-    with section:
-        positions(model, result)
-qk_space_section(name, text, layer, head, SCHEMA)
-walk(model, result, layer, head, SCHEMA)
-moved_section(model, result, layer, head, labels)
-effects_section(model, name, text, result, layer, head)
+head_sections(model, name, text, result, layer, head, labels, SCHEMA)
 
 # ---------------------------------------------------------------- sinks and the logit lens
 st.header("Attention sinks")

@@ -7,50 +7,26 @@ import streamlit as st
 from attnviz import figures, models
 from attnviz.embeddings import embed, tokenize
 from attnviz.export import Matrix
-from attnviz.selfattention import DECODER_MASKS, MASKS, Config, run as toy_run, temperature_grid
-from attnviz.urlstate import Param, boolean, bounded_text, choice, encode_bool, encode_int_list, int_list, int_range, nearest
-from pages._common import bounded_text_box, clicked, glove, load_url_state, position_select, save_url_state, scale_select, stop
-from pages._model import generation, load_or_stop, pick_model, run, word_weights
+from attnviz.selfattention import DECODER_MASKS, MASKS, Config, run as toy_run
+from attnviz.urlstate import Param, bounded_text, choice
+from pages._common import bounded_text_box, clicked, glove, position_select, save_url_state, scale_select
+from pages._model import generation, word_weights
+from pages._model_page import head_sections, model_schema, open_model, pick_head, run_or_stop
 from pages._interactive import timeline
-from pages._model_views import (
-    HEAD_TYPE_PARAMS, atlas, chosen_head, head_types_section, lines, moved_section, positions, qk_space_section,
-    WRITE_PARAMS, stopped_text, walk, write_controls,
-)
-from pages._effects import EFFECT_PARAMS, effects_section
+from pages._model_views import atlas, chosen_head, head_types_section, lines, stopped_text, write_controls
 from pages._present import chart
 
 TEXT_CHARS = 20_000
 UNITS = {"pieces": "the model's pieces", "words": "words"}
 KINDS = {"encoder": "encoder self-attention", "decoder": "decoder self-attention (causal)", "cross": "cross-attention"}
-SCHEMA = {
-    "model": Param("minilm", bounded_text(100)),
-    "text": Param("When he saw his owner, the dog was happy, so he wagged his tail", bounded_text(TEXT_CHARS)),
-    "target": Param("", bounded_text(2000)),  # an encoder–decoder's output to read; empty: its own
-    "kind": Param("encoder", choice(KINDS)),
-    "layer": Param(1, int_range(1, 1024)),
-    "head": Param(1, int_range(1, 1024)),
-    "measure": Param("previous", choice(models.SUMMARIES)),
-    "unit": Param("pieces", choice(UNITS)),
-    "query": Param(0, int_range(0, models.MAX_PIECES - 1)),
-    "key": Param(-1, int_range(-1, models.MAX_PIECES - 1)),  # the key whose score is taken apart; -1: the query's strongest
-    "parts": Param(False, boolean, encode_bool),  # "Inside a score" is open
-    "nsort": Param(False, boolean, encode_bool),
-    "learned": Param(False, boolean, encode_bool),  # the model's positions are open
-    "qk": Param(False, boolean, encode_bool),  # the query–key space is open
-    "qkq": Param(-1, int_range(-1, 10_000)),  # its chosen query: an index into its points; -1 none
-    "scale": Param("row", choice(figures.SCALES)),
-    # The chosen head's heatmap, drawn in the browser from its scores (pages/_interactive): what it shows.
-    "temp": Param(1.0, nearest(temperature_grid())),
-    "hard": Param(False, boolean, encode_bool),
-    "mask": Param("none", choice(MASKS + DECODER_MASKS)),  # an encoder–decoder's decoder heads are causal
-    "hide": Param([], int_list, encode_int_list),
-    "palette": Param("viridis", choice(figures.PALETTES)),
-    "steps": Param(False, boolean, encode_bool),
-    "walk": Param(1, int_range(0, 16)),  # the walk's open tab: a step from 1, or 0 for every step
-    **HEAD_TYPE_PARAMS,
-    **WRITE_PARAMS,
-    **EFFECT_PARAMS,
-}
+SCHEMA = model_schema(
+    model="minilm", text="When he saw his owner, the dog was happy, so he wagged his tail", text_chars=TEXT_CHARS,
+    query=0, mask="none", masks=MASKS + DECODER_MASKS,  # an encoder–decoder's decoder heads are causal
+    target=Param("", bounded_text(2000)),  # an encoder–decoder's output to read; empty: its own
+    kind=Param("encoder", choice(KINDS)),
+    measure=Param("previous", choice(models.SUMMARIES)),
+    unit=Param("pieces", choice(UNITS)),
+)
 
 
 def write_section(sentence: str, layer: int, head: int, kind: str) -> None:
@@ -81,10 +57,7 @@ def write_section(sentence: str, layer: int, head: int, kind: str) -> None:
                "own.")
 
 
-st.title("Trained model")
-load_url_state(SCHEMA)
-name = pick_model(("encoder", "encoder-decoder"), "minilm")
-model = load_or_stop(name, lambda message: stop(message, SCHEMA, error=True))
+name, model = open_model("Trained model", SCHEMA, ("encoder", "encoder-decoder"), "minilm")
 st.write(f"The attention of a real trained transformer, **{name}** ({model.describe()}), on your sentence. "
          + ("Every matrix here is computed by attnviz's own engine (the same softmax(QKᵀ/√d_k)V as the other pages) with "
             "the model's trained weights and biases W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o." if model.computed_by == "attnviz" else
@@ -104,12 +77,7 @@ with st.sidebar:
                          "another word is the sum over that word's pieces, averaged over its own pieces; rows still sum "
                          "to 1.") if not encdec else "pieces"
     scale_select(st)
-try:
-    result = run(name, sentence, target or None)
-except models.TextError as error:
-    stop(str(error), SCHEMA, error=bool(sentence.strip()))
-except models.ModelError as error:
-    stop(str(error), SCHEMA, error=True)
+result = run_or_stop(name, sentence, SCHEMA, target or None)
 
 attention = result.attention[kind] if encdec else result.main
 pieces, words = result.pieces, result.words
@@ -129,13 +97,7 @@ st.caption(f"{len(pieces)} pieces, {len(words.labels)} words (special pieces inc
            f"with torch on **{model.device}**" + (" · ⟨oov⟩ marks a piece the vocabulary lacks" if any(pieces.unknown) else "")
            + (f" · the decoder reads {len(attention.queries)} pieces: " + " ".join(attention.queries.labels()[:24])
               if encdec else ""))
-st.session_state.layer = min(st.session_state.layer, n_layers)
-st.session_state.head = min(st.session_state.head, n_heads)
-
-st.header(f"All {n_layers * n_heads} heads" + (f": {KINDS[kind]}" if encdec else ""))
-pick_layer, pick_head = st.columns(2)
-layer = pick_layer.selectbox("Layer", list(range(1, n_layers + 1)), key="layer")
-head = pick_head.selectbox("Head", list(range(1, n_heads + 1)), key="head")
+layer, head = pick_head(f"All {n_layers * n_heads} heads" + (f": {KINDS[kind]}" if encdec else ""), n_layers, n_heads)
 atlas(weights, layer, head, group=model.group if kind in (None, "encoder") else 1,
       allowed=np.tril(np.ones(weights.shape[-2:], bool)) if attention.causal else None, name=None if encdec else name)
 if not encdec:
@@ -170,14 +132,7 @@ else:
 if encdec:
     write_section(sentence, layer, head, kind)
 else:
-    section = st.expander("The positions the model knows: its learned table, or how RoPE turns q and k", key="learned",
-                          on_change="rerun")
-    if section.open:
-        with section:
-            positions(model, result)
-    qk_space_section(name, sentence, layer, head, SCHEMA)
-    moved_section(model, result, layer, head, pieces.labels())
-    effects_section(model, name, sentence, result, layer, head)
+    head_sections(model, name, sentence, result, layer, head, pieces.labels(), SCHEMA)
 
     st.header("Head summaries")
     st.write("What each head looks at on average over the queries, on the model's own pieces (after Clark et al., 2019, "
@@ -221,8 +176,6 @@ else:
           key="rollout", matrix=Matrix(flow, labels, labels, corner="output \\ input"))
     st.caption(f"How much each input (column) reaches each output position (row) through all {n_layers} layers, following "
                "the residual connections. Computed on pieces" + (", then read as words." if unit == "words" else "."))
-
-    walk(model, result, layer, head, SCHEMA)
 
     st.header("Trained vs toy")
     st.write(f"Layer {layer}, head {head} beside attnviz's GloVe engine (identity projections, scaled dot product) on the "

@@ -85,3 +85,20 @@ def test_presenter_mode_sizes_the_interactive_heatmap():
     assert live(at)["font_px"] >= 16 and live(at)["label_px"] == 21  # its text, and the room each label gets
     at.toggle(key="present").set_value(False).run()
     assert live(at)["font_px"] < 16 and live(at)["label_px"] == 15
+
+
+SHARED_LINK = {"layer": "2", "head": "3", "scale": "max", "palette": "cividis", "temp": "0.5", "hard": "1", "nsort": "1",
+               "hide": "1,2", "walk": "2"}
+
+
+@pytest.mark.parametrize("name", ["trained.py", "decoder.py"])
+def test_both_model_pages_read_and_keep_the_parameters_of_their_one_schema(name):
+    from page_support import run_page
+    from pages._model_page import model_schema
+
+    shared = model_schema(model="m", text="", text_chars=1, query=0, mask="none", masks=("none",))
+    assert set(SHARED_LINK) <= set(shared)
+    at = run_page(name, {"text": "the dog was happy", **SHARED_LINK})
+    assert not at.exception and not at.error
+    assert {key: at.query_params[key] for key in SHARED_LINK} == SHARED_LINK
+    assert (at.session_state["layer"], at.session_state["head"], at.session_state["temp"]) == (2, 3, 0.5)

@@ -5,7 +5,8 @@ Prints medians of RUNS: each model ready in a fresh process (imports apart), fro
 cache, and SmolLM2-135M as a Hugging Face safetensors folder (made once from the GGUF file with transformers, kept in
 ATTNVIZ_CACHE); the forward at 64 and 512 pieces on the CPU (and on CUDA, with the GPU's name, where torch sees one);
 the Trained model page's server-side build. With --browser, headless Chromium on the real server: a "Next word
-(greedy)" click at 64 pieces until what it adds is drawn and until the whole page is; a 32-layer × 32-head model's
+(greedy)" click at 64 pieces until what it adds is drawn and until the whole page is, the latter beside a one-button
+Streamlit app's click in the same run (--next-word: only that); a 32-layer × 32-head model's
 atlas (1,024 thumbnails at 64 pieces) drawn again after a click, and drawn by the browser alone; the server's resident
 memory before and after SmolLM2 is loaded. Not a test; README and docs/benchmarks.md record its output with the date
 and machine.
@@ -177,6 +178,61 @@ def atlas_times(page) -> tuple[list[float], list[float]]:
     return clicks, drawing
 
 
+ONE_BUTTON_APP = '''"""Next word's peer: a one-button Streamlit app whose click appends a bar to its one chart."""
+import streamlit as st
+
+st.session_state.setdefault("bars", 10)
+st.button("Next word (greedy)", on_click=lambda: st.session_state.update(bars=st.session_state.bars + 1))
+st.bar_chart([(i * 7919 % 13) / 13 for i in range(st.session_state.bars)])
+st.caption(f"{st.session_state.bars} bars")
+'''
+CAPTIONS = "() => Array.from(document.querySelectorAll('[data-testid=\"stCaptionContainer\"]'), c => c.textContent).join('|')"
+PEER_DRAWN = """(previous) => {{ const now = ({captions})(); const done = now !== previous && ({page})();
+  return done ? performance.now() - window.pressedAt : null; }}""".format(captions=CAPTIONS, page=PAGE_DRAWN)
+
+
+def peer_click_times(page, clicks: int) -> list[float]:
+    """Per click of the one-button app, ms from the pointer press until its new bar's run has been drawn."""
+    page.evaluate(PRESSES)
+    times = []
+    for _ in range(clicks):
+        before = page.evaluate(CAPTIONS)
+        page.get_by_role("button", name="Next word (greedy)").click()
+        times.append(page.wait_for_function(PEER_DRAWN, arg=before, timeout=60_000, polling=5).json_value())
+        page.wait_for_timeout(800)
+    return times
+
+
+def next_word_beside_peer(browser, text: str, blocks: int = 3, clicks: int = 3) -> list[tuple[str, str]]:
+    """The Decoder's Next word (the whole page drawn again) and the one-button app's click, in alternated blocks of
+    `clicks`, each on its own server, in one browser."""
+    from bench.browser import Server
+
+    with tempfile.TemporaryDirectory() as root:
+        app = Path(root) / "one_button.py"
+        app.write_text(ONE_BUTTON_APP)
+        ours, peer = Server(ROOT / "app.py"), Server(app, root=Path(root))
+        decoder, button = browser.new_page(viewport={"width": 1280, "height": 800}), browser.new_page()
+        decoder.goto(f"{ours.url}/decoder?{urlencode({'text': text, 't': '0'})}")
+        decoder.wait_for_selector(".av-atlas canvas", timeout=300_000)
+        decoder.wait_for_function(PAGE_DRAWN, timeout=300_000)
+        button.goto(peer.url)
+        button.wait_for_function(PAGE_DRAWN, timeout=60_000)
+        decoder.wait_for_timeout(1500)
+        whole, one = [], []
+        for _ in range(blocks):
+            whole += click_times(decoder, clicks)[1]
+            one += peer_click_times(button, clicks)
+        ours.stop()
+        peer.stop()
+    ratio = statistics.median(whole) / statistics.median(one)
+    return [(f"'Next word (greedy)' click → the whole Decoder page drawn again, from 64 pieces ({len(whole)} clicks)",
+             f"{statistics.median(whole):.0f} ms ({', '.join(f'{t:.0f}' for t in whole)})"),
+            (f"a one-button Streamlit app's click → its one bar chart drawn again, alternated ({len(one)} clicks)",
+             f"{statistics.median(one):.0f} ms ({', '.join(f'{t:.0f}' for t in one)})"),
+            ("Next word ÷ the one-button app (goal ≤ 2)", f"{ratio:.2f}")]
+
+
 def browser_figures() -> list[tuple[str, str]]:
     from playwright.sync_api import sync_playwright
 
@@ -189,8 +245,9 @@ def browser_figures() -> list[tuple[str, str]]:
     with tempfile.TemporaryDirectory() as root, sync_playwright() as p:
         folder = atlas_model(Path(root))
         os.environ["ATTNVIZ_MODELS"] = str(folder)
-        server = Server(ROOT / "app.py")
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        rows += next_word_beside_peer(browser, text)
+        server = Server(ROOT / "app.py")
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.goto(server.url)
         page.wait_for_selector(".av-root .av-figure", timeout=300_000)
@@ -202,11 +259,9 @@ def browser_figures() -> list[tuple[str, str]]:
         page.wait_for_timeout(1500)
         after = status(server.process.pid, "VmRSS")
         weights = models.load("smollm2", device="cpu").nbytes / 2**20
-        added, whole = click_times(page)
+        added, _ = click_times(page)
         rows.append((f"'Next word (greedy)' click → the new piece, its bars and attention row drawn, 64 pieces ({len(added)} "
                      "clicks)", f"{statistics.median(added):.0f} ms"))
-        rows.append((f"'Next word (greedy)' click → the whole page drawn again, 64 pieces ({len(whole)} clicks)",
-                     f"{statistics.median(whole):.0f} ms"))
         rows.append(("server resident memory: GloVe page open → SmolLM2 (fp32) loaded and drawn at 64 pieces",
                      f"{before:.0f} → {after:.0f} MiB: +{after - before:.0f} MiB for {weights:.0f} MiB of weights"))
         page.goto(f"{server.url}/decoder?{urlencode({'model': folder.name, 'text': text})}")
@@ -238,7 +293,20 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--browser", action="store_true", help="also time the pages in Chromium and read the server's memory")
+    parser.add_argument("--next-word", action="store_true", help="only Next word beside a one-button app, in Chromium")
     args = parser.parse_args()
+    if args.next_word:
+        from playwright.sync_api import sync_playwright
+
+        from bench.browser import CHROMIUM, FLAGS
+
+        text = sixty_four_pieces(models.load("smollm2", device="cpu"))
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            rows = next_word_beside_peer(browser, text)
+            browser.close()
+        print_rows(rows, torch, "median (each click)")
+        return
     rows = [("MiniLM ready from its safetensors (90 MB)", f"{load_time('minilm'):.2f} s"),
             ("SmolLM2-135M ready from the GGUF cache (538 MB of float32)", f"{load_time('smollm2'):.2f} s")]
     folder = smollm2_folder()
@@ -255,9 +323,13 @@ def main() -> None:
     rows.append(("same, rerun (run cached)", f"{page['warm_s'] * 1000:.0f} ms"))
     if args.browser:
         rows += browser_figures()
+    print_rows(rows, torch, f"median of {RUNS}")
+
+
+def print_rows(rows: list[tuple[str, str]], torch, measured: str) -> None:
     print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC · {platform.machine()} · {os.cpu_count()} cores · "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    print(f"| measure | median of {RUNS} |\n|---|---|")
+    print(f"| measure | {measured} |\n|---|---|")
     for name, value in rows:
         print(f"| {name} | {value} |")
 

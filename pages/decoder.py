@@ -65,7 +65,7 @@ def next_word(greedy: bool) -> None:
 def distribution(result: models.Run) -> torch.Tensor:
     """(vocab,) the next-piece probabilities under the page's temperature, top-k and top-p."""
     return models.next_distribution(torch.from_numpy(result.next_logits), st.session_state.t, st.session_state.topk,
-                             st.session_state.topp)
+                                    st.session_state.topp)
 
 
 def write_section(text: str, layer: int) -> None:

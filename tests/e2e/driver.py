@@ -109,6 +109,16 @@ PLOT_DATA = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).ma
     w: t.type === 'heatmap' && t.customdata ? Array.from(t.customdata, row => Array.from(row, cell => cell[0])) : null})))"""
 
 
+def outside_requests(page, base: str) -> list[str]:
+    """A list that gathers, from now on, every request `page` makes to a host other than `base`'s (data: and blob: URLs
+    stay in the page)."""
+    host = base.split("//")[1].split("/")[0]
+    outside: list[str] = []
+    page.on("request", lambda r: outside.append(r.url) if r.url.split("//")[-1].split("/")[0] != host
+            and not r.url.startswith(("data:", "blob:")) else None)
+    return outside
+
+
 def plots(page, count=1, timeout=60_000):
     page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {count}", timeout=timeout)
     page.wait_for_timeout(500)

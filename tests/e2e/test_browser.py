@@ -2,8 +2,8 @@
 
 import pytest
 
-from driver import (SHOTS, atlases, click_head, click_point, exceptions, live_select, plots, settle, shown_value, url_has,
-                    wait_for_heatmap)
+from driver import (SHOTS, atlases, click_head, click_point, exceptions, live_select, outside_requests, plots, settle,
+                    shown_value, url_has, wait_for_heatmap)
 
 PAGES = ["", "lesson", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads", "trained", "decoder"]
 
@@ -88,10 +88,7 @@ def test_trained_atlas_opens_the_clicked_head(server, page):
 
 def test_no_request_leaves_the_app(server, page):
     """A classroom may have no internet: every page, its fonts and icons (the tab's icon too) come from the app."""
-    host = server.split("//")[1]
-    outside = []
-    page.on("request", lambda request: outside.append(request.url)
-            if request.url.split("//")[-1].split("/")[0] != host and not request.url.startswith(("data:", "blob:")) else None)
+    outside = outside_requests(page, server)
     for path in PAGES:
         page.goto(f"{server}/{path}")
         page.wait_for_selector(".js-plotly-plot, .av-root .av-figure, .av-barchart .av-bars", timeout=120_000)

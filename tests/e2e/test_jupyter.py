@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from driver import ROOT, free_port, serving
+from driver import ROOT, free_port, outside_requests, serving
 
 NOTEBOOK = {
     "cells": [
@@ -97,10 +97,7 @@ def printed(page, index: int, tag: str) -> dict:
 def test_the_widget_draws_and_syncs_both_ways_offline(jupyter, browser, path):
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
-    host = jupyter.split("//")[1]
-    outside = []
-    page.on("request", lambda r: outside.append(r.url) if r.url.split("//")[-1].split("/")[0] != host
-            and not r.url.startswith(("data:", "blob:")) else None)
+    outside = outside_requests(page, jupyter)
     try:
         page.goto(f"{jupyter}/{path}")
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from driver import ROOT, free_port, serving
+from driver import ROOT, free_port, outside_requests, serving
 
 APP = '''import marimo
 
@@ -58,10 +58,7 @@ def marimo(tmp_path_factory, browser):  # `browser` first: it checks for Chromiu
 def test_a_value_set_in_the_page_comes_back_to_python(marimo, browser):
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
-    host = marimo.split("//")[1]
-    outside = []
-    page.on("request", lambda r: outside.append(r.url) if r.url.split("//")[-1].split("/")[0] != host
-            and not r.url.startswith(("data:", "blob:")) else None)
+    outside = outside_requests(page, marimo)
     try:
         page.goto(marimo)
         page.get_by_text("VALUE temp=1.0 query=0").wait_for(timeout=120_000)

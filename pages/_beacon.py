@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-from attnviz.urlstate import Param, coerce
+from attnviz.urlstate import Param, coerce, encode_params
 
 PATH = "/_attnviz/view"
 BODY_LIMIT = 16_384  # bytes: a view is a few hundred; a longer body is refused unread
@@ -95,12 +95,13 @@ def receive(body: bytes) -> tuple[int, dict]:
 def link(search: str, values: dict, schema: dict[str, Param]) -> str:
     """The query string `search` with `values` put in, as save_url_state writes them (defaults left out)."""
     params = dict(urllib.parse.parse_qsl(search.lstrip("?"), keep_blank_values=True))
-    for name in (name for name in schema if name in values):  # in the schema's order, as save_url_state writes them
-        value = values[name]
-        if value == schema[name].default:
-            params.pop(name, None)
+    shown = {name: param for name, param in schema.items() if name in values}
+    encoded = encode_params(values, shown)
+    for name in shown:  # in the schema's order, as save_url_state writes them; a default leaves the link
+        if name in encoded:
+            params[name] = encoded[name]
         else:
-            params[name] = schema[name].encode(value)
+            params.pop(name, None)
     return "?" + urllib.parse.urlencode(params) if params else ""
 
 

@@ -37,5 +37,4 @@ else:
     try:
         navigation.run()
     finally:
-        if loading is not None:
-            loading.empty()
+        loading.empty()

@@ -108,10 +108,11 @@ def _first_use(kv) -> None:
 def while_loading():
     """Until the warm-up is done, an empty chart with a loading title: the browser fetches and compiles plotly.js
     (4.7 MB) while the page waits for torch, gensim and GloVe, rather than after. Returns its slot, to clear once
-    the page has run, or None."""
-    if READY.is_set():
-        return None
+    the page has run. The slot is made on every run, empty once the warm-up is done, so the page's elements keep
+    their places: one that moved would be mounted anew, and a heatmap's change not yet sent would be lost with it."""
     slot = st.empty()
+    if READY.is_set():
+        return slot
     slot.plotly_chart({"data": [{"type": "scatter", "x": [], "y": []}],
                        "layout": {"title": {"text": "Loading GloVe and the attention engine…"}, "height": 80,
                                   "xaxis": {"visible": False}, "yaxis": {"visible": False}}},

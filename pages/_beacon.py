@@ -35,6 +35,8 @@ class Beacon:
     page: str  # the page's id (its schema's names), as load_url_state keys what a page showed
     schema: dict[str, Param]
     views: list[dict] = field(default_factory=list)  # posted, not yet taken by a run (the last one counts)
+    posted: int = 0  # views posted so far: each answer gives the browser its number
+    taken: int = 0  # the number of the last view a run took: the browser keeps a later one it posted (see taken())
 
 
 _beacons: OrderedDict[str, Beacon] = OrderedDict()
@@ -67,15 +69,24 @@ def take() -> dict[str, dict]:
             beacon = _beacons.get(token)
             views, schema = (beacon.views, beacon.schema) if beacon else ([], None)
             if beacon:
-                beacon.views = []
+                beacon.views, beacon.taken = [], beacon.posted
         for view in views:
             taken.setdefault(where, {}).update(coerce(view, schema))
     return taken
 
 
+def taken(token: str) -> int:
+    """The number of the last view of `token` that a run took. The browser gets it with the heatmap's data: a view it
+    posted with a later number went to the server after this run had begun, so the run's view lacks it, and the
+    browser keeps its own (streamlit.mjs)."""
+    with _lock:
+        beacon = _beacons.get(token)
+        return beacon.taken if beacon else 0
+
+
 def receive(body: bytes) -> tuple[int, dict]:
     """(HTTP status, answer) for a posted {"token", "view", "search"}: the view kept for the session's next run, and
-    the page's link (`search`, the address's query) with it."""
+    the page's link (`search`, the address's query) with it, and the view's number (`seq`)."""
     try:
         sent = json.loads(body)
         token, view, search = sent["token"], sent["view"], sent.get("search", "")
@@ -88,8 +99,9 @@ def receive(body: bytes) -> tuple[int, dict]:
         if beacon is None:
             return 404, {"error": "unknown token: the page reruns to tell the server instead"}
         beacon.views = [*beacon.views[-7:], view]
-        schema = beacon.schema
-    return 200, {"search": link(search, coerce(view, schema), schema)}
+        beacon.posted += 1
+        schema, seq = beacon.schema, beacon.posted
+    return 200, {"search": link(search, coerce(view, schema), schema), "seq": seq}
 
 
 def link(search: str, values: dict, schema: dict[str, Param]) -> str:

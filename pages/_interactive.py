@@ -88,7 +88,8 @@ def interactive_heatmap(data: dict, *, key: str, clean, schema: dict | None = No
     (pages/_beacon) and writes the link itself, and the page's next run takes the view; for a page none of whose
     server-side views depends on the heatmap's view."""
     if schema is not None:
-        data = {**data, "beacon": {"url": _beacon.url(), "token": _beacon.token_for(key, page_id(schema), schema)}}
+        token = _beacon.token_for(key, page_id(schema), schema)
+        data = {**data, "beacon": {"url": _beacon.url(), "token": token, "taken": _beacon.taken(token)}}
     _heatmap(key=key, data=data, on_view_change=lambda: _adopt(key, clean), width="stretch")
 
 

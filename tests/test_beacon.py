@@ -92,7 +92,7 @@ def test_the_middleware_answers_the_post_and_passes_the_rest_on(beacon):
 
     good = json.dumps({"token": beacon, "view": {"temp": 2.0}, "search": ""}).encode()
     sent = run(call("/base/_attnviz/view", good))
-    assert sent[0]["status"] == 200 and json.loads(sent[1]["body"]) == {"search": "?temp=2.0"}
+    assert sent[0]["status"] == 200 and json.loads(sent[1]["body"]) == {"search": "?temp=2.0", "seq": 1}
     too_long = run(call("/_attnviz/view", b" " * (_beacon.BODY_LIMIT + 5000)))
     assert too_long[0]["status"] == 413
     run(call("/_attnviz/view", good, method="GET"))
@@ -111,12 +111,18 @@ def test_the_next_run_takes_the_view_a_pause_posted_on_self_attention(glove):
     data = live(at)
     token = data["beacon"]["token"]  # the default page: no server view depends on the heatmap's view
     assert data["beacon"]["url"] == "/_attnviz/view"
+    assert data["beacon"]["taken"] == 0
     status, answer = post(token, {**data["view"], "temp": 0.5, "hard": True, "query": 2}, "?text=the+dog+ran+home")
     assert status == 200 and answer["search"] == "?text=the+dog+ran+home&temp=0.5&hard=1&query=2"
+    assert answer["seq"] == 1 and post(token, {**data["view"], "temp": 0.5, "hard": True, "query": 2})[1]["seq"] == 2
     assert at.session_state.temp == 1.0  # nothing ran yet
     at.text_area(key="text").set_value("the dog ran home fast").run()  # the next run, for another reason
     assert (at.session_state.temp, at.session_state.hard, at.session_state.query) == (0.5, True, 2)
     assert live(at)["view"]["temp"] == 0.5 and live(at)["view"]["hard"] is True
+    assert live(at)["beacon"]["taken"] == 2  # the browser stops keeping its own view: this run has both posts
+    posted = {**data["view"], "temp": 0.5, "hard": True, "query": 2}
+    assert post(token, posted)[1]["seq"] == 3  # after the run took its views: not in its data
+    assert live(at)["beacon"]["taken"] == 2
     at.toggle(key="near").set_value(True).run()  # the nearest words depend on the view: pauses rerun again
     assert "beacon" not in live(at)
     assert "(query #2)" in next(m.value for m in at.markdown if "weighted mix" in m.value)

@@ -85,9 +85,10 @@ export class Heatmap {
     this.update(started, true);
   }
 
-  /** Whether a change the person made waits for the pause to be sent (this heatmap's, or its Compare's). */
+  /** Whether a change the person made waits for the pause to be sent (this heatmap's, or its Compare's), or was sent
+   * but is not yet in the data (the host's `awaiting`: streamlit.mjs). */
   pending() {
-    return (this.owner || this).timer !== null;
+    return this.owner ? this.owner.pending() : this.timer !== null || Boolean(this.data && this.data.awaiting);
   }
 
   /** Recompute what the change needs, redraw, and sync Python once the person pauses. */

@@ -76,6 +76,7 @@ export class Compare {
   constructor(host, compact = false) {
     this.host = host;
     this.timer = null;
+    this.awaiting = false; // a view this Compare posted is not yet in its data (load)
     this.synced = null;
     this.timings = [];
     host.classList.add("av-compare");
@@ -98,6 +99,7 @@ export class Compare {
 
   load(data, setStateValue) {
     this.setStateValue = setStateValue;
+    this.awaiting = Boolean(data.awaiting);
     this.sides.forEach((side, i) => side.load(data.sides[i], setStateValue));
     if (data.difference) {
       if (!this.difference) this.difference = new Difference(this.differenceRoot, this);
@@ -126,7 +128,7 @@ export class Compare {
   }
 
   pending() {
-    return this.timer !== null;
+    return this.timer !== null || this.awaiting;
   }
 
   /** A change on one side: the shared names go to the other side too; everything is redrawn; Python hears after the pause. */

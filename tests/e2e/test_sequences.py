@@ -78,6 +78,36 @@ def test_a_change_just_before_retyping_is_kept(server, page):
     assert url_has(page, "scale=absolute", "text=a+dog+ran+home")
 
 
+def test_a_change_posted_while_the_new_sentence_runs_is_kept(server, page):
+    """The pause's post (pages/_beacon) reaches the server only after the run for a new sentence took the posted views:
+    the heatmap keeps the person's change over that run's view, and the link gets it, with the new sentence."""
+    page.goto(f"{server}/?text=the+cat+sat")
+    wait_for_heatmap(page, lambda t: len(t["y"]) == 3)
+    settle(page)
+    held = []
+    page.route("**/_attnviz/view", lambda route: route.continue_() if held else held.append(route))  # the first
+    live_select(page, "Colour scale", "absolute")
+    deadline = time.time() + 10
+    while not held and time.time() < deadline:  # the pause passed: the post is held on its way
+        page.wait_for_timeout(100)
+    assert held, "the pause posted nothing"
+    type_into(page, "Sentence", "a dog ran home")
+    trace = wait_for_heatmap(page, lambda t: len(t["y"]) == 4)
+    assert trace["view"]["scale"] == "absolute"
+    held[0].continue_()
+    assert url_has(page, "scale=absolute", "text=a+dog+ran+home")
+    live_select(page, "Mask", "causal")  # the next run takes the view: nothing changes back
+    trace = wait_for_heatmap(page, lambda t: len(t["y"]) == 4 and t["view"]["mask"] == "causal")
+    settle(page)
+    page.wait_for_timeout(1000)
+    trace = wait_for_heatmap(page, lambda t: len(t["y"]) == 4)
+    assert trace["view"]["scale"] == "absolute" and trace["view"]["mask"] == "causal"
+    assert url_has(page, "scale=absolute", "mask=causal", "text=a+dog+ran+home")
+    page.reload()
+    assert wait_for_heatmap(page, lambda t: len(t["y"]) == 4)["view"]["scale"] == "absolute"
+    assert exceptions(page) == []
+
+
 def test_hidden_keys_follow_a_shorter_sentence(server, page):
     page.goto(f"{server}/?text=the+cat+sat+on+the+mat&mask=keys&hide=1,4")
     trace = wait_for_heatmap(page, lambda t: len(t["y"]) == 6)

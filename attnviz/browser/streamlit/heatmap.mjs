@@ -1,7 +1,7 @@
 // Streamlit's heatmap component (pages/_interactive.py): a heatmap, Compare A | B, a matrix or bars, by its data.
 import { mount } from "../figures.mjs";
-import { viewSender } from "../streamlit.mjs";
+import { awaiting, viewSender } from "../streamlit.mjs";
 
 export default function mountHeatmap(component) {
-  mount({ ...component, setStateValue: viewSender(component) });
+  mount({ ...component, data: { ...component.data, awaiting: awaiting(component.data) }, setStateValue: viewSender(component) });
 }

@@ -154,8 +154,8 @@ class Trace:
     value: torch.Tensor  # (KV, n, dh)
     head_output: torch.Tensor  # (H, n, dh) αV
 
-    def to(self, device: torch.device) -> Trace:
-        return Trace(*(t.to(device) for t in vars(self).values()))
+    def to(self, device: torch.device, non_blocking: bool = False) -> Trace:
+        return Trace(*(t.to(device, non_blocking=non_blocking) for t in vars(self).values()))
 
     def head(self, arch: Architecture, head: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(query, key, value) of query head `head`, (n, dh) each: its key and value are its group's."""
@@ -350,23 +350,37 @@ def forward(arch: Architecture, weights: Weights, ids: list[int], intervention: 
     device = weights.embeddings.device
     cpu = torch.device("cpu")
     n = len(ids)
-    attention = torch.empty(arch.layers, arch.heads, n, n)  # (L, H, n, n) filled layer by layer: no second copy
-    hidden = torch.empty(arch.layers + 1, n, arch.d_model)  # (L + 1, n, d)
+    attention = host_buffer((arch.layers, arch.heads, n, n), device)  # (L, H, n, n) filled layer by layer
+    hidden = host_buffer((arch.layers + 1, n, arch.d_model), device)  # (L + 1, n, d)
     traces = []
     with torch.inference_mode():
         index = torch.tensor(ids, device=device)  # (n,)
         positions = torch.arange(n, device=device)  # (n,)
         x = embed(arch, weights, index, positions)  # (n, d)
-        hidden[0] = x
+        hidden[0].copy_(x, non_blocking=True)
         for i, block in enumerate(weights.blocks):
             on_device = attention[i] if device.type == "cpu" else None  # on a GPU: computed there, then copied
             x, a, trace = layer(arch, block, i, x, positions, out=on_device, intervention=intervention)
             if on_device is None or a.weights.data_ptr() != on_device.data_ptr():
-                attention[i] = a.weights  # (H, n, n)
-            traces.append(trace.to(cpu))
-            hidden[i + 1] = x
+                attention[i].copy_(a.weights, non_blocking=True)  # (H, n, n)
+            traces.append(trace.to(cpu, non_blocking=True))
+            hidden[i + 1].copy_(x, non_blocking=True)
         next_logits = logits(weights, x[-1:])[0].float().cpu().numpy() if arch.causal else None  # (vocab,)
+        copied(device)
     return Forward(hidden.numpy(), attention.numpy(), traces, next_logits, intervention=intervention)
+
+
+def host_buffer(shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """An empty float32 CPU tensor that results computed on `device` are copied into. For a GPU it is page-locked
+    (pinned), so each layer's copy is queued behind its arithmetic and the CPU goes on to the next layer: a copy into
+    ordinary memory stops the CPU until the GPU is done, layer after layer (bench/bench_gpu.py)."""
+    return torch.empty(shape, pin_memory=device.type == "cuda")
+
+
+def copied(device: torch.device) -> None:
+    """Wait until the copies queued on `device` (non_blocking, into host buffers) have landed."""
+    if device.type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
 
 
 def batch_weights(arch: Architecture, weights: Weights, batch: list[list[int]]) -> list[np.ndarray]:
@@ -381,13 +395,14 @@ def batch_weights(arch: Architecture, weights: Weights, batch: list[list[int]]) 
     for b, ids in enumerate(batch):
         padded[b, : len(ids)] = torch.tensor(ids)
     real = (torch.arange(n)[None, :] < torch.tensor(lengths)[:, None]).to(device)  # (B, n)
-    attention = torch.empty(arch.layers, len(batch), arch.heads, n, n)  # (L, B, H, n, n)
+    attention = host_buffer((arch.layers, len(batch), arch.heads, n, n), device)  # (L, B, H, n, n)
     with torch.inference_mode():
         positions = torch.arange(n, device=device)  # (n,)
         x = embed(arch, weights, padded.to(device), positions)  # (B, n, d)
         for i, block in enumerate(weights.blocks):
             x, a, _ = layer(arch, block, i, x, positions, real=real)
-            attention[i] = a.weights  # (B, H, n, n)
+            attention[i].copy_(a.weights, non_blocking=True)  # (B, H, n, n)
+        copied(device)
     return [attention[:, b, :, :k, :k].numpy() for b, k in enumerate(lengths)]  # (L, H, k, k) each
 
 

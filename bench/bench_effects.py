@@ -84,11 +84,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--model", default="smollm2", help="SmolLM2-135M's built-in file, or a folder of the same shapes "
+                                                           "(bench_gpu.py --keep writes one where the file cannot go)")
     args = parser.parse_args()
     device = torch.device(args.device)
     print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
           f"Python {platform.python_version()}, torch {torch.__version__}, {torch.get_num_threads()} threads, {device}")
-    model = models.load("smollm2", device=device)
+    model = models.load(args.model, device=device)
     n = len(model.tokenize(TEXT))
     effects.head_effects(model, TEXT)  # warm up both ways
     effects.importance(model, TEXT)
@@ -105,7 +107,7 @@ def main() -> None:
     def show(values):
         return f"{statistics.median(values):.2f} s ({', '.join(f'{v:.2f}' for v in values)})"
 
-    print(f"\nSmolLM2-135M, {n} pieces, {model.layers * model.heads} heads; median of {args.runs}, alternated:")
+    print(f"\n{model.name}, {n} pieces, {model.layers * model.heads} heads; median of {args.runs}, alternated:")
     print(f"  every head's effect, one call (head_effects):      {show(batched)}")
     print(f"  the naive way, one ablated forward per head:       {show(naive)}"
           f"  ({statistics.median(naive) / statistics.median(batched):.1f}× the batched time; largest difference {same:.1e})")

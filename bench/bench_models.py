@@ -6,7 +6,8 @@ cache, and SmolLM2-135M as a Hugging Face safetensors folder (made once from the
 ATTNVIZ_CACHE); the forward at 64 and 512 pieces on the CPU (and on CUDA, with the GPU's name, where torch sees one);
 the Trained model page's server-side build. With --browser, headless Chromium on the real server: a "Next word
 (greedy)" click at 64 pieces until what it adds is drawn and until the whole page is, the latter beside a one-button
-Streamlit app's click in the same run (--next-word: only that); a 32-layer × 32-head model's
+Streamlit app's click in the same run (--next-word: only that); the page's first paint while head scores are measured
+(--scores: only that); a 32-layer × 32-head model's
 atlas (1,024 thumbnails at 64 pieces) drawn again after a click, and drawn by the browser alone; the server's resident
 memory before and after SmolLM2 is loaded. Not a test; README and docs/benchmarks.md record its output with the date
 and machine.
@@ -233,6 +234,61 @@ def next_word_beside_peer(browser, text: str, blocks: int = 3, clicks: int = 3) 
             ("Next word ÷ the one-button app (goal ≤ 2)", f"{ratio:.2f}")]
 
 
+PROGRESS = "() => document.querySelector('[data-testid=\"stProgress\"]') !== null"
+ATLAS = "() => { const a = document.querySelector('.av-atlas'); return a && a.attnviz ? a.attnviz : null; }"
+FIRST_PAINT = f"() => ({ATLAS})() !== null && document.querySelector('.av-root .av-figure canvas') !== null"
+SCORED = f"() => {{ const a = ({ATLAS})(); return a !== null && a.scoreBar(0, 0) !== undefined; }}"
+
+
+def scores_first_paint(browser, text: str, rounds: int = 3) -> list[tuple[str, str]]:
+    """The Decoder at 64 pieces opened with its atlas coloured by a head score that no one has measured on this machine
+    (a fresh ATTNVIZ_CACHE, the de-quantized model linked in): s from navigation until the atlas and the chosen head's
+    heatmap are drawn (with the progress bar), and until the scores are on the atlas; beside the same page opened
+    without a score, on the same warm server. Each round a fresh server."""
+    from attnviz.models.gguf import cache_root
+    from bench.browser import Server
+
+    url = f"decoder?{urlencode({'text': text, 't': '0'})}"
+    plain, painted, scored, progress = [], [], [], []
+    for _ in range(rounds):
+        with tempfile.TemporaryDirectory() as cache:
+            for entry in cache_root().iterdir():
+                if entry.name != "heads":
+                    (Path(cache) / entry.name).symlink_to(entry)
+            os.environ["ATTNVIZ_CACHE"] = cache
+            server = Server(ROOT / "app.py")
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.goto(f"{server.url}/{url}")  # the model loaded and warmed: what a class's first visit leaves
+            page.wait_for_function(FIRST_PAINT, timeout=300_000)
+            page.wait_for_function(PAGE_DRAWN, timeout=300_000)
+            started = time.perf_counter()
+            page.goto(f"{server.url}/{url}")
+            page.wait_for_function(FIRST_PAINT, timeout=300_000, polling=5)
+            page.wait_for_function(PAGE_DRAWN, timeout=300_000, polling=5)
+            plain.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            page.goto(f"{server.url}/{url}&bycolour=1")
+            page.wait_for_function(FIRST_PAINT, timeout=300_000, polling=5)
+            painted.append(time.perf_counter() - started)
+            page.wait_for_function(PROGRESS, timeout=300_000, polling=5)
+            progress.append(time.perf_counter() - started)
+            page.wait_for_function(SCORED, timeout=600_000, polling=50)
+            scored.append(time.perf_counter() - started)
+            page.close()
+            server.stop()
+            del os.environ["ATTNVIZ_CACHE"]
+
+    def show(values):
+        return f"{statistics.median(values):.2f} s ({', '.join(f'{v:.2f}' for v in values)})"
+
+    return [("the Decoder at 64 pieces opened again, no head score asked: the atlas and heatmap drawn, the run ended",
+             show(plain)),
+            ("the same page opened with the atlas coloured by a head score not yet measured: the atlas and heatmap "
+             "drawn", show(painted)),
+            ("same: the measure's progress bar shown", show(progress)),
+            ("same: until the scores are on the atlas (measured in the server's thread meanwhile)", show(scored))]
+
+
 def browser_figures() -> list[tuple[str, str]]:
     from playwright.sync_api import sync_playwright
 
@@ -294,7 +350,21 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--browser", action="store_true", help="also time the pages in Chromium and read the server's memory")
     parser.add_argument("--next-word", action="store_true", help="only Next word beside a one-button app, in Chromium")
+    parser.add_argument("--scores", action="store_true", help="only the page's first paint while head scores are "
+                                                              "measured, in Chromium")
     args = parser.parse_args()
+    if args.scores:
+        from playwright.sync_api import sync_playwright
+
+        from bench.browser import CHROMIUM, FLAGS
+
+        text = sixty_four_pieces(models.load("smollm2", device="cpu"))
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            rows = scores_first_paint(browser, text)
+            browser.close()
+        print_rows(rows, torch, "median of 3 (each round)")
+        return
     if args.next_word:
         from playwright.sync_api import sync_playwright
 

@@ -15,9 +15,14 @@ export function el(tag, attrs = {}, text) {
   return node;
 }
 
-/** The bytes of Python's base64. */
+/** The bytes of Python's base64: the browser's own decoder where it has one (Chromium 140 and later), else atob's
+ * characters copied in a plain loop (an atlas's megabyte took 46 ms through Uint8Array.from with a mapping function). */
 export function bytesOf(base64) {
-  return Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+  if (Uint8Array.fromBase64) return Uint8Array.fromBase64(base64);
+  const text = atob(base64);
+  const bytes = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+  return bytes;
 }
 
 /** The float32 numbers of Python's base64 (numpy's float32 bytes, little-endian). */

@@ -277,6 +277,23 @@ def test_one_more_piece_from_the_kv_cache_equals_the_whole_forward(model):
             torch.testing.assert_close(getattr(a, name), getattr(b, name), atol=1e-4, rtol=0)
 
 
+def test_one_more_piece_runs_on_one_cpu_thread_and_puts_the_count_back(model, monkeypatch):
+    """The one-row step leaves the other cores alone (engine.extend under attention.cpu_threads)."""
+    from attnviz.models import engine
+
+    seen, linear = set(), engine._linear
+    monkeypatch.setattr(engine, "_linear", lambda *args: seen.add(torch.get_num_threads()) or linear(*args))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        short = model.run("the dog was")
+        seen.clear()
+        model.extend(short, int(np.argmax(short.next_logits)))
+        assert seen == {1} and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_next_word_after_text_the_model_cannot_read_leaves_it_and_says_why(model):
     at, _ = decoder_page()
     at.text_area(key="text").input("dog " * 600)  # typed, then the button clicked in the same interaction

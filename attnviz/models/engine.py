@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnviz.attention import AttentionResult, grouped_attend
+from attnviz.attention import AttentionResult, cpu_threads, grouped_attend
 from attnviz.positions import rotate, turns
 
 ACTIVATIONS = {
@@ -422,11 +422,14 @@ def extend(arch: Architecture, weights: Weights, before: Forward, token: int) ->
     """`before` with one more piece at its end, computed from its K/V cache (each layer's keys and values so far):
     the new piece's row of weights over every key, every earlier row as it was (causal attention lets none change).
     Equals forward() on the longer ids while only the new row is computed; under `before`'s intervention, as that
-    intervention changes the new row (one that needs every position at once, a mean over them, says so)."""
+    intervention changes the new row (one that needs every position at once, a mean over them, says so). One query
+    row is small work: on the CPU it runs on one thread (attention.cpu_threads), as fast as two on an idle machine
+    (100 ms for SmolLM2 at 64 pieces either way), and it leaves the other core to the browser or another session,
+    where two threads waiting on each other took twice as long (bench_models.py --next-word)."""
     intervention = before.intervention
     device = weights.embeddings.device
     n = before.weights.shape[-1]
-    with torch.inference_mode():
+    with torch.inference_mode(), cpu_threads(1, device):
         position = torch.tensor([n], device=device)  # (1,)
         x = embed(arch, weights, torch.tensor([token], device=device), position)  # (1, d)
         hidden, rows, traces = [x.float().cpu()], [], []

@@ -342,6 +342,20 @@ def page_build() -> dict:
     return time_page("trained.py", [f"{w} he saw his owner, the dog was happy, so he wagged his tail" for w in first[:RUNS]])
 
 
+def in_chromium(figure, models) -> list[tuple[str, str]]:
+    """`figure(browser, text)`'s rows, in one headless Chromium, at SmolLM2's 64-piece text."""
+    from playwright.sync_api import sync_playwright
+
+    from bench.browser import CHROMIUM, FLAGS
+
+    text = sixty_four_pieces(models.load("smollm2", device="cpu"))
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        rows = figure(browser, text)
+        browser.close()
+    return rows
+
+
 def main() -> None:
     import torch
 
@@ -353,30 +367,9 @@ def main() -> None:
     parser.add_argument("--scores", action="store_true", help="only the page's first paint while head scores are "
                                                               "measured, in Chromium")
     args = parser.parse_args()
-    if args.scores:
-        from playwright.sync_api import sync_playwright
-
-        from bench.browser import CHROMIUM, FLAGS
-
-        text = sixty_four_pieces(models.load("smollm2", device="cpu"))
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-            rows = scores_first_paint(browser, text)
-            browser.close()
-        print_rows(rows, torch, "median of 3 (each round)")
-        return
-    if args.next_word:
-        from playwright.sync_api import sync_playwright
-
-        from bench.browser import CHROMIUM, FLAGS
-
-        text = sixty_four_pieces(models.load("smollm2", device="cpu"))
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-            rows = next_word_beside_peer(browser, text)
-            browser.close()
-        print_rows(rows, torch, "median (each click)")
-        return
+    if args.scores or args.next_word:
+        one = (scores_first_paint, "median of 3 (each round)") if args.scores else (next_word_beside_peer, "median (each click)")
+        return print_rows(in_chromium(one[0], models), torch, one[1])
     rows = [("MiniLM ready from its safetensors (90 MB)", f"{load_time('minilm'):.2f} s"),
             ("SmolLM2-135M ready from the GGUF cache (538 MB of float32)", f"{load_time('smollm2'):.2f} s")]
     folder = smollm2_folder()

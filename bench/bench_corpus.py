@@ -36,8 +36,37 @@ def peak_gflops(torch) -> float:
     return 2 * 2048**3 * 10 / (time.perf_counter() - started) / 1e9
 
 
+def attnviz_pass(model, ordered: list) -> list:
+    """attnviz's corpus pass, as heads.measure makes it: every layer's weights (L, H, n, n) of each of the pieces
+    `ordered` (sorted by length), heads.BATCH sequences a forward."""
+    from attnviz import heads
+
+    return [w for k in range(0, len(ordered), heads.BATCH) for w in model.batch_weights(ordered[k:k + heads.BATCH])]
+
+
+def transformers_pass(peer, sequences: list, device: str = "cpu") -> list:
+    """The peer's: transformers' eager forward with output_attentions=True (`peer` a LlamaModel on `device`), BATCH
+    sequences a forward with their attention mask, each sequence's weights (L, H, n, n) brought to the CPU as numpy."""
+    import torch
+
+    found = []
+    with torch.inference_mode():
+        for k in range(0, len(sequences), BATCH):
+            batch = sequences[k:k + BATCH]
+            n = max(len(p) for p in batch)
+            ids = torch.zeros(len(batch), n, dtype=torch.long)  # (B, n)
+            mask = torch.zeros(len(batch), n, dtype=torch.long)  # (B, n)
+            for b, p in enumerate(batch):
+                ids[b, : len(p)], mask[b, : len(p)] = torch.tensor(p.ids), 1
+            out = peer(ids.to(device), attention_mask=mask.to(device), output_attentions=True)
+            stacked = torch.stack(out.attentions, 1).float().cpu()  # (B, L, H, n, n)
+            found += [stacked[b, :, :, : len(p), : len(p)].numpy() for b, p in enumerate(batch)]
+    return found
+
+
 def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import numpy as np
     import torch
     from transformers import LlamaModel
 
@@ -55,30 +84,12 @@ def main() -> None:
     pieces = [ours.tokenize(sentence) for sentence in heads.corpus()]
     ordered = sorted(pieces, key=len)
 
-    def attnviz_pass():
-        return [w for k in range(0, len(ordered), heads.BATCH) for w in ours.batch_weights(ordered[k:k + heads.BATCH])]
-
-    def transformers_pass(sequences):
-        found = []
-        with torch.inference_mode():
-            for k in range(0, len(sequences), BATCH):
-                batch = sequences[k:k + BATCH]
-                n = max(len(p) for p in batch)
-                ids = torch.zeros(len(batch), n, dtype=torch.long)  # (B, n)
-                mask = torch.zeros(len(batch), n, dtype=torch.long)  # (B, n)
-                for b, p in enumerate(batch):
-                    ids[b, : len(p)], mask[b, : len(p)] = torch.tensor(p.ids), 1
-                out = theirs(ids, attention_mask=mask, output_attentions=True)
-                found += [torch.stack(out.attentions)[:, b, :, : len(p), : len(p)] for b, p in enumerate(batch)]
-        return found
-
-    gap = max(float((torch.from_numpy(w) - t).abs().max())
-              for w, t in zip(attnviz_pass()[:32], transformers_pass(ordered[:32])))
+    gap = max(float(np.abs(w - t).max()) for w, t in zip(attnviz_pass(ours, ordered[:32]), transformers_pass(theirs, ordered[:32])))
     times = {"attnviz, sorted batches": [], "transformers, corpus order": [], "transformers, sorted batches": []}
     for _ in range(args.runs):
-        for name, call in (("attnviz, sorted batches", attnviz_pass),
-                           ("transformers, corpus order", lambda: transformers_pass(pieces)),
-                           ("transformers, sorted batches", lambda: transformers_pass(ordered))):
+        for name, call in (("attnviz, sorted batches", lambda: attnviz_pass(ours, ordered)),
+                           ("transformers, corpus order", lambda: transformers_pass(theirs, pieces)),
+                           ("transformers, sorted batches", lambda: transformers_pass(theirs, ordered))):
             started = time.perf_counter()
             call()
             times[name].append(time.perf_counter() - started)

@@ -38,7 +38,6 @@ SMALL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_att
              tie_word_embeddings=True)
 TEXT = ("The cat sat on the mat because the mat was warm, and the dog that had been sleeping by the door watched it "
         "for a long time before it finally walked over and lay down beside the cat.")
-PEER_BATCH = 16
 
 
 def tokenizer_file(given: str | None, folder: Path) -> Path:
@@ -89,6 +88,7 @@ def compare(name: str, shape: dict, tokenizer: Path, device, runs: int, scratch:
 
     from attnviz import figures, heads, models
     from attnviz.models import engine
+    from bench import bench_corpus as corpus
 
     folder = scratch / "".join(c for c in name if c.isalnum() or c == "-")
     build(shape, tokenizer, folder)
@@ -130,25 +130,8 @@ def compare(name: str, shape: dict, tokenizer: Path, device, runs: int, scratch:
 
     pieces = [ours.tokenize(sentence) for sentence in heads.corpus()]
     ordered = sorted(pieces, key=len)
-    pad = 0
-
-    def attnviz_pass():
-        return [w for k in range(0, len(ordered), heads.BATCH) for w in ours.batch_weights(ordered[k:k + heads.BATCH])]
-
-    def transformers_pass():
-        kept = []
-        with torch.inference_mode():
-            for k in range(0, len(pieces), PEER_BATCH):
-                group = [p.ids for p in pieces[k:k + PEER_BATCH]]
-                n = max(map(len, group))
-                ids_ = torch.tensor([g + [pad] * (n - len(g)) for g in group], device=device)  # (B, n)
-                mask = torch.tensor([[1] * len(g) + [0] * (n - len(g)) for g in group], device=device)  # (B, n)
-                attentions = theirs.model(ids_, attention_mask=mask, output_attentions=True).attentions
-                stacked = torch.stack(attentions, 1).cpu()  # (B, L, H, n, n)
-                kept += [stacked[b, :, :, :len(g), :len(g)].numpy() for b, g in enumerate(group)]
-        return kept
-
-    t = alternated({"attnviz": attnviz_pass, "transformers": transformers_pass}, runs, sync)
+    t = alternated({"attnviz": lambda: corpus.attnviz_pass(ours, ordered),
+                    "transformers": lambda: corpus.transformers_pass(theirs.model, pieces, device)}, runs, sync)
     print(f"corpus pass, {len(pieces)} sentences ({sum(map(len, pieces))} pieces): attnviz {t['attnviz'] * 1e3:.0f} ms · "
           f"transformers {t['transformers'] * 1e3:.0f} ms · ratio {t['attnviz'] / t['transformers']:.2f}")
 

@@ -20,6 +20,7 @@ import tiny_models  # noqa: E402
 from tiny_models import SENTENCES  # noqa: E402
 
 from attnviz import effects, models  # noqa: E402
+from attnviz.models.engine import Intervention  # noqa: E402
 
 FAMILIES = ("gpt2", "llama", "bert")  # GPT-2's Conv1D, Llama's grouped K/V (8 heads on 2), BERT's post-norm encoder
 TEXT = SENTENCES["cat"]
@@ -173,10 +174,19 @@ def test_a_run_grown_from_its_cache_keeps_its_knockout(loaded):
         model.extend(effects.ablate(model, TEXT, [(0, 0)], how="mean"), token)
 
 
-def test_a_clean_run_is_unchanged_by_the_seam(loaded):
-    model = loaded["gpt2"]
-    assert model.run(TEXT).intervention is None
-    assert np.array_equal(model.run(TEXT).weights, model.run_pieces(model.tokenize(TEXT), None).weights)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_clean_run_is_unchanged_by_the_seam(family, loaded):
+    """The seam's no-op, Intervention(), passes through intervene on every layer; a clean run skips it. Both agree."""
+    model = loaded[family]
+    clean = model.run(TEXT)
+    assert clean.intervention is None
+    noop = Intervention()
+    through = model.run_pieces(model.tokenize(TEXT), noop)
+    assert through.intervention is noop
+    assert np.abs(through.weights - clean.weights).max() <= 1e-6
+    assert np.abs(through.hidden - clean.hidden).max() <= 1e-5
+    if clean.next_logits is not None:
+        assert np.abs(through.next_logits - clean.next_logits).max() <= 1e-4
 
 
 # ---------------------------------------------------------------- contributions

@@ -60,6 +60,7 @@ def test_a_file_that_is_not_kept_scores_is_refused(tmp_path):
         heads.load(pickled)  # object arrays are never unpickled
 
 
+@pytest.mark.slow
 def test_the_command_measures_with_a_progress_bar_and_writes_what_the_pages_read(folder, tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(SENTENCES) + "\n\n", encoding="utf-8")
@@ -78,6 +79,7 @@ def test_the_command_measures_with_a_progress_bar_and_writes_what_the_pages_read
     assert said.returncode != 0 and "no sentence" in said.stderr
 
 
+@pytest.mark.slow
 def test_two_gloo_processes_under_torchrun_give_one_processs_scores(folder, tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(SENTENCES), encoding="utf-8")
@@ -93,6 +95,7 @@ def test_two_gloo_processes_under_torchrun_give_one_processs_scores(folder, tmp_
         assert np.abs(a.control[name] - b.control[name]).max() <= 1e-6, name
 
 
+@pytest.mark.slow
 def test_a_page_draws_while_the_scores_are_measured_and_colours_the_atlas_when_they_are_in(tmp_path, monkeypatch):
     """No page waits on head scores: the first run shows a progress bar and the rest of the page; once the thread
     has them, the next run colours the atlas by them (and they are on disk for the next server)."""

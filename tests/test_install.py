@@ -3,6 +3,10 @@
 import subprocess
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a pip install into a fresh virtual environment
+
 
 def test_import_from_another_directory(installed):
     venv, elsewhere = installed

@@ -141,6 +141,7 @@ def same_but_rounding(stored: str, fresh: str) -> bool:
     return all(abs(float(a) - float(b)) <= 10.0 ** -len(a.split(".")[1]) + 1e-12 for a, b in pairs)
 
 
+@pytest.mark.slow
 def test_the_notebook_in_docs_runs_from_a_clean_kernel_and_is_stored_with_what_it_shows(tmp_path):
     import nbformat
     from nbclient import NotebookClient

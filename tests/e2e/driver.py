@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "screenshots"
@@ -194,11 +195,39 @@ def exceptions(page) -> list[str]:
     return page.locator('[data-testid="stException"]').all_inner_texts()
 
 
+RUNNING = '[data-testid="stApp"][data-test-script-state="running"]'
+NOT_RUNNING = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+
+
 def settle(page, timeout=60_000):
-    """Wait for the rerun a click or an edit started to finish."""
-    page.wait_for_timeout(400)
-    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
+    """Wait for the rerun a click or an edit started to finish: for it to start (up to 400 ms; a rerun that started
+    and ended within them is over too), then for the script to stop running."""
+    try:
+        page.wait_for_selector(RUNNING, timeout=400)
+    except PlaywrightTimeout:
+        pass  # no rerun started within 400 ms: none was asked for, or it has already ended
+    page.wait_for_selector(NOT_RUNNING, timeout=timeout)
     page.wait_for_timeout(200)
+
+
+def loaded(page, selector: str, timeout=60_000):
+    """After a page's load: its first `selector` drawn and its script finished (no rerun to wait for)."""
+    page.wait_for_selector(selector, timeout=timeout)
+    page.wait_for_selector(NOT_RUNNING, timeout=timeout)
+
+
+def steady(page, script: str, interval: int = 200, timeout: float = 10):
+    """What `script` measures on the page once it has stopped changing: the same twice, `interval` ms apart, with the
+    page's fonts loaded (plotly's automargin redraws a chart once after its first draw)."""
+    deadline = time.time() + timeout
+    last = page.evaluate(script)
+    while time.time() < deadline:
+        page.wait_for_timeout(interval)
+        now = page.evaluate(script)
+        if now == last and page.evaluate("document.fonts.status") == "loaded":
+            return now
+        last = now
+    raise AssertionError(f"the page kept changing for {timeout:g} s")
 
 
 def widget(page, testid: str, label: str):

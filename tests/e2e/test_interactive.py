@@ -463,8 +463,8 @@ def test_a_click_on_a_query_in_the_query_key_space_joins_it_to_its_strongest_key
       const box = gd.getBoundingClientRect(), t = gd._fullData[0];
       return [box.left + l._size.l + l.xaxis.d2p(t.x[2]), box.top + l._size.t + l.yaxis.d2p(t.y[2])]; }""")
     page.mouse.click(x, y)
-    page.wait_for_function("() => document.querySelector('.st-key-qk_map .js-plotly-plot')._fullData"
-                           ".some(t => t.name === 'its strongest keys')", timeout=30_000)
+    page.wait_for_function("() => ((document.querySelector('.st-key-qk_map .js-plotly-plot') || {})._fullData || [])"
+                           ".some(t => t.name === 'its strongest keys')", timeout=30_000)  # the chart is remounted meanwhile
     assert url_has(page, "qkq=2")
     labels = page.evaluate("() => document.querySelector('.st-key-qk_map .js-plotly-plot')._fullData"
                            ".find(t => t.name === 'its strongest keys').text")

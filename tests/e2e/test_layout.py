@@ -6,7 +6,7 @@ and lesson step also fits: each figure within the screen's height, and Self-atte
 
 import pytest
 
-from driver import SHOTS, settle
+from driver import SHOTS, loaded, steady
 
 SIZES = [(1280, 800), (1920, 1080)]
 PAGES = ["", "lesson", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads", "trained", "decoder"]
@@ -164,9 +164,8 @@ def test_heatmap_margins_already_fit_so_each_is_drawn_once(browser, server, path
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     page = context.new_page()
     page.goto(f"{server}/{path}")
-    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
-    settle(page)
-    pushed = page.evaluate(PUSHED)
+    loaded(page, ".js-plotly-plot")
+    pushed = steady(page, PUSHED)
     context.close()
     assert not pushed, "\n".join(pushed)
 
@@ -177,10 +176,9 @@ def check(browser, url: str, size: tuple[int, int], shot: str, first_screen: boo
     context = browser.new_context(viewport={"width": size[0], "height": size[1]})
     page = context.new_page()
     page.goto(url)
-    page.wait_for_selector(".js-plotly-plot, .av-root .av-figure", timeout=60_000)
-    settle(page)
-    page.wait_for_timeout(1500)  # plotly's automargin settles after the first draw
-    found = (problems(page.evaluate(TEXT_BOXES)) + page.evaluate(CUT_FORMULAS) + page.evaluate(BROKEN_FORMULAS)
+    loaded(page, ".js-plotly-plot, .av-root .av-figure")
+    boxes = steady(page, TEXT_BOXES)  # plotly's automargin settles after the first draw
+    found = (problems(boxes) + page.evaluate(CUT_FORMULAS) + page.evaluate(BROKEN_FORMULAS)
              + page.evaluate(CUT_LINKS) + page.evaluate(HIDDEN_LABELS))
     if "present=1" in url:
         found += unfit(page.evaluate(FIGURE_BOXES), size[1], first_screen)

@@ -112,6 +112,12 @@ class _Widget(anywidget.AnyWidget):
         """A standalone page of this widget as it is now, that works offline: the browser's code and the data inline
         (no script, style or font from any other host). The page redraws for τ, hard, masks and the query by itself;
         it has no kernel to tell."""
+        path = Path(path)
+        path.write_text(self.html_page(), encoding="utf-8")
+        return path
+
+    def html_page(self) -> str:
+        """save_html's page, as text."""
         state = {name: getattr(self, name) for name in self.keys if not name.startswith("_") and name not in
                  ("comm", "log", "keys", "layout", "tabbable", "tooltip")}
         payload = json.dumps(state).replace("</", "<\\/")  # no "</script>" can end the tag early
@@ -136,9 +142,7 @@ const model = {{
 widget.render({{ model, el: document.getElementById("attnviz") }});
 </script></body></html>
 """
-        path = Path(path)
-        path.write_text(page, encoding="utf-8")
-        return path
+        return page
 
     def _title(self) -> str:
         return self.data.get("title") or "attnviz"
@@ -198,22 +202,26 @@ def heatmap(scores, tokens=None, keys: list[str] | None = None, *, layer: int = 
 
 
 class ModelView(_Widget):
-    """Every head of a model's run as an atlas; a click chooses the head drawn whole below (see model_view())."""
+    """Every head of a model's run as an atlas; a click chooses the head drawn whole below (see model_view()).
+    `layer` and `head` count the heads drawn from 0; `names` (layer numbers, head numbers) says which of the model's
+    they are, where bertviz's include_layers or include_heads drew a subset."""
 
     layer = traitlets.Int(0).tag(sync=True)
     head = traitlets.Int(0).tag(sync=True)
     atlas = traitlets.Dict().tag(sync=True)
     all_scores = traitlets.Unicode("").tag(sync=True)
 
-    def __init__(self, run, *, layer: int = 0, head: int = 0, **view):
+    def __init__(self, run, *, layer: int = 0, head: int = 0, names: tuple[list[int], list[int]] | None = None,
+                 **view):
         self.run = run
+        self.names = names if names is not None else (list(range(run.layers)), list(range(run.heads)))
         attention = run.main
         n, m = attention.weights.shape[-2:]
         check(np.zeros((n, m), np.float32), attention.queries.labels(), attention.keys.labels())
         view = _view({"mask": "causal" if attention.causal else "none", **view})
         allowed = np.tril(np.ones((n, m), bool)) if attention.causal else None
         atlas = figures.atlas_data(run.weights, chosen=(layer, head), group=_group(run), allowed=allowed,
-                                   scale=view["scale"], palette=view["palette"], base=0)
+                                   scale=view["scale"], palette=view["palette"], base=0, names=names)
         bundle = ""
         if run.weights.nbytes <= ALL_HEADS_BYTES:
             bundle = base64.b64encode(np.ascontiguousarray(run.scores, dtype="<f4").tobytes()).decode("ascii")
@@ -222,9 +230,9 @@ class ModelView(_Widget):
     def _data(self, layer: int, head: int, view: dict) -> dict:
         attention = self.run.main
         keys = attention.keys.labels() if attention.keys is not attention.queries else None
+        title = f"Layer {self.names[0][layer]}, head {self.names[1][head]} (from 0)"
         data = figures.interactive_heatmap(self.run.head_scores(layer, head), attention.queries.labels(), keys, view=view,
-                                           title=f"Layer {layer}, head {head} (from 0)", taus=temperature_grid(),
-                                           overflow=OVERFLOW, file="attnviz_head")
+                                           title=title, taus=temperature_grid(), overflow=OVERFLOW, file="attnviz_head")
         data.update(layers=self.run.layers, heads_per_layer=self.run.heads, base=0)
         if attention.causal:
             data["masks"] = {"causal": "causal", "causal_keys": "causal, hide keys"}
@@ -256,56 +264,111 @@ def _group(run) -> int:
     return arch.group if arch is not None else 1
 
 
-def model_view(model=None, text=None, *, layer: int = 0, head: int = 0, encoder_attention=None,
-               decoder_attention=None, cross_attention=None, encoder_tokens=None, decoder_tokens=None,
-               kind: str = "encoder", **view) -> ModelView:
-    """The atlas of every head of `model` (anything attnviz.models.load gives, or a built-in name such as "minilm") on
-    `text`; a click on a thumbnail draws that head whole below it, with the heatmap's toolbar and inspector. The chosen
-    `layer` and `head` (from 0) are traitlets too.
+HTML_ACTIONS = ("view", "return")
+DISPLAY_MODES = ("dark", "light")
 
-    bertviz's call works as it is: `model_view(attention, tokens)` with transformers' `output_attentions` (a tuple of
-    (1, heads, n, n), one per layer) and the tokens; for an encoder–decoder `model_view(encoder_attention=…,
-    decoder_attention=…, cross_attention=…, encoder_tokens=…, decoder_tokens=…)`, drawing `kind` ("encoder",
-    "decoder" or "cross"; bertviz shows the three in one view, attnviz one kind a view)."""
+
+def _place(wanted: int | None, drawn: list[int], what: str) -> int:
+    """Where the model's layer or head `wanted` sits among those drawn (0 when None)."""
+    if wanted is None:
+        return 0
+    if wanted not in drawn:
+        raise ValueError(f"{what} {wanted!r} is not among those drawn: {drawn} (counted from 0).")
+    return drawn.index(wanted)
+
+
+def _action(widget: ModelView, html_action: str):
+    """bertviz's html_action: 'view' gives the widget (a notebook draws it), 'return' an IPython HTML object of the
+    same view as a standalone page that works offline (save_html's page)."""
+    if html_action == "view":
+        return widget
+    from IPython.display import HTML
+
+    return HTML(widget.html_page())
+
+
+def _checked(html_action: str, display_mode: str) -> None:
+    if html_action not in HTML_ACTIONS:
+        raise ValueError(f"html_action must be 'view' or 'return' (bertviz's), not {html_action!r}.")
+    if display_mode not in DISPLAY_MODES:
+        raise ValueError(f"display_mode must be 'dark' or 'light' (bertviz's), not {display_mode!r}.")
+
+
+def model_view(attention=None, tokens=None, sentence_b_start: int | None = None, prettify_tokens: bool = True,
+               display_mode: str = "dark", encoder_attention=None, decoder_attention=None, cross_attention=None,
+               encoder_tokens=None, decoder_tokens=None, include_layers=None, include_heads=None,
+               html_action: str = "view", *, layer: int | None = None, head: int | None = None, kind: str = "encoder",
+               **view):
+    """The atlas of every head, a click drawing that head whole below it with the heatmap's toolbar and inspector.
+
+    `model_view(model, text)`: `model` anything attnviz.models.load gives, or a built-in name such as "minilm".
+
+    bertviz's call, with bertviz's whole signature and positions: `model_view(attention, tokens, sentence_b_start,
+    prettify_tokens, display_mode, encoder_attention, decoder_attention, cross_attention, encoder_tokens,
+    decoder_tokens, include_layers, include_heads, html_action)`, with transformers' `outputs.attentions` (a tuple of
+    (1, heads, n, n), one per layer; or the whole output) and the tokens. An encoder–decoder draws one `kind` a
+    widget ("encoder", "decoder" or "cross"); bertviz shows the three in one view. html_action="return" gives an
+    IPython HTML object of the view instead of the widget. display_mode is taken and checked; the widget draws on the
+    notebook's own background. The chosen `layer` and `head` are the model's numbers, from 0."""
     from attnviz import attentions, models
 
+    _checked(html_action, display_mode)
+    picks = dict(prettify=prettify_tokens, include_layers=include_layers, include_heads=include_heads)
     if encoder_attention is not None or decoder_attention is not None or cross_attention is not None:
-        run = attentions.seq2seq_run_of(encoder_attention, decoder_attention, cross_attention, encoder_tokens,
-                                        decoder_tokens, kind=kind)
-        return ModelView(run, layer=layer, head=head, **view)
-    if isinstance(model, (tuple, list, np.ndarray)) or hasattr(model, "detach") or (model is None and text is not None):
-        return ModelView(attentions.run_of(model, text), layer=layer, head=head, **view)  # None: says what to set
-    if model is None or text is None:
+        run, layers, heads = attentions.seq2seq_run_of(encoder_attention, decoder_attention, cross_attention,
+                                                       encoder_tokens, decoder_tokens, kind=kind, **picks)
+    elif isinstance(attention, (str, models.Model)):
+        if tokens is None or not isinstance(tokens, str):
+            raise ValueError("model_view(model, text) draws a model on a text; model_view(attention, tokens) draws "
+                             "transformers' outputs.attentions, as bertviz's model_view does.")
+        chosen = models.load(attention) if isinstance(attention, str) else attention
+        run = chosen.run(tokens)
+        layers = attentions.chosen(run.layers, include_layers, "include_layers")
+        heads = attentions.chosen(run.heads, include_heads, "include_heads")
+        if (layers, heads) != (list(range(run.layers)), list(range(run.heads))):
+            raise ValueError("include_layers and include_heads pick from transformers' attentions; for a model, draw "
+                             "every head and click the one to open.")
+    elif attention is None and tokens is None:
         raise ValueError("model_view(model, text) draws a model on a text; model_view(attention, tokens) draws "
-                         "transformers' output_attentions, as bertviz's model_view does.")
-    chosen = models.load(model) if isinstance(model, str) else model
-    return ModelView(chosen.run(text), layer=layer, head=head, **view)
+                         "transformers' outputs.attentions, as bertviz's model_view does.")
+    else:
+        run, layers, heads = attentions.run_of(attention, tokens, **picks)  # None: says what to set
+    names = None if (layers, heads) == (list(range(len(layers))), list(range(len(heads)))) else (layers, heads)
+    widget = ModelView(run, layer=_place(layer, layers, "layer"), head=_place(head, heads, "head"), names=names,
+                       **view)
+    if sentence_b_start is not None:
+        _second_sentence(widget, sentence_b_start)
+    return _action(widget, html_action)
 
 
-def head_view(attention=None, tokens=None, sentence_b_start: int | None = None, *, layer: int = 0, heads=None,
-              encoder_attention=None, decoder_attention=None, cross_attention=None, encoder_tokens=None,
-              decoder_tokens=None, kind: str = "encoder", **view) -> ModelView:
-    """bertviz's head_view call, drawn by attnviz: `head_view(attention, tokens)` with transformers' output_attentions,
-    or the encoder–decoder's keywords as model_view takes them. It opens on `layer` and the first of `heads` (from 0),
-    drawn whole with τ, masks and the query in the page, above every head as thumbnails (the same widget as
+def head_view(attention=None, tokens=None, sentence_b_start: int | None = None, prettify_tokens: bool = True,
+              layer: int | None = None, heads=None, encoder_attention=None, decoder_attention=None,
+              cross_attention=None, encoder_tokens=None, decoder_tokens=None, include_layers=None,
+              html_action: str = "view", *, kind: str = "encoder", **view):
+    """bertviz's head_view, with its whole signature and positions: `head_view(attention, tokens, sentence_b_start,
+    prettify_tokens, layer, heads, encoder_attention, decoder_attention, cross_attention, encoder_tokens,
+    decoder_tokens, include_layers, html_action)`. It opens on `layer` and the first of `heads` (the model's numbers,
+    from 0), drawn whole with τ, masks and the query in the page, above every head as thumbnails (the same widget as
     model_view). `sentence_b_start`: where a sentence pair's second sentence starts; it is named in the title."""
-    head = 0
+    head = None
     if heads is not None:
         heads = list(heads)
         if not heads:
             raise ValueError("heads is empty: give the heads to open on, counted from 0, or leave it out.")
         head = int(heads[0])
-    widget = model_view(attention, tokens, layer=layer, head=head, encoder_attention=encoder_attention,
-                        decoder_attention=decoder_attention, cross_attention=cross_attention,
-                        encoder_tokens=encoder_tokens, decoder_tokens=decoder_tokens, kind=kind, **view)
-    if sentence_b_start is not None:
-        n = len(widget.run.main.queries)
-        if not (isinstance(sentence_b_start, int) and 0 < sentence_b_start < n):
-            raise ValueError(f"sentence_b_start must be a position from 1 to {n - 1} (where the second sentence's first "
-                             f"token is), not {sentence_b_start!r}.")
-        widget.sentence_b_start = sentence_b_start
-        widget.data = {**widget.data, "title": f"{widget.data['title']}; sentence B from token #{sentence_b_start}"}
-    return widget
+    return model_view(attention, tokens, sentence_b_start, prettify_tokens, "dark", encoder_attention,
+                      decoder_attention, cross_attention, encoder_tokens, decoder_tokens, include_layers, None,
+                      html_action, layer=layer, head=head, kind=kind, **view)
+
+
+def _second_sentence(widget: ModelView, sentence_b_start) -> None:
+    n = len(widget.run.main.queries)
+    if not (isinstance(sentence_b_start, (int, np.integer)) and not isinstance(sentence_b_start, bool)
+            and 0 < sentence_b_start < n):
+        raise ValueError(f"sentence_b_start must be a position from 1 to {n - 1} (where the second sentence's first "
+                         f"token is), not {sentence_b_start!r}.")
+    widget.sentence_b_start = int(sentence_b_start)
+    widget.data = {**widget.data, "title": f"{widget.data['title']}; sentence B from token #{sentence_b_start}"}
 
 
 class EffectsView(_Widget):
@@ -325,7 +388,7 @@ class EffectsView(_Widget):
         layers, heads = self.found.effects.shape
         what = "effect on the next piece: Δ log p" if self.found.top is not None else "effect on piece 0: 1 − cos"
         atlas = figures.atlas_data(np.zeros((layers, heads, 1, 1), np.float32), chosen=(layer, head),
-                                   score=(what, self.found.effects), colour="score", signed=self.found.top is not None,
+                                   score=(what, self.found.effects), colour="measure", signed=self.found.top is not None,
                                    base=0, title=f"Every head removed in turn ({measure.HOWS[how]}): {what} (layers down, "
                                                  "heads across, from 0)")
         before, after = {}, []

@@ -16,14 +16,14 @@ from pages._model import effect_of
 from pages._model_views import engine_only
 from pages._present import PRESENT, downloads
 
-THRESHOLDS = tuple(round(0.01 * i, 2) for i in range(1, 51))
+THRESHOLDS = figures.ROUTE_THRESHOLDS
 EFFECT_PIECES = 32  # the panel measures texts of up to this many pieces (SmolLM2 here: 13.6 s at 26 pieces, 45 s at 72)
 BARS = 10
 EFFECT_PARAMS = {
     "effects": Param(False, boolean, encode_bool),  # "Does attention explain the prediction?" is open
     "how": Param("zero", choice(effects.HOWS)),  # how a head is removed
     "ablate": Param(False, boolean, encode_bool),  # the chosen head is removed: the bars before and after
-    "rthr": Param(0.04, nearest(THRESHOLDS)),  # the routes' threshold
+    "rthr": Param(min(THRESHOLDS, key=lambda t: abs(t - 0.04)), nearest(THRESHOLDS)),  # the routes' threshold
     "piece": Param(0, int_range(0, models.MAX_PIECES - 1)),  # an encoder's piece whose final vector is read
 }
 
@@ -82,7 +82,7 @@ def effect_atlas(found: np.ndarray, model: models.Model, layer: int, head: int, 
     what = ("effect on the next piece: Δ log p" if decoder else f"effect on “{labels[piece]}”: 1 − cos")
     weights = np.zeros((*found.shape, 1, 1), np.float32)  # one square a head: the thumbnails are its colour
     presenting = bool(st.session_state.get(PRESENT))
-    data = figures.atlas_data(weights, chosen=(layer - 1, head - 1), score=(what, found), colour="score",
+    data = figures.atlas_data(weights, chosen=(layer - 1, head - 1), score=(what, found), colour="measure",
                               signed=decoder, font_px=16 if presenting else figures.FONT_PX,
                               palette=st.session_state.get("palette", "viridis"),
                               title=f"Every head removed in turn: {what} (layers down, heads across, from 1)")
@@ -201,6 +201,6 @@ def importance_panel(name: str, text: str, piece: int | None, decoder: bool) -> 
                "occlusion), or whether another route would carry the same.")
     raw = np.stack([found.measures[k] for k in found.measures])  # (M, n)
     downloads(st, "importance", lambda: figures.matrix_heatmap(drawn, list(rows.values()), found.tokens,
-                                                              title="importance"),
+                                                              title="importance", whole_rows=True),
               Matrix(raw, list(found.measures), found.tokens, corner="measure \\ piece"),
               image_help="the figure as a page (HTML).")

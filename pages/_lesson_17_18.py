@@ -54,7 +54,7 @@ def off_step(text, figure):
     values = np.array([p[k] for k in names], np.float32)
     repeat = model.reader.labels([expected])[0]
     chart(figure, figures.weight_bars(values, names, title=f"p(the repeat “{repeat}”) after the last piece",
-                                      axis="probability"),
+                                      axis="probability", whole=True),
           key="lesson_off", matrix=Matrix(values[None].copy(), ["p(repeat)"], names, corner="\\ run"))
     (clean_hits, total), (off_hits, _), (control_hits, _) = hits.values()
     text.write(f"With every head, the model gives the repeat “{repeat}” p = {values[0]:.2f} and predicts the repeat "
@@ -88,7 +88,7 @@ def importance_step(text, figure):
     rows = {k: f"{names[k]} (ρ {'—' if r is None else f'{r:.2f}'})" for k, r in found.agreement.items()}
     data, drawn = figures.importance_data(found.measures, rows, found.tokens,
                                           title=f"Each piece's importance to the next piece “{found.target}”")
-    chart(figure, figures.matrix_heatmap(drawn, list(rows.values()), found.tokens, width=FIGURE_COLUMN, height=420,
+    chart(figure, figures.matrix_heatmap(drawn, list(rows.values()), found.tokens, width=FIGURE_COLUMN, height=420, whole_rows=True,
                                          title=f"Importance to “{found.target}”, each row ÷ its largest |value|"),
           key="lesson_importance",
           matrix=Matrix(np.stack(list(found.measures.values())), list(found.measures), found.tokens,

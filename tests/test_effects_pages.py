@@ -1,13 +1,15 @@
 """The effects panel on the Decoder and Trained model pages under AppTest: the numbers drawn are attnviz.effects's,
 a removed head changes the bars as its ablated run says, and bad URL values get allowed ones."""
 
+import base64
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from attnviz import effects, models
+from attnviz import effects, figures, models
 from test_decoder import components  # the page's browser figures, their numbers decoded
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,12 +50,19 @@ def test_the_decoder_panel_draws_each_heads_effect_routes_logits_and_importance(
     shares = effects.contributions(smollm2, TEXT).pieces
     for layer, source, target, share, _ in routes["edges"][:50]:
         assert share == pytest.approx(shares[layer, target, source], abs=1e-4)
+    # The slider's stops fit the data: from the floor up to the first past the largest share between two pieces.
+    between = shares[:, ~np.eye(n, dtype=bool)].max()
+    stops = routes["steps"]
+    assert stops == sorted(stops) and stops[0] == 0.01 and stops[-2] <= between < stops[-1]
+    assert all(b / a < 1.15 for a, b in zip(stops, stops[1:]))  # about 10 % a step
     table = next(d.value for d in at.dataframe if any("term in logit" in str(c) for c in d.value.columns))
     dla = effects.logit_attribution(smollm2, TEXT)
     first = table.iloc[0]
     assert first.iloc[2] == pytest.approx(dla.heads[first["layer"] - 1, first["head"] - 1], abs=1e-3)
     importance = titled(at, "Each piece's importance")
     assert importance["values"].shape == (len(effects.MEASURES), n)
+    assert all("(ρ " in r for r in importance["rows"])  # each row names its measure and ρ, and is drawn whole
+    assert importance["row_chars"] >= max(map(len, importance["rows"])) > importance["tick_chars"]
     assert np.abs(importance["values"]).max() == pytest.approx(1.0)
     assert any("changes the prediction most" in m.value for m in at.markdown)
 
@@ -81,6 +90,13 @@ def test_the_trained_model_panel_reads_the_chosen_pieces_final_vector():
     np.testing.assert_allclose(np.array(atlas["measure"]["values"]).reshape(6, 12),
                                effects.head_effects(minilm, text, piece=3), atol=1e-4)
     assert "1 − cos" in atlas["measure"]["name"]
+    # One square a head on the palette from 0 to the largest 1 − cos: the drawn colours vary where the values do.
+    values = np.array(atlas["measure"]["values"])  # (72,)
+    drawn = np.frombuffer(base64.b64decode(atlas["blocks"]), np.uint8).astype(int)  # (72,) one block a head
+    assert atlas["r"] == 1 and not atlas["score_bars"] and drawn.shape == values.shape
+    assert atlas["zmax_text"] == f"{values.max():.3g} (largest)" and drawn.max() == 255
+    np.testing.assert_allclose(drawn, np.rint(255 * values / values.max()), atol=1)
+    assert len(np.unique(drawn)) > 10  # 72 heads whose effects differ are not 72 identical squares
     routes = next(d for d in components(at) if "edges" in d)
     assert routes["start"] == 3 and routes["title"].startswith("Routes to “")
     importance = titled(at, "Each piece's importance to the final vector of")
@@ -94,7 +110,7 @@ def test_the_trained_model_panel_reads_the_chosen_pieces_final_vector():
 def test_hostile_url_values_get_allowed_ones(params):
     at = page("decoder.py", {"text": "the dog was", "effects": "1", **params})
     assert not at.exception
-    assert at.session_state.how in effects.HOWS and 0.01 <= at.session_state.rthr <= 0.5
+    assert at.session_state.how in effects.HOWS and at.session_state.rthr in figures.ROUTE_THRESHOLDS
 
 
 def test_a_text_past_the_effects_limit_gets_the_numbers():
@@ -121,6 +137,16 @@ def test_lesson_17_turns_the_induction_head_off_beside_a_control(smollm2):
     said = next(m.value for m in at.markdown if m.value.startswith("With every head"))
     assert f"p = {p[0]:.2f}" in said and f"head {head + 1}: p = {p[1]:.2f}" in said and f"p = {p[2]:.2f}" in said
     assert p[1] < p[0]  # without the induction head the repeat is less likely
+    ticks = drawn_row_labels(at, "p(the repeat")  # each bar's label names its run whole: the two removed heads differ
+    assert len(set(ticks)) == 3 and not any(t.endswith("…") for t in ticks)
+    assert ticks[1].endswith(f"head {head + 1}") and ticks[2].endswith("(control)")
+
+
+def drawn_row_labels(at, title: str) -> list[str]:
+    """The row labels a plotly chart whose title starts with `title` draws."""
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    spec = next(s for s in specs if str(s["layout"]["title"]["text"]).startswith(title))
+    return list(spec["layout"]["yaxis"]["ticktext"])
 
 
 def test_lesson_18_ranks_the_dog_sentences_pieces_beside_occlusion(smollm2):
@@ -130,8 +156,12 @@ def test_lesson_18_ranks_the_dog_sentences_pieces_beside_occlusion(smollm2):
     assert not at.exception
     found = effects.importance(smollm2, DOG_PREFIX)
     assert any(m.value == found.sentence() for m in at.markdown)
+    ticks = drawn_row_labels(at, "Importance to")  # each measure's row names it and its ρ, whole
+    assert len(ticks) == len(found.measures) and all("(ρ " in t for t in ticks)
+    assert not any(t.endswith("…") for t in ticks)
 
 
+@pytest.mark.slow
 def test_lesson_19_writes_greedy_and_sampled_and_says_where_they_part(smollm2):
     from pages._lesson_17_18 import DOG_PREFIX, SAMPLER, WRITE_STEPS
 

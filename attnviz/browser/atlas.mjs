@@ -28,6 +28,15 @@ export class Atlas {
     return this.data.base ?? 1;
   }
 
+  /** Layer l's and head h's numbers as the model counts them: their own names where the atlas draws a subset. */
+  layerName(l) {
+    return this.data.layer_names ? String(this.data.layer_names[l]) : String(l + this.base);
+  }
+
+  headName(h) {
+    return this.data.head_names ? String(this.data.head_names[h]) : String(h + this.base);
+  }
+
   load(data, setTriggerValue) {
     const started = performance.now();
     this.setTriggerValue = setTriggerValue;
@@ -141,7 +150,7 @@ export class Atlas {
     ctx.fillText("layer", 0, d.font_px * 0.6);
     ctx.restore();
     this.drawColourBar(ctx, box);
-    this.figure.setAttribute("aria-label", `${d.title}. Chosen: layer ${this.chosen[0] + this.base}, head ${this.chosen[1] + this.base}. ` +
+    this.figure.setAttribute("aria-label", `${d.title}. Chosen: layer ${this.layerName(this.chosen[0])}, head ${this.headName(this.chosen[1])}. ` +
       "Arrow keys move the chosen head; Enter opens it.");
     this.expose();
   }
@@ -170,12 +179,12 @@ export class Atlas {
     ctx.textAlign = "right";
     ctx.textBaseline = "middle";
     const stepL = Math.max(1, Math.ceil((d.font_px * 1.3) / tile));
-    for (let l = 0; l < count; l += stepL) ctx.fillText(String(first + l + this.base), x - 6, top + (l + 0.5) * tile);
+    for (let l = 0; l < count; l += stepL) ctx.fillText(this.layerName(first + l), x - 6, top + (l + 0.5) * tile);
     ctx.textAlign = "center";
     ctx.textBaseline = "bottom";
     const stepH = Math.max(1, Math.ceil((d.font_px * 2) / tile));
     // Sorted by a score, the numbers along the top are places (#1: each layer's highest), not heads.
-    for (let h = 0; h < d.heads; h += stepH) ctx.fillText(d.order ? `#${h + 1}` : String(h + this.base), x + (h + 0.5) * tile, top - 3);
+    for (let h = 0; h < d.heads; h += stepH) ctx.fillText(d.order ? `#${h + 1}` : this.headName(h), x + (h + 0.5) * tile, top - 3);
   }
 
   /** A head score on each thumbnail, keeping its pattern: a bar along the thumbnail's foot, its length the score
@@ -232,7 +241,7 @@ export class Atlas {
     const at = this.headAt(event);
     if (!at) return (this.tip.style.display = "none");
     const [l, h] = at;
-    const lines = [`layer ${l + this.base}, head ${h + this.base}`];
+    const lines = [`layer ${this.layerName(l)}, head ${this.headName(h)}`];
     if (this.data.group > 1) lines.push(`key/value head ${Math.floor(h / this.data.group) + this.base}`);
     if (this.data.measure) lines.push(`${this.data.measure.name}: ${formatG(this.data.measure.values[l * this.data.heads + h], 3)}`);
     lines.push("click: open this head");

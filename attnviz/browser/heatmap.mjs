@@ -146,7 +146,7 @@ export class Heatmap {
   /** Row i's tick label: its token, cut to tick_chars; in a long input's window with its position, since a word
    * recurs there (the window's keys and queries are positions of the whole sentence). */
   rowLabel(i) {
-    const label = short(this.data.rows[i], this.data.tick_chars);
+    const label = short(this.data.rows[i], this.data.row_chars ?? this.data.tick_chars);
     return this.windowed() ? `#${this.data.row_start + i} ${label}` : label;
   }
 

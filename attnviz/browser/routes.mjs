@@ -35,13 +35,15 @@ export class Routes {
     this.heading = root.appendChild(el("div", { class: "av-atlas-title" }));
     const controls = root.appendChild(el("label", { class: "av-routes-controls" }));
     controls.appendChild(document.createTextNode("Threshold "));
-    this.slider = controls.appendChild(el("input", { type: "range", min: "0.01", max: "0.5", step: "0.01", "aria-label": "threshold" }));
+    // The slider moves through the data's own stops (figures.route_steps, a log scale up to the largest share between
+    // two pieces): each step changes what is drawn.
+    this.slider = controls.appendChild(el("input", { type: "range", min: "0", max: "1", step: "1", "aria-label": "threshold" }));
     this.said = controls.appendChild(el("span", { class: "av-routes-said" }));
     this.figure = root.appendChild(el("div", { class: "av-atlas-figure" }));
     this.canvas = this.figure.appendChild(el("canvas"));
     this.tip = this.figure.appendChild(el("div", { class: "av-tip", role: "tooltip" }));
-    this.slider.addEventListener("input", () => this.setThreshold(Number(this.slider.value), false));
-    this.slider.addEventListener("change", () => this.setThreshold(Number(this.slider.value), true));
+    this.slider.addEventListener("input", () => this.setThreshold(this.stops()[Number(this.slider.value)], false));
+    this.slider.addEventListener("change", () => this.setThreshold(this.stops()[Number(this.slider.value)], true));
     this.figure.addEventListener("mousemove", (e) => this.hover(e));
     this.figure.addEventListener("mouseleave", () => (this.tip.style.display = "none"));
     this.figure.addEventListener("click", (e) => this.click(e));
@@ -57,8 +59,22 @@ export class Routes {
     this.root.style.fontSize = `${data.font_px + 2}px`;
     this.heading.textContent = data.title;
     if (fresh || this.threshold === undefined) this.threshold = data.threshold;
-    this.slider.value = String(this.threshold);
+    this.slider.max = String(this.stops().length - 1);
+    this.slider.value = String(this.stopOf(this.threshold));
     this.draw();
+  }
+
+  /** The slider's thresholds, lowest first. */
+  stops() {
+    return this.data.steps && this.data.steps.length ? this.data.steps : [this.data.threshold];
+  }
+
+  /** The stop nearest `threshold` on the log scale. */
+  stopOf(threshold) {
+    const stops = this.stops(), at = Math.log(threshold);
+    let best = 0;
+    stops.forEach((t, i) => { if (Math.abs(Math.log(t) - at) < Math.abs(Math.log(stops[best]) - at)) best = i; });
+    return best;
   }
 
   setThreshold(value, release) {
@@ -112,7 +128,7 @@ export class Routes {
     }
     ctx.restore();
     const pieces = new Set(this.kept.filter((e) => e[0] === 0).map((e) => e[1]));
-    this.said.textContent = ` ${this.threshold.toFixed(2)}: ${this.kept.length} edges, reaching ${pieces.size} of ${d.n} input pieces`;
+    this.said.textContent = ` ${this.threshold < 0.1 ? this.threshold.toFixed(3) : this.threshold.toFixed(2)}: ${this.kept.length} edges, reaching ${pieces.size} of ${d.n} input pieces`;
     this.root.attnvizRoutes = { threshold: this.threshold, edges: this.kept.length, reached: [...pieces].sort((a, b) => a - b) };
   }
 

@@ -14,13 +14,14 @@ from attnviz.figures.layout import FONT_PX, _colorbar, _finite, _rows_axis, _sho
 
 def weight_bars(
     weights: np.ndarray, tokens: list[str], *, oov=None, title: str = "", highlight: int | None = None, top: int | None = None,
-    start: int = 0, axis: str = "weight",
+    start: int = 0, axis: str = "weight", whole: bool = False,
 ) -> go.Figure:
     """One query's weights over the keys, one horizontal bar per key in sentence order, top to bottom; the
     `highlight` bar (say, the hard pick) stands out.
 
     With `top`, only the `top` largest weights are drawn (still in sentence order): a long input has
     too many keys for one bar each. `axis` names what the bars are (weights, unless they are, say, similarities).
+    `whole`: the labels are names (of runs, of measures), drawn whole rather than cut as tokens are.
     """
     text = labels(tokens, oov)
     weights = _finite(weights)  # (Tk,)
@@ -35,7 +36,7 @@ def weight_bars(
         hovertemplate=f"key %{{y}}<br>{axis}: %{{x:.4~g}}<extra></extra>",
     ), layout=dict(
         title=title, height=height, margin=dict(t=50),
-        yaxis=_rows_axis([text[i] for i in keys], shown, height, title=None),
+        yaxis=_rows_axis([text[i] for i in keys], shown, height, title=None, whole=whole),
         xaxis=dict(title=axis, range=[min(0.0, float(weights.min())) * 1.05, max(1e-9, float(weights.max())) * 1.05], automargin=True),
     ))
 

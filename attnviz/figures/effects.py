@@ -13,6 +13,20 @@ from attnviz.figures.matrices import matrix_data
 
 ROUTE_FLOOR = 0.01  # edges below this share are not sent: the slider starts there
 ROUTE_EDGES = 20_000  # at most this many edges are sent (the floor rises until they fit)
+# The thresholds a link may hold: 0.01 … 0.5 on a log scale (a step of about 10 %), where shares cluster near the floor.
+ROUTE_THRESHOLDS = tuple(float(f"{t:.3g}") for t in np.geomspace(ROUTE_FLOOR, 0.5, 41))
+
+
+def route_steps(shares: np.ndarray, floor: float) -> list[float]:
+    """The slider's stops for these shares (L, n, n): the thresholds from the floor up to the first one above the
+    largest share between two different pieces. Past it only each piece's own stream is left, so the slider's
+    travel spans the thresholds that change the drawing, and its last stop shows that single line."""
+    n = shares.shape[-1]
+    between = shares[:, ~np.eye(n, dtype=bool)] if n > 1 else np.zeros(1)  # (L, n·(n − 1)) edges j → i, j ≠ i
+    top = float(between.max(initial=0.0))
+    stops = [t for t in ROUTE_THRESHOLDS if floor <= t <= top]
+    above = next((t for t in ROUTE_THRESHOLDS if t > max(top, floor)), ROUTE_THRESHOLDS[-1])
+    return sorted(set([max(floor, ROUTE_FLOOR), *stops, above]))
 
 
 def routes_data(pieces: np.ndarray, attention: np.ndarray, residual: np.ndarray, tokens: list[str], *,
@@ -36,6 +50,7 @@ def routes_data(pieces: np.ndarray, attention: np.ndarray, residual: np.ndarray,
     version = hashlib.blake2b((packed + "\x00".join(tokens)).encode(), digest_size=12).hexdigest()
     return dict(version=version, layers=int(layers), n=int(n), tokens=[str(t) for t in tokens], edges=edges,
                 threshold=float(max(threshold, floor)), start=int(n - 1 if start is None else start),
+                steps=route_steps(shares, floor),
                 chosen=[int(c) for c in chosen], base=1, font_px=font_px, floor=floor,
                 title=title or f"Routes to “{tokens[-1]}” through {layers} layers")
 
@@ -49,5 +64,5 @@ def importance_data(measures: dict[str, np.ndarray], names: dict[str, str], toke
     drawn = (rows / np.where(top > 0, top, 1.0)).astype(np.float32)  # (M, n) in −1 … 1
     data = matrix_data(drawn, [names[k] for k in measures], tokens, title=title, what="÷ its row's largest |value|",
                        axes=("measure", "piece"), scale="max", font_px=font_px, height=80 + 34 * len(measures),
-                       file="attnviz_importance")
+                       file="attnviz_importance", whole_rows=True)
     return data, drawn

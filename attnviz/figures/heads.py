@@ -171,26 +171,36 @@ def _outline(fig: go.Figure, x0: float, y0: float, x1: float, y1: float) -> None
 def atlas_data(weights: np.ndarray, *, chosen: tuple[int, int], scale: str = "row", palette: str = "viridis", group: int = 1,
                most: int = ATLAS_BLOCKS, allowed: np.ndarray | None = None, font_px: int = FONT_PX,
                max_height: int = ATLAS_HEIGHT_PX, title: str | None = None, score: tuple[str, np.ndarray] | None = None,
-               colour: str = "pattern", sort: bool = False, signed: bool = False, base: int = 1) -> dict:
+               colour: str = "pattern", sort: bool = False, signed: bool = False, base: int = 1,
+               names: tuple[list[int], list[int]] | None = None) -> dict:
     """What the browser's head atlas (attnviz/browser/atlas.mjs) draws: every head of weights (L, H, n, n) as a thumbnail of at most
     `most` × `most` blocks (each block's largest weight beyond that), as the colour scale shows it, in bytes 0 … 255
     (base64); `allowed` (n, n), where a mask hides keys, greys the blocks no query may read; `chosen` (layer, head),
     counted from 0, is outlined; with `group` > 1 (grouped-query attention) dark lines part the key/value groups.
     `score` (name, (L, H) values in 0 … 1), a head score (attnviz.heads): shown on hover; with colour="score" each
-    thumbnail keeps its pattern and shows the score as a bar along its foot (`score_bars`; a signed measure, an
-    effect, colours each head as one square instead); with `sort` each layer's heads are ordered by it, highest first
-    (`order`)."""
+    thumbnail keeps its pattern and shows the score as a bar along its foot (`score_bars`); with colour="measure" (or
+    a signed score) each head is one square of the measure's colour instead: a signed measure (an effect, Δ log p) on a
+    diverging scale centred on 0, an unsigned one (1 − cos) on the palette from 0 to its largest value, so that a
+    measure far below 1 still spans the scale. With `sort` each layer's heads are ordered by it, highest first
+    (`order`). `names` (layer numbers, head numbers): what the model calls the layers and heads drawn, where they are
+    a subset of its own."""
     n_layers, n_heads = weights.shape[:2]
     order = np.tile(np.arange(n_heads), (n_layers, 1))  # (L, H) the head drawn in each place of a layer
     if score is not None and sort:
         order = np.argsort(-np.nan_to_num(score[1], nan=-1.0), axis=1, kind="stable")  # (L, H)
     stops = palette_stops(palette)
-    if score is not None and colour == "score" and signed:  # a signed measure (an effect) on a diverging scale
+    squares = score is not None and (colour == "measure" or (colour == "score" and signed))
+    if squares:  # one square a head, coloured by the measure
         values = np.nan_to_num(np.asarray(score[1], np.float64), nan=0.0, posinf=0.0, neginf=0.0)  # (L, H)
         top = float(np.abs(values).max()) or 1.0
-        shown = (0.5 + 0.5 * values / top)[..., None, None]  # (L, H, 1, 1): 0 → the middle of the scale
-        r, zmax_text, masked = 1, f"+{top:.3g}", ""
-        stops = [[p, list(rgb)] for p, rgb in _scale_stops(DIVERGING)]
+        if signed:
+            shown = (0.5 + 0.5 * values / top)[..., None, None]  # (L, H, 1, 1): 0 → the middle of the scale
+            zmax_text = f"+{top:.3g}"
+            stops = [[p, list(rgb)] for p, rgb in _scale_stops(DIVERGING)]
+        else:
+            shown = np.clip(values / top, 0, 1)[..., None, None]  # (L, H, 1, 1): 0 → the scale's foot, the largest → its top
+            zmax_text = f"{top:.3g} (largest)"
+        r, masked = 1, ""
         title = title or f"All {n_layers * n_heads:,} heads ({n_layers} layers × {n_heads} heads), coloured by {score[0]}"
     else:
         blocks, b = block_max(weights, most)  # (L, H, r, r)
@@ -206,7 +216,7 @@ def atlas_data(weights: np.ndarray, *, chosen: tuple[int, int], scale: str = "ro
         n = weights.shape[-1]
         title = title or (f"All {n_layers * n_heads:,} heads ({n_layers} layers × {n_heads} heads), each {n}×{n}"
                           + (f", max per {b}×{b} block" if b > 1 else ""))
-    bars = score is not None and colour == "score" and not signed
+    bars = score is not None and colour == "score" and not squares
     if bars:
         title += f"; the bar along each head's foot: its {score[0]} (the full width = 1)"
     if sort and score is not None:
@@ -215,14 +225,16 @@ def atlas_data(weights: np.ndarray, *, chosen: tuple[int, int], scale: str = "ro
     values = np.rint(shown * 255).astype(np.uint8).tobytes()
     packed = base64.b64encode(values).decode("ascii")
     sorted_ = bool(sort and score is not None)
-    version = hashlib.blake2b("\x00".join([packed, masked, scale, palette, title, str(signed), str(base)]).encode(),
+    version = hashlib.blake2b("\x00".join([packed, masked, scale, palette, title, str(signed), str(base), str(names)]).encode(),
                               digest_size=12).hexdigest()
     data = dict(version=version, layers=int(n_layers), heads=int(n_heads), r=int(r), blocks=packed, masked=masked,
                 group=int(group) if not sorted_ else 1, chosen=[int(c) for c in chosen], palette=stops,
                 title=title, zmax_text=zmax_text, font_px=font_px, tile_max_px=ATLAS_TILE_PX, max_height=max_height,
                 order=order.ravel().tolist() if sorted_ else None, base=int(base), score_bars=bool(bars))
-    if score is not None and colour == "score" and signed:
+    if squares and signed:
         data["zmin_text"] = zmax_text.replace("+", "−")  # the scale runs −top … +top, 0 in its middle
+    if names is not None:
+        data["layer_names"], data["head_names"] = [int(i) for i in names[0]], [int(i) for i in names[1]]
     if score is not None:
         data["measure"] = dict(name=score[0], values=[round(float(v), 4) for v in np.nan_to_num(score[1]).ravel()])
     return data

@@ -124,15 +124,16 @@ def _finite(z: np.ndarray) -> np.ndarray:
     return z
 
 
-def _axis(ticktext: list[str], names: list[str], plot_px: int, shrink: bool = True) -> dict:
+def _axis(ticktext: list[str], names: list[str], plot_px: int, shrink: bool = True, whole: bool = False) -> dict:
     """A category axis over `names` showing the plain labels, as many as `plot_px` holds (every k-th), but all of
     them up to ALL_LABELS: then, with `shrink`, in smaller type where the room is short (a figure made taller is
-    the other way, see grow_to_labels)."""
+    the other way, see grow_to_labels). Tokens are cut to TICK_CHARS; `whole` labels (names of runs or measures, which
+    may differ only at their end) are drawn whole."""
     screen = _screen.get()
     budget = max(plot_px // screen.label_px, 1)
     count = len(ticktext)
     step = 1 if count <= ALL_LABELS else max(1, math.ceil(count / budget))
-    axis = dict(type="category", tickmode="array", tickvals=names[::step], ticktext=[_short(t) for t in ticktext[::step]],
+    axis = dict(type="category", tickmode="array", tickvals=names[::step], ticktext=[t if whole else _short(t) for t in ticktext[::step]],
                 showgrid=False, automargin=True)
     if shrink and step == 1 and count > budget:
         axis["tickfont"] = dict(size=max(screen.min_font_px, screen.font_px * plot_px // (count * screen.label_px)))
@@ -145,10 +146,11 @@ def _keys_axis(ticktext: list[str], names: list[str], width: str, title: str | N
     return dict(axis, side="bottom", tickangle=-90, title=title)
 
 
-def _rows_axis(ticktext: list[str], names: list[str], height: int, title: str | None = "query") -> dict:
+def _rows_axis(ticktext: list[str], names: list[str], height: int, title: str | None = "query",
+               whole: bool = False) -> dict:
     """The left axis of queries (or rows), top to bottom, as many labels as the height holds (all up to
-    ALL_LABELS: grow_to_labels makes the figure tall enough)."""
-    return dict(_axis(ticktext, names, height - 160, shrink=False), autorange="reversed", title=title)
+    ALL_LABELS: grow_to_labels makes the figure tall enough); `whole`: see _axis."""
+    return dict(_axis(ticktext, names, height - 160, shrink=False, whole=whole), autorange="reversed", title=title)
 
 
 def grow_to_labels(fig: go.Figure) -> go.Figure:

@@ -154,11 +154,13 @@ def interactive_heatmap(
 
 def matrix_data(values: np.ndarray, row_labels: list[str], col_labels: list[str], *, title: str, what: str,
                 axes: tuple[str, str], scale: str = "absolute", palette: str = "viridis", chosen_row: int = -1,
-                font_px: int = FONT_PX, height: int | None = None, file: str = "attnviz_matrix") -> dict:
+                font_px: int = FONT_PX, height: int | None = None, file: str = "attnviz_matrix",
+                whole_rows: bool = False) -> dict:
     """What the browser draws for a matrix of final numbers (n, m): each head's row of weights, a mean per layer and
     head. The heatmap's own drawing (heatmap_matrix.mjs: labels, colour bar, hover, PNG/SVG) without τ, masks or clicks,
     so a page that reruns often redraws no plotly chart. `what` names a cell's number, `axes` the rows and columns;
-    `scale` "absolute" (0 → 1, for weights) or "max"; `chosen_row` (from 0) is outlined, -1 none."""
+    `scale` "absolute" (0 → 1, for weights) or "max"; `chosen_row` (from 0) is outlined, -1 none. `whole_rows`: the
+    row labels are names (of measures), drawn whole rather than cut to TICK_CHARS as tokens are."""
     values = np.ascontiguousarray(_finite(values), dtype="<f4")  # (n, m)
     packed = base64.b64encode(values.tobytes()).decode("ascii")
     rows, cols = [str(r) for r in row_labels], [str(c) for c in col_labels]
@@ -169,6 +171,7 @@ def matrix_data(values: np.ndarray, row_labels: list[str], col_labels: list[str]
                 axes=list(axes), view=view, taus=[1.0], overflow_message="",
                 palettes={name: palette_stops(name) for name in PALETTES}, label_px=_screen.get().label_px,
                 font_px=font_px, min_font_px=min(font_px, _screen.get().min_font_px), tick_chars=TICK_CHARS,
+                row_chars=max(map(len, rows), default=0) if whole_rows else TICK_CHARS,
                 height=height or _side(len(rows)), bars_limit=64, file=file)
 
 
@@ -306,9 +309,9 @@ def block_overview(weights: np.ndarray, tokens: list[str], *, max_blocks: int = 
 def matrix_heatmap(
     matrix: np.ndarray, row_labels: list[str], col_labels: list[str], *, title: str = "",
     bounded: bool = False, palette: str = "viridis", width: str = "full", height: int | None = None, scale_bar: bool = True,
-    nonnegative: bool = False,
+    nonnegative: bool = False, whole_rows: bool = False,
 ) -> go.Figure:
-    """Any labelled matrix; signed values use a diverging scale centred on 0, [0, 1] values (`bounded`) the palette
+    """Any labelled matrix (`whole_rows`: row labels that are names, drawn whole); signed values use a diverging scale centred on 0, [0, 1] values (`bounded`) the palette
     from 0 to 1, values ≥ 0 (`nonnegative`) the palette from 0 to their largest (without `scale_bar`, no colour bar: a
     0/1 matrix whose title says what its two colours are)."""
     z = _finite(matrix)  # (rows, cols)
@@ -324,6 +327,6 @@ def matrix_heatmap(
         hovertemplate="row %{y}<br>column %{x}<br>value: %{z:.4f}<extra></extra>",
     ), layout=dict(
         title=dict(text=f"{title}  ({z.shape[0]}×{z.shape[1]})"), height=height,
-        xaxis=_keys_axis(col_labels, col_names, width, title=None), yaxis=_rows_axis(row_labels, row_names, height, title=None),
+        xaxis=_keys_axis(col_labels, col_names, width, title=None), yaxis=_rows_axis(row_labels, row_names, height, title=None, whole=whole_rows),
         margin=dict(t=50),
     ))

@@ -16,9 +16,12 @@ BARS = """(title) => { const b = Array.from(document.querySelectorAll('.av-barch
 ROUTES = "() => document.querySelector('.av-routes') && document.querySelector('.av-routes').attnvizRoutes"
 
 
-def threshold(page, value: float):
-    page.evaluate("""(v) => { const s = document.querySelector('.av-routes input[type=range]');
-        s.value = String(v); s.dispatchEvent(new Event('input')); s.dispatchEvent(new Event('change')); }""", value)
+def threshold(page, value: float) -> float:
+    """Move the routes' slider to its stop nearest `value`; returns that stop's threshold."""
+    return page.evaluate("""(v) => { const s = document.querySelector('.av-routes input[type=range]');
+        const view = document.querySelector('.av-routes-host').view, i = view.stopOf(v);
+        s.value = String(i); s.dispatchEvent(new Event('input')); s.dispatchEvent(new Event('change'));
+        return view.stops()[i]; }""", value)
 
 
 def test_colour_by_effect_remove_a_head_move_the_threshold_open_an_edge_and_type_again(server, page):
@@ -52,11 +55,13 @@ def test_colour_by_effect_remove_a_head_move_the_threshold_open_an_edge_and_type
 
 
     loose = page.evaluate(ROUTES)
-    threshold(page, 0.2)  # drawn in the page at once; the link follows once released
+    stops = page.evaluate("() => document.querySelector('.av-routes-host').view.stops()")
+    assert len(stops) > 10 and stops[-1] < 0.5  # the slider's travel fits this text's shares, on a log scale
+    chosen = threshold(page, stops[len(stops) * 2 // 3])  # drawn in the page at once; the link follows once released
     strict = page.evaluate(ROUTES)
-    assert strict["threshold"] == pytest.approx(0.2) and strict["edges"] < loose["edges"]
+    assert strict["threshold"] == pytest.approx(chosen) and strict["edges"] < loose["edges"]
     settle(page)
-    assert url_has(page, "rthr=0.2")
+    assert url_has(page, f"rthr={chosen:g}")
     assert page.evaluate(ROUTES)["edges"] == strict["edges"]  # the rerun keeps the threshold
 
     type_into(page, "Text", "The cat sat on the")
@@ -65,7 +70,7 @@ def test_colour_by_effect_remove_a_head_move_the_threshold_open_an_edge_and_type
     assert exceptions(page) == []
     tokens = page.evaluate("() => document.querySelector('.av-routes-host').view.data.tokens")
     assert tokens == model.tokenize("The cat sat on the").labels()
-    assert page.evaluate(ROUTES)["threshold"] == pytest.approx(0.2)  # the threshold survives the new sentence
+    assert page.evaluate(ROUTES)["threshold"] == pytest.approx(chosen)  # the threshold survives the new sentence
 
 
 def test_a_saved_effects_view_removes_a_head_offline(browser, tmp_path):

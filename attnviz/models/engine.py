@@ -282,15 +282,19 @@ def layer(arch: Architecture, block: Block, index: int, x: torch.Tensor, positio
         a = grouped_attend(query, key, value, scoring="scaled_dot", mask=mask, need_scores=False, out=out)  # (..., H, m, c + m)
     if intervention is not None:
         a = intervene(intervention, index, a, value, positions)
-    heads_out = a.output.transpose(-3, -2).flatten(-2)  # (..., m, H·dh)
+    return after_attention(arch, block, x, a.output), a, Trace(h, query, key, value, a.output)
+
+
+def after_attention(arch: Architecture, block: Block, x: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+    """The rest of a layer, from its heads' outputs αV (..., H, m, dh) and its input x (..., m, d): W_o, the residual,
+    the norms where the family puts them, and the feed-forward. Returns x after the layer (..., m, d)."""
+    heads_out = output.transpose(-3, -2).flatten(-2)  # (..., m, H·dh)
     attended = _linear(heads_out, block.w_out, block.b_out)  # (..., m, d)
     if arch.post_norm:
         x = block.attention_norm(x + attended)  # (..., m, d)
-        x = block.mlp_norm(x + feed_forward(arch, block, x))  # (..., m, d)
-    else:
-        x = x + attended  # (..., m, d)
-        x = x + feed_forward(arch, block, block.mlp_norm(x))  # (..., m, d)
-    return x, a, Trace(h, query, key, value, a.output)
+        return block.mlp_norm(x + feed_forward(arch, block, x))  # (..., m, d)
+    x = x + attended  # (..., m, d)
+    return x + feed_forward(arch, block, block.mlp_norm(x))  # (..., m, d)
 
 
 CAUSAL_BLOCK = 128  # a long causal run's queries are taken this many rows at a time, each block against its keys so far

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from attnviz.models import engine
-from attnviz.models.files import size_text
+from attnviz.models.files import ModelError, size_text
 from attnviz.models.pieces import Pieces, Reader
 from attnviz.models.run import KIND_TITLES, Attention, Run
 
@@ -77,6 +77,13 @@ class Model:
 
         return generate(self, text, steps, temperature, top_k, top_p, seed)
 
+    def scan(self, text: str, block: int = 128, top: int = 8, progress=None):
+        """Every head's attention over a whole document, up to the model's own context (attnviz.models.scan): a
+        model attnviz's engine computes only."""
+        raise ModelError(f"{self.name} is computed by transformers, which keeps every layer's n × n weights at once; "
+                         "a scan of a whole document needs a model attnviz's engine computes (BERT-, GPT-2- and "
+                         "Llama-like: attnviz.models says which families).")
+
     def describe(self) -> str:
         """One line for people: what the model is and what computes it."""
         heads = f"{self.heads} heads" + (f" sharing {self.kv_heads} key/value heads" if self.kv_heads != self.heads else "")
@@ -115,6 +122,20 @@ class EngineModel(Model):
 
     def run_pieces(self, pieces: Pieces, intervention: engine.Intervention | None = None) -> Run:
         return self._run(pieces, engine.forward(self.arch, self.weights, pieces.ids, intervention))
+
+    def scan(self, text: str, block: int = 128, top: int = 8, progress=None):
+        """Every head's attention over `text`, up to the model's own context (arch.context pieces), summarised block
+        by block without the full matrix (attnviz.models.scan.Scan). `progress(done, total)` hears of each block of
+        queries of each layer. A text over the context, or an empty one, gets a TextError that says why."""
+        from attnviz.models import scan as scanning
+
+        if isinstance(block, bool) or not isinstance(block, int) or not 16 <= block <= 4096:
+            raise ValueError(f"block must be a whole number from 16 to 4,096, got {block!r}.")
+        if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= 64:
+            raise ValueError(f"top must be a whole number from 1 to 64, got {top!r}.")
+        context = self.arch.context
+        pieces = self.reader(text, limit=context)
+        return scanning.scan(self.arch, self.weights, pieces, self.name, block=block, top=top, progress=progress)
 
     def batch_weights(self, batch: list[Pieces]) -> list[np.ndarray]:
         """Every layer's weights (L, H, n, n) of each of several texts' pieces, computed in one padded forward."""

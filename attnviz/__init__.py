@@ -3,6 +3,8 @@
 import importlib
 import os
 
+__version__ = "0.3.0"  # pyproject.toml's version; CHANGELOG.md says what each version changed
+
 # torch reads this once, at its first allocation, so it is set before torch is imported. Tensors of 2 MB
 # and more then sit on transparent huge pages: the first touch of a fresh n×n weight matrix (64 MB at
 # n = 4,096) costs a fifth of what 4 KB pages cost, which made up half of the engine's time at that size.

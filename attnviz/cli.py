@@ -96,11 +96,17 @@ def main(argv: list[str] | None = None) -> None:
     for model in args.model:
         if not Path(model).expanduser().exists() and not hub.is_id(model):
             raise SystemExit(f"attnviz: --model {model}: no such file or folder (nor a hub name, org/name)")
+    asked = list(args.model)
     if args.hub:
         cached = hub.cached()
         print(f"attnviz: --hub: {len(cached)} model(s) in the Hugging Face cache at {hub.cache_dir()}", file=sys.stderr)
         args.model += [name for name in cached if name not in args.model]
     args.model = checked(args.model)
+    refused = [model for model in asked if model not in args.model]
+    if refused:  # one rule for every model asked for by name: it loads, or the command stops and says why
+        raise SystemExit(f"attnviz: {', '.join(refused)} will not load (why: above); the server was not started. "
+                         "Fix the model or leave its --model out. (Models --hub finds that will not load are only "
+                         "left out.)")
     line = command(args)
     os.execv(line[0], line)  # the server replaces this process, so Ctrl+C and signals reach it directly
 

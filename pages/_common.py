@@ -269,22 +269,21 @@ def md_escape(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
-PASTE_CHARS = 1_000_000  # a text box takes a paste up to this long, then keeps the first `limit` characters and says so
-
-
 def bounded_text_box(widget, label: str, *, key: str, limit: int, **kwargs) -> str:
-    """A text box (st.text_area or st.text_input, or a column's) that keeps at most `limit` characters. A longer paste
-    is not dropped, as the browser's own limit would drop it: the first `limit` characters stay and a warning under
-    the box gives both lengths."""
+    """A text box (st.text_area or st.text_input, or a column's) that keeps at most `limit` characters. The browser
+    is given no limit of its own (its counter would show that number, and its limit drops a longer paste whole):
+    a longer paste keeps its first `limit` characters, a warning under the box gives both lengths, and a caption
+    counts the characters against the real limit."""
     def cut() -> None:
         text = st.session_state[key]
         if len(text) > limit:
             st.session_state[key] = text[:limit]
             st.session_state[f"_{key}_pasted"] = len(text)
 
-    value = widget(label, key=key, max_chars=PASTE_CHARS, on_change=cut, **kwargs)
+    value = widget(label, key=key, on_change=cut, **kwargs)
     pasted = st.session_state.pop(f"_{key}_pasted", None)
     if pasted:
         st.warning(f"The text pasted has {pasted:,} characters; this page reads at most {limit:,}, so it keeps the "
                    f"first {limit:,}.")
+    st.caption(f"{len(value):,} / {limit:,} characters")
     return value

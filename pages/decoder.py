@@ -43,6 +43,12 @@ st.write(f"A decoder reads text left to right and predicts the next piece. **{na
          + (f" {model.note}." if model.note else ""))
 
 
+# One rule for the page's probabilities, each labelled with its distribution: P(drawn), what the sampler (T, top-k,
+# top-p) draws the next piece with, in the bars and in each written step; p_T = softmax(z/T) before top-k and top-p, the
+# timeline's offer; p at T = 1, the model's own, in the logit lens.
+DRAWN = "P(drawn): softmax(z/T) over the kept pieces"
+
+
 def next_word(greedy: bool) -> None:
     """Append the next piece, drawn from the distribution the controls set (or the most likely one). Text the model
     cannot read (typed just before the click) is left as it is: the page then says why."""
@@ -89,7 +95,8 @@ def write_section(text: str, layer: int) -> None:
                                  sampler=sampler, title=f"{len(written.new_ids)} pieces written ({sampler}), layer {layer}")
     timeline(data, key="decoder_timeline")
     st.caption(f"Written: “{model.tokenizer.decode(written.new_ids)}”.{stopped_text(written)} Each step reads the pieces so far and "
-               f"writes one: p is the chosen piece's probability under T, before top-k and top-p. The layer is the one "
+               f"writes one: p_T is the chosen piece's probability under T, softmax(z/T) before top-k and top-p; P(drawn) "
+               f"is what the sampler drew it with, the number the bars under The next word show. The layer is the one "
                f"chosen under All heads; the head can be changed here. The written pieces are drawn in blue. The same "
                f"link writes the same pieces (the seed is in it).")
 
@@ -128,7 +135,7 @@ controls, bars = st.columns([2, 3])
 controls.select_slider("Temperature T (0: greedy)", TEMPERATURES, key="t")
 controls.number_input("Top-k (0: every piece)", 0, 1000, key="topk")
 controls.select_slider("Top-p (nucleus)", TOP_P, key="topp")
-controls.latex(r"p_i = \frac{e^{z_i/T}}{\sum_j e^{z_j/T}}\ \text{over the kept pieces}")
+controls.latex(r"P(\text{drawn})_i = \frac{e^{z_i/T}}{\sum_{j\ \text{kept}} e^{z_j/T}}")
 sample, greedy = controls.columns(2)
 sample.button("Next word (sample)", on_click=next_word, args=(False,), icon=":material/casino:")
 greedy.button("Next word (greedy)", on_click=next_word, args=(True,), icon=":material/arrow_forward:")
@@ -137,8 +144,8 @@ top, names = models.top_pieces(model, probs, BARS)
 next_title = (f"Next piece after “…{labels[-1]}”: the {len(top)} most likely "
               f"({models.sampler_text(st.session_state.t, st.session_state.topk, st.session_state.topp)})")
 with bars:
-    browser_figure(figures.bars_data(probs[top], names, title=next_title, axis="probability"), key="next")
-downloads(bars, "next", lambda: figures.weight_bars(probs[top], names, title=next_title, axis="probability"),
+    browser_figure(figures.bars_data(probs[top], names, title=next_title, axis=DRAWN), key="next")
+downloads(bars, "next", lambda: figures.weight_bars(probs[top], names, title=next_title, axis=DRAWN),
           Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"),
           image_help="the figure as a page (HTML).")
 gap = model.reader.vocabulary_gap(len(probs))
@@ -186,10 +193,11 @@ if st.toggle("Read every layer's prediction", key="lens",
     start = max(0, n - LENS_POSITIONS)
     ids, lens_probs = model.logit_lens(result.hidden[:, start:])  # (L + 1, shown, 1) each
     pieces = model.reader.labels([int(i) for i in ids[..., 0].ravel()])
-    lens = [[f"{pieces[l * (n - start) + i]} {lens_probs[l, i, 0]:.2f}" for i in range(n - start)] for l in range(n_layers + 1)]
+    lens = [[f"{pieces[l * (n - start) + i]} {lens_probs[l, i, 0]:.2f}" for i in range(n - start)] for l in range(n_layers + 1)]  # p at T = 1
     st.dataframe({"layer": ["embeddings", *layer_labels],
                   **{f"#{start + i} {labels[start + i]}": [row[i] for row in lens] for i in range(n - start)}},
                  hide_index=True)
     st.caption(f"The last {n - start} positions: what each layer's hidden state would predict next, read through the "
-               "final norm and the output matrix, with its probability; the last row is the model's own prediction.")
+               "final norm and the output matrix, with its probability p = softmax(z) at T = 1 over every piece (the "
+               "model's own, whatever the sampler above is set to); the last row is the model's own prediction.")
 save_url_state(SCHEMA)

@@ -50,6 +50,7 @@ def reference():
 
 
 @pytest.mark.parametrize("sentence", SENTENCES)
+@pytest.mark.slow
 def test_matches_transformers_llama_from_the_same_file(model, reference, sentence):
     tokenizer, llama = reference
     ids = tokenizer(sentence).input_ids
@@ -204,6 +205,7 @@ def test_the_page_draws_the_chosen_head_sinks_and_the_next_word(model):
     assert sinks["axes"] == ["layer", "head"] and sinks["view"]["query"] == 2  # the chosen layer outlined
     bars = figure_titled(at, "Next piece after")
     assert bars["values"].tolist() == [1.0]  # greedy: one piece, all the mass
+    assert bars["axis"].startswith("P(drawn)")  # the sampler's distribution, named as such wherever it is shown
     assert not [s for s in specs if str(s["layout"].get("title", {}).get("text", "")).startswith(("Next piece", "Mean weight"))]
     best_id = int(np.argmax(engine.next_logits))
     best = model.tokenizer.decode([best_id])
@@ -302,6 +304,7 @@ def test_next_word_after_text_the_model_cannot_read_leaves_it_and_says_why(model
     assert at.text_area(key="text").value == "dog " * 600
 
 
+@pytest.mark.slow
 def test_the_same_model_as_a_safetensors_folder_gives_the_same_attention(model, reference, tmp_path):
     """SmolLM2 through the Llama family's safetensors mapping (transformers' names, (out, in) weights, RoPE on halves)
     equals SmolLM2 through the GGUF mapping (our (in, out) floats, llama.cpp's permuted W_q and W_k on adjacent pairs):
@@ -360,6 +363,7 @@ def test_the_pieces_of_one_character_are_labelled_by_their_bytes(model):
     assert "中" in labels[-1]  # a whole character reads as itself
 
 
+@pytest.mark.slow
 def test_the_first_load_says_what_it_writes_before_it_writes_it(model, tmp_path, monkeypatch, capfd):
     """SmolLM2's first load on a machine de-quantizes 538 MB into the cache: the page's spinner and stderr say so, with
     the size and the folder, before the work starts; once cached, nothing is said."""
@@ -381,3 +385,27 @@ def test_the_imports_earlier_docs_promised_still_give_the_same_functions():
     assert (decoder.next_distribution, decoder.top_pieces) == (models.next_distribution, models.top_pieces)
     assert (trained.head_summaries, trained.rollout, trained.head_steps) == (models.head_summaries, models.rollout,
                                                                               models.head_steps)
+
+
+def test_the_names_earlier_readmes_documented_still_work_and_warn_with_their_replacement(model):
+    """attnviz.trained.attention and attnviz.decoder's load_model, run, extend and logit_lens (README until 0.2) give
+    what their replacements give, with a DeprecationWarning that names the new call."""
+    from attnviz import decoder, trained
+
+    text = "When he saw his owner, the dog was"
+    with pytest.warns(DeprecationWarning, match=r'models\.load\("minilm"\)\.run\(text\)'):
+        old = trained.attention(text)
+    np.testing.assert_array_equal(old.weights, models.load("minilm", device="cpu").run(text).weights)
+    with pytest.warns(DeprecationWarning, match=r'attnviz\.models\.load\("smollm2"\)'):
+        assert decoder.load_model().name == "smollm2"
+    with pytest.warns(DeprecationWarning, match=r"model\.run\(text\)"):
+        run = decoder.run(model, text)
+    np.testing.assert_array_equal(run.weights, model.run(text).weights)
+    token = int(np.argmax(run.next_logits))
+    with pytest.warns(DeprecationWarning, match=r"model\.extend\(result, token\)"):
+        grown = decoder.extend(model, run, token)
+    np.testing.assert_array_equal(grown.weights, model.extend(run, token).weights)
+    with pytest.warns(DeprecationWarning, match=r"model\.logit_lens\(hidden\)"):
+        ids, probs = decoder.logit_lens(model, run.hidden[-2:])
+    expected_ids, expected_probs = model.logit_lens(run.hidden[-2:])
+    assert np.array_equal(ids, expected_ids) and np.array_equal(probs, expected_probs)

@@ -1,5 +1,5 @@
 """README and docs/: every relative link and #anchor resolves, README's two commands are the ones CI and a newcomer run,
-README stays short, and every Python block of README and the library's page runs as it is pasted."""
+README stays short, and every Python block of README and docs/ runs as it is pasted."""
 
 import os
 import re
@@ -75,27 +75,55 @@ def test_readmes_two_commands_are_the_ones_ci_and_a_newcomer_run():
     assert deps and all(part in run_app for part in deps)
 
 
-def test_the_cpu_requirements_are_the_apps_pins_with_torchs_cpu_build():
-    """requirements-cpu.txt takes every pin from requirements.txt and only names torch's CPU build of the same version,
-    which meets requirements.txt's pin (a local version label matches a pin without one)."""
+def test_torchs_cpu_build_is_its_own_step_from_its_own_index_alone():
+    """requirements-torch-cpu.txt names only torch's CPU build of requirements.txt's version, with --index-url (not
+    --extra-index-url, which made pip ask an unreachable index again for every package), and README says to run it
+    before requirements.txt, in the app's quick start and in "Install the package"."""
     pins = (ROOT / "requirements.txt").read_text().splitlines()
     torch = next(line for line in pins if line.startswith("torch=="))
-    lines = [line for line in (ROOT / "requirements-cpu.txt").read_text().splitlines() if line and not line.startswith("#")]
-    assert lines == ["--extra-index-url https://download.pytorch.org/whl/cpu", f"{torch}+cpu", "-r requirements.txt"]
-    assert "requirements-cpu.txt" in (ROOT / "README.md").read_text().split("```")[0]  # said before the command
+    lines = [line for line in (ROOT / "requirements-torch-cpu.txt").read_text().splitlines()
+             if line and not line.startswith("#")]
+    assert lines == ["--index-url https://download.pytorch.org/whl/cpu", f"{torch}+cpu"]
+    assert not any("extra-index-url" in (ROOT / name).read_text() for name in ("requirements.txt", "requirements-dev.txt"))
+    readme = (ROOT / "README.md").read_text()
+    assert "pip install -r requirements-torch-cpu.txt" in readme.split("```")[0]  # said before the app's command
+    install = readme[readme.index("## Install the package"):]
+    assert install.index("requirements-torch-cpu.txt") < install.index('pip install -c requirements.txt')
 
 
 def test_readme_is_short():
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 150
 
 
-PYTHON_BLOCKS = [(path, block) for path in (ROOT / "README.md", ROOT / "docs" / "library.md", ROOT / "docs" / "models.md")
-                 for lang, block in FENCE.findall(path.read_text(encoding="utf-8")) if lang == "python"]
+PYTHON_BLOCKS = [(path, block) for path in DOCS for lang, block in FENCE.findall(path.read_text(encoding="utf-8"))
+                 if lang == "python"]
+
+
+def test_every_python_block_of_the_docs_is_run_and_only_python_is_fenced_as_python():
+    """Every doc's Python blocks are among those run below (README and every page of docs/), and each parses: a
+    table or prose fenced as Python (bertviz's side-by-side once was) fails here."""
+    import ast
+
+    assert {path.name for path, _ in PYTHON_BLOCKS} >= {"README.md", "library.md", "models.md", "notebook.md"}
+    for path, block in PYTHON_BLOCKS:
+        ast.parse(block, filename=path.name)
 
 
 @pytest.mark.parametrize("path, block", PYTHON_BLOCKS, ids=[f"{p.name}-{i}" for i, (p, _) in enumerate(PYTHON_BLOCKS)])
+@pytest.mark.slow
 def test_python_blocks_run_as_pasted(path, block, tmp_path):
     """Each block alone, in a fresh interpreter, from another directory, as a reader pastes it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_the_version_is_one_number_and_the_changelog_names_it():
+    import re as _re
+
+    import attnviz
+
+    declared = _re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), _re.M).group(1)
+    assert attnviz.__version__ == declared
+    first = _re.search(r"^## (\S+)", (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"), _re.M).group(1)
+    assert first == declared

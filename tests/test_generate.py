@@ -54,6 +54,7 @@ def test_greedy_pieces_and_every_weight_equal_transformers(family, folders):
     assert all(len(s.kept) == 1 and s.kept[0] == s.chosen for s in written.steps)  # greedy keeps one piece
 
 
+@pytest.mark.slow
 def test_smollm2_greedy_equals_transformers_from_the_same_file():
     from transformers import LlamaForCausalLM
 
@@ -86,6 +87,8 @@ def test_sampling_is_seeded_and_top_k_top_p_keep_the_sets_of_their_definitions(f
         expected = order[(np.arange(len(p)) < 20) & (before < 0.9)]
         assert set(step.kept.tolist()) == set(expected.tolist()) and step.chosen in expected
         np.testing.assert_allclose(step.probs, p[step.top], atol=1e-6)
+        assert step.p_chosen == pytest.approx(p[step.chosen], abs=1e-6)  # p_T: under T, before the cut
+        assert step.p_drawn == pytest.approx(p[step.chosen] / p[expected].sum(), abs=1e-6)  # P(drawn): renormalised
         run = model.extend(run, step.chosen)
 
 
@@ -155,6 +158,7 @@ def test_the_timeline_sends_each_step_its_offer_and_the_layers_weights(folders, 
         assert sent["top"] == model.reader.labels([int(i) for i in step.top])
         assert sent["chosen_top"] == (step.top.tolist().index(step.chosen) if step.chosen in step.top else -1)
         assert sent["p_chosen"] == pytest.approx(step.p_chosen, abs=1e-4) and 0 < step.p_chosen <= 1
+        assert sent["p_drawn"] == pytest.approx(step.p_drawn, abs=1e-4) and step.p_chosen <= step.p_drawn <= 1
     assert figures.payload_bytes(data) < 2_000_000
 
     monkeypatch.setattr(timeline, "WHOLE_LIMIT", 10)  # too many numbers: only the rows the steps computed are sent

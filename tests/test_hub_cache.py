@@ -120,3 +120,24 @@ def test_the_server_offers_cached_models_by_name_and_checks_them_first(cache, mo
     assert "acme/pickled: will not load" in said
     args = cli.parser().parse_args(["--model", "acme/tiny-gpt2"])
     assert cli.command(args)[-2:] == ["--model", "acme/tiny-gpt2"]  # the app resolves the name itself
+
+
+def test_one_rule_for_every_model_asked_for_by_name_it_loads_or_the_command_stops(cache, tmp_path, monkeypatch, capsys):
+    """A missing path, an empty folder and a hub name the cache lacks all stop `attnviz --model` before the server
+    starts, each said with why; only models --hub finds and cannot load are left out while the server starts."""
+    root, _ = cache
+    monkeypatch.setenv("HF_HUB_CACHE", str(root))
+    monkeypatch.setattr(cli.os, "execv", lambda *args: (_ for _ in ()).throw(AssertionError("the server started")))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for asked, said in ((str(tmp_path / "nowhere"), "no such file or folder"), (str(empty), "will not load"),
+                        ("acme/absent", "will not load")):
+        with pytest.raises(SystemExit) as stopped:
+            cli.main(["--model", asked])
+        message = str(stopped.value.code) + capsys.readouterr().err
+        assert asked in message and said in message and "AssertionError" not in message
+    started = []
+    monkeypatch.setattr(cli.os, "execv", lambda path, line: started.append(line))
+    cli.main(["--hub"])  # acme/pickled will not load: left out, and the server starts with the rest
+    assert "acme/pickled: will not load" in capsys.readouterr().err
+    assert started and "acme/tiny-gpt2" in started[0] and "acme/pickled" not in started[0]

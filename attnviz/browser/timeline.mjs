@@ -135,7 +135,8 @@ export class Timeline {
     });
     const sink = this.sinkShare(query);
     this.said.textContent = `Step ${this.step + 1} of ${d.steps.length}: after “${d.tokens[query]}” the model writes ` +
-      `“${chosen}” (p = ${s.p_chosen.toFixed(3)}${s.chosen_top < 0 ? ", not among the bars" : ""}). ` +
+      `“${chosen}” (p_T = ${s.p_chosen.toFixed(3)}${s.chosen_top < 0 ? ", not among the bars" : ""}; ` +
+      `P(drawn) = ${(s.p_drawn ?? s.p_chosen).toFixed(3)}). ` +
       `The first ${d.cross ? "source " : ""}piece's share of this query's weight, mean over layer ${d.layer + d.base}'s heads: ${sink.toFixed(2)}.`;
     this.drawBars(s);
     this.drawRows(query);
@@ -157,7 +158,8 @@ export class Timeline {
 
   drawBars(s) {
     const d = this.data, font = d.font_px, row = font + 10;
-    this.barsCaption.textContent = `Offered (${d.sampler}); blue: kept (${s.kept_count} piece${s.kept_count === 1 ? "" : "s"} in all), orange: chosen`;
+    this.barsCaption.textContent = `Offered: p_T = softmax(z/T), before top-k and top-p (${d.sampler}); blue: kept ` +
+      `(${s.kept_count} piece${s.kept_count === 1 ? "" : "s"} in all), orange: chosen`;
     const width = this.width(this.barsBox), height = row * s.top.length + 6;
     const ctx = canvasContext(this.bars, this.bars, width, height);
     const left = Math.min(width * 0.35, font * 9), room = width - left - font * 4;

@@ -44,7 +44,8 @@ def timeline_data(generation, labels: list[str], piece_labels, layer: int, *, he
         top = [int(i) for i in step.top]
         steps.append(dict(top=piece_labels(top), probs=[round(float(p), 4) for p in _finite(step.probs)],
                           kept=[i in kept for i in top], kept_count=len(kept), chosen_top=top.index(step.chosen)
-                          if step.chosen in top else -1, p_chosen=round(float(step.p_chosen), 4)))
+                          if step.chosen in top else -1, p_chosen=round(float(step.p_chosen), 4),
+                          p_drawn=round(float(step.p_drawn), 4)))
     heads, n, m = weights.shape
     whole = heads * n * m if cross else heads * n * (n + 1) // 2
     first_row = 0 if whole <= WHOLE_LIMIT else generation.prompt - 1  # else the steps' rows only

@@ -42,6 +42,7 @@ class Step:
     kept: np.ndarray  # int: the pieces top-k and top-p keep, most likely first (greedy: the one chosen)
     chosen: int
     p_chosen: float = 0.0  # the chosen piece's probability under the temperature, before top-k and top-p
+    p_drawn: float = 0.0  # the chosen piece's P(drawn): the sampler's distribution (next_distribution), 1 when greedy
 
 
 @dataclass
@@ -138,7 +139,8 @@ def choose(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, g
         chosen = int(torch.multinomial(chosen_from.double(), 1, generator=generator))
     else:
         chosen = int(logits.argmax())
-    return Step(best.indices.numpy(), best.values.float().numpy(), kept.numpy(), chosen, float(offered[chosen]))
+    return Step(best.indices.numpy(), best.values.float().numpy(), kept.numpy(), chosen, float(offered[chosen]),
+                float(chosen_from[chosen]))
 
 
 def generate(model, text: str, steps: int = 16, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,

@@ -381,6 +381,8 @@ def test_a_paste_over_a_boxs_limit_keeps_its_first_part_and_says_so(server, page
         assert box.input_value() == long[:limit]
         warning = page.get_by_test_id("stAlertContentWarning").first.inner_text()
         assert f"has {limit + 1234:,} characters" in warning and f"keeps the first {limit:,}" in warning
+        main = page.get_by_test_id("stMain").inner_text()
+        assert f"{limit:,} / {limit:,} characters" in main and "1000000" not in main  # the real limit, counted
         assert exceptions(page) == []
         box = paste(page, label, "the cat sat on the mat", area)
         assert box.input_value() == "the cat sat on the mat"

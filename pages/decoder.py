@@ -193,7 +193,7 @@ if st.toggle("Read every layer's prediction", key="lens",
     start = max(0, n - LENS_POSITIONS)
     ids, lens_probs = model.logit_lens(result.hidden[:, start:])  # (L + 1, shown, 1) each
     pieces = model.reader.labels([int(i) for i in ids[..., 0].ravel()])
-    lens = [[f"{pieces[l * (n - start) + i]} {lens_probs[l, i, 0]:.2f}" for i in range(n - start)] for l in range(n_layers + 1)]  # p at T = 1
+    lens = [[f"{pieces[l * (n - start) + i]} {lens_probs[l, i, 0]:.2f}" for i in range(n - start)] for l in range(n_layers + 1)]
     st.dataframe({"layer": ["embeddings", *layer_labels],
                   **{f"#{start + i} {labels[start + i]}": [row[i] for row in lens] for i in range(n - start)}},
                  hide_index=True)

@@ -178,8 +178,8 @@ def atlas_data(weights: np.ndarray, *, chosen: tuple[int, int], scale: str = "ro
     (base64); `allowed` (n, n), where a mask hides keys, greys the blocks no query may read; `chosen` (layer, head),
     counted from 0, is outlined; with `group` > 1 (grouped-query attention) dark lines part the key/value groups.
     `score` (name, (L, H) values in 0 … 1), a head score (attnviz.heads): shown on hover; with colour="score" each
-    thumbnail keeps its pattern and shows the score as a bar along its foot (`score_bars`); with colour="measure" (or
-    a signed score) each head is one square of the measure's colour instead: a signed measure (an effect, Δ log p) on a
+    thumbnail keeps its pattern and shows the score as a bar along its foot (`score_bars`); with colour="measure"
+    each head is one square of the measure's colour instead: a `signed` measure (an effect, Δ log p) on a
     diverging scale centred on 0, an unsigned one (1 − cos) on the palette from 0 to its largest value, so that a
     measure far below 1 still spans the scale. With `sort` each layer's heads are ordered by it, highest first
     (`order`). `names` (layer numbers, head numbers): what the model calls the layers and heads drawn, where they are
@@ -189,7 +189,7 @@ def atlas_data(weights: np.ndarray, *, chosen: tuple[int, int], scale: str = "ro
     if score is not None and sort:
         order = np.argsort(-np.nan_to_num(score[1], nan=-1.0), axis=1, kind="stable")  # (L, H)
     stops = palette_stops(palette)
-    squares = score is not None and (colour == "measure" or (colour == "score" and signed))
+    squares = score is not None and colour == "measure"
     if squares:  # one square a head, coloured by the measure
         values = np.nan_to_num(np.asarray(score[1], np.float64), nan=0.0, posinf=0.0, neginf=0.0)  # (L, H)
         top = float(np.abs(values).max()) or 1.0
@@ -216,7 +216,7 @@ def atlas_data(weights: np.ndarray, *, chosen: tuple[int, int], scale: str = "ro
         n = weights.shape[-1]
         title = title or (f"All {n_layers * n_heads:,} heads ({n_layers} layers × {n_heads} heads), each {n}×{n}"
                           + (f", max per {b}×{b} block" if b > 1 else ""))
-    bars = score is not None and colour == "score" and not squares
+    bars = score is not None and colour == "score"
     if bars:
         title += f"; the bar along each head's foot: its {score[0]} (the full width = 1)"
     if sort and score is not None:

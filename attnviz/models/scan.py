@@ -44,7 +44,7 @@ class Scan:
     architecture: engine.Architecture
     queries: list[torch.Tensor]  # per layer (H, n, dh) on the CPU, scaled by 1/√dh and turned by position
     keys: list[torch.Tensor]  # per layer (KV, n, dh) on the CPU
-    normalisers: np.ndarray  # (L, H, n): each query's log Σ_k e^{score}, over the keys it may read
+    normalisers: np.ndarray  # (L, H, n) float64: each query's log Σ_k e^{score}, over the keys it may read
 
     @property
     def layers(self) -> int:
@@ -119,12 +119,13 @@ class Summaries:
 
 
 def softmax_and_normaliser(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """softmax(scores) over the last dimension, and each row's log Σ e^{score} (its log-sum-exp), in one pass."""
+    """softmax(scores) over the last dimension, and each row's log Σ e^{score} (its log-sum-exp, float64: a tile's
+    weight is e^{score − it}, and float32 rounding of a sum near 300 would move the weight by 3e-5), in one pass."""
     top = scores.amax(-1, keepdim=True)  # (..., 1)
     weights = torch.exp(scores - top)  # (..., k)
     total = weights.sum(-1, keepdim=True)  # (..., 1)
     weights /= total
-    return weights, (top + torch.log(total)).squeeze(-1)  # (..., k), (...)
+    return weights, (top.double() + torch.log(total.double())).squeeze(-1)  # (..., k), (...)
 
 
 def scan_layer(arch: engine.Architecture, block: engine.Block, index: int, x: torch.Tensor, positions: torch.Tensor,
@@ -149,7 +150,7 @@ def scan_layer(arch: engine.Architecture, block: engine.Block, index: int, x: to
             scores.masked_fill_(~allowed, torch.finfo(scores.dtype).min)  # (H, r, seen)
         weights, normaliser = softmax_and_normaliser(scores)  # (H, r, seen), (H, r)
         normalisers.append(normaliser)
-        entropy = normaliser - (weights * scores).sum(-1)  # (H, r): −Σ α log α = log Z − Σ α s
+        entropy = normaliser.float() - (weights * scores).sum(-1)  # (H, r): −Σ α log α = log Z − Σ α s
         summaries.add(start, weights, entropy)
         outputs.append(engine.grouped_values(weights, value[:, :seen]))  # (H, r, dh)
         if on_block is not None:
@@ -174,21 +175,20 @@ def scan(arch: engine.Architecture, weights: engine.Weights, pieces: Pieces, nam
         if progress is not None:
             progress(done, total)
 
-    parts = {"overview": [], "sink": [], "entropy": [], "top_keys": [], "top_weights": []}
-    queries, keys, normalisers = [], [], []
+    found, queries, keys, normalisers = [], [], [], []  # per layer
     with torch.inference_mode():
         positions = torch.arange(n, device=device)  # (n,)
         x = engine.embed(arch, weights, torch.tensor(pieces.ids, device=device), positions)  # (n, d)
         for i, layer_weights in enumerate(weights.blocks):
-            found = Summaries(arch.heads, n, block, top)
-            x, query, key, normaliser = scan_layer(arch, layer_weights, i, x, positions, block, found, step)
+            found.append(Summaries(arch.heads, n, block, top))
+            x, query, key, normaliser = scan_layer(arch, layer_weights, i, x, positions, block, found[-1], step)
             queries.append(query.float().to(cpu))
             keys.append(key.float().to(cpu))
             normalisers.append(normaliser.cpu().numpy())
-            for name_, value in (("overview", found.overview), ("sink", found.sink), ("entropy", found.entropy),
-                                 ("top_keys", found.top_keys), ("top_weights", found.top_weights)):
-                parts[name_].append(value)
         next_logits = engine.logits(weights, x[-1:])[0].float().cpu().numpy() if arch.causal else None  # (vocab,)
-    stacked = {k: np.stack(v) for k, v in parts.items()}
-    return Scan(name, pieces, block, stacked["overview"], stacked["sink"], stacked["entropy"], stacked["top_keys"],
-                stacked["top_weights"], next_logits, arch, queries, keys, np.stack(normalisers))
+
+    def stacked(what: str) -> np.ndarray:  # (L, ...) of each layer's summary
+        return np.stack([getattr(layer, what) for layer in found])
+
+    return Scan(name, pieces, block, stacked("overview"), stacked("sink"), stacked("entropy"), stacked("top_keys"),
+                stacked("top_weights"), next_logits, arch, queries, keys, np.stack(normalisers))

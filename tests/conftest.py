@@ -42,3 +42,38 @@ def installed(tmp_path_factory):
                     "--no-index", str(source)], check=True, cwd=base, capture_output=True)
     shutil.rmtree(source)  # what runs now must come from the install, not the copy
     return venv, elsewhere
+
+
+@pytest.fixture(scope="session")
+def smollm2_reference(tmp_path_factory):
+    """(tokenizer, module, folder): transformers' own reading of SmolLM2's GGUF file, the reference our engine's runs
+    are checked against, as a float32 LlamaForCausalLM with eager attention. Read from the GGUF file once per test run:
+    the first process dequantizes it and saves a plain copy (transformers saves no model it read from GGUF) with its
+    tokenizer into a folder every xdist worker shares; the others load that folder, which takes a fraction of the time."""
+    import os
+
+    import torch
+    from filelock import FileLock
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from attnviz import models
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # this run's folder, above each worker's own
+    folder = shared / "smollm2_transformers"
+    with FileLock(str(folder) + ".lock"):
+        if not folder.exists():
+            path = models.smollm2_path()
+            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+            read = LlamaForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+            config = {k: v for k, v in read.config.to_dict().items() if k != "quantization_config"}
+            plain = LlamaForCausalLM(LlamaConfig(**config)).to(torch.float32)
+            plain.load_state_dict(read.state_dict())
+            part = folder.with_name(folder.name + ".part")
+            tokenizer.save_pretrained(str(part))
+            plain.save_pretrained(str(part))
+            part.rename(folder)  # whole or absent
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    module = LlamaForCausalLM.from_pretrained(str(folder), attn_implementation="eager", dtype=torch.float32).eval()
+    return tokenizer, module, folder

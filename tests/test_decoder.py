@@ -39,14 +39,9 @@ def model(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def reference():
-    from transformers import AutoTokenizer, LlamaForCausalLM
-
-    path = models.smollm2_path()
-    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-    model = LlamaForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, attn_implementation="eager",
-                                             dtype=torch.float32).eval()
-    return tokenizer, model
+def reference(smollm2_reference):
+    tokenizer, module, _ = smollm2_reference
+    return tokenizer, module
 
 
 @pytest.mark.parametrize("sentence", SENTENCES)
@@ -305,19 +300,12 @@ def test_next_word_after_text_the_model_cannot_read_leaves_it_and_says_why(model
 
 
 @pytest.mark.slow
-def test_the_same_model_as_a_safetensors_folder_gives_the_same_attention(model, reference, tmp_path):
+def test_the_same_model_as_a_safetensors_folder_gives_the_same_attention(model, smollm2_reference):
     """SmolLM2 through the Llama family's safetensors mapping (transformers' names, (out, in) weights, RoPE on halves)
     equals SmolLM2 through the GGUF mapping (our (in, out) floats, llama.cpp's permuted W_q and W_k on adjacent pairs):
-    two mappings of one checkpoint, checked against each other."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    tokenizer, quantized = reference
-    config = {k: v for k, v in quantized.config.to_dict().items() if k != "quantization_config"}
-    plain = LlamaForCausalLM(LlamaConfig(**config)).to(torch.float32)
-    plain.load_state_dict(quantized.state_dict())  # transformers saves no model it read from GGUF: a plain copy
-    plain.save_pretrained(str(tmp_path))
-    tokenizer.save_pretrained(str(tmp_path))
-    folder = models.load(tmp_path, device="cpu")
+    two mappings of one checkpoint, checked against each other. The folder is transformers' reading of the GGUF file,
+    saved as safetensors (conftest.smollm2_reference)."""
+    folder = models.load(smollm2_reference[2], device="cpu")
     assert (folder.family, folder.arch.rope_pairs, model.arch.rope_pairs) == ("llama", "halves", "adjacent")
     for sentence in SENTENCES[:2]:
         a, b = folder.run(sentence), model.run(sentence)

@@ -55,15 +55,11 @@ def test_greedy_pieces_and_every_weight_equal_transformers(family, folders):
 
 
 @pytest.mark.slow
-def test_smollm2_greedy_equals_transformers_from_the_same_file():
-    from transformers import LlamaForCausalLM
-
+def test_smollm2_greedy_equals_transformers_from_the_same_file(smollm2_reference):
     model = models.load("smollm2", device="cpu")
     text = "When he saw his owner, the dog was"
     written = model.generate(text, steps=8)
-    path = models.smollm2_path()
-    module = LlamaForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, attn_implementation="eager",
-                                              dtype=torch.float32).eval()
+    module = smollm2_reference[1]
     prompt = model.tokenize(text).ids
     with torch.no_grad():
         made = module.generate(torch.tensor([prompt]), max_new_tokens=8, do_sample=False, num_beams=1)[0, len(prompt):]

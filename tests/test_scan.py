@@ -193,19 +193,15 @@ def test_bad_input_gets_a_message_and_nothing_is_cut(folders, tmp_path):
 
 
 @pytest.mark.slow
-def test_smollm2_at_1024_pieces_equals_transformers_from_the_same_file():
+def test_smollm2_at_1024_pieces_equals_transformers_from_the_same_file(smollm2_reference):
     """Within 1e-4, as the decoder's run is (tests/test_decoder.py): at d_model 576 the two engines' float32 sums in
     another order differ by up to 1.6e-5 in a weight (measured), past the tiny models' 1e-5."""
-    from transformers import LlamaForCausalLM
-
     model = models.load("smollm2", device="cpu")
     text = " ".join(["When he saw his owner, the dog was happy, so he wagged his tail."] * 60)
     scan = model.scan(text)
     n = len(scan)
     assert 1000 < n <= 1100
-    path = models.smollm2_path()
-    module = LlamaForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, attn_implementation="eager",
-                                              dtype=torch.float32).eval()
+    module = smollm2_reference[1]
     with torch.no_grad():
         out = module(torch.tensor([scan.pieces.ids]), output_attentions=True)
     for layer in (0, 15, 29):

@@ -9,6 +9,7 @@ import pytest
 
 from attnviz.embeddings import load_glove
 from driver import exceptions, plots, settle, shown_value, type_into, url_has
+from layout import assert_fits
 
 LIVE_TITLE = """() => Array.from(document.querySelectorAll('.js-plotly-plot'), gd => gd.layout.title && gd.layout.title.text)
     .map(t => /Learning σ: step (\\d+) of 150/.exec(t || '')).filter(m => m).map(m => Number(m[1]))"""
@@ -90,7 +91,8 @@ LESSON_FIGURES = {1: "lesson_exact", 2: "lesson_hard", 3: "lesson_soft", 4: "les
 
 @pytest.mark.parametrize("step", range(1, 20))
 def test_each_lesson_step_opens_from_its_link_fits_a_projector_and_moves_on(browser, server, step):
-    """In presenter mode at 1920×1080: the step's figure drawn whole without scrolling; Next opens the next step."""
+    """In presenter mode at 1920×1080: the step's figure drawn whole without scrolling, every figure within the screen's
+    height and no text overlapping or cut (layout.py, as test_layout checks every page); Next opens the next step."""
     context = browser.new_context(viewport={"width": 1920, "height": 1080})
     page = context.new_page()
     page.goto(f"{server}/lesson?step={step}&present=1")
@@ -103,6 +105,7 @@ def test_each_lesson_step_opens_from_its_link_fits_a_projector_and_moves_on(brow
     box = figure.bounding_box()
     assert box and box["height"] > 150 and box["y"] + box["height"] <= 1080, box  # the last of the step's main figures
     assert page.evaluate("() => Array.from(document.querySelectorAll('.js-plotly-plot')).every(gd => gd.data.length > 0)")
+    assert_fits(page, 1080, True, f"lesson_{step}_presenter.png")
     if step < 19:
         page.get_by_role("button", name="Next").click()
         settle(page)

@@ -29,6 +29,7 @@ else:
         st.Page("pages/heads.py", title="Heads and layers", icon=":material/hub:"),
         st.Page("pages/trained.py", title="Trained model", icon=":material/model_training:"),
         st.Page("pages/decoder.py", title="Decoder", icon=":material/keyboard_double_arrow_right:"),
+        st.Page("pages/long_text.py", title="Long text", icon=":material/article:"),
     ]
     navigation = st.navigation(pages)
     settings()

@@ -397,7 +397,7 @@ class EffectsView(_Widget):
             before = figures.bars_data(self.found.clean, names, title="Before: p(next piece)", axis="probability (T = 1)")
             after = [base64.b64encode(np.ascontiguousarray(row, "<f4").tobytes()).decode("ascii")
                      for row in self.found.ablated.reshape(layers * heads, -1)]
-        super().__init__(data={"title": "attnviz effects"}, effects_atlas=atlas, before=before, after=after,
+        super().__init__(data={"title": "attnviz effects", "widget": "effects"}, effects_atlas=atlas, before=before, after=after,
                          layer=layer, head=head)
 
     @property
@@ -442,7 +442,7 @@ class GenerationView(_Widget):
                                      head=head, sampler=sampler, base=0,
                                      title=f"{model.name} writes {len(self.generation.new_ids)} pieces ({sampler}), "
                                            f"layer {layer} (from 0)")
-        super().__init__(data={"title": data["title"]}, timeline=data)
+        super().__init__(data={"title": data["title"], "widget": "timeline"}, timeline=data)
 
     @property
     def weights(self) -> np.ndarray:
@@ -461,6 +461,51 @@ def generation(model, text: str, *, steps: int = 16, temperature: float = 0.0, t
     chosen = models.load(model) if isinstance(model, str) else model
     return GenerationView(chosen, text, steps=steps, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
                           layer=layer, head=head)
+
+
+class ScanView(_Widget):
+    """A whole document's scan (model.scan): every head's overview in the atlas, a click drawing that head's overview
+    whole, from a bundle of every head's overview the widget holds (so save_html keeps them all). `.scan` is the Scan:
+    its summaries, and any block's exact weights through scan.tile(layer, head, queries, keys)."""
+
+    layer = traitlets.Int(0).tag(sync=True)
+    head = traitlets.Int(0).tag(sync=True)
+    scan_atlas = traitlets.Dict().tag(sync=True)
+    overview = traitlets.Dict().tag(sync=True)  # the overview's labels and scale (its values come from the bundle)
+    overviews = traitlets.Unicode("").tag(sync=True)  # (L, H, B, B) float32, base64
+
+    def __init__(self, scan, *, layer: int = 0, head: int = 0, sort: str = "layer"):
+        from attnviz.figures import long as drawn
+
+        if not 0 <= layer < scan.layers or not 0 <= head < scan.heads:
+            raise ValueError(f"layer and head count from 0: the scan has layers 0 … {scan.layers - 1} and heads "
+                             f"0 … {scan.heads - 1}, got layer {layer}, head {head}.")
+        if sort not in drawn.SORTS or sort == "retrieval":
+            raise ValueError(f"sort must be one of {', '.join(s for s in drawn.SORTS if s != 'retrieval')}, got {sort!r}.")
+        self.scan = scan
+        atlas = dict(drawn.scan_atlas(scan, (layer, head), sort), base=0)
+        names = figures.labels(scan.pieces.labels())
+        n, b = len(scan), scan.block
+        spans = [drawn.block_name(names, a * b, min(n, (a + 1) * b)) for a in range(scan.overview.shape[-1])]
+        overview = figures.matrix_data(scan.overview[0, 0], spans, spans, title=f"each block's mean share over {n:,} pieces",
+                                       what="mean share", axes=("queries", "keys"), scale="max", file="attnviz_scan")
+        bundle = base64.b64encode(np.ascontiguousarray(scan.overview, "<f4").tobytes()).decode("ascii")
+        super().__init__(data={"title": f"attnviz scan of {n:,} pieces ({scan.model})", "widget": "scan"},
+                         scan_atlas=atlas, overview=dict(overview, values=""), overviews=bundle, layer=layer, head=head)
+
+    @property
+    def weights(self):
+        raise AttributeError("A scan keeps no whole matrix; .scan.tile(layer, head, queries, keys) gives any block's weights.")
+
+
+def scan(model, text: str, *, block: int = 128, layer: int = 0, head: int = 0, sort: str = "layer") -> ScanView:
+    """`model` (one attnviz's engine computes, or a built-in name) over a whole `text`, up to its own context
+    (model.scan): the atlas of every head's overview, sorted within each layer by "layer" (the model's order), "sink"
+    or "entropy", and the chosen head's overview (`layer`, `head`, from 0, are traitlets)."""
+    from attnviz import models
+
+    chosen = models.load(model) if isinstance(model, str) else model
+    return ScanView(chosen.scan(text, block=block), layer=layer, head=head, sort=sort)
 
 
 class Compare(_Widget):

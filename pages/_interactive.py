@@ -108,3 +108,18 @@ def timeline(data: dict, *, key: str) -> None:
     """Mount the generation timeline for `data` (figures.timeline_data): scrubbing, play and the head shown run in the
     page and send nothing back, so they cost the server nothing."""
     _timeline(key=key, data=data, width="stretch")
+
+
+_document = st.components.v2.component("attnviz_document", js=web.bundle("streamlit/document.mjs"),
+                                       css=web.css(), isolate_styles=False)
+
+
+def shaded_document(data: dict, *, key: str, on_query) -> None:
+    """Mount the shaded document for `data` (figures.long.document_data); a click on a piece calls on_query(position)
+    before the page reruns."""
+    def picked() -> None:
+        query = st.session_state[key].get("query")
+        if isinstance(query, int) and not isinstance(query, bool):
+            on_query(query)
+
+    _document(key=key, data=data, on_query_change=picked, width="stretch")

@@ -222,3 +222,40 @@ def test_the_generation_view_writes_as_generate_does_and_refuses_what_it_cannot_
     bert = models.load(tiny_models.build("bert", tmp_path), device="cpu")
     with pytest.raises(models.ModelError, match="needs a decoder"):
         generation(bert, "The cat")
+
+
+def test_the_scan_view_carries_every_heads_overview_offline(tmp_path):
+    """notebook.scan: the atlas of every head's overview, and the bundle the chosen head's overview is cut from, equal
+    to the block means of the weights written out from whole tiles (Scan.tile itself is checked against transformers in
+    test_scan)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    import tiny_models
+    from test_scan import build, long_text
+
+    from attnviz.notebook import scan
+
+    model = models.load(build("mistral", tmp_path), device="cpu")  # a context of 1,100 pieces
+    text = long_text(model, 700)
+    view = scan(model, text, block=64, layer=1, head=2, sort="sink")
+    n, count = len(view.scan), -(-len(view.scan) // 64)
+    assert n > model.max_pieces and view.data["widget"] == "scan"
+    bundle = np.frombuffer(base64.b64decode(view.overviews), "<f4").reshape(model.layers, model.heads, count, count)
+    for layer, head in ((0, 0), (1, 2)):
+        weights = view.scan.tile(layer, head, slice(0, n), slice(0, n))  # (n, n)
+        means = [[weights[a * 64:(a + 1) * 64, b * 64:(b + 1) * 64].sum(-1).mean() for b in range(count)] for a in range(count)]
+        np.testing.assert_allclose(bundle[layer, head], means, atol=1e-5)
+    assert view.scan_atlas["chosen"] == [1, 2] and view.scan_atlas["base"] == 0 and "sink" in view.scan_atlas["title"]
+    assert view.overview["n"] == view.overview["m"] == count and view.overview["values"] == ""
+    page = view.save_html(tmp_path / "scan.html").read_text()
+    assert view.overviews in page and "http" not in page.replace("http://www.w3.org", "")  # offline, every head kept
+    with pytest.raises(ValueError, match="layer and head count from 0"):
+        scan(model, text, layer=model.layers)
+    with pytest.raises(ValueError, match="sort must be one of"):
+        scan(model, text, sort="retrieval")
+    with pytest.raises(models.TextError, match="Type a text"):
+        scan(model, "  ")
+    t5 = models.load(tiny_models.build("t5", tmp_path), device="cpu")
+    with pytest.raises(models.ModelError, match="computed by transformers"):
+        scan(t5, text)

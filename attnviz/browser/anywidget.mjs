@@ -58,6 +58,7 @@ export function heatmapData(model) {
 
 const bundles = new Map();
 function bundleOf(base64) {
+  if (base64 instanceof Float32Array) return base64;
   if (!bundles.has(base64)) {
     bundles.clear();
     const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
@@ -75,6 +76,28 @@ export function afterBars(model) {
   return { ...before, values, title: `After removing layer ${layer + base}, head ${head + base}${base ? "" : " (from 0)"}` };
 }
 
+/** The atlas held in traitlet `name`, drawn into `root` with the layer and head traitlets chosen; a click sets them,
+ * saves, and calls `then`. */
+function mountChooser(model, name, root, then) {
+  mountAtlas({
+    data: { ...model.get(name), chosen: [model.get("layer"), model.get("head")] }, parentElement: root,
+    setTriggerValue: (_, [layer, head]) => {
+      model.set("layer", layer);
+      model.set("head", head);
+      model.save_changes();
+      then();
+    },
+  });
+}
+
+/** `draw` on every change of the layer or head traitlets; returns what stops it. */
+function onHead(model, draw) {
+  for (const name of ["layer", "head"]) model.on(`change:${name}`, draw);
+  return () => {
+    for (const name of ["layer", "head"]) model.off(`change:${name}`, draw);
+  };
+}
+
 function renderEffects({ model, el }) {
   const atlasRoot = el.appendChild(document.createElement("div"));
   const bars = el.appendChild(document.createElement("div"));
@@ -84,25 +107,38 @@ function renderEffects({ model, el }) {
   const beforeRoot = bars.appendChild(document.createElement("div"));
   const afterRoot = bars.appendChild(document.createElement("div"));
   const draw = () => {
-    mountAtlas({
-      data: { ...model.get("effects_atlas"), chosen: [model.get("layer"), model.get("head")] }, parentElement: atlasRoot,
-      setTriggerValue: (name, [layer, head]) => {
-        model.set("layer", layer);
-        model.set("head", head);
-        model.save_changes();
-        draw();
-      },
-    });
+    mountChooser(model, "effects_atlas", atlasRoot, draw);
     if (model.get("after").length) {
       mount({ data: model.get("before"), parentElement: beforeRoot });
       mount({ data: afterBars(model), parentElement: afterRoot });
     }
   };
   draw();
-  for (const name of ["layer", "head"]) model.on(`change:${name}`, draw);
-  return () => {
-    for (const name of ["layer", "head"]) model.off(`change:${name}`, draw);
+  return onHead(model, draw);
+}
+
+/** The chosen head's overview out of a scan view's bundle of every head's ((L, H, B, B) float32, base64), as the
+ * Matrix figure draws it: the template's labels and scale with that head's values and title. */
+export function scanOverview(model) {
+  const template = model.get("overview");
+  const [layer, head] = [model.get("layer"), model.get("head")];
+  const { heads, base = 0 } = model.get("scan_atlas");
+  const size = template.n * template.m;
+  const index = layer * heads + head;
+  const values = bundleOf(model.get("overviews")).subarray(index * size, (index + 1) * size);
+  const title = `Layer ${layer + base}, head ${head + base}${base ? "" : " (from 0)"}: ${template.title}`;
+  return { ...template, values, title, version: `${template.version}-${layer}-${head}` };
+}
+
+function renderScan({ model, el }) {
+  const atlasRoot = el.appendChild(document.createElement("div"));
+  const overviewRoot = el.appendChild(document.createElement("div"));
+  const draw = () => {
+    mountChooser(model, "scan_atlas", atlasRoot, draw);
+    mount({ data: scanOverview(model), parentElement: overviewRoot });
   };
+  draw();
+  return onHead(model, draw);
 }
 
 function renderTimeline({ model, el }) {
@@ -112,9 +148,12 @@ function renderTimeline({ model, el }) {
   return () => model.off("change:timeline", draw);
 }
 
+const WIDGETS = { effects: renderEffects, timeline: renderTimeline, scan: renderScan };
+
+/** The widget its data names (data.widget, set by attnviz.notebook), or the heatmap (one head, a model view, Compare). */
 function render({ model, el }) {
-  if (model.get("effects_atlas")) return renderEffects({ model, el });
-  if (model.get("timeline")) return renderTimeline({ model, el });
+  const widget = WIDGETS[(model.get("data") || {}).widget];
+  if (widget) return widget({ model, el });
   const names = model.get("view_names");
   const atlasRoot = model.get("atlas") ? el.appendChild(document.createElement("div")) : null;
   const heatmapRoot = el.appendChild(document.createElement("div"));

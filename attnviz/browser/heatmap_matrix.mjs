@@ -20,7 +20,8 @@ export class Matrix extends Heatmap {
     this.data = data;
     this.root.style.fontSize = `${data.font_px + 2}px`;
     if (fresh) {
-      this.values = float32Of(data.values); // (n, m) float32, drawn as they are
+      // (n, m) float32, drawn as they are: base64, or already numbers (a head cut out of a notebook's bundle)
+      this.values = data.values instanceof Float32Array ? data.values : float32Of(data.values);
       this.drawnScores = this.values;
       this.view = { ...data.view };
       this.buildToolbar();

@@ -128,14 +128,12 @@ def softmax_and_normaliser(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     return weights, (top.double() + torch.log(total.double())).squeeze(-1)  # (..., k), (...)
 
 
-def scan_layer(arch: engine.Architecture, block: engine.Block, index: int, x: torch.Tensor, positions: torch.Tensor,
-               size: int, summaries: Summaries, on_block=None):
-    """One layer over inputs x (n, d), its attention taken `size` queries at a time: (x after the layer, the queries
-    (H, n, dh) scaled by 1/√dh, the keys (KV, n, dh), the normalisers (H, n)). Each block's weights (H, r, k),
-    k the keys it may read up to its last query, are summarised and dropped."""
-    h = x if arch.post_norm else block.attention_norm(x)  # (n, d)
-    query, key, value = engine.project(arch, block, h, positions)  # (H, n, dh), (KV, n, dh) × 2
-    query = query / math.sqrt(query.shape[-1])  # (H, n, dh) as the scaled-dot scorer scales it
+def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                  positions: torch.Tensor, size: int, visit=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Layer `index`'s attention of queries (H, n, dh), already scaled by 1/√dh, over keys and values (KV, n, dh), taken
+    `size` queries at a time: (αV (H, n, dh), each query's log-sum-exp (H, n)). `visit(start, weights, scores,
+    normaliser)` sees each block's weights and scores (H, r, k), k the keys it may read up to its last query, before
+    they are dropped."""
     heads, n, dh = query.shape
     group = heads // arch.kv_heads
     outputs, normalisers = [], []
@@ -146,17 +144,44 @@ def scan_layer(arch: engine.Architecture, block: engine.Block, index: int, x: to
         stacked = query[:, start:stop].reshape(arch.kv_heads, group * r, dh)  # (KV, G·r, dh)
         scores = (stacked @ key[:, :seen].transpose(-2, -1)).view(heads, r, seen)  # (H, r, seen)
         allowed = engine.allowed_keys(arch, index, positions[start:stop], seen)  # (r, seen) or None
-        if allowed is not None:  # a finite floor, not −∞: its weight is exactly 0, and 0 · floor is 0 in Σ α s below
+        if allowed is not None:  # a finite floor, not −∞: its weight is exactly 0, and 0 · floor is 0 in Σ α s
             scores.masked_fill_(~allowed, torch.finfo(scores.dtype).min)  # (H, r, seen)
         weights, normaliser = softmax_and_normaliser(scores)  # (H, r, seen), (H, r)
         normalisers.append(normaliser)
+        if visit is not None:
+            visit(start, weights, scores, normaliser)
+        outputs.append(engine.grouped_values(weights, value[:, :seen]))  # (H, r, dh)
+    return torch.cat(outputs, 1), torch.cat(normalisers, 1)  # (H, n, dh), (H, n)
+
+
+def blocked_layer(arch: engine.Architecture, block: engine.Block, index: int, x: torch.Tensor, positions: torch.Tensor,
+                  size: int, visit=None, intervention: engine.Intervention | None = None):
+    """One layer over inputs x (n, d), its attention taken `size` queries at a time (attend_blocks): (x after the
+    layer, the queries (H, n, dh) scaled by 1/√dh, the keys and values (KV, n, dh), the normalisers (H, n)).
+    `intervention`'s head_output, where given, changes the heads' outputs before W_o (an ablation)."""
+    h = x if arch.post_norm else block.attention_norm(x)  # (n, d)
+    query, key, value = engine.project(arch, block, h, positions)  # (H, n, dh), (KV, n, dh) × 2
+    query = query / math.sqrt(query.shape[-1])  # (H, n, dh) as the scaled-dot scorer scales it
+    output, normalisers = attend_blocks(arch, index, query, key, value, positions, size, visit)  # (H, n, dh), (H, n)
+    if intervention is not None:
+        changed = intervention.head_output(index, output)  # (H, n, dh) or None
+        output = output if changed is None else changed
+    return engine.after_attention(arch, block, x, output), query, key, value, normalisers
+
+
+def scan_layer(arch: engine.Architecture, block: engine.Block, index: int, x: torch.Tensor, positions: torch.Tensor,
+               size: int, summaries: Summaries, on_block=None):
+    """One layer over inputs x (n, d) (blocked_layer), each block's weights summarised: (x after the layer, the
+    queries (H, n, dh) scaled by 1/√dh, the keys (KV, n, dh), the normalisers (H, n))."""
+
+    def visit(start, weights, scores, normaliser):
         entropy = normaliser.float() - (weights * scores).sum(-1)  # (H, r): −Σ α log α = log Z − Σ α s
         summaries.add(start, weights, entropy)
-        outputs.append(engine.grouped_values(weights, value[:, :seen]))  # (H, r, dh)
         if on_block is not None:
             on_block()
-    output = torch.cat(outputs, 1)  # (H, n, dh)
-    return engine.after_attention(arch, block, x, output), query, key, torch.cat(normalisers, 1)
+
+    x, query, key, _, normalisers = blocked_layer(arch, block, index, x, positions, size, visit)
+    return x, query, key, normalisers
 
 
 def scan(arch: engine.Architecture, weights: engine.Weights, pieces: Pieces, name: str, *, block: int = BLOCK,

@@ -73,3 +73,19 @@ test("the effects view's bars after removing a head are that head's values under
   assert.equal(after.title, "After removing layer 1, head 2 (from 0)");
   assert.equal(before.values, "AAAA"); // the bars before are left as they were
 });
+
+test("a scan view draws the chosen head's overview out of its bundle of every head's", async () => {
+  const { scanOverview } = await import("../../attnviz/browser/anywidget.mjs");
+  const all = new Float32Array(2 * 3 * 2 * 2).map((_, i) => i); // (L 2, H 3, B 2, B 2)
+  const overviews = Buffer.from(all.buffer).toString("base64");
+  const template = { kind: "matrix", n: 2, m: 2, values: "", title: "each block's mean share", version: "v" };
+  const model = fakeModel({ overview: template, overviews, scan_atlas: { heads: 3, base: 0 }, layer: 1, head: 2 });
+  const drawn = scanOverview(model);
+  assert.deepEqual([...drawn.values], [20, 21, 22, 23]); // head (1, 2): the sixth of six 2 × 2 blocks
+  assert.equal(drawn.title, "Layer 1, head 2 (from 0): each block's mean share");
+  assert.equal(drawn.version, "v-1-2");
+  model.values.layer = 0;
+  model.values.head = 1;
+  assert.deepEqual([...scanOverview(model).values], [4, 5, 6, 7]);
+  assert.equal(template.values, ""); // the template is left as it was
+});

@@ -1,0 +1,71 @@
+"""Experiment and benchmark: SmolLM2-135M on pass-key documents (attnviz.long.needle) at several lengths and depths,
+its retrieval heads (Wu et al. 2024), and the grid again without the k strongest of them, beside k random heads of the
+same layers. Prints the grids, the strongest heads with their scores, and the time each document took.
+
+Run: python bench/bench_needle.py [--lengths 1000 2000 4000] [--depths 0 0.25 0.5 0.75 1] [--k 8] [--json out.json]
+Not a test; docs/long.md records its output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def grid_text(grid, title: str) -> str:
+    lines = [f"{title}: {int(grid.found.sum())} of {grid.found.size} keys back"]
+    lines.append("pieces \\ depth | " + " | ".join(f"{d:g}" for d in grid.depths))
+    for a, length in enumerate(grid.lengths):
+        lines.append(f"{length:>14} | " + " | ".join("found" if f else "missed" for f in grid.found[a]))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lengths", type=int, nargs="+", default=[1000, 2000, 4000])
+    parser.add_argument("--depths", type=float, nargs="+", default=[0, 0.25, 0.5, 0.75, 1])
+    parser.add_argument("--k", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    import torch
+
+    from attnviz import long, models
+
+    model = models.load("smollm2", device="cpu")
+    print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
+          f"{torch.get_num_threads()} threads, torch {torch.__version__}; {model.name}: {model.describe()}")
+    started = time.perf_counter()
+    before = long.needle(model, args.lengths, args.depths, args.seed)
+    first = time.perf_counter() - started
+    print(f"the grid of {before.found.size} documents: {first:.1f} s ({first / before.found.size:.1f} s a document)")
+    print(grid_text(before, "as it is"))
+    strongest = before.strongest(args.k)
+    print("strongest retrieval heads (layer, head from 0: score): "
+          + ", ".join(f"L{l}H{h}: {before.scores[l, h]:.2f}" for l, h in strongest))
+    print(f"heads with a score above 0.1: {int((before.scores > 0.1).sum())} of {before.scores.size}")
+    off = long.without_retrieval_heads(model, args.k, seed=args.seed, before=before)
+    print(grid_text(off.strongest, f"without the {args.k} strongest"))
+    print(grid_text(off.random, f"without {args.k} random heads of the same layers ({off.random.heads_off})"))
+    for name, grid in (("without the strongest", off.strongest), ("without random heads", off.random)):
+        print(f"{name}: answers {grid.answers}")
+    if args.json:
+        args.json.write_text(json.dumps({
+            "lengths": before.lengths, "depths": before.depths, "keys": before.keys,
+            "found": before.found.tolist(), "answers": before.answers, "scores": before.scores.round(4).tolist(),
+            "strongest": strongest, "found_without_strongest": off.strongest.found.tolist(),
+            "random_heads": off.random.heads_off, "found_without_random": off.random.found.tolist(),
+            "seconds_first_grid": round(first, 1)}))
+
+
+if __name__ == "__main__":
+    main()

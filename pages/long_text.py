@@ -1,0 +1,213 @@
+"""Long text: a whole document through a model, every head's attention over up to the model's own context (model.scan,
+block by block, exact, without the n × n matrix), and a needle in a haystack with the heads that fetch it (attnviz.long)."""
+
+import hashlib
+
+import numpy as np
+import streamlit as st
+
+from attnviz import long, models
+from attnviz.figures import PALETTES, long as drawn, matrix_heatmap
+from attnviz.urlstate import Param, bounded_text, choice, encode_int_list, int_list, int_range
+from pages._common import bounded_text_box, clicked_point, load_url_state, save_url_state, stop
+from pages._interactive import head_atlas, shaded_document
+from pages._model import load_or_stop, pick_model
+from pages._present import chart
+
+TEXT_CHARS = 200_000  # a model's whole context (SmolLM2's 8,192 pieces) is about 40,000 characters of English
+NEEDLE_LENGTHS = (500, 1000, 2000, 4000, 8000)
+NEEDLE_DEPTHS = (0.0, 0.5, 1.0)
+SCHEMA = {
+    "model": Param("smollm2", bounded_text(100)),
+    "layer": Param(1, int_range(1, 1024)),
+    "head": Param(1, int_range(1, 1024)),
+    "sort": Param("layer", choice(drawn.SORTS)),
+    "zoom": Param([], int_list, encode_int_list),  # [row block, key block] of the tile shown; [] the whole overview
+    "query": Param(-1, int_range(-1, 1_000_000)),  # the shaded document's query; -1 the last piece
+    "palette": Param("viridis", choice(PALETTES)),
+}
+
+st.title("Long text")
+load_url_state(SCHEMA)
+name = pick_model(("decoder", "encoder"), "smollm2")
+model = load_or_stop(name, lambda message: stop(message, SCHEMA, error=True))
+if model.computed_by != "attnviz":
+    stop(f"{name} is computed by transformers, which keeps every layer's n × n weights at once; a whole document needs "
+         "a model attnviz's engine computes (BERT-, GPT-2- and Llama-like).", SCHEMA, error=True)
+st.write(f"Every head's attention over a whole document, up to {name}'s own context of {model.arch.context:,} pieces. "
+         "The scan computes each layer one block of queries at a time and keeps what is drawn below; any block's exact "
+         "weights are computed again when it is opened, so no n × n matrix is held.")
+
+
+DEFAULT_PIECES = 600  # past the 512 a run reads, and scanned in a few seconds on a laptop's CPU
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def default_text(name: str, _model) -> str:
+    """A pass-key document of about DEFAULT_PIECES pieces for this model: the needle halfway through."""
+    return long.haystack(_model, DEFAULT_PIECES, 0.5, "48213").pieces.text
+
+
+@st.cache_resource(max_entries=4, show_spinner="Scanning the example document…")
+def default_scan(name: str, _model):
+    """The example document's scan, computed once for every session (it is only read)."""
+    return _model.scan(default_text(name, _model))
+
+
+def text_of_upload() -> str | None:
+    upload = st.file_uploader("Or a text file (.txt, UTF-8)", type=["txt"], key="long_file",
+                              max_upload_size=long.MAX_UPLOAD_BYTES // 1_000_000)
+    if upload is None:
+        return None
+    try:
+        return long.read_text(upload.getvalue(), "This file")
+    except ValueError as error:
+        stop(str(error), SCHEMA, error=True)
+
+
+if "long_text" not in st.session_state:
+    st.session_state.long_text = default_text(name, model)
+typed = bounded_text_box(st.text_area, "Text", key="long_text", limit=TEXT_CHARS, height=160)
+uploaded = text_of_upload()
+text = uploaded if uploaded is not None else typed
+st.caption("The link keeps the model and the view (head, sort, block, query), not the text: after a reload, paste or "
+           "upload the text again." + (" The uploaded file is read instead of the box." if uploaded is not None else ""))
+
+digest = hashlib.sha256(f"{name}\x00{text}".encode()).hexdigest()
+held = st.session_state.get("long_scan")
+if held is None or held[0] != digest:
+    if text == default_text(name, model):
+        st.session_state.long_scan = held = (digest, default_scan(name, model))
+    elif not st.button("Scan", type="primary"):
+        stop("Press Scan to read the text.", SCHEMA)
+if held is None or held[0] != digest:
+    bar = st.progress(0.0, text="Scanning…")
+    try:
+        scan = model.scan(text, progress=lambda done, total: bar.progress(done / total, text=f"Scanning: block {done:,} of {total:,}"))
+    except models.TextError as error:
+        bar.empty()
+        stop(str(error), SCHEMA, error=bool(text.strip()))
+    bar.empty()
+    st.session_state.long_scan = held = (digest, scan)
+    st.session_state.query, st.session_state.zoom = -1, []
+scan = held[1]
+n = len(scan)
+
+layer = min(st.session_state.layer, scan.layers)
+head = min(st.session_state.head, scan.heads)
+st.session_state.layer, st.session_state.head = layer, head
+grid = st.session_state.get(f"long_needle_{name}")
+
+
+def open_head(chosen: tuple[int, int]) -> None:
+    st.session_state.layer, st.session_state.head = chosen[0] + 1, chosen[1] + 1
+    st.session_state.zoom = []
+
+
+st.header(f"Every head over {n:,} pieces")
+sort = st.radio("Sort each layer's heads by", list(drawn.SORTS), key="sort", horizontal=True,
+                format_func=drawn.SORTS.get)
+if sort == "retrieval" and grid is None:
+    st.info("The retrieval score comes from the needle in a haystack below: run it to sort by it.")
+head_atlas(drawn.scan_atlas(scan, (layer - 1, head - 1), sort, None if grid is None else grid.scores,
+                            st.session_state.palette), key="long_atlas", on_open=open_head)
+st.caption("Each thumbnail is one head's overview: row a, column b is the mean over the queries of block a of their "
+           f"weight on the keys of block b (blocks of {scan.block} pieces; each row sums to 1, drawn with 1 = its row's "
+           "largest). Click a head to open it.")
+
+st.header(f"Layer {layer}, head {head}")
+zoom = st.session_state.zoom
+blocks = scan.overview.shape[-1]
+
+
+def zoom_in() -> None:
+    point = clicked_point("long_overview")  # (row block, key block, mean share)
+    if point and len(point) >= 2:
+        st.session_state.zoom = [int(point[0]), int(point[1])]
+
+
+if len(zoom) == 2 and all(0 <= z < blocks for z in zoom) and not (scan.architecture.causal and zoom[1] > zoom[0]):
+    if st.button("Back to the whole document"):
+        st.session_state.zoom = []
+        st.rerun()
+    chart(st, drawn.tile_figure(scan, layer - 1, head - 1, zoom[0], zoom[1], palette=st.session_state.palette),
+          key="long_tile")
+    st.caption("Exact weights α = e^{q·k/√d_k − log Σ}, from the queries, keys and each query's log-sum-exp the scan "
+               "kept. Grey: keys the mask hides.")
+else:
+    st.session_state.zoom = []
+    chart(st, drawn.overview_figure(scan, layer - 1, head - 1, palette=st.session_state.palette), key="long_overview",
+          on_select=zoom_in, selection_mode="points")
+    st.caption("Click a block to see its exact weights, piece by piece.")
+
+query = st.session_state.query if 0 <= st.session_state.query < n else n - 1
+st.session_state.query = query
+
+
+def pick_query(position: int) -> None:
+    if 0 <= position < n:
+        st.session_state.query = position
+
+
+shaded_document(drawn.document_data(scan, layer - 1, head - 1, query), key="long_document", on_query=pick_query)
+st.caption("Click a piece to make it the query. Hover gives a piece's position and weight.")
+
+st.header("Where the last piece reads from")
+rows = drawn.reads_from(scan, top=1, past_first=True)[:12]
+st.dataframe([{"layer": r["layer"], "head": r["head"], "weight": round(r["weight"], 4), "key": r["key"],
+               "piece": r["piece"], "text before": r["before"], "text after": r["after"]} for r in rows],
+             hide_index=True, width="stretch")
+st.caption(f"The 12 heads whose strongest key for the last piece (#{n - 1}), the first piece left aside, weighs most, "
+           "with the text around that key. The first piece is left aside because many heads park their weight there "
+           f"(a sink): {float(scan.sink.mean()):.2f} of each query's weight on average, over every head.")
+
+st.header("A needle in a haystack")
+if model.kind != "decoder":
+    st.info("The pass-key test writes an answer, so it needs a decoder.")
+    save_url_state(SCHEMA)
+    st.stop()
+st.write("Pass-key documents (Mohtashami and Jaggi, 2023): filler text that says nothing, with “The pass key is "
+         "NNNNN. Remember it.” hidden at a depth, and the question at the end. The model writes greedily; a head "
+         "*retrieves* a piece when, as the model copies a piece of the needle, that head's strongest key is the same "
+         "piece inside the needle (Wu et al., 2024). Its score: retrievals over the pieces copied, averaged over the "
+         "documents.")
+fits = [length for length in NEEDLE_LENGTHS if length <= model.arch.context - 16]
+lengths = st.multiselect("Lengths (pieces)", fits, default=fits[:2], key="long_lengths")
+if st.button("Run the pass-key test") and lengths:
+    bar = st.progress(0.0, text="Reading the documents…")
+    grid = long.needle(model, sorted(lengths), NEEDLE_DEPTHS,
+                       progress=lambda done, total: bar.progress(done / total, text=f"Reading: {done:,} of {total:,} layers"))
+    bar.empty()
+    st.session_state[f"long_needle_{name}"] = grid
+    st.session_state.pop(f"long_off_{name}", None)
+    st.rerun()
+
+
+def grid_figure(result: long.NeedleGrid, title: str):
+    return matrix_heatmap(result.found.astype(float), [f"{length:,} pieces" for length in result.lengths],
+                          [f"depth {d:g}" for d in result.depths], title=title, bounded=True, scale_bar=False,
+                          height=260, whole_rows=True)
+
+
+if grid is not None:
+    chart(st, grid_figure(grid, f"Keys back: {int(grid.found.sum())} of {grid.found.size} (yellow: found)"),
+          key="long_grid")
+    strongest = grid.strongest(8)
+    st.write("Strongest retrieval heads: " + ", ".join(f"layer {l + 1} head {h + 1} ({grid.scores[l, h]:.2f})"
+                                                       for l, h in strongest) + ". Sort the atlas by retrieval score to see them.")
+    k = st.slider("Heads to turn off", 1, 16, 8, key="long_k")
+    if st.button(f"Turn off the {k} strongest, and {k} random heads of the same layers"):
+        with st.spinner(f"Reading the {grid.found.size} documents twice more…"):
+            off = long.without_retrieval_heads(model, k, before=grid)
+        st.session_state[f"long_off_{name}"] = off
+    off = st.session_state.get(f"long_off_{name}")
+    if off is not None:
+        left, right = st.columns(2)
+        chart(left, grid_figure(off.strongest, f"Without the {len(off.strongest.heads_off)} strongest: "
+                                               f"{int(off.strongest.found.sum())} of {off.strongest.found.size}"),
+              key="long_off_strong")
+        chart(right, grid_figure(off.random, f"Without {len(off.random.heads_off)} random: "
+                                             f"{int(off.random.found.sum())} of {off.random.found.size}"),
+              key="long_off_random")
+        st.caption("Removed: each head's output set to 0 before W_o, in every document and every step written.")
+save_url_state(SCHEMA)

@@ -1,0 +1,180 @@
+"""attnviz.long: pass-key documents read into the K/V cache block by block, the answer written greedily, and Wu et al.'s
+retrieval heads. What is written and each written piece's query row of weights are checked against transformers'
+generate and eager attentions on the same weights (a tiny GPT-2, a tiny Mistral with grouped key/value heads and a
+sliding window), with and without heads removed (transformers with a pre-hook on the output projection); the retrieval
+events against their definition written out, on a planted copy."""
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported: no hub access, ever
+
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+import tiny_models  # noqa: E402
+from test_scan import build  # noqa: E402
+
+from attnviz import long, models  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("needle")
+    return {family: build(family, root) for family in ("gpt2", "mistral", "bert")}
+
+
+def transformers_reading(folder: Path, ids: list[int], steps: int, heads_off=()):
+    """transformers' greedy pieces after `ids`, and its eager attentions (L, H, m, m) over ids and those pieces, with
+    `heads_off` [(layer, head)] removed by a pre-hook on each layer's output projection (their slice of its input set
+    to 0)."""
+    import transformers as T
+
+    module = T.AutoModelForCausalLM.from_pretrained(str(folder), attn_implementation="eager").eval()
+    config = module.config
+    dh = config.hidden_size // config.num_attention_heads
+    for layer, head in heads_off:
+        block = module.transformer.h[layer].attn.c_proj if config.model_type == "gpt2" else module.model.layers[layer].self_attn.o_proj
+
+        def zero(_, args, head=head):
+            x = args[0].clone()  # (1, m, H·dh)
+            x[..., head * dh:(head + 1) * dh] = 0
+            return (x,)
+        block.register_forward_pre_hook(zero)
+    with torch.no_grad():
+        made = module.generate(torch.tensor([ids]), max_new_tokens=steps, do_sample=False, num_beams=1,
+                               pad_token_id=0)[0, len(ids):].tolist()
+        out = module(torch.tensor([ids + made]), output_attentions=True)
+    return made, torch.stack(out.attentions)[:, 0].double().numpy()
+
+
+@pytest.mark.parametrize("family, heads_off", [("gpt2", ()), ("mistral", ()), ("mistral", ((0, 3), (1, 5), (1, 6)))])
+def test_the_pieces_written_and_each_query_row_equal_transformers(folders, family, heads_off):
+    model = models.load(folders[family], device="cpu")
+    stack = long.haystack(model, 900, 0.5, "48213")
+    n = len(stack.pieces)
+    assert 850 < n <= 900 > model.max_pieces  # past what a run reads
+    seen = []
+    written = long.write(model, stack.pieces, 6, heads_off, progress=lambda done, total: seen.append((done, total)))
+    made, expected = transformers_reading(folders[family], stack.pieces.ids, 6, heads_off)
+    assert written.ids == made[:len(written.ids)] and len(written.ids) >= 1
+    assert seen == [(i, model.layers) for i in range(1, model.layers + 1)]
+    for t, row in enumerate(written.rows):  # the query that chose piece t sits at n − 1 + t
+        assert row.shape == (model.layers, model.heads, n + t)
+        assert np.abs(row - expected[:, :, n - 1 + t, :n + t]).max() <= 1e-5, t
+    if family == "mistral":  # the window: nothing 300 or more pieces back
+        assert (written.rows[0][..., : n - 300] == 0).all()
+
+
+def test_the_haystack_holds_its_needle_where_asked_and_fits_its_length(folders):
+    model = models.load(folders["mistral"], device="cpu")
+    for depth in (0.0, 0.5, 1.0):
+        stack = long.haystack(model, 600, depth, "70315")
+        text = stack.pieces.text
+        needle = "".join(text[a:b] for a, b in stack.pieces.spans[stack.needle.start:stack.needle.stop])
+        assert needle.replace(" ", "") == long.NEEDLE.format(key="70315").replace(" ", "")
+        assert len(stack.pieces) <= 600 and len(long.haystack(model, 700, depth, "70315").pieces) > 600
+        assert text.startswith(long.INTRO) and text.endswith(long.QUESTION)
+        before, after = text.split(long.NEEDLE.format(key="70315"))
+        sentences = before.count(long.FILLER), after.count(long.FILLER)  # the filler's sentences on either side
+        assert sum(sentences) > 3 and round(depth * sum(sentences)) == sentences[0]
+
+
+def retrievals_written_out(ids, needle, written, rows):
+    """Wu et al.'s definition, one head at a time: a head retrieves at a step when the piece written there is a piece
+    of the needle, and its strongest key lies inside the needle and holds that same piece."""
+    layers, heads = rows[0].shape[:2]
+    events = np.zeros((layers, heads), int)
+    copied = 0
+    for step, token in enumerate(written):
+        if token not in [ids[i] for i in needle]:
+            continue
+        copied += 1
+        for layer in range(layers):
+            for head in range(heads):
+                key = int(np.argmax(rows[step][layer, head]))
+                if needle.start <= key < needle.stop and ids[key] == token:
+                    events[layer, head] += 1
+    return events, copied
+
+
+def test_retrieval_events_follow_their_definition_on_a_planted_copy():
+    rng = np.random.default_rng(3)
+    ids = list(rng.integers(100, 200, 60))
+    needle = range(20, 26)
+    ids[20:26] = [7, 8, 9, 7, 5, 6]  # the key's pieces; 7 is also outside the needle
+    ids[40] = 8
+    written = [7, 8, 9, 300, 5]  # the copy, with a piece that is not the needle's
+    rows = [rng.random((3, 4, 60 + t)) * 0.1 for t in range(len(written))]  # (L, H, k) weak everywhere
+    for row in rows:
+        row[..., 0] = 0.5  # unless planted, each head's strongest key is the first piece
+
+    def plant(step, layer, head, key):
+        rows[step][layer, head, key] = 1.0
+
+    plant(0, 0, 0, 20)  # retrieves 7 from the needle
+    plant(0, 0, 1, 23)  # 7 again, its second place in the needle: retrieves too
+    plant(0, 1, 0, 21)  # inside the needle, but another piece: no
+    plant(1, 0, 0, 21)  # retrieves 8
+    plant(1, 2, 3, 40)  # 8, but outside the needle: no
+    plant(3, 0, 0, 22)  # the piece written is not the needle's: not counted
+    plant(4, 0, 0, 24)  # retrieves 5
+    plant(4, 2, 2, 63)  # a piece written earlier: no
+    events, copied = long.retrievals(ids, needle, written, rows)
+    expected, expected_copied = retrievals_written_out(ids, needle, written, rows)
+    assert np.array_equal(events, expected) and copied == expected_copied
+    assert copied == 4 and events[0, 0] == 3 and events[0, 1] == 1 and events[1, 0] == 0 and events[2, 3] == 0
+    assert events.sum() == 4
+
+
+def test_the_grid_its_scores_and_an_ablation(folders):
+    model = models.load(folders["mistral"], device="cpu")
+    seen = []
+    grid = long.needle(model, lengths=[200, 400], depths=[0, 1], seed=5, progress=lambda d, t: seen.append((d, t)))
+    assert grid.found.shape == grid.copied.shape == (2, 2) and grid.retrievals.shape == (2, 2, 2, 8)
+    assert all(len(k) == 5 and k.isdigit() for row in grid.keys for k in row)
+    assert grid.keys == long.needle(model, lengths=[200, 400], depths=[0, 1], seed=5).keys  # seeded
+    assert (grid.pieces <= np.array([[200], [400]])).all() and (grid.pieces > np.array([[150], [350]])).all()
+    assert np.array_equal(grid.found, [[k in a for k, a in zip(keys, answers)] for keys, answers in zip(grid.keys, grid.answers)])
+    assert seen[-1] == (8, 8) and len(seen) == 8
+    # scores: retrievals over copies, averaged over the documents where any piece was copied
+    grid.retrievals[:] = 0
+    grid.copied[:] = [[4, 0], [2, 5]]
+    grid.retrievals[0, 0, 1, 6], grid.retrievals[1, 0, 1, 6], grid.retrievals[1, 1, 0, 2] = 4, 1, 5
+    expected = np.zeros((2, 8))
+    expected[1, 6], expected[0, 2] = (4 / 4 + 1 / 2 + 0 / 5) / 3, (5 / 5) / 3
+    assert np.allclose(grid.scores, expected)
+    assert grid.strongest(2) == ((1, 6), (0, 2))
+    off = long.without_retrieval_heads(model, k=2, lengths=[200], depths=[0.5], before=grid)
+    assert off.strongest.heads_off == ((1, 6), (0, 2))
+    assert [l for l, _ in off.random.heads_off] == [1, 0] and not set(off.random.heads_off) & {(1, 6), (0, 2)}
+
+
+def test_bad_input_gets_a_message(folders, tmp_path):
+    model = models.load(folders["mistral"], device="cpu")
+    for bad in ({"lengths": [10]}, {"lengths": [5000]}, {"lengths": [True]}, {"depths": [1.5]}, {"depths": ["x"]},
+                {"lengths": []}, {"lengths": list(range(100, 1000, 10)), "depths": [0, 1]}):
+        with pytest.raises(ValueError):
+            long.needle(model, **{"lengths": [200], "depths": [0.5], **bad})
+    with pytest.raises(ValueError, match="is not in"):
+        long.needle(model, lengths=[200], depths=[0.5], heads_off=[(2, 0)])
+    bert = models.load(folders["bert"], device="cpu")
+    with pytest.raises(models.ModelError, match="written by a decoder"):
+        long.needle(bert, lengths=[200], depths=[0.5])
+    t5 = models.load(tiny_models.build("t5", tmp_path), device="cpu")
+    with pytest.raises(models.ModelError, match="computed by transformers"):
+        long.needle(t5, lengths=[200], depths=[0.5])
+    with pytest.raises(models.ModelError, match="reads at most 1,100 pieces"):
+        long.write(model, long.haystack(model, 1090, 0.5, "12345").pieces, 20)
+
+
+@pytest.mark.slow
+def test_smollm2_finds_the_key_in_a_thousand_pieces_and_its_retrieval_heads_copy_it():
+    model = models.load("smollm2", device="cpu")
+    grid = long.needle(model, lengths=[1000], depths=[0.5], seed=0)
+    assert grid.found.all(), grid.answers
+    assert grid.copied[0, 0] >= 5 and grid.scores.max() >= 0.5  # some head fetched most of the key's digits

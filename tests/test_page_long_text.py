@@ -1,0 +1,88 @@
+"""The Long text page under AppTest: the example document scanned and drawn, each drawn number against transformers'
+eager attention on the same pieces (SmolLM2), the link's view kept without the text, bad link values, a text past the
+model's context."""
+
+import base64
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from page_support import chart_data, decode, messages, run_page
+
+VIEW = {"layer": "20", "head": "9", "sort": "entropy", "zoom": "3,1", "query": "100"}
+
+
+def components(at) -> dict[str, dict]:
+    """The browser figures' data by kind: the atlas and the shaded document."""
+    found = {}
+    for component in at.get("bidi_component"):
+        data = json.loads(component.proto.json)
+        found["atlas" if "blocks" in data else "document" if "pieces" in data else "other"] = data
+    return found
+
+
+@pytest.mark.slow
+def test_every_number_drawn_equals_transformers_eager_attention(smollm2_reference):
+    tokenizer, module, _ = smollm2_reference
+    at = run_page("long_text.py", VIEW)
+    assert not at.exception, at.exception
+    scan = at.session_state["long_scan"][1]
+    n = len(scan)
+    assert 512 < n <= 600  # the example: past what a run reads
+    with torch.no_grad():
+        out = module(torch.tensor([scan.pieces.ids]), output_attentions=True)
+    eager = out.attentions[19][0, 8].double().numpy()  # layer 20, head 9 (n, n)
+    tile = chart_data(at, 0)[0]  # the zoomed block: queries 384–511 on keys 128–255
+    weights = decode(tile["customdata"])[..., 0]
+    assert weights.shape == (128, 128) and np.abs(weights - eager[384:512, 128:256]).max() <= 1e-4
+    document = components(at)["document"]
+    row = np.frombuffer(base64.b64decode(document["weights"]), "<f4")
+    assert document["query"] == 100 and np.abs(row - eager[100]).max() <= 1e-4
+    assert "".join(document["pieces"]) == scan.pieces.text  # the document's text, whole, piece by piece
+
+    at.button[0].click().run()  # back to the whole document
+    assert at.session_state["zoom"] == [] and "zoom" not in at.query_params
+    overview = decode(chart_data(at, 0)[0]["z"])  # (B, B)
+    blocks = -(-n // 128)
+    expected = np.array([[eager[a * 128:(a + 1) * 128, b * 128:(b + 1) * 128].sum(-1).mean() for b in range(blocks)]
+                         for a in range(blocks)])
+    assert np.abs(overview - expected).max() <= 1e-4
+
+
+def test_a_link_keeps_the_view_and_never_the_text():
+    at = run_page("long_text.py", VIEW)
+    assert not at.exception, at.exception
+    assert (at.session_state["layer"], at.session_state["head"], at.session_state["zoom"]) == (20, 9, [3, 1])
+    assert {key: at.query_params[key] for key in VIEW} == VIEW and "text" not in at.query_params
+    atlas = components(at)["atlas"]
+    assert (atlas["layers"], atlas["heads"], atlas["chosen"]) == (30, 9, [19, 8])
+    assert atlas["order"] is not None and "entropy" in atlas["title"]  # sorted by the measure the link names
+    assert any("not the text" in c.value for c in at.caption)
+    assert [b.label for b in at.button][0] == "Back to the whole document"
+
+
+@pytest.mark.parametrize("params", [
+    {"layer": "999", "head": "-3", "zoom": "99,99", "query": "999999", "sort": "<script>"},
+    {"zoom": "1,4"},  # a block above the diagonal of a decoder: nothing to read there
+    {"zoom": "1,2,3", "palette": "nope", "model": "no such model"},
+])
+def test_bad_link_values_fall_back_and_say_so(params):
+    at = run_page("long_text.py", params)
+    assert not at.exception, at.exception
+    assert at.session_state["zoom"] == [] and chart_data(at, 0)[0]["type"] == "heatmap"  # the whole overview
+    assert 1 <= at.session_state["layer"] <= 30 and 1 <= at.session_state["head"] <= 9
+    if "model" in params:
+        assert "offers no model called" in messages(at)
+
+
+def test_a_text_past_the_models_context_says_so_and_keeps_it():
+    at = run_page("long_text.py")
+    at.text_area(key="long_text").input("dog " * 9000).run()
+    assert not at.exception and at.get("progress") == []
+    scan_button = next(b for b in at.button if b.label == "Scan")
+    scan_button.click().run()
+    assert not at.exception
+    assert "reads at most 8192 pieces" in messages(at) and "Shorten it" in messages(at)
+    assert at.text_area(key="long_text").value == "dog " * 9000

@@ -10,7 +10,7 @@ from attnviz.export import Matrix
 from pages._lesson_13_16 import COPY_CUT, COPY_PIECES
 from pages._common import md_escape
 from pages._lesson_common import FIGURE_COLUMN, explore
-from pages._model import effect_of, generation, induction, model as loaded_model, probe_run
+from pages._model import effect_of, example_document, example_needle, generation, induction, model as loaded_model, probe_run
 from pages._present import chart
 
 DOG_PREFIX = "When he saw his owner, the dog was"  # our notes' sentence up to its blank
@@ -160,3 +160,43 @@ def write_step(text, figure):
 
 def ordinal(n: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+NEEDLE_HEADS = 8  # the heads the step's bars name
+
+
+def needle_step(text, figure):
+    try:
+        model = loaded_model("smollm2")
+        stack = example_document("smollm2")
+        written, events, copied = example_needle("smollm2")
+    except models.ModelError as error:
+        text.info(str(error))
+        return
+    n, needle = len(stack.pieces), stack.needle
+    text.write(f"A long document of {n} pieces hides one fact: filler that says nothing (“The grass is green. The sky "
+               f"is blue. …”), with “The pass key is {stack.key}. Remember it.” halfway, and at the end “What is the "
+               f"pass key? The pass key is”. More than the {model.max_pieces} pieces a run of the other pages reads: the "
+               "document goes into the K/V cache one block of queries at a time, and the model writes from there.")
+    text.markdown(f"SmolLM2 writes: **{md_escape(written.text.strip())}**")
+    scores = events / max(copied, 1)  # (L, H) this document's retrievals over the pieces copied
+    order = np.argsort(-scores, axis=None, kind="stable")[:NEEDLE_HEADS]
+    strongest = [tuple(int(i) for i in np.unravel_index(k, scores.shape)) for k in order]
+    values = np.array([scores[l, h] for l, h in strongest], np.float32)
+    labels = [f"layer {l + 1}, head {h + 1}" for l, h in strongest]
+    chart(figure, figures.weight_bars(values, labels, title=f"Retrieval score on this document: {NEEDLE_HEADS} strongest heads",
+                                      axis="retrievals / needle pieces copied", whole=True),
+          key="lesson_needle", matrix=Matrix(values[None].copy(), ["score"], labels, corner="score \\ head"))
+    text.latex(r"\begin{gathered}\text{score}(h) = R_h / C \\ j^*_t = \arg\max_j \alpha_h[t, j] \\ "
+               r"R_h = \#\{t: j^*_t \in \text{needle},\ x_{j^*_t} = t\} \\ "
+               r"C = \#\{t \text{ copied from the needle}\}\end{gathered}")
+    retrieving = int((events > 0).sum())
+    (l, h), best = strongest[0], float(values[0])
+    text.write(f"While it copied {copied} pieces of the needle, {retrieving} of its {events.size} heads looked, at least "
+               f"once, straight at the very piece being copied, inside the needle (Wu et al., 2024, call them retrieval "
+               f"heads); layer {l + 1}, head {h + 1} did so for {best:.0%} of them. The needle is {len(needle)} of the "
+               f"{n} pieces. Measured on 15 documents of 1,000 to 4,000 pieces (docs/benchmarks.md): 12 keys came back; "
+               "with the 8 strongest retrieval heads turned off, none; with 8 random heads of the same layers turned "
+               "off, all 15.")
+    with text:
+        explore("long_text", "Long text", "Find a needle", {"layer": l + 1, "head": h + 1})

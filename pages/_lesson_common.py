@@ -24,7 +24,7 @@ SIGMAS = [0.02, 0.05, 0.1, 0.2, 0.5, 1.0]
 DIMS = [2, 4, 8, 16, 32, 64, 128, 256, 512]
 FIGURE_COLUMN = "three_fifths"  # the share of the page a step's figure column gives a figure (figures.PLOT_PX)
 SCHEMA = {
-    "step": Param(1, int_range(1, 19)),
+    "step": Param(1, int_range(1, 20)),
     "q": Param("Li", bounded_text(40)),
     "tau": Param(0.1, nearest(temperature_grid())),
     "sigma": Param(0.1, nearest(SIGMAS)),

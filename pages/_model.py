@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from attnviz import effects, heads, models
+from attnviz import effects, heads, long, models
 from attnviz.cache import ByteBudgetCache
 from attnviz.models.catalog import Offer, offers
 from pages._common import md_escape
@@ -205,3 +205,28 @@ def load_or_stop(name: str, stop) -> models.Model:
         stop(f"The model “{name}” cannot be loaded: {error}")
     except (ImportError, FileNotFoundError) as error:
         stop(f"The model “{name}” is not installed: {error}")
+
+
+EXAMPLE_PIECES = 600  # the example pass-key document: past the 512 a run reads, scanned in seconds on a laptop's CPU
+EXAMPLE_KEY = "48213"
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def example_document(name: str) -> long.Haystack:
+    """The example pass-key document for model `name`: the needle halfway. Long text and the lesson share it."""
+    return long.haystack(model(name), EXAMPLE_PIECES, 0.5, EXAMPLE_KEY)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Reading the example pass-key document…")
+def example_needle(name: str) -> tuple:
+    """What model `name` writes after the example document's question, and each head's retrieval events while it
+    copies: (Written, events (L, H), needle pieces copied). Once for every session."""
+    chosen, stack = model(name), example_document(name)
+    written = long.write(chosen, stack.pieces, len(chosen.reader(f" {EXAMPLE_KEY}.", limit=10**6)) + 2)
+    return (written, *long.retrievals(stack.pieces.ids, stack.needle, written.ids, written.rows))
+
+
+@st.cache_resource(max_entries=4, show_spinner="Scanning the example document…")
+def example_scan(name: str):
+    """The example document's scan (model.scan), computed once for every session: it is only read."""
+    return model(name).scan(example_document(name).pieces.text)

@@ -3,19 +3,20 @@ block by block, exact, without the n × n matrix), and a needle in a haystack wi
 
 import hashlib
 
-import numpy as np
 import streamlit as st
 
 from attnviz import long, models
+from attnviz.models import scan as scan_module
 from attnviz.figures import PALETTES, long as drawn, matrix_heatmap
 from attnviz.urlstate import Param, bounded_text, choice, encode_int_list, int_list, int_range
 from pages._common import bounded_text_box, clicked_point, load_url_state, save_url_state, stop
 from pages._interactive import head_atlas, shaded_document
-from pages._model import load_or_stop, pick_model
+from pages._model import example_document, example_scan, load_or_stop, pick_model
 from pages._present import chart
 
+SCAN_BYTES = 512 * 2**20  # what a session's scan keeps, at most: with its transient work, a request stays within 1 GiB
 TEXT_CHARS = 200_000  # a model's whole context (SmolLM2's 8,192 pieces) is about 40,000 characters of English
-NEEDLE_LENGTHS = (500, 1000, 2000, 4000, 8000)
+NEEDLE_LENGTHS = (500, 1000, 2000, 4000)  # longer ones: attnviz.long.needle in the library
 NEEDLE_DEPTHS = (0.0, 0.5, 1.0)
 SCHEMA = {
     "model": Param("smollm2", bounded_text(100)),
@@ -34,24 +35,13 @@ model = load_or_stop(name, lambda message: stop(message, SCHEMA, error=True))
 if model.computed_by != "attnviz":
     stop(f"{name} is computed by transformers, which keeps every layer's n × n weights at once; a whole document needs "
          "a model attnviz's engine computes (BERT-, GPT-2- and Llama-like).", SCHEMA, error=True)
-st.write(f"Every head's attention over a whole document, up to {name}'s own context of {model.arch.context:,} pieces. "
+limit = scan_module.most_pieces(model.arch, SCAN_BYTES)
+reach = (f"{name}'s own context of {model.arch.context:,} pieces" if limit >= model.arch.context else
+         f"{limit:,} pieces ({name} reads {model.arch.context:,}; this server keeps a scan within "
+         f"{SCAN_BYTES // 2**20} MiB, and attnviz's library, model.scan, reads the whole context)")
+st.write(f"Every head's attention over a whole document, up to {reach}. "
          "The scan computes each layer one block of queries at a time and keeps what is drawn below; any block's exact "
          "weights are computed again when it is opened, so no n × n matrix is held.")
-
-
-DEFAULT_PIECES = 600  # past the 512 a run reads, and scanned in a few seconds on a laptop's CPU
-
-
-@st.cache_data(max_entries=8, show_spinner=False)
-def default_text(name: str, _model) -> str:
-    """A pass-key document of about DEFAULT_PIECES pieces for this model: the needle halfway through."""
-    return long.haystack(_model, DEFAULT_PIECES, 0.5, "48213").pieces.text
-
-
-@st.cache_resource(max_entries=4, show_spinner="Scanning the example document…")
-def default_scan(name: str, _model):
-    """The example document's scan, computed once for every session (it is only read)."""
-    return _model.scan(default_text(name, _model))
 
 
 def text_of_upload() -> str | None:
@@ -66,7 +56,7 @@ def text_of_upload() -> str | None:
 
 
 if "long_text" not in st.session_state:
-    st.session_state.long_text = default_text(name, model)
+    st.session_state.long_text = example_document(name).pieces.text
 typed = bounded_text_box(st.text_area, "Text", key="long_text", limit=TEXT_CHARS, height=160)
 uploaded = text_of_upload()
 text = uploaded if uploaded is not None else typed
@@ -76,14 +66,14 @@ st.caption("The link keeps the model and the view (head, sort, block, query), no
 digest = hashlib.sha256(f"{name}\x00{text}".encode()).hexdigest()
 held = st.session_state.get("long_scan")
 if held is None or held[0] != digest:
-    if text == default_text(name, model):
-        st.session_state.long_scan = held = (digest, default_scan(name, model))
+    if text == example_document(name).pieces.text:
+        st.session_state.long_scan = held = (digest, example_scan(name))
     elif not st.button("Scan", type="primary"):
         stop("Press Scan to read the text.", SCHEMA)
 if held is None or held[0] != digest:
     bar = st.progress(0.0, text="Scanning…")
     try:
-        scan = model.scan(text, progress=lambda done, total: bar.progress(done / total, text=f"Scanning: block {done:,} of {total:,}"))
+        scan = model.scan(text, limit=limit, progress=lambda done, total: bar.progress(done / total, text=f"Scanning: block {done:,} of {total:,}"))
     except models.TextError as error:
         bar.empty()
         stop(str(error), SCHEMA, error=bool(text.strip()))

@@ -113,3 +113,34 @@ def test_lesson_heads_step_draws_the_chosen_head_whole_beside_the_unlabelled_thu
     chosen = json.loads(at.get("plotly_chart")[1].proto.spec)
     assert chosen["layout"]["title"]["text"].startswith("Average over heads")
     assert np.allclose(decode(chosen["data"][0]["customdata"])[..., 0], panels[3], atol=1e-6)
+
+
+@pytest.mark.slow
+def test_lesson_needle_step_scores_the_heads_as_transformers_attentions_do(smollm2_reference):
+    """Step 20's bars: each head's retrievals over the needle pieces copied, counted by the definition written out
+    (test_long) on transformers' eager attentions over the document and what SmolLM2 wrote."""
+    import torch
+
+    from test_long import retrievals_written_out
+
+    _, module, _ = smollm2_reference
+    at = run_page("lesson.py", {"step": "20"})
+    assert not at.exception, at.exception
+    from pages._model import example_document, example_needle
+
+    stack, (written, _, copied) = example_document("smollm2"), example_needle("smollm2")
+    assert "48213" in written.text and copied >= 5  # the key came back, copied from the needle
+    ids = stack.pieces.ids + written.ids
+    with torch.no_grad():
+        out = module(torch.tensor([ids]), output_attentions=True)
+    n = len(stack.pieces)
+    rows = [torch.stack(out.attentions)[:, 0, :, n - 1 + t, :n + t].numpy() for t in range(len(written.ids))]
+    events, expected_copied = retrievals_written_out(stack.pieces.ids, stack.needle, written.ids, rows)
+    assert expected_copied == copied
+    bars = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
+    scores = events / copied
+    shown = dict(zip(bars["y"], decode(bars["x"])))
+    for label, value in shown.items():
+        layer, head = (int(v) for v in re.search(r"layer (\d+), head (\d+)", label).groups())
+        assert abs(value - scores[layer - 1, head - 1]) <= 1e-6, label
+    assert max(shown.values()) == pytest.approx(scores.max())

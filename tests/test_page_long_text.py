@@ -84,5 +84,10 @@ def test_a_text_past_the_models_context_says_so_and_keeps_it():
     scan_button = next(b for b in at.button if b.label == "Scan")
     scan_button.click().run()
     assert not at.exception
-    assert "reads at most 8192 pieces" in messages(at) and "Shorten it" in messages(at)
+    from attnviz.models.scan import most_pieces
+    from pages._model import model
+
+    limit = most_pieces(model("smollm2").arch, 512 * 2**20)  # the page's bound: a scan keeps at most 512 MiB
+    assert limit < 8192 and f"reads at most {limit} pieces here" in messages(at) and "Shorten it" in messages(at)
+    assert f"up to {limit:,} pieces" in " ".join(m.value for m in at.markdown)
     assert at.text_area(key="long_text").value == "dog " * 9000

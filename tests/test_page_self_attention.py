@@ -380,9 +380,9 @@ def test_trained_page_walk_and_comparison():
 
 
 def test_lesson_buttons_walk_the_steps():
-    at = run_page("lesson.py", {"step": "18"})
+    at = run_page("lesson.py", {"step": "19"})
     at.button(key="next").click().run()
-    assert at.session_state.step == 19 and at.button(key="next").disabled
+    assert at.session_state.step == 20 and at.button(key="next").disabled
     at.button(key="previous").click().run()
     at.button(key="previous").click().run()
-    assert at.session_state.step == 17 and not at.exception
+    assert at.session_state.step == 18 and not at.exception

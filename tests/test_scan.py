@@ -170,6 +170,21 @@ def test_at_full_length_sampled_tiles_equal_qk_from_the_layers_own_modules(folde
                 assert np.abs(tile - expected[rows]).max() <= 1e-5, (layer, head, rows)
 
 
+def test_what_a_scan_keeps_is_what_kept_bytes_counts_and_a_limit_bounds_it(folders):
+    from attnviz.models.scan import kept_bytes, most_pieces
+
+    model = models.load(folders["mistral"], device="cpu")
+    scan = model.scan(long_text(model, 700), block=BLOCK, top=5)
+    held = [*scan.queries, *scan.keys, scan.normalisers, scan.entropy, scan.top_keys, scan.top_weights, scan.overview,
+            scan.sink]
+    assert sum(a.numel() * a.element_size() if isinstance(a, torch.Tensor) else a.nbytes for a in held) == \
+        kept_bytes(model.arch, len(scan), BLOCK, 5)
+    limit = most_pieces(model.arch, kept_bytes(model.arch, 500))
+    assert limit == 500 and kept_bytes(model.arch, 501) > kept_bytes(model.arch, 500)
+    with pytest.raises(models.TextError, match="reads at most 500 pieces here"):
+        model.scan(long_text(model, 700), limit=limit)
+
+
 def test_bad_input_gets_a_message_and_nothing_is_cut(folders, tmp_path):
     model = models.load(folders["gpt2"], device="cpu")
     with pytest.raises(models.TextError, match="Type a text"):

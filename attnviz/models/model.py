@@ -78,7 +78,7 @@ class Model:
 
         return generate(self, text, steps, temperature, top_k, top_p, seed)
 
-    def scan(self, text: str, block: int = BLOCK, top: int = TOP, progress=None):
+    def scan(self, text: str, block: int = BLOCK, top: int = TOP, progress=None, limit: int | None = None):
         """Every head's attention over a whole document, up to the model's own context (attnviz.models.scan): a
         model attnviz's engine computes only."""
         raise ModelError(f"{self.name} is computed by transformers, which keeps every layer's n × n weights at once; "
@@ -124,17 +124,18 @@ class EngineModel(Model):
     def run_pieces(self, pieces: Pieces, intervention: engine.Intervention | None = None) -> Run:
         return self._run(pieces, engine.forward(self.arch, self.weights, pieces.ids, intervention))
 
-    def scan(self, text: str, block: int = BLOCK, top: int = TOP, progress=None):
-        """Every head's attention over `text`, up to the model's own context (arch.context pieces), summarised block
-        by block without the full matrix (attnviz.models.scan.Scan). `progress(done, total)` hears of each block of
-        queries of each layer. A text over the context, or an empty one, gets a TextError that says why."""
+    def scan(self, text: str, block: int = BLOCK, top: int = TOP, progress=None, limit: int | None = None):
+        """Every head's attention over `text`, up to the model's own context (arch.context pieces, or `limit` where
+        that is smaller: a server's bound), summarised block by block without the full matrix
+        (attnviz.models.scan.Scan). `progress(done, total)` hears of each block of queries of each layer. A text over
+        the context, or an empty one, gets a TextError that says why."""
         from attnviz.models import scan as scanning  # noqa: F811  the module, beside the method of the same name
 
         if isinstance(block, bool) or not isinstance(block, int) or not 16 <= block <= 4096:
             raise ValueError(f"block must be a whole number from 16 to 4,096, got {block!r}.")
         if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= 64:
             raise ValueError(f"top must be a whole number from 1 to 64, got {top!r}.")
-        pieces = self.reader(text, limit=self.arch.context)
+        pieces = self.reader(text, limit=min(self.arch.context, limit or self.arch.context))
         return scanning.scan(self.arch, self.weights, pieces, self.name, block=block, top=top, progress=progress)
 
     def batch_weights(self, batch: list[Pieces]) -> list[np.ndarray]:

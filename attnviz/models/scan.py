@@ -76,6 +76,23 @@ class Scan:
         return weights.float().numpy()
 
 
+def kept_bytes(arch: engine.Architecture, n: int, block: int = BLOCK, top: int = TOP) -> int:
+    """The bytes a scan of n pieces keeps: each layer's queries and keys (float32), normalisers (float64), entropy,
+    strongest keys and their weights, overview and sink."""
+    per_layer = (4 * (arch.heads + arch.kv_heads) * arch.head_dim * n + arch.heads * n * (8 + 4 + 8 * min(top, n))
+                 + 4 * arch.heads * (math.ceil(n / block) ** 2 + 1))
+    return arch.layers * per_layer
+
+
+def most_pieces(arch: engine.Architecture, budget: int, block: int = BLOCK, top: int = TOP) -> int:
+    """The most pieces (up to the model's context) whose scan keeps at most `budget` bytes."""
+    low, high = 1, arch.context
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if kept_bytes(arch, middle, block, top) <= budget else (low, middle - 1)
+    return low
+
+
 def _span(which: slice | range, n: int, what: str) -> range:
     """A contiguous run of positions 0 … n − 1, checked."""
     if isinstance(which, slice):

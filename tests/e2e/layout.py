@@ -1,5 +1,5 @@
 """What the layout tests measure on a loaded page: texts that overlap or are cut off, cut or unrendered formulas, cut
-page links, labels left out and, in presenter mode, figures taller than the screen. test_layout.py and test_classroom.py
+page links, labels left out, an error box and, in presenter mode, figures taller than the screen. test_layout.py and test_classroom.py
 (each lesson step in presenter mode) call `layout_problems` on the pages they load."""
 
 from driver import SHOTS, steady
@@ -98,7 +98,8 @@ def layout_problems(page, height: int, present: bool, first_screen: bool = False
     """On a loaded page, once its texts stop moving (plotly's automargin settles after the first draw): what overlaps or is
     cut, and in presenter mode what does not fit a screen `height` px tall."""
     found = (problems(steady(page, TEXT_BOXES)) + page.evaluate(CUT_FORMULAS) + page.evaluate(BROKEN_FORMULAS)
-             + page.evaluate(CUT_LINKS) + page.evaluate(HIDDEN_LABELS))
+             + page.evaluate(CUT_LINKS) + page.evaluate(HIDDEN_LABELS)
+             + [f"an error box: {text[:200]}" for text in page.locator('[data-testid="stException"]').all_inner_texts()])
     if present:
         found += unfit(page.evaluate(FIGURE_BOXES), height, first_screen)
     return found

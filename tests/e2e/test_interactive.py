@@ -18,6 +18,26 @@ def count_sent(page) -> list[float]:
     return sent
 
 
+SYNC_S = 0.4  # heatmap_draw.mjs's SYNC_MS: the pause after which the heatmap sends its view
+
+
+def changes(sent: list[float], *steps) -> tuple[int, float, int]:
+    """Make each of `steps` (callables) in turn: (messages sent before them, when the last ended, the driver's own
+    pauses). The heatmap sends its view once the person pauses for SYNC_S, so changes made faster than that send
+    nothing until the last; on a loaded machine a step of the driver's can itself take longer than a pause, and then a
+    message after it is the right answer."""
+    start, marks = len(sent), [time.time()]
+    for step in steps:
+        step()
+        marks.append(time.time())
+    return start, marks[-1], sum(b - a >= SYNC_S for a, b in zip(marks, marks[1:]))
+
+
+def sent_before(sent: list[float], start: int, end: float) -> int:
+    """Messages sent since `start` and seen before `end` (seen late, never early: the count is never too high)."""
+    return len([t for t in sent[start:] if t < end])
+
+
 def downloaded_npy(page, key: str):
     """The .npy from the Download menu of the chart keyed `key`, read back."""
     import numpy as np
@@ -230,17 +250,15 @@ def test_the_trained_models_chosen_head_redraws_in_the_browser(server, page):
     assert np.abs(np.array(first["w"]) - model).max() < 1e-5
     assert first["y"][3] == "#3 wa" and first["y"][4] == "#4 ##gged"
     settle(page)
-    start = len(sent)
     tau = page.get_by_role("slider", name="Temperature τ (log scale)")
-    tau.press("ArrowLeft")
-    live_select(page, "Mask", "causal")
-    page.mouse.click(*live_cell(page, 3, 1))
+    start, end, pauses = changes(sent, lambda: tau.press("ArrowLeft"), lambda: live_select(page, "Mask", "causal"),
+                                 lambda: page.mouse.click(*live_cell(page, 3, 1)))
     drawn = wait_for_heatmap(page, lambda t: t["view"]["query"] == 3 and t["view"]["mask"] == "causal")
-    assert len(sent) == start
+    assert sent_before(sent, start, end) <= pauses
     assert drawn["view"]["temp"] == 0.5 and drawn["w"][1][2] == 0  # causal: "the" does not see "dog"
     assert url_has(page, "temp=0.5", "mask=causal", "query=3")
     settle(page)
-    assert len(sent) == start + 1
+    assert 1 <= len(sent) - start <= pauses + 1  # after the last change, one message with the whole view
     saved = downloaded_npy(page, "head_map")
     assert saved.shape == (8, 8) and np.abs(saved - np.array(drawn["w"])).max() < 1e-6
     assert not exceptions(page)
@@ -262,11 +280,10 @@ def test_heads_average_and_maximum_redraw_in_the_browser(server, page):
     engine = run(x, Config(projection="random", heads=4, d_k=16, seed=2))
     assert np.abs(np.array(first["w"]) - engine.mean_weights).max() < 1e-6
     settle(page)
-    start = len(sent)
-    live_select(page, "Over heads", "max")
-    page.get_by_role("slider", name="Temperature τ (log scale)").press("ArrowRight")
+    start, end, pauses = changes(sent, lambda: live_select(page, "Over heads", "max"),
+                                 lambda: page.get_by_role("slider", name="Temperature τ (log scale)").press("ArrowRight"))
     drawn = wait_for_heatmap(page, lambda t: t["view"].get("over") == "max" and t["view"]["temp"] == 2.0)
-    assert len(sent) == start
+    assert sent_before(sent, start, end) <= pauses
     at_two = run(x, Config(projection="random", heads=4, d_k=16, seed=2, temperature=2.0))
     assert np.abs(np.array(drawn["w"]) - at_two.weights.max(0)).max() < 1e-6
     assert "Maximum over 4 heads" in page.locator(".av-root .av-title").text_content()
@@ -274,7 +291,7 @@ def test_heads_average_and_maximum_redraw_in_the_browser(server, page):
     assert "per head:" in page.locator(".av-root .av-tip").text_content()
     assert url_has(page, "over=max", "temp=2.0")
     settle(page)
-    assert len(sent) == start + 1
+    assert 1 <= len(sent) - start <= pauses + 1
     assert np.abs(downloaded_npy(page, "summary") - np.array(drawn["w"])).max() < 1e-6
     assert not exceptions(page)
 
@@ -298,12 +315,11 @@ def test_a_long_inputs_zoom_window_redraws_in_the_browser(server, page):
     window = (slice(256, 320), slice(192, 256))
     assert np.abs(np.array(first["w"]) - run(x, Config()).mean_weights[window]).max() < 1e-6
     settle(page)
-    start = len(sent)
-    page.get_by_role("slider", name="Temperature τ (log scale)").press("ArrowLeft")
-    live_select(page, "Mask", "causal")
-    page.mouse.click(*live_cell(page, 3, 5))
+    start, end, pauses = changes(
+        sent, lambda: page.get_by_role("slider", name="Temperature τ (log scale)").press("ArrowLeft"),
+        lambda: live_select(page, "Mask", "causal"), lambda: page.mouse.click(*live_cell(page, 3, 5)))
     drawn = wait_for_heatmap(page, lambda t: t["view"]["query"] == 259 and t["view"]["mask"] == "causal")
-    assert len(sent) == start
+    assert sent_before(sent, start, end) <= pauses
     engine = run(x, Config(temperature=0.5, mask="causal")).mean_weights  # (600, 600)
     assert np.abs(np.array(drawn["w"]) - engine[window]).max() < 1e-6
     full = np.array(page.evaluate("() => document.querySelector('.av-root').attnviz.full()"))  # (64, 600)
@@ -317,7 +333,7 @@ def test_a_long_inputs_zoom_window_redraws_in_the_browser(server, page):
     assert page.locator(".av-root .av-row.av-chosen").text_content() == f"#259 {words[259]}"
     assert url_has(page, "temp=0.5", "mask=causal", "query=259")
     settle(page)
-    assert len(sent) == start + 1
+    assert 1 <= len(sent) - start <= pauses + 1  # after the last change, one message with the whole view
     assert np.abs(downloaded_npy(page, "zoom") - np.array(drawn["w"])).max() < 1e-6
     live_select(page, "Mask", "keys")
     page.locator('.av-root .av-col[data-col="0"]').click()  # the window's first key is the sentence's key 192
@@ -351,14 +367,14 @@ def test_compare_redraws_both_sides_and_their_difference_in_the_browser(server, 
     assert np.abs(np.array(a["w"]) - expect_a).max() < 1e-6 and np.abs(np.array(b["w"]) - expect_b).max() < 1e-6
     assert np.abs(np.array(difference["w"]) - (expect_b - expect_a)).max() < 1e-6
     settle(page)
-    start = len(sent)
-    page.get_by_role("slider", name="Temperature τ (log scale) (B)").press("ArrowLeft")
-    live_select(page, "Mask (A)", "causal")
-    page.mouse.click(*live_cell(page, 3, 1, index=1))  # on B: the query is shared
+    start, end, pauses = changes(
+        sent, lambda: page.get_by_role("slider", name="Temperature τ (log scale) (B)").press("ArrowLeft"),
+        lambda: live_select(page, "Mask (A)", "causal"),
+        lambda: page.mouse.click(*live_cell(page, 3, 1, index=1)))  # on B: the query is shared
     page.wait_for_function("() => { const r = Array.from(document.querySelectorAll('.av-compare .av-root'), r => r.attnviz.view);"
                            " return r[0].mask === 'causal' && r[1].temp === 0.5 && r.every(v => v.query === 3) }")
     a, b, difference = page.evaluate(SIDES)
-    assert len(sent) == start
+    assert sent_before(sent, start, end) <= pauses
     expect_a = run(x, Config(scoring="dot", mask="causal")).mean_weights
     expect_b = run(x, Config(temperature=0.5)).mean_weights
     assert np.abs(np.array(a["w"]) - expect_a).max() < 1e-6 and np.abs(np.array(b["w"]) - expect_b).max() < 1e-6
@@ -370,7 +386,7 @@ def test_compare_redraws_both_sides_and_their_difference_in_the_browser(server, 
     assert lines[2].startswith("A: ") and lines[3].startswith("B: ") and lines[4].startswith("B − A: ")
     assert url_has(page, "b_temp=0.5", "mask=causal", "query=3")
     settle(page)
-    assert len(sent) == start + 1
+    assert 1 <= len(sent) - start <= pauses + 1
     for key, drawn in (("compare_a", a), ("compare_b", b), ("compare_difference", difference)):
         assert np.abs(downloaded_npy(page, key) - np.array(drawn["w"])).max() < 1e-6, key
     assert not exceptions(page)
@@ -400,19 +416,19 @@ def test_the_lessons_comparison_redraws_in_the_browser_and_each_step_opens_with_
     for side in page.locator(".av-compare .av-pair > div").all()[:2]:  # A and B whole on the projector's screen
         box = side.locator(".av-figure").bounding_box()
         assert box["y"] + box["height"] <= 1080, box
-    start = len(sent)
-    live_select(page, "Mask (B)", "none", index=1)
-    page.get_by_role("slider", name="Temperature τ (log scale) (A)").press("ArrowLeft")
+    start, end, pauses = changes(
+        sent, lambda: live_select(page, "Mask (B)", "none", index=1),
+        lambda: page.get_by_role("slider", name="Temperature τ (log scale) (A)").press("ArrowLeft"))
     page.wait_for_function("() => { const [a, b] = Array.from(document.querySelectorAll('.av-compare .av-root'), r => r.attnviz.view);"
                            " return a.temp === 0.5 && b.mask === 'none' }")
     a, b, difference = page.evaluate(SIDES)
-    assert len(sent) == start
+    assert sent_before(sent, start, end) <= pauses
     expect_a, expect_b = run(x, Config(temperature=0.5)).mean_weights, run(x, Config()).mean_weights
     assert np.abs(np.array(a["w"]) - expect_a).max() < 1e-6 and np.abs(np.array(b["w"]) - expect_b).max() < 1e-6
     assert np.abs(np.array(difference["w"]) - (expect_b - expect_a)).max() < 1e-6
     assert url_has(page, "ctemp=0.5", "cb_mask=none")
     settle(page)
-    assert len(sent) == start + 1
+    assert 1 <= len(sent) - start <= pauses + 1
     assert np.abs(downloaded_npy(page, "lesson_compare_b") - expect_b).max() < 1e-6
     page.get_by_role("button", name="Next").click()
     assert url_has(page, "step=11")
@@ -432,10 +448,9 @@ def test_a_click_on_a_cell_takes_its_score_apart_after_the_pause(server, page):
     page.goto(f"{server}/?parts=1&text=when+he+saw+his+owner+the+dog+was+happy")
     wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 9)
     settle(page)
-    start = len(sent)
-    page.mouse.click(*live_cell(page, 8, 6))
+    start, end, pauses = changes(sent, lambda: page.mouse.click(*live_cell(page, 8, 6)))
     trace = wait_for_heatmap(page, lambda t: t["view"]["query"] == 8 and t["view"].get("key") == 6)
-    assert len(sent) == start and page.locator(".av-root .av-cell-outline").count() == 1
+    assert sent_before(sent, start, end) <= pauses and page.locator(".av-root .av-cell-outline").count() == 1
     assert url_has(page, "query=8", "key=6")
     formula = page.locator(".stMarkdown, [data-testid='stMarkdownContainer']", has_text="Query #8").first
     assert "key #6 dog" in formula.inner_text()

@@ -36,6 +36,10 @@ def download(page, key: str, kind: str) -> bytes:
         menu.click()
     with page.expect_download(timeout=30_000) as event:
         page.locator(f".st-key-{kind}_{key} button:visible").click()
+    # The pointer leaves the button: its help tooltip ("Read it with numpy.load.") would otherwise open over the next
+    # button and take its click.
+    page.keyboard.press("Escape")
+    page.mouse.move(0, 0)
     with open(event.value.path(), "rb") as saved:
         return saved.read()
 

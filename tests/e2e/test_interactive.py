@@ -45,6 +45,8 @@ def downloaded_npy(page, key: str):
     page.locator(f".st-key-downloads_{key} button").first.click()
     with page.expect_download() as download:
         page.locator(f".st-key-npy_{key} button:visible").click()
+    page.keyboard.press("Escape")  # the menu closes, and the pointer leaves: no tooltip left over the next button
+    page.mouse.move(0, 0)
     return np.load(download.value.path(), allow_pickle=False)
 
 

@@ -23,7 +23,7 @@ import torch
 
 from attnviz.effects import Ablation
 from attnviz.models import engine
-from attnviz.models.files import ModelError
+from attnviz.models.files import ModelError, a_or_an
 from attnviz.models.pieces import Pieces
 from attnviz.models.scan import BLOCK, blocked_layer
 
@@ -99,7 +99,7 @@ class NeedleGrid:
 
 def check_model(model) -> None:
     if getattr(model, "computed_by", None) != "attnviz" or model.kind != "decoder":
-        raise ModelError(f"{model.name} is {'a' if model.kind != 'encoder' else 'an'} {model.kind} computed by "
+        raise ModelError(f"{model.name} is {a_or_an(model.kind)} computed by "
                          f"{model.computed_by}; a needle's answer is written by a decoder attnviz's engine computes "
                          "(GPT-2-, Llama-, Mistral-, Qwen2-like).")
 

@@ -91,3 +91,20 @@ def test_a_text_past_the_models_context_says_so_and_keeps_it():
     assert limit < 8192 and f"reads at most {limit} pieces here" in messages(at) and "Shorten it" in messages(at)
     assert f"up to {limit:,} pieces" in " ".join(m.value for m in at.markdown)
     assert at.text_area(key="long_text").value == "dog " * 9000
+
+
+def test_the_shaded_document_is_the_text_whole_once_with_one_weight_a_piece(tmp_path):
+    """Pieces that share a character (an emoji's bytes) show it once; markup stays text (set as textContent)."""
+    from test_scan import build
+
+    from attnviz import models
+    from attnviz.figures import long as drawn
+
+    model = models.load(build("gpt2", tmp_path), device="cpu")
+    text = "the dog 🐕 ran, 東京 <b>x</b> and   spaces."
+    scan = model.scan(text)
+    document = drawn.document_data(scan, 1, 2, len(scan) - 1)
+    assert "".join(document["pieces"]) == text and len(document["pieces"]) == len(scan)
+    row = np.frombuffer(base64.b64decode(document["weights"]), "<f4")
+    assert np.array_equal(row, scan.tile(1, 2, range(len(scan) - 1, len(scan)), range(0, len(scan)))[0])
+    assert abs(row.sum() - 1) < 1e-5 and document["top"] == pytest.approx(float(row.max()))

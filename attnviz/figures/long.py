@@ -108,7 +108,7 @@ def document_data(scan, layer: int, head: int, query: int) -> dict:
         if b <= a:
             chunks.append(scan.pieces.labels()[i] if scan.pieces.special[i] else "")
             continue
-        chunks.append(text[start:b] if a >= start else text[a:b])
+        chunks.append(text[start:b] if b > start else "")  # pieces of one character share it: the first shows it
         start = max(start, b)
     packed = base64.b64encode(np.ascontiguousarray(row, dtype="<f4").tobytes()).decode("ascii")
     return dict(pieces=chunks, weights=packed, query=int(query), top=float(row.max()) or 1.0,

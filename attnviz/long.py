@@ -88,13 +88,18 @@ class NeedleGrid:
 
     def strongest(self, k: int) -> tuple[tuple[int, int], ...]:
         """The k heads (layer, head) of highest retrieval score, strongest first."""
-        order = np.argsort(-self.scores, axis=None, kind="stable")[:k]
-        return tuple((int(l), int(h)) for l, h in zip(*np.unravel_index(order, self.scores.shape)))
+        return strongest_heads(self.scores, k)
 
     @property
     def rate(self) -> float:
         """The share of documents whose key came back."""
         return float(self.found.mean())
+
+
+def strongest_heads(scores: np.ndarray, k: int) -> tuple[tuple[int, int], ...]:
+    """The k heads (layer, head) of highest score in (L, H) `scores`, highest first."""
+    order = np.argsort(-scores, axis=None, kind="stable")[:k]
+    return tuple((int(l), int(h)) for l, h in zip(*np.unravel_index(order, scores.shape)))
 
 
 def check_model(model) -> None:

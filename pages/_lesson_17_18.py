@@ -5,7 +5,7 @@ model writing, greedy and sampled. Each step is one function of (text column, fi
 import numpy as np
 import torch
 
-from attnviz import effects, figures, heads, models
+from attnviz import effects, figures, heads, long, models
 from attnviz.export import Matrix
 from pages._lesson_13_16 import COPY_CUT, COPY_PIECES
 from pages._common import md_escape
@@ -180,8 +180,7 @@ def needle_step(text, figure):
                "document goes into the K/V cache one block of queries at a time, and the model writes from there.")
     text.markdown(f"SmolLM2 writes: **{md_escape(written.text.strip())}**")
     scores = events / max(copied, 1)  # (L, H) this document's retrievals over the pieces copied
-    order = np.argsort(-scores, axis=None, kind="stable")[:NEEDLE_HEADS]
-    strongest = [tuple(int(i) for i in np.unravel_index(k, scores.shape)) for k in order]
+    strongest = long.strongest_heads(scores, NEEDLE_HEADS)
     values = np.array([scores[l, h] for l, h in strongest], np.float32)
     labels = [f"layer {l + 1}, head {h + 1}" for l, h in strongest]
     chart(figure, figures.weight_bars(values, labels, title=f"Retrieval score on this document: {NEEDLE_HEADS} strongest heads",

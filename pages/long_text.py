@@ -116,10 +116,12 @@ def zoom_in() -> None:
         st.session_state.zoom = [int(point[0]), int(point[1])]
 
 
+def zoom_out() -> None:
+    st.session_state.zoom = []
+
+
 if len(zoom) == 2 and all(0 <= z < blocks for z in zoom) and not (scan.architecture.causal and zoom[1] > zoom[0]):
-    if st.button("Back to the whole document"):
-        st.session_state.zoom = []
-        st.rerun()
+    st.button("Back to the whole document", on_click=zoom_out)  # a callback: the run that follows draws the overview
     chart(st, drawn.tile_figure(scan, layer - 1, head - 1, zoom[0], zoom[1], palette=st.session_state.palette),
           key="long_tile")
     st.caption("Exact weights α = e^{q·k/√d_k − log Σ}, from the queries, keys and each query's log-sum-exp the scan "

@@ -190,6 +190,14 @@ def url_has(page, *parts: str, timeout: float = 10) -> bool:
     return all(p in page.url for p in parts)
 
 
+def url_lacks(page, part: str, timeout: float = 10) -> bool:
+    """Whether `part` leaves the page's URL within `timeout` seconds (the URL is written at a run's end)."""
+    deadline = time.time() + timeout
+    while part in page.url and time.time() < deadline:
+        page.wait_for_timeout(100)
+    return part not in page.url
+
+
 def exceptions(page) -> list[str]:
     """The text of every exception box on the page."""
     return page.locator('[data-testid="stException"]').all_inner_texts()

@@ -156,9 +156,9 @@ def write(model, pieces: Pieces, steps: int, heads_off=(), progress=None) -> Wri
         x = engine.embed(arch, weights, torch.tensor(pieces.ids, device=device), positions)  # (n, d)
         caches, last = [], []
         for i, block in enumerate(weights.blocks):
-            def visit(start, block_weights, scores, normaliser):  # keeps the last query's row (H, n)
-                if start + block_weights.shape[1] == n:
-                    last.append(block_weights[:, -1].float().cpu())
+            def visit(start, exps, total):  # keeps the last query's row of weights (H, n)
+                if start + exps.shape[1] == n:
+                    last.append((exps[:, -1] / total[:, -1]).float().cpu())
             x, _, key, value, _ = blocked_layer(arch, block, i, x, positions, BLOCK, visit, intervention)
             caches.append((key, value))
             if progress is not None:

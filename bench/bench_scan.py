@@ -61,10 +61,11 @@ def one(which: str, n: int) -> dict:
         loaded = resident_mib()
         with torch.inference_mode():
             theirs(torch.tensor([ids[:64]]), use_cache=False)  # warm up
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             out = theirs(torch.tensor([ids]), use_cache=False)
-            seconds = time.perf_counter() - started
-        return dict(which=which, seconds=seconds, loaded=loaded, peak=peak_mib(), logits=out.logits[0, -1, :5].tolist())
+            seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        return dict(which=which, seconds=seconds, cpu=cpu, loaded=loaded, peak=peak_mib(),
+                    logits=out.logits[0, -1, :5].tolist())
     loaded = resident_mib()
     def made(ids: list[int]) -> Pieces:  # pieces by id, as bench_forward's random pieces
         k = len(ids)
@@ -73,16 +74,16 @@ def one(which: str, n: int) -> dict:
 
     chosen = made(ids)
     scanning.scan(ours.arch, ours.weights, made(ids[:64]), "smollm2")  # warm up
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     found = scanning.scan(ours.arch, ours.weights, chosen, "smollm2")
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     peak = peak_mib()
     tiles = []
     for start in (0, n // 2, n - 256):
         began = time.perf_counter()
         found.tile(15, 4, slice(start, start + 256), slice(max(0, start - 128), max(0, start - 128) + 256))
         tiles.append(time.perf_counter() - began)
-    return dict(which=which, seconds=seconds, loaded=loaded, peak=peak, tile_ms=[t * 1000 for t in tiles],
+    return dict(which=which, seconds=seconds, cpu=cpu, loaded=loaded, peak=peak, tile_ms=[t * 1000 for t in tiles],
                 logits=found.next_logits[:5].tolist())
 
 
@@ -114,6 +115,11 @@ def main() -> None:
     print(f"  transformers SDPA forward, no attentions, no cache: {statistics.median(t_theirs):.2f} s "
           f"({', '.join(f'{v:.2f}' for v in t_theirs)})")
     print(f"  ratio {statistics.median(t_ours) / statistics.median(t_theirs):.2f} (goal ≤ 1.5)")
+    c_ours, c_theirs = [r["cpu"] for r in ours], [r["cpu"] for r in theirs]
+    print(f"  CPU seconds (both threads; steady where a shared host takes time away): attnviz "
+          f"{statistics.median(c_ours):.1f} ({', '.join(f'{v:.1f}' for v in c_ours)}), transformers "
+          f"{statistics.median(c_theirs):.1f} ({', '.join(f'{v:.1f}' for v in c_theirs)}); "
+          f"ratio {statistics.median(c_ours) / statistics.median(c_theirs):.2f}")
     grown = [r["peak"] - r["loaded"] for r in ours]
     print(f"  scan's peak memory over the loaded model: {max(grown) / 1024:.2f} GiB (largest of the runs; goal ≤ 2)")
     print(f"  transformers' peak over its loaded model: {max(r['peak'] - r['loaded'] for r in theirs) / 1024:.2f} GiB")

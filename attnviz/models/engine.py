@@ -239,12 +239,13 @@ def project(arch: Architecture, block: Block, x: torch.Tensor, positions: torch.
     return query, key, value
 
 
-def allowed_keys(arch: Architecture, layer: int, rows: torch.Tensor, n_keys: int) -> torch.Tensor | None:
-    """(m, n_keys) where queries at positions `rows` (m,) may read keys 0 … n_keys − 1: every key (None) in an
-    encoder; in a decoder the keys up to the query, and within its sliding window where the layer has one."""
+def allowed_keys(arch: Architecture, layer: int, rows: torch.Tensor, n_keys: int, first: int = 0
+                 ) -> torch.Tensor | None:
+    """(m, n_keys − first) where queries at positions `rows` (m,) may read keys first … n_keys − 1: every key (None)
+    in an encoder; in a decoder the keys up to the query, and within its sliding window where the layer has one."""
     if not arch.causal:
         return None
-    keys = torch.arange(n_keys, device=rows.device)  # (n_keys,)
+    keys = torch.arange(first, n_keys, device=rows.device)  # (n_keys − first,)
     allowed = keys[None, :] <= rows[:, None]  # (m, n_keys)
     window = arch.windows[layer] if arch.windows else None
     if window:
@@ -319,7 +320,7 @@ def causal_attend(arch: Architecture, index: int, query: torch.Tensor, key: torc
         scores = scores.view(heads, r, seen)  # (H, r, seen)
         window = arch.windows[index] if arch.windows else None
         first = 0 if window else start  # without a window only the block's own keys can lie ahead of a query
-        allowed = allowed_keys(arch, index, positions[rows], seen)[:, first:]  # (r, seen − first)
+        allowed = allowed_keys(arch, index, positions[rows], seen, first)  # (r, seen − first)
         scores[..., first:].masked_fill_(~allowed, float("-inf"))
         weights = torch.softmax(scores, -1)  # (H, r, seen)
         out[:, rows, :seen] = weights

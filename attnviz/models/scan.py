@@ -21,6 +21,7 @@ from attnviz.models.pieces import Pieces
 
 BLOCK = 128  # queries a step, and the overview's block of keys
 TOP = 8  # each query's strongest keys kept
+CHUNK = 64  # keys a chunk, in the search for each query's strongest keys
 
 
 @dataclass(eq=False)
@@ -105,7 +106,8 @@ def _span(which: slice | range, n: int, what: str) -> range:
 
 
 class Summaries:
-    """The scan's summaries of one layer, filled block of queries by block (the block's weights (H, r, k))."""
+    """The scan's summaries of one layer, filled block of queries by block: first each query's strongest keys, from
+    the block's scores (strongest), then the rest from its weights (add)."""
 
     def __init__(self, heads: int, n: int, block: int, top: int):
         self.n, self.block, self.top = n, block, min(top, n)
@@ -115,71 +117,110 @@ class Summaries:
         self.entropy = np.zeros((heads, n), np.float32)  # (H, n)
         self.top_keys = np.zeros((heads, n, self.top), np.int32)  # (H, n, top)
         self.top_weights = np.zeros((heads, n, self.top), np.float32)  # (H, n, top)
+        self._top_scores = None  # (H, r, top): the block's strongest scores, until its normalisers are known
 
-    def add(self, start: int, weights: torch.Tensor, entropy: torch.Tensor) -> None:
-        heads, r, k = weights.shape
-        a = start // self.block
-        padded = torch.nn.functional.pad(weights, (0, -k % self.block))  # (H, r, ⌈k / block⌉·block)
-        by_block = padded.view(heads, r, -1, self.block).sum(-1).mean(1)  # (H, ⌈k / block⌉)
-        self.overview[:, a, : by_block.shape[-1]] = by_block.float().cpu().numpy()
+    def strongest(self, start: int, scores: torch.Tensor) -> torch.Tensor:
+        """Each query's `top` strongest keys from the block's scores (H, r, k), k a multiple of CHUNK; returns each
+        row's largest score (H, r, 1), the softmax's shift. Exact without a top-k over all k keys: a key among a row's
+        `top` strongest lies in one of the `top` chunks of CHUNK keys with the largest maxima."""
+        heads, r, k = scores.shape
+        chunked = scores.view(heads, r, k // CHUNK, CHUNK)  # (H, r, C, CHUNK)
+        chunks = chunked.amax(-1).topk(min(self.top, k // CHUNK), -1).indices  # (H, r, t)
+        candidates = chunked.gather(2, chunks[..., None].expand(-1, -1, -1, CHUNK))  # (H, r, t, CHUNK)
+        best = candidates.flatten(-2).topk(min(self.top, chunks.shape[-1] * CHUNK), -1)  # (H, r, top′ ≤ top)
+        keys = chunks.gather(-1, best.indices // CHUNK) * CHUNK + best.indices % CHUNK  # (H, r, top′)
+        self.top_keys[:, start:start + r, : keys.shape[-1]] = keys.cpu().numpy()
+        self._top_scores = best.values
+        return best.values[..., :1]  # (H, r, 1)
+
+    def add(self, start: int, exps: torch.Tensor, shifted: torch.Tensor, total: torch.Tensor,
+            normaliser: torch.Tensor) -> None:
+        """The rest from the block's e^{s′} (H, r, k), s′ = s − max its scores less each row's largest (H, r, k;
+        overwritten), each row's Z′ = Σ e^{s′} (H, r, 1), so that α = e^{s′} / Z′, and its log-sum-exp (H, r)."""
+        heads, r, k = exps.shape
         rows = slice(start, start + r)
-        first = weights[:, 1:, 0] if start == 0 else weights[:, :, 0]  # (H, r or r − 1): queries q ≥ 1
+        inverse = 1.0 / total  # (H, r, 1)
+        entropy = torch.log(total[..., 0]) - shifted.mul_(exps).sum(-1) * inverse[..., 0]  # (H, r): log Z′ − Σ α s′
+        self.entropy[:, rows] = entropy.float().cpu().numpy()
+        strongest = torch.exp(self._top_scores.double() - normaliser[..., None])  # (H, r, top′)
+        self.top_weights[:, rows, : strongest.shape[-1]] = strongest.float().cpu().numpy()
+        shares = (inverse.transpose(-2, -1) @ exps)[:, 0]  # (H, k): Σ over the block's queries of α
+        by_block = torch.nn.functional.pad(shares, (0, -k % self.block)).view(heads, -1, self.block).sum(-1)  # (H, ⌈k / block⌉)
+        count = self.overview.shape[-1]
+        self.overview[:, start // self.block, : by_block.shape[-1]] = (by_block[:, :count] / r).float().cpu().numpy()
+        first = (exps[..., 0] * inverse[..., 0])[:, 1 if start == 0 else 0:]  # (H, r or r − 1): α[q, 0], q ≥ 1
         self.first += first.sum(-1).double().cpu().numpy()
-        self.entropy[:, rows] = entropy.float().cpu().numpy()  # (H, r)
-        best = torch.topk(weights, min(self.top, k), dim=-1)  # (H, r, top)
-        self.top_keys[:, rows, : best.indices.shape[-1]] = best.indices.cpu().numpy()
-        self.top_weights[:, rows, : best.values.shape[-1]] = best.values.float().cpu().numpy()
 
     @property
     def sink(self) -> np.ndarray:
         return (self.first / max(self.n - 1, 1)).astype(np.float32)  # (H,)
 
 
-def softmax_and_normaliser(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """softmax(scores) over the last dimension, and each row's log Σ e^{score} (its log-sum-exp, float64: a tile's
-    weight is e^{score − it}, and float32 rounding of a sum near 300 would move the weight by 3e-5), in one pass."""
-    top = scores.amax(-1, keepdim=True)  # (..., 1)
-    weights = torch.exp(scores - top)  # (..., k)
-    total = weights.sum(-1, keepdim=True)  # (..., 1)
-    weights /= total
-    return weights, (top.double() + torch.log(total.double())).squeeze(-1)  # (..., k), (...)
+def hide(arch: engine.Architecture, index: int, rows: torch.Tensor, scores: torch.Tensor, n: int) -> None:
+    """Sets to a finite floor, in place, the scores (H, r, k) of keys the queries at positions `rows` (r,), which are
+    also their columns, may not read: those
+    the mask hides and the padding keys at n and after. A finite floor, not −∞: its weight is exactly 0, and 0 times
+    it is 0 in Σ α s. Without a window, only the block's own columns can lie ahead of a query."""
+    floor = torch.finfo(scores.dtype).min
+    if not arch.causal:
+        scores[..., n:] = floor
+        return
+    first = 0 if arch.windows and arch.windows[index] else int(rows[0])  # rows[0] is the block's start
+    allowed = engine.allowed_keys(arch, index, rows, scores.shape[-1], first)  # (r, k − first)
+    scores[..., first:].masked_fill_(~allowed, floor)  # (H, r, k − first)
 
 
 def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                  positions: torch.Tensor, size: int, visit=None) -> tuple[torch.Tensor, torch.Tensor]:
+                  positions: torch.Tensor, size: int, visit=None, summaries: Summaries | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """Layer `index`'s attention of queries (H, n, dh), already scaled by 1/√dh, over keys and values (KV, n, dh), taken
-    `size` queries at a time: (αV (H, n, dh), each query's log-sum-exp (H, n)). `visit(start, weights, scores,
-    normaliser)` sees each block's weights and scores (H, r, k), k the keys it may read up to its last query, before
-    they are dropped."""
+    `size` queries at a time: (αV (H, n, dh), each query's log-sum-exp (H, n)). `summaries`, where given, are filled
+    block by block; `visit(start, exps, total)` sees each block's e^{s − max} (H, r, k), k the keys it may read up to its
+    last query, and their sums Z′ (H, r, 1), the weights being α = exps / Z′, before they are dropped.
+
+    The keys are padded to whole chunks of CHUNK (weight 0), and every block's scores and exponentials are written into
+    the same two buffers: a fresh H × size × n tensor a block costs more in page faults than the exponential does."""
     heads, n, dh = query.shape
     group = heads // arch.kv_heads
+    width = n + (-n % CHUNK)
+    key_t = torch.nn.functional.pad(key, (0, 0, 0, width - n)).transpose(-2, -1).contiguous()  # (KV, dh, width)
+    value = torch.nn.functional.pad(value, (0, 0, 0, width - n))  # (KV, width, dh)
+    scores_buffer = query.new_empty(heads * min(size, n) * width)  # (H·size·width,)
+    exps_buffer = torch.empty_like(scores_buffer)  # (H·size·width,)
     outputs, normalisers = [], []
     for start in range(0, n, size):
         stop = min(n, start + size)
-        seen = stop if arch.causal else n  # the keys any query of the block may read
-        r = stop - start
+        r, seen = stop - start, stop if arch.causal else n  # the keys any query of the block may read
+        k = seen + (-seen % CHUNK)
+        scores = scores_buffer[: heads * r * k].view(heads, r, k)  # (H, r, k)
         stacked = query[:, start:stop].reshape(arch.kv_heads, group * r, dh)  # (KV, G·r, dh)
-        scores = (stacked @ key[:, :seen].transpose(-2, -1)).view(heads, r, seen)  # (H, r, seen)
-        allowed = engine.allowed_keys(arch, index, positions[start:stop], seen)  # (r, seen) or None
-        if allowed is not None:  # a finite floor, not −∞: its weight is exactly 0, and 0 · floor is 0 in Σ α s
-            scores.masked_fill_(~allowed, torch.finfo(scores.dtype).min)  # (H, r, seen)
-        weights, normaliser = softmax_and_normaliser(scores)  # (H, r, seen), (H, r)
+        torch.bmm(stacked, key_t[:, :, :k], out=scores.view(arch.kv_heads, group * r, k))  # (H, r, k)
+        hide(arch, index, positions[start:stop], scores, n)
+        top = summaries.strongest(start, scores) if summaries is not None else scores.amax(-1, keepdim=True)  # (H, r, 1)
+        shifted = scores.sub_(top)  # (H, r, k)
+        exps = torch.exp(shifted, out=exps_buffer[: heads * r * k].view(heads, r, k))  # (H, r, k)
+        total = exps.sum(-1, keepdim=True)  # (H, r, 1); α = e^{s′} / Z′, never divided out in full
+        normaliser = top[..., 0].double() + torch.log(total[..., 0].double())  # (H, r), float64: see Scan.tile
         normalisers.append(normaliser)
         if visit is not None:
-            visit(start, weights, scores, normaliser)
-        outputs.append(engine.grouped_values(weights, value[:, :seen]))  # (H, r, dh)
+            visit(start, exps[..., :seen], total)
+        outputs.append(engine.grouped_values(exps, value[:, :k]) / total)  # (H, r, dh)
+        if summaries is not None:
+            summaries.add(start, exps, shifted, total, normaliser)  # overwrites the shifted scores
     return torch.cat(outputs, 1), torch.cat(normalisers, 1)  # (H, n, dh), (H, n)
 
 
 def blocked_layer(arch: engine.Architecture, block: engine.Block, index: int, x: torch.Tensor, positions: torch.Tensor,
-                  size: int, visit=None, intervention: engine.Intervention | None = None):
+                  size: int, visit=None, intervention: engine.Intervention | None = None,
+                  summaries: Summaries | None = None):
     """One layer over inputs x (n, d), its attention taken `size` queries at a time (attend_blocks): (x after the
     layer, the queries (H, n, dh) scaled by 1/√dh, the keys and values (KV, n, dh), the normalisers (H, n)).
     `intervention`'s head_output, where given, changes the heads' outputs before W_o (an ablation)."""
     h = x if arch.post_norm else block.attention_norm(x)  # (n, d)
     query, key, value = engine.project(arch, block, h, positions)  # (H, n, dh), (KV, n, dh) × 2
     query = query / math.sqrt(query.shape[-1])  # (H, n, dh) as the scaled-dot scorer scales it
-    output, normalisers = attend_blocks(arch, index, query, key, value, positions, size, visit)  # (H, n, dh), (H, n)
+    output, normalisers = attend_blocks(arch, index, query, key, value, positions, size, visit,
+                                        summaries)  # (H, n, dh), (H, n)
     if intervention is not None:
         changed = intervention.head_output(index, output)  # (H, n, dh) or None
         output = output if changed is None else changed
@@ -190,14 +231,8 @@ def scan_layer(arch: engine.Architecture, block: engine.Block, index: int, x: to
                size: int, summaries: Summaries, on_block=None):
     """One layer over inputs x (n, d) (blocked_layer), each block's weights summarised: (x after the layer, the
     queries (H, n, dh) scaled by 1/√dh, the keys (KV, n, dh), the normalisers (H, n))."""
-
-    def visit(start, weights, scores, normaliser):
-        entropy = normaliser.float() - (weights * scores).sum(-1)  # (H, r): −Σ α log α = log Z − Σ α s
-        summaries.add(start, weights, entropy)
-        if on_block is not None:
-            on_block()
-
-    x, query, key, _, normalisers = blocked_layer(arch, block, index, x, positions, size, visit)
+    visit = None if on_block is None else (lambda start, exps, total: on_block())
+    x, query, key, _, normalisers = blocked_layer(arch, block, index, x, positions, size, visit, summaries=summaries)
     return x, query, key, normalisers
 
 

@@ -228,3 +228,23 @@ def test_smollm2_at_1024_pieces_equals_transformers_from_the_same_file(smollm2_r
         assert np.abs(scan.sink[layer] - written["sink"][0]).max() <= 1e-4
         assert np.abs(scan.entropy[layer] - written["entropy"][0]).max() <= 1e-3
     assert np.abs(scan.next_logits - out.logits[0, -1].numpy()).max() <= 1e-3
+
+
+@pytest.mark.parametrize("where", ["one chunk", "spread", "fewer chunks than top"])
+def test_the_strongest_keys_through_chunk_maxima_equal_a_topk_over_every_key(where):
+    """Summaries.strongest looks only inside the chunks with the largest maxima; the 8 strongest keys of a row can
+    all sit in one chunk, or one in each of 8, and a row can hold fewer chunks than it keeps keys."""
+    from attnviz.models.scan import CHUNK, Summaries
+
+    generator = torch.Generator().manual_seed(3)
+    k = CHUNK * (1 if where == "fewer chunks than top" else 16)
+    scores = torch.randn(2, 5, k, generator=generator)  # (H, r, k)
+    if where == "one chunk":
+        scores[:, :, 3 * CHUNK: 3 * CHUNK + 8] += 10.0  # every row's 8 strongest in chunk 3
+    elif where == "spread":
+        scores[:, :, torch.arange(8) * 2 * CHUNK + 5] += 10.0  # one strong key in each of 8 chunks
+    summaries = Summaries(2, k, 128, 8)  # a document of k pieces; this block holds its first 5 queries
+    largest = summaries.strongest(0, scores)
+    expected = torch.topk(scores, 8, -1)  # (H, r, 8)
+    assert (summaries.top_keys[:, :5] == expected.indices.numpy()).all()
+    assert torch.equal(largest[..., 0], scores.amax(-1))

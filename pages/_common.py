@@ -224,16 +224,27 @@ def clamp(low: int, high: int, default: int) -> Callable[[Any], int]:
     return lambda v: min(max(v, low), high) if isinstance(v, int) and not isinstance(v, bool) else default
 
 
-def clicked_point(chart_key: str) -> list[float] | None:
-    """The numbers a click on a chart's point carries in its customdata (one, or a list); None when the
-    chart's selection holds no such point."""
-    points = st.session_state[chart_key].selection.points
-    data = points[0].get("customdata") if points else None
+def _numbers(point: dict) -> list[float] | None:
+    """The numbers a selected point carries in its customdata (one, or a list); None where it carries other things."""
+    data = point.get("customdata")
     if isinstance(data, dict) and all(str(k).isdigit() for k in data):  # a row of a typed array
         data = [data[k] for k in sorted(data, key=int)]
     data = data if isinstance(data, list) else [data]
     numbers = [d for d in data if isinstance(d, (int, float)) and not isinstance(d, bool)]
     return numbers if numbers and len(numbers) == len(data) else None
+
+
+def clicked_point(chart_key: str) -> list[float] | None:
+    """The numbers a click on a chart's point carries in its customdata (one, or a list); None when the
+    chart's selection holds no such point."""
+    points = st.session_state[chart_key].selection.points
+    return _numbers(points[0]) if points else None
+
+
+def selected_points(chart_key: str) -> list[list[float]]:
+    """The numbers of every point a chart's selection holds (a click's one, a drag's box of them)."""
+    found = (_numbers(point) for point in st.session_state[chart_key].selection.points)
+    return [numbers for numbers in found if numbers]
 
 
 def clicked(chart_key: str) -> int | None:

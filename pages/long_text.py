@@ -9,7 +9,7 @@ from attnviz import long, models
 from attnviz.models import scan as scan_module
 from attnviz.figures import PALETTES, long as drawn, matrix_heatmap
 from attnviz.urlstate import Param, bounded_text, choice, encode_int_list, int_list, int_range
-from pages._common import bounded_text_box, clicked_point, load_url_state, save_url_state, stop
+from pages._common import bounded_text_box, load_url_state, save_url_state, selected_points, stop
 from pages._interactive import head_atlas, shaded_document
 from pages._model import example_document, example_scan, load_or_stop, pick_model
 from pages._present import chart
@@ -23,7 +23,7 @@ SCHEMA = {
     "layer": Param(1, int_range(1, 1024)),
     "head": Param(1, int_range(1, 1024)),
     "sort": Param("layer", choice(drawn.SORTS)),
-    "zoom": Param([], int_list, encode_int_list),  # [row block, key block] of the tile shown; [] the whole overview
+    "zoom": Param([], int_list, encode_int_list),  # the tile's blocks (figures.long.tile_region); [] the whole overview
     "query": Param(-1, int_range(-1, 1_000_000)),  # the shaded document's query; -1 the last piece
     "palette": Param("viridis", choice(PALETTES)),
 }
@@ -107,30 +107,35 @@ st.caption("Each thumbnail is one head's overview: row a, column b is the mean o
 
 st.header(f"Layer {layer}, head {head}")
 zoom = st.session_state.zoom
-blocks = scan.overview.shape[-1]
 
 
 def zoom_in() -> None:
-    point = clicked_point("long_overview")  # (row block, key block, mean share)
-    if point and len(point) >= 2:
-        st.session_state.zoom = [int(point[0]), int(point[1])]
+    points = selected_points("long_overview")  # [(row block, key block, mean share), …]: a click's one, a drag's box
+    if points:
+        rows, keys = [int(p[0]) for p in points], [int(p[1]) for p in points]
+        region = [min(rows), min(keys), max(rows), max(keys)]
+        st.session_state.zoom = region[:2] if region[:2] == region[2:] else region
 
 
 def zoom_out() -> None:
     st.session_state.zoom = []
 
 
-if len(zoom) == 2 and all(0 <= z < blocks for z in zoom) and not (scan.architecture.causal and zoom[1] > zoom[0]):
+region = drawn.tile_region(scan, zoom)
+if region is not None:
     st.button("Back to the whole document", on_click=zoom_out)  # a callback: the run that follows draws the overview
-    chart(st, drawn.tile_figure(scan, layer - 1, head - 1, zoom[0], zoom[1], palette=st.session_state.palette),
-          key="long_tile")
+    chart(st, drawn.tile_figure(scan, layer - 1, head - 1, *region, palette=st.session_state.palette), key="long_tile")
+    if drawn.drawn_region(scan, *region) != region:
+        st.caption(f"The region is more than {drawn.TILE_PIECES} pieces a side: its first {drawn.TILE_PIECES} a side "
+                   "are drawn. Draw a smaller box for the rest.")
     st.caption("Exact weights α = e^{q·k/√d_k − log Σ}, from the queries, keys and each query's log-sum-exp the scan "
                "kept. Grey: keys the mask hides.")
 else:
     st.session_state.zoom = []
     chart(st, drawn.overview_figure(scan, layer - 1, head - 1, palette=st.session_state.palette), key="long_overview",
-          on_select=zoom_in, selection_mode="points")
-    st.caption("Click a block to see its exact weights, piece by piece.")
+          on_select=zoom_in, selection_mode=("points", "box"))
+    st.caption("Click a block to see its exact weights, piece by piece; for a region of blocks, pick Box Select in the "
+               "chart's toolbar and drag over them.")
 
 query = st.session_state.query if 0 <= st.session_state.query < n else n - 1
 st.session_state.query = query

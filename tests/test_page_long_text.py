@@ -37,6 +37,11 @@ def test_every_number_drawn_equals_transformers_eager_attention(smollm2_referenc
     tile = chart_data(at, 0)[0]  # the zoomed block: queries 384–511 on keys 128–255
     weights = decode(tile["customdata"])[..., 0]
     assert weights.shape == (128, 128) and np.abs(weights - eager[384:512, 128:256]).max() <= 1e-4
+    region = run_page("long_text.py", {**VIEW, "zoom": "0,1,4,2"})  # a dragged region: row blocks 0–4, key blocks 1–2
+    assert region.session_state["zoom"] == [0, 1, 4, 2] and region.query_params["zoom"] == "0,1,4,2"
+    weights = decode(chart_data(region, 0)[0]["customdata"])[..., 0]  # its first 512 queries: 4 blocks of 128
+    assert weights.shape == (512, 256) and np.abs(weights - eager[0:512, 128:384]).max() <= 1e-4
+    assert any("more than 512 pieces a side" in c.value for c in region.caption)
     document = components(at)["document"]
     row = np.frombuffer(base64.b64decode(document["weights"]), "<f4")
     assert document["query"] == 100 and np.abs(row - eager[100]).max() <= 1e-4
@@ -67,6 +72,8 @@ def test_a_link_keeps_the_view_and_never_the_text():
     {"layer": "999", "head": "-3", "zoom": "99,99", "query": "999999", "sort": "<script>"},
     {"zoom": "1,4"},  # a block above the diagonal of a decoder: nothing to read there
     {"zoom": "1,2,3", "palette": "nope", "model": "no such model"},
+    {"zoom": "3,0,1,0"},  # a region whose last row block comes before its first
+    {"zoom": "0,2,1,4"},  # a region of keys after every one of its queries
 ])
 def test_bad_link_values_fall_back_and_say_so(params):
     at = run_page("long_text.py", params)

@@ -53,8 +53,8 @@ def block_name(names: list[str], start: int, stop: int) -> str:
 
 def overview_figure(scan, layer: int, head: int, *, palette: str = "viridis", height: int = 560) -> go.Figure:
     """The chosen head's overview (B, B): the mean over each block of queries of its weight on each block of keys (a
-    row sums to 1). Hover names the blocks' pieces; a click on a block selects its (row block, key block) through the
-    click layer's customdata."""
+    row sums to 1). Hover names the blocks' pieces; a click on a block, or a box drawn over a region of them (plotly's
+    Box Select), selects their (row block, key block) through the click layer's customdata."""
     values = scan.overview[layer, head]  # (B, B)
     count = values.shape[0]
     names = labels(scan.pieces.labels())
@@ -69,7 +69,8 @@ def overview_figure(scan, layer: int, head: int, *, palette: str = "viridis", he
         x=np.asarray(spans, dtype=object)[cols.ravel()], y=np.asarray(spans, dtype=object)[rows.ravel()],
         mode="markers", marker=CLICK_MARKER, showlegend=False, name="blocks",
         customdata=np.stack([rows.ravel(), cols.ravel(), values.ravel()], -1).astype(np.float32),
-        hovertemplate="queries %{y}<br>keys %{x}<br>mean share: %{customdata[2]:.4~g}<br>click: the exact weights"
+        hovertemplate="queries %{y}<br>keys %{x}<br>mean share: %{customdata[2]:.4~g}<br>click, or draw a box "
+                      "over blocks: the exact weights"
                       "<extra></extra>")
     return go.Figure([heatmap, clicks], layout=dict(
         title=f"Layer {layer + 1}, head {head + 1}: each block's mean share over {n:,} pieces ({count}×{count} blocks "
@@ -80,10 +81,38 @@ def overview_figure(scan, layer: int, head: int, *, palette: str = "viridis", he
         margin=dict(t=60)))
 
 
-def tile_figure(scan, layer: int, head: int, rows: int, cols: int, *, palette: str = "viridis") -> go.Figure:
-    """The exact weights α[q, k] of row block `rows` against key block `cols` (Scan.tile), pieces labelled."""
+TILE_PIECES = 512  # pieces a side of a region's exact weights drawn at once (a 512 × 512 heatmap is 4.4 MB of figure)
+
+
+def tile_region(scan, zoom: list[int]) -> tuple[range, range] | None:
+    """The blocks a link's or a selection's `zoom` names: [row block, key block] one block, [first row block, first
+    key block, last row block, last key block] a region; as (row blocks, key blocks), or None where it names no block
+    of this scan, or (in a decoder) only keys after every query of it."""
+    blocks = scan.overview.shape[-1]
+    if len(zoom) == 2:
+        zoom = [*zoom, *zoom]
+    if len(zoom) != 4:
+        return None
+    first_row, first_key, last_row, last_key = zoom
+    if not (0 <= first_row <= last_row < blocks and 0 <= first_key <= last_key < blocks):
+        return None
+    if scan.architecture.causal and first_key > last_row:
+        return None
+    return range(first_row, last_row + 1), range(first_key, last_key + 1)
+
+
+def drawn_region(scan, rows: range, cols: range) -> tuple[range, range]:
+    """The part of a region of blocks tile_figure draws: its first TILE_PIECES pieces a side."""
+    most = max(1, TILE_PIECES // scan.block)
+    return range(rows.start, min(rows.stop, rows.start + most)), range(cols.start, min(cols.stop, cols.start + most))
+
+
+def tile_figure(scan, layer: int, head: int, rows: range, cols: range, *, palette: str = "viridis") -> go.Figure:
+    """The exact weights α[q, k] of the row blocks `rows` against the key blocks `cols` (Scan.tile), pieces
+    labelled; a region of more than TILE_PIECES pieces a side is drawn from its first (drawn_region)."""
     n, b = len(scan), scan.block
-    queries, keys = range(rows * b, min(n, (rows + 1) * b)), range(cols * b, min(n, (cols + 1) * b))
+    rows, cols = drawn_region(scan, rows, cols)
+    queries, keys = range(rows.start * b, min(n, rows.stop * b)), range(cols.start * b, min(n, cols.stop * b))
     weights = scan.tile(layer, head, queries, keys)  # (r, c)
     names = scan.pieces.labels()
     allowed = None

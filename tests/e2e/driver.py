@@ -267,6 +267,24 @@ def type_into(page, label: str, text: str, submit: str = "Control+Enter"):
     settle(page)
 
 
+def drag_box(page, chart: int, start: tuple[float, float], end: tuple[float, float]):
+    """Pick Box Select in the chart-th plotly chart's mode bar and drag from data coordinates `start` to `end`,
+    through plotly's own axis mapping, as click_point does."""
+    where = page.evaluate("""([chart, points]) => { const gd = document.querySelectorAll('.js-plotly-plot')[chart];
+        gd.scrollIntoView({block: 'center'});
+        const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
+        return points.map(([x, y]) => [box.left + xa._offset + xa.l2p(x), box.top + ya._offset + ya.l2p(y)]); }""",
+                          [chart, [list(start), list(end)]])
+    page.mouse.move(*where[0])
+    page.wait_for_timeout(300)  # the mode bar shows on hover
+    page.locator('.js-plotly-plot').nth(chart).locator('.modebar-btn[data-val="select"]').click()
+    page.mouse.move(*where[0])
+    page.mouse.down()
+    page.mouse.move(*where[1], steps=12)
+    page.mouse.up()
+    settle(page)
+
+
 def click_point(page, chart: int, x: float, y: float):
     """Click the point at data coordinates (x, y) of the chart-th plotly chart (a category axis counts its
     categories 0, 1, 2, …), through plotly's own axis mapping."""

@@ -2,7 +2,7 @@
 atlas, click a block of its overview for the exact weights and zoom back out, pick a query in the shaded document, and
 reload the link: the view comes back, the text does not (the page says so)."""
 
-from driver import atlases, click_head, click_point, exceptions, settle, url_has, url_lacks
+from driver import atlases, click_head, click_point, drag_box, exceptions, settle, url_has, url_lacks
 
 FILE_TEXT = " ".join(["The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."] * 30
                      + ["The pass key is 31415. Remember it."])  # about 700 pieces of SmolLM2's
@@ -37,6 +37,13 @@ def test_upload_scan_zoom_in_and_out_pick_a_head_and_reload_the_link(page, serve
     settle(page)
     assert url_lacks(page, "zoom="), page.url
     assert "mean share" in page.evaluate("() => document.querySelector('.js-plotly-plot')._fullLayout.title.text")
+    drag_box(page, 0, (0.7, 2.7), (2.3, 4.3))  # a region: key blocks 1–2 (x), row blocks 3–4 (y)
+    assert url_has(page, "zoom=3%2C1%2C4%2C2") or url_has(page, "zoom=3,1,4,2"), page.url
+    tile_title = page.evaluate("() => document.querySelector('.js-plotly-plot')._fullLayout.title.text")
+    assert "exact weights of queries 384–639 on keys 128–383" in tile_title, tile_title
+    page.get_by_role("button", name="Back to the whole document").click()
+    settle(page)
+    assert url_lacks(page, "zoom="), page.url
 
     page.locator(".av-document span[data-i='42']").click()  # a piece of the document becomes the query
     settle(page)

@@ -158,7 +158,7 @@ def renormalised(weights: torch.Tensor, blocked: torch.Tensor) -> torch.Tensor:
 
 def engine_model(model, what: str):
     """The model, where attnviz's engine computes it (its inside is at hand); else an EffectsError saying why."""
-    if getattr(model, "computed_by", None) != "attnviz":
+    if not getattr(model, "can_intervene", False):
         raise EffectsError(f"{what.capitalize()} needs the model's inside (its heads' outputs, its layers one by one), "
                            "which only attnviz's own engine keeps; this model is computed by transformers. attnviz "
                            "computes BERT-like, GPT-2 and Llama-like models.")
@@ -220,7 +220,7 @@ def ablate(model, text: str, heads, how: str = "zero") -> Run:
     every position (n, vocab)."""
     model = engine_model(model, "ablating a head")
     chosen = Ablation(check_heads(model, heads), check_how(how))
-    run = model.run_pieces(pieces_of(model, text), chosen)
+    run = model.run_pieces(pieces_of(model, text), intervention=chosen)
     return with_logits(model, run)
 
 
@@ -235,7 +235,7 @@ def knock_out(model, text: str, edges, layers=None) -> Run:
         layers = tuple(sorted({int(l) for l in layers}))
         if not layers or not all(0 <= l < model.layers for l in layers):
             raise EffectsError(f"Layers run 0 … {model.layers - 1}, got {list(layers)}.")
-    return with_logits(model, model.run_pieces(pieces, Knockout(blocked, layers)))
+    return with_logits(model, model.run_pieces(pieces, intervention=Knockout(blocked, layers)))
 
 
 def with_logits(model, run: Run) -> Run:
@@ -314,35 +314,19 @@ def layer_chunks(layers: int, heads: int, n: int) -> list[tuple[int, int]]:
 def staircase(model, clean: Run, start: int, stop: int, how: str, read: int) -> torch.Tensor:
     """(copies, d) the final vector at position `read` of every copy that ablates one head of layers start … stop − 1:
     at layer l the H copies that ablate its heads join the batch, taken from the clean input to layer l."""
-    arch, weights, device = model.arch, model.weights, model.device
+    arch, device = model.arch, model.device
     n = clean.weights.shape[-1]
-    positions = torch.arange(n, device=device)  # (n,)
-    x = None  # (B, n, d) the copies so far
+
+    def join(i: int, x: torch.Tensor | None):  # before layer i: its H copies join, each ablating one of its heads
+        if i >= stop:
+            return x, None
+        fresh = torch.from_numpy(clean.hidden[i]).to(device, model.dtype).expand(arch.heads, -1, -1)  # (H, n, d)
+        return (fresh if x is None else torch.cat([x, fresh])), CopyAblation(i, 0 if x is None else len(x), how)  # (B + H, n, d)
+
     with torch.inference_mode():
-        for i in range(start, arch.layers):
-            if i < stop:
-                fresh = torch.from_numpy(clean.hidden[i]).to(device, model.dtype).expand(arch.heads, -1, -1)  # (H, n, d)
-                first = 0 if x is None else len(x)
-                x = fresh if x is None else torch.cat([x, fresh])  # (B + H, n, d)
-                intervention = CopyAblation(i, first, how)
-            else:
-                intervention = None
-            if i == arch.layers - 1 and arch.causal and not arch.post_norm and how == "zero":  # only `read`'s row
-                x = last_layer(arch, weights.blocks[i], i, x, positions, read, intervention)
-            else:
-                x, _, _ = engine.layer(arch, weights.blocks[i], i, x, positions, intervention=intervention)
+        x = engine.through(arch, model.weights, None, torch.arange(n, device=device), start=start, before=join,
+                           last_row=read if how == "zero" else None)  # (B, n or read + 1, d)
         return x[:, read].float()  # (B, d)
-
-
-def last_layer(arch, block, index: int, x: torch.Tensor, positions: torch.Tensor, read: int, intervention):
-    """A pre-norm layer computed for one query row `read` (its keys and values over every piece): (B, read + 1, d)
-    whose row `read` is what the whole layer gives there (the rows before it are left as they came)."""
-    h = block.attention_norm(x[:, : read + 1])  # (B, r, d)
-    _, key, value = engine.project(arch, block, h, positions[: read + 1])  # (B, KV, r, dh) × 2
-    y, _, _ = engine.layer(arch, block, index, x[:, read: read + 1], positions[read: read + 1],
-                           key[..., :read, :] if read else None, value[..., :read, :] if read else None,
-                           intervention=intervention)  # (B, 1, d)
-    return torch.cat([x[:, :read], y], 1)  # (B, read + 1, d)
 
 
 def naive_head_effects(model, text: str, how: str = "zero", *, piece: int | None = None) -> np.ndarray:
@@ -356,7 +340,7 @@ def naive_head_effects(model, text: str, how: str = "zero", *, piece: int | None
     target = int(np.argmax(clean.next_logits)) if model.kind == "decoder" else None
     for layer in range(model.layers):
         for head in range(model.heads):
-            run = model.run_pieces(pieces, Ablation(((layer, head),), how))
+            run = model.run_pieces(pieces, intervention=Ablation(((layer, head),), how))
             if target is not None:
                 out[layer, head] = log_prob(run.next_logits, target) - log_prob(clean.next_logits, target)
             else:
@@ -444,14 +428,11 @@ def contributions_of(model, run: Run) -> Contributions:
     attention = np.zeros((arch.layers, n, arch.heads, n), np.float32)
     residual, mlp, mlp_residual = (np.zeros(shapes, np.float32) for _ in range(3))
     with torch.inference_mode():
-        for l, (block, trace) in enumerate(zip(model.weights.blocks, run.traces)):
+        for l, trace in enumerate(run.traces):
             x = torch.from_numpy(run.hidden[l]).float()  # (n, d) the layer's input
             moved = head_vectors(model, l, trace)  # (H, n, d) f_h(x_j)
             weights = torch.from_numpy(run.weights[l])  # (H, n, n)
-            w_out, b_out = block.w_out.float().cpu(), block.b_out
-            y = x + trace.head_output.float().transpose(0, 1).flatten(1) @ w_out  # (n, d)
-            if b_out is not None:
-                y = y + b_out.float().cpu()
+            y = x + trace.attention_out.float()  # (n, d) the sum after the attention, before any norm
             rows = max(1, CONTRIBUTION_FLOATS // max(1, arch.heads * n * arch.d_model))
             for first in range(0, n, rows):
                 chunk = slice(first, first + rows)
@@ -459,20 +440,10 @@ def contributions_of(model, run: Run) -> Contributions:
                 head_share, resid_share = shares(parts.permute(1, 0, 2, 3), x[chunk], y[chunk])
                 attention[l, chunk] = head_share.numpy()  # (r, H, n)
                 residual[l, chunk] = resid_share.numpy()
-            if arch.post_norm:  # BERT: the MLP reads the normed sum and adds to it
-                mlp_in = block.attention_norm(on(model, y))  # (n, d)
-                mlp_out = engine.feed_forward(arch, block, mlp_in)  # (n, d)
-            else:
-                mlp_in = on(model, y)  # (n, d)
-                mlp_out = engine.feed_forward(arch, block, block.mlp_norm(mlp_in))  # (n, d)
-            mlp_in, mlp_out = mlp_in.float().cpu(), mlp_out.float().cpu()  # (n, d) each
+            mlp_in, mlp_out = trace.middle.float(), trace.mlp_out.float()  # (n, d) each: BERT's middle is normed
             mlp_share, kept = shares(mlp_out[:, None, None], mlp_in, mlp_in + mlp_out)
             mlp[l], mlp_residual[l] = mlp_share[:, 0, 0].numpy(), kept.numpy()
     return Contributions(attention, residual, mlp, mlp_residual)
-
-
-def on(model, t: torch.Tensor) -> torch.Tensor:
-    return t.to(model.device, model.dtype)
 
 
 def head_vectors(model, layer: int, trace) -> torch.Tensor:
@@ -566,12 +537,9 @@ def logit_attribution_of(model, run: Run, *, top: int = 5) -> LogitAttribution:
             direct = read(outputs)  # (H, d)
             head_terms[l] = (direct @ column).numpy()
             per_head.append(direct)
-            attended = outputs.sum(0) + (block.b_out.double().cpu() if block.b_out is not None else 0)  # (d,)
             if block.b_out is not None:
                 terms[f"layer {l} attention bias"] = float(read(block.b_out.double().cpu()) @ column)
-            mid = torch.from_numpy(run.hidden[l, last]).double() + attended  # (d,)
-            mlp = torch.from_numpy(run.hidden[l + 1, last]).double() - mid  # (d,)
-            terms[f"layer {l} MLP"] = float(read(mlp) @ column)
+            terms[f"layer {l} MLP"] = float(read(trace.mlp_out[last].double()) @ column)
         if final is not None and final.bias is not None:
             terms["final norm bias"] = float(final.bias.double().cpu() @ column)
         vocab_effects = torch.cat(per_head).float() @ unembed.float()  # (L·H, vocab)
@@ -693,8 +661,7 @@ def occlusion(model, run: Run, read: int, target: int | None) -> np.ndarray:
         for first in range(0, n, chunk):
             pieces = tuple(range(first, min(n, first + chunk)))
             x = torch.from_numpy(run.hidden[0]).to(device, model.dtype).expand(len(pieces), -1, -1)  # (B, n, d)
-            for i, block in enumerate(model.weights.blocks):
-                x, _, _ = engine.layer(arch, block, i, x, positions, intervention=CopyOcclusion(pieces))
+            x = engine.through(arch, model.weights, x, positions, intervention=CopyOcclusion(pieces))  # (B, n, d)
             found.append(x[:, read].float())  # (B, d)
         final = torch.cat(found)  # (n, d)
         if target is not None:
@@ -712,9 +679,7 @@ def gradient_times_input(model, pieces, read: int, target: int | None) -> np.nda
     vectors = weights.embeddings[ids].detach().clone().float().requires_grad_(True)  # (n, d)
     with torch.enable_grad():
         x = engine.embed(arch, weights, ids, positions, vectors.to(model.dtype))  # (n, d)
-        for i, block in enumerate(weights.blocks):
-            x, _, _ = engine.layer(arch, block, i, x, positions)
-        final = x[read]  # (d,)
+        final = engine.through(arch, weights, x, positions)[read]  # (d,)
         if target is not None:
             measure = torch.log_softmax(engine.unembed(weights, final[None]).float(), -1)[0, target]
         else:

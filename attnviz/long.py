@@ -103,7 +103,7 @@ def strongest_heads(scores: np.ndarray, k: int) -> tuple[tuple[int, int], ...]:
 
 
 def check_model(model) -> None:
-    if getattr(model, "computed_by", None) != "attnviz" or model.kind != "decoder":
+    if not (getattr(model, "can_scan", False) and getattr(model, "can_generate", False) and model.kind == "decoder"):
         raise ModelError(f"{model.name} is {a_or_an(model.kind)} computed by "
                          f"{model.computed_by}; a needle's answer is written by a decoder attnviz's engine computes "
                          "(GPT-2-, Llama-, Mistral-, Qwen2-like).")

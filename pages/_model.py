@@ -147,7 +147,7 @@ def probe_run(name: str, length: int, seed: int, shuffled: bool, cut: int,
     probe = heads.probes(chosen, 1, length, seed)[0]
     pieces = heads.cut_short(chosen, probe, shuffled=shuffled, cut=cut)
     result = _results().get((name, "probe", length, seed, shuffled, cut, intervention),
-                            lambda: chosen.run_pieces(pieces, intervention))
+                            lambda: chosen.run_pieces(pieces, intervention=intervention))
     return probe, result
 
 

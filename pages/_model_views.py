@@ -37,7 +37,7 @@ ENGINE_ONLY = ("Computed by transformers, this model keeps none of its queries a
 
 def engine_only(model: models.Model, what: str) -> bool:
     """Whether the model's inside is at hand (attnviz's engine computed it); else say why `what` is off."""
-    if model.computed_by == "attnviz":
+    if model.can_intervene:
         return True
     st.info(ENGINE_ONLY.format(what=what))
     return False
@@ -350,7 +350,7 @@ def _pick_qk() -> None:
 def walk(model: models.Model, result: models.Run, layer: int, head: int, schema: dict) -> None:
     """The step-by-step walk of the chosen head, every matrix the one the forward computed (attnviz's engine only)."""
     label = f"Step by step for layer {layer}, head {head}: X → Q, K, V → QKᵀ/√d_k → softmax → αV"
-    if model.computed_by != "attnviz":
+    if not model.can_intervene:
         st.expander(label, key="steps", on_change="rerun").info(ENGINE_ONLY.format(what="the step-by-step walk"))
         return
 

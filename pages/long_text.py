@@ -32,7 +32,7 @@ st.title("Long text")
 load_url_state(SCHEMA)
 name = pick_model(("decoder", "encoder"), "smollm2")
 model = load_or_stop(name, lambda message: stop(message, SCHEMA, error=True))
-if model.computed_by != "attnviz":
+if not model.can_scan:
     stop(f"{name} is computed by transformers, which keeps every layer's n × n weights at once; a whole document needs "
          "a model attnviz's engine computes (BERT-, GPT-2- and Llama-like).", SCHEMA, error=True)
 limit = scan_module.most_pieces(model.arch, SCAN_BYTES)

@@ -60,7 +60,7 @@ def write_section(sentence: str, layer: int, head: int, kind: str) -> None:
 name, model = open_model("Trained model", SCHEMA, ("encoder", "encoder-decoder"), "minilm")
 st.write(f"The attention of a real trained transformer, **{name}** ({model.describe()}), on your sentence. "
          + ("Every matrix here is computed by attnviz's own engine (the same softmax(QKᵀ/√d_k)V as the other pages) with "
-            "the model's trained weights and biases W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o." if model.computed_by == "attnviz" else
+            "the model's trained weights and biases W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o." if model.can_intervene else
             "transformers computes it, with eager attention, so every weight is the model's own. "
             + (model.note + "." if model.note else "")))
 sentence = bounded_text_box(st.text_input, "Sentence", key="text", limit=TEXT_CHARS)

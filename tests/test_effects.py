@@ -166,7 +166,7 @@ def test_a_run_grown_from_its_cache_keeps_its_knockout(loaded):
     short = effects.knock_out(model, TEXT, [(7, 1), (8, 1)])
     token = int(np.argmax(short.next_logits))
     grown = model.extend(short, token)
-    whole = model.run_pieces(model.reader.append(short.pieces, token), short.intervention)
+    whole = model.run_pieces(model.reader.append(short.pieces, token), intervention=short.intervention)
     assert grown.intervention == short.intervention
     assert np.abs(grown.weights - whole.weights).max() <= 1e-5
     assert np.abs(grown.next_logits - whole.next_logits).max() <= 1e-4
@@ -181,7 +181,7 @@ def test_a_clean_run_is_unchanged_by_the_seam(family, loaded):
     clean = model.run(TEXT)
     assert clean.intervention is None
     noop = Intervention()
-    through = model.run_pieces(model.tokenize(TEXT), noop)
+    through = model.run_pieces(model.tokenize(TEXT), intervention=noop)
     assert through.intervention is noop
     assert np.abs(through.weights - clean.weights).max() <= 1e-6
     assert np.abs(through.hidden - clean.hidden).max() <= 1e-5

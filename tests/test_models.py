@@ -156,6 +156,64 @@ def test_another_architecture_goes_through_transformers(folders):
     assert np.isfinite(run.scores).all()
 
 
+@pytest.mark.parametrize("family", ["llama", "bert"])
+def test_each_layers_attention_and_mlp_updates_equal_the_modules_outputs(family, folders):
+    """A Trace's attention_out, middle and mlp_out (TransformerLens's hook_attn_out, hook_resid_mid, hook_mlp_out)
+    against forward hooks on transformers' own modules: pre-norm Llama, post-norm BERT."""
+    model = models.load(folders[family], device="cpu")
+    run = model.run(SENTENCES["dog"])
+    module = reference(folders[family], family)
+    seen = {}
+
+    def keep(name):
+        return lambda _module, _inputs, output: seen.__setitem__(name, (output[0] if isinstance(output, tuple) else output)[0])
+
+    for i in range(model.layers):
+        if family == "llama":
+            layer = module.model.layers[i]
+            parts = {"attention_out": layer.self_attn, "mlp_out": layer.mlp}
+        else:
+            layer = module.encoder.layer[i]
+            parts = {"attention_out": layer.attention.output.dense, "middle": layer.attention, "mlp_out": layer.output.dense}
+        for name, part in parts.items():
+            part.register_forward_hook(keep((i, name)))
+    with torch.no_grad():
+        module(torch.tensor([run.pieces.ids]))
+    for i, trace in enumerate(run.traces):
+        if family == "llama":  # the MLP reads x + the attention's update
+            assert torch.allclose(trace.middle, torch.from_numpy(run.hidden[i]) + trace.attention_out, atol=1e-5)
+        for name in ("attention_out", "middle", "mlp_out"):
+            if (i, name) in seen:
+                assert (getattr(trace, name) - seen[(i, name)]).abs().max() <= 1e-4, (i, name)
+    assert len(seen) == model.layers * (2 if family == "llama" else 3)
+
+
+def test_one_run_pieces_signature_and_what_each_model_can_do(folders):
+    """Both kinds of model take run_pieces(pieces, *, target, intervention); what a model can do is said by its
+    properties, and what it cannot do is refused with why."""
+    import inspect
+
+    from attnviz import effects
+    from attnviz.models.hf import TransformersModel
+    from attnviz.models.model import EngineModel
+
+    assert inspect.signature(EngineModel.run_pieces) == inspect.signature(TransformersModel.run_pieces)
+    ours, theirs = models.load(folders["llama"], device="cpu"), models.load(folders["gpt_neox"], device="cpu")
+    assert (ours.can_intervene, ours.can_scan, ours.can_generate) == (True, True, True)
+    assert (theirs.can_intervene, theirs.can_scan, theirs.can_generate) == (False, False, False)
+    pieces = ours.tokenize(SENTENCES["dog"])
+    chosen = effects.Ablation(((1, 0),))
+    assert np.array_equal(ours.run_pieces(pieces, intervention=chosen).weights, ours.run(SENTENCES["dog"], None, chosen).weights)
+    with pytest.raises(models.ModelError, match="keeps no seam"):
+        theirs.run_pieces(theirs.tokenize(SENTENCES["dog"]), intervention=chosen)
+    with pytest.raises(models.ModelError, match="writing piece by piece"):
+        theirs.generate(SENTENCES["dog"], 2)
+    with pytest.raises(effects.EffectsError, match="inside"):
+        effects.head_effects(theirs, SENTENCES["dog"])
+    with pytest.raises(models.ModelError, match="scan"):
+        theirs.scan(SENTENCES["dog"])
+
+
 def test_a_family_setting_the_engine_lacks_goes_through_transformers_and_says_why(folders, tmp_path):
     import shutil
 

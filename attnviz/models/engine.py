@@ -153,6 +153,9 @@ class Trace:
     key: torch.Tensor  # (KV, n, dh) likewise: each read by a group of H / KV query heads
     value: torch.Tensor  # (KV, n, dh)
     head_output: torch.Tensor  # (H, n, dh) αV
+    attention_out: torch.Tensor  # (n, d) the attention's update: the heads' outputs through W_o, plus b_o
+    middle: torch.Tensor  # (n, d) the stream the MLP step reads and adds to: x + attention_out (after the norm, post-norm)
+    mlp_out: torch.Tensor  # (n, d) the MLP's update
 
     def to(self, device: torch.device, non_blocking: bool = False) -> Trace:
         return Trace(*(t.to(device, non_blocking=non_blocking) for t in vars(self).values()))
@@ -283,19 +286,59 @@ def layer(arch: Architecture, block: Block, index: int, x: torch.Tensor, positio
         a = grouped_attend(query, key, value, scoring="scaled_dot", mask=mask, need_scores=False, out=out)  # (..., H, m, c + m)
     if intervention is not None:
         a = intervene(intervention, index, a, value, positions)
-    return after_attention(arch, block, x, a.output), a, Trace(h, query, key, value, a.output)
+    y, attended, middle, mlp = rest_of_layer(arch, block, x, a.output)  # (..., m, d) each
+    return y, a, Trace(h, query, key, value, a.output, attended, middle, mlp)
 
 
-def after_attention(arch: Architecture, block: Block, x: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+def rest_of_layer(arch: Architecture, block: Block, x: torch.Tensor, output: torch.Tensor):
     """The rest of a layer, from its heads' outputs αV (..., H, m, dh) and its input x (..., m, d): W_o, the residual,
-    the norms where the family puts them, and the feed-forward. Returns x after the layer (..., m, d)."""
+    the norms where the family puts them, and the feed-forward. Returns (x after the layer, the attention's update,
+    the stream the MLP step reads and adds to, the MLP's update), (..., m, d) each."""
     heads_out = output.transpose(-3, -2).flatten(-2)  # (..., m, H·dh)
     attended = _linear(heads_out, block.w_out, block.b_out)  # (..., m, d)
     if arch.post_norm:
-        x = block.attention_norm(x + attended)  # (..., m, d)
-        return block.mlp_norm(x + feed_forward(arch, block, x))  # (..., m, d)
-    x = x + attended  # (..., m, d)
-    return x + feed_forward(arch, block, block.mlp_norm(x))  # (..., m, d)
+        middle = block.attention_norm(x + attended)  # (..., m, d)
+        mlp = feed_forward(arch, block, middle)  # (..., m, d)
+        return block.mlp_norm(middle + mlp), attended, middle, mlp
+    middle = x + attended  # (..., m, d)
+    mlp = feed_forward(arch, block, block.mlp_norm(middle))  # (..., m, d)
+    return middle + mlp, attended, middle, mlp
+
+
+def after_attention(arch: Architecture, block: Block, x: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+    """x after the layer (..., m, d), from its heads' outputs αV and its input x (rest_of_layer)."""
+    return rest_of_layer(arch, block, x, output)[0]
+
+
+def run_layers(arch: Architecture, weights: Weights, x: torch.Tensor | None, positions: torch.Tensor, *,
+               start: int = 0, intervention: Intervention | None = None, before=None, last_row: int | None = None):
+    """x (..., m, d), the input to layer `start`, through that layer and every one after it, one at a time: yields
+    (index, x after the layer, its Trace), so a caller reads each layer as it comes, or stops early. `intervention`
+    changes every layer; `before(index, x)`, where given, returns (x, intervention) for that layer instead (a batch
+    that grows layer by layer: attnviz.effects' staircase). `last_row`: the last layer computes that query row only
+    (its keys and values over the rows up to it), which is all a caller reads there; its x holds rows 0 … last_row,
+    the earlier ones as they came. Only for a causal pre-norm model, where no later row changes it."""
+    for i in range(start, arch.layers):
+        if before is not None:
+            x, intervention = before(i, x)
+        block = weights.blocks[i]
+        if i == arch.layers - 1 and last_row is not None and arch.causal and not arch.post_norm:
+            h = block.attention_norm(x[..., : last_row + 1, :])  # (..., r + 1, d)
+            _, key, value = project(arch, block, h, positions[: last_row + 1])  # (..., KV, r + 1, dh) × 2
+            y, _, trace = layer(arch, block, i, x[..., last_row: last_row + 1, :], positions[last_row: last_row + 1],
+                                key[..., :last_row, :] if last_row else None, value[..., :last_row, :] if last_row else None,
+                                intervention=intervention)  # (..., 1, d)
+            yield i, torch.cat([x[..., :last_row, :], y], -2), trace  # (..., r + 1, d)
+            return
+        x, _, trace = layer(arch, block, i, x, positions, intervention=intervention)  # (..., m, d)
+        yield i, x, trace
+
+
+def through(arch: Architecture, weights: Weights, x: torch.Tensor | None, positions: torch.Tensor, **how) -> torch.Tensor:
+    """x after the last layer (run_layers, with its keyword arguments `how`)."""
+    for _, x, _ in run_layers(arch, weights, x, positions, **how):
+        pass
+    return x
 
 
 CAUSAL_BLOCK = 128  # a long causal run's queries are taken this many rows at a time, each block against its keys so far
@@ -443,7 +486,10 @@ def extend(arch: Architecture, weights: Weights, before: Forward, token: int) ->
                               intervention=intervention)
             rows.append(a.weights.float().cpu())  # (H, 1, n + 1)
             traces.append(Trace(torch.cat([trace.x, new.x.cpu()]), torch.cat([trace.query, new.query.cpu()], 1),
-                                new.key.cpu(), new.value.cpu(), torch.cat([trace.head_output, new.head_output.cpu()], 1)))
+                                new.key.cpu(), new.value.cpu(), torch.cat([trace.head_output, new.head_output.cpu()], 1),
+                                *(torch.cat([old, fresh.cpu()]) for old, fresh in
+                                  ((trace.attention_out, new.attention_out), (trace.middle, new.middle),
+                                   (trace.mlp_out, new.mlp_out)))))
             hidden.append(x.float().cpu())
         next_logits = logits(weights, x)[0].float().cpu().numpy()  # (vocab,)
     old = np.pad(before.weights, ((0, 0), (0, 0), (0, 0), (0, 1)))  # (L, H, n, n + 1): no earlier row sees the new key

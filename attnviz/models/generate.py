@@ -68,8 +68,7 @@ class Generation:
 
 def check(model, steps, temperature, top_k, top_p, prompt: int) -> int:
     """The number of steps to take, or a ModelError that says what to change."""
-    seq2seq = model.kind == "encoder-decoder" and hasattr(model, "next_logits")
-    if not seq2seq and (model.kind != "decoder" or not hasattr(model, "extend")):
+    if not getattr(model, "can_generate", False):
         raise ModelError(f"{model.name} is {a_or_an(model.kind)}; writing piece by "
                          "piece needs a decoder computed by attnviz's engine (GPT-2, Llama-like), or an "
                          "encoder–decoder (T5, BART, Marian).")

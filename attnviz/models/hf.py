@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attnviz.models import engine
 from attnviz.models.files import ModelError
 from attnviz.models.model import Model, max_pieces
 from attnviz.models.pieces import Pieces, Reader
@@ -99,6 +100,7 @@ class TransformersModel(Model):
         config = _config(folder)
         self.name, self.source, self.note = name, str(folder), note
         self.kind, self.family = kind_of(config), config.model_type
+        self.can_generate = self.kind == "encoder-decoder"  # writes after the source text
         self.device, self.dtype, self.stored_dtype = device, dtype, stored_dtype
         self.module = self._load(folder, config)
         text = config.get_text_config() if hasattr(config, "get_text_config") else config
@@ -132,14 +134,12 @@ class TransformersModel(Model):
             raise ModelError(f"{folder.name}'s weights do not match its config.json (weights {'; '.join(problems)}).")
         return module.to(self.device).eval()
 
-    def run(self, text: str, target: str | None = None, intervention=None) -> Run:
+    def run_pieces(self, pieces: Pieces, *, target: str | None = None,
+                   intervention: engine.Intervention | None = None) -> Run:
         if intervention is not None:
             raise ModelError(f"{self.name} is computed by transformers, which keeps no seam inside its layers: "
                              "interventions (ablating a head, knocking out an edge) need attnviz's own engine, which "
                              "computes BERT-like, GPT-2 and Llama-like models.")
-        return self.run_pieces(self.tokenize(text), target)
-
-    def run_pieces(self, pieces: Pieces, target: str | None = None) -> Run:
         if self.kind == "encoder-decoder":
             return self._run_seq2seq(pieces, target)
         ids = torch.tensor([pieces.ids], device=self.device)  # (1, n)

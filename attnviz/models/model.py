@@ -11,6 +11,7 @@ import torch
 
 from attnviz.models import engine
 from attnviz.models.files import ModelError, size_text
+from attnviz.models.generate import generate
 from attnviz.models.pieces import Pieces, Reader
 from attnviz.models.run import KIND_TITLES, Attention, Run
 from attnviz.models.scan import BLOCK, TOP
@@ -63,19 +64,25 @@ class Model:
     def tokenize(self, text: str) -> Pieces:
         return self.reader(text)
 
-    def run(self, text: str, target: str | None = None) -> Run:
-        raise NotImplementedError
+    can_intervene = False  # a run can be changed inside (attnviz.effects), its layers' Q, K, V and αV at hand
+    can_scan = False  # model.scan reads a whole document, block by block
+    can_generate = False  # model.generate writes after a text
 
-    def run_pieces(self, pieces: Pieces) -> Run:
-        """The run on pieces made by hand (a probe of random pieces), not read from a text."""
+    def run(self, text: str, target: str | None = None, intervention: engine.Intervention | None = None) -> Run:
+        """The run on `text`: run_pieces on its pieces."""
+        return self.run_pieces(self.tokenize(text), target=target, intervention=intervention)
+
+    def run_pieces(self, pieces: Pieces, *, target: str | None = None,
+                   intervention: engine.Intervention | None = None) -> Run:
+        """The run on `pieces` (read from a text, or made by hand: a probe of random pieces). `target`: an
+        encoder–decoder's target text (its own output when None); a decoder or an encoder reads none. `intervention`
+        (attnviz.effects makes them): the run as it changes the layers, where can_intervene."""
         raise NotImplementedError
 
     def generate(self, text: str, steps: int = 16, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
                  seed: int = 0):
-        """`steps` pieces written after `text` (attnviz.models.generate): by a decoder attnviz computes, from its K/V
-        cache; by an encoder–decoder, after the source `text`."""
-        from attnviz.models.generate import generate
-
+        """`steps` pieces written after `text` (attnviz.models.generate), where can_generate: by a decoder attnviz
+        computes, from its K/V cache; by an encoder–decoder, after the source `text`."""
         return generate(self, text, steps, temperature, top_k, top_p, seed)
 
     def scan(self, text: str, block: int = BLOCK, top: int = TOP, progress=None, limit: int | None = None):
@@ -102,6 +109,7 @@ class EngineModel(Model):
     """A model computed by attnviz's engine from weights mapped into its layout."""
 
     computed_by = "attnviz"
+    can_intervene = can_scan = True
 
     def __init__(self, name: str, source: str, arch: engine.Architecture, weights: engine.Weights, tokenizer,
                  stored_dtype: torch.dtype, dtype: torch.dtype, end_ids: tuple[int, ...] = ()):
@@ -116,12 +124,10 @@ class EngineModel(Model):
         limit = max_pieces(arch.layers, arch.heads, arch.context)
         self.reader = Reader(tokenizer, limit, name)
         self.end_ids = end_ids  # a decoder's end-of-text pieces: writing stops at them
+        self.can_generate = arch.kind == "decoder"  # from its K/V cache
 
-    def run(self, text: str, target: str | None = None, intervention: engine.Intervention | None = None) -> Run:
-        """The run on `text`; with `intervention`, as it changes the layers (attnviz.effects makes them)."""
-        return self.run_pieces(self.tokenize(text), intervention)
-
-    def run_pieces(self, pieces: Pieces, intervention: engine.Intervention | None = None) -> Run:
+    def run_pieces(self, pieces: Pieces, *, target: str | None = None,
+                   intervention: engine.Intervention | None = None) -> Run:
         return self._run(pieces, engine.forward(self.arch, self.weights, pieces.ids, intervention))
 
     def scan(self, text: str, block: int = BLOCK, top: int = TOP, progress=None, limit: int | None = None):

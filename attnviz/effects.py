@@ -33,6 +33,7 @@ from scipy import stats
 
 from attnviz.models import Pieces, engine
 from attnviz.models.engine import Intervention, output_matrices
+from attnviz.models.files import ENGINE_FAMILIES
 from attnviz.models.run import Run
 
 HOWS = {"zero": "its output set to 0", "mean": "its output replaced by its mean over the positions"}
@@ -161,7 +162,7 @@ def engine_model(model, what: str):
     if not getattr(model, "can_intervene", False):
         raise EffectsError(f"{what.capitalize()} needs the model's inside (its heads' outputs, its layers one by one), "
                            "which only attnviz's own engine keeps; this model is computed by transformers. attnviz "
-                           "computes BERT-like, GPT-2 and Llama-like models.")
+                           f"computes {ENGINE_FAMILIES}.")
     return model
 
 

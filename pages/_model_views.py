@@ -13,6 +13,7 @@ from attnviz.attention import scaled_dot_parts
 from attnviz.export import Matrix
 from attnviz.positions import cosine_similarity, rotary_angles, rotary_similarity
 from attnviz.selfattention import temperature_grid
+from attnviz.models.files import ENGINE_FAMILIES
 from attnviz.models.generate import MAX_STEPS
 from attnviz.urlstate import Param, boolean, choice, coerce, encode_bool, int_range
 from pages._common import save_url_state
@@ -32,7 +33,7 @@ HEAD_TYPE_PARAMS = {
 LINES_LIMIT = 64  # the line view draws a row per piece up to this many
 QK_PIECES = 128  # the text's own pieces join the built-in sentences in the query–key space up to this many
 ENGINE_ONLY = ("Computed by transformers, this model keeps none of its queries and keys, so {what} is off: it needs "
-               "attnviz's own engine, which computes BERT-like, GPT-2 and Llama-like models.")
+               f"attnviz's own engine, which computes {ENGINE_FAMILIES}.")
 
 
 def engine_only(model: models.Model, what: str) -> bool:
@@ -270,7 +271,10 @@ def positions(model: models.Model, result: models.Run) -> None:
         title = "P: one learned row per position"
         how = r"\cos(P_m, P_n)"
     else:
-        d, base = model.head_dim, model.arch.rope_base
+        d, base = model.arch.rotary_dims or model.head_dim, model.arch.rope_base  # the dimensions turned
+        if d < model.head_dim:
+            st.caption(f"{model.name} turns the first {d} of each head's {model.head_dim} dimensions; the rest are "
+                       "left as they are, and play no part below.")
         table = np.cos(rotary_angles(torch.arange(n), d, base).numpy())  # (n, d // 2)
         similarity, cols, corner = rotary_similarity(n, d, base), [f"pair {i}" for i in range(d // 2)], "position \\ pair"
         st.latex(r"q_p, k_p \text{ turned pair by pair by } p\,\theta_i,\ \theta_i = %g^{-2i/%d},\ \cos(p\,\theta_i): %d \times %d"

@@ -7,6 +7,7 @@ import streamlit as st
 
 from attnviz import long, models
 from attnviz.models import scan as scan_module
+from attnviz.models.files import ENGINE_FAMILIES
 from attnviz.figures import PALETTES, long as drawn, matrix_heatmap
 from attnviz.urlstate import Param, bounded_text, choice, encode_int_list, int_list, int_range
 from pages._common import bounded_text_box, load_url_state, save_url_state, selected_points, stop
@@ -34,7 +35,7 @@ name = pick_model(("decoder", "encoder"), "smollm2")
 model = load_or_stop(name, lambda message: stop(message, SCHEMA, error=True))
 if not model.can_scan:
     stop(f"{name} is computed by transformers, which keeps every layer's n × n weights at once; a whole document needs "
-         "a model attnviz's engine computes (BERT-, GPT-2- and Llama-like).", SCHEMA, error=True)
+         f"a model attnviz's engine computes ({ENGINE_FAMILIES}).", SCHEMA, error=True)
 limit = scan_module.most_pieces(model.arch, SCAN_BYTES)
 reach = (f"{name}'s own context of {model.arch.context:,} pieces" if limit >= model.arch.context else
          f"{limit:,} pieces ({name} reads {model.arch.context:,}; this server keeps a scan within "

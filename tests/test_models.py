@@ -21,7 +21,7 @@ from tiny_models import ENGINE, SENTENCES  # noqa: E402
 from attnviz import models  # noqa: E402
 from attnviz.models.engine import scores as trace_scores  # noqa: E402
 
-DECODERS = ("gpt2", "llama", "mistral", "qwen2")
+DECODERS = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gpt_neox")
 
 
 @pytest.fixture(scope="module")
@@ -33,19 +33,19 @@ def folders(tmp_path_factory):
 def reference(folder: Path, family: str):
     import transformers as T
 
-    auto = T.AutoModelForCausalLM if family in DECODERS + ("gpt_neox",) else T.AutoModel
+    auto = T.AutoModelForCausalLM if family in DECODERS + ("opt",) else T.AutoModel
     return auto.from_pretrained(str(folder), attn_implementation="eager").eval()
 
 
 def expected_mask(config: dict, family: str, layer: int, n: int) -> np.ndarray:
     """(n, n) where a query may read a key, written out from the config: all for an encoder; j ≤ i for a decoder,
-    and j > i − w within a sliding window w (Mistral's on every layer, Qwen2's on its sliding layers)."""
+    and j > i − w within a sliding window w (Mistral's on every layer, Qwen2's and Qwen3's on their sliding layers)."""
     if family not in DECODERS:
         return np.ones((n, n), bool)
     i, j = np.arange(n)[:, None], np.arange(n)[None, :]
     allowed = j <= i
     window = config.get("sliding_window")
-    if family == "mistral" or (family == "qwen2" and config["layer_types"][layer] == "sliding_attention"):
+    if family == "mistral" or (family in ("qwen2", "qwen3") and config["layer_types"][layer] == "sliding_attention"):
         allowed &= j > i - window
     return allowed
 
@@ -136,11 +136,11 @@ def test_the_logit_lens_last_layer_is_the_models_prediction(family, folders):
 
 
 def test_another_architecture_goes_through_transformers(folders):
-    folder = folders["gpt_neox"]
+    folder = folders["opt"]
     model = models.load(folder, device="cpu")
-    assert (model.computed_by, model.kind, model.family) == ("transformers", "decoder", "gpt_neox")
+    assert (model.computed_by, model.kind, model.family) == ("transformers", "decoder", "opt")
     run = model.run(SENTENCES["dog"])
-    reference_model = reference(folder, "gpt_neox")
+    reference_model = reference(folder, "opt")
     with torch.no_grad():
         out = reference_model(torch.tensor([run.pieces.ids]), output_attentions=True)
     expected = torch.stack(out.attentions)[:, 0].numpy()
@@ -198,7 +198,7 @@ def test_one_run_pieces_signature_and_what_each_model_can_do(folders):
     from attnviz.models.model import EngineModel
 
     assert inspect.signature(EngineModel.run_pieces) == inspect.signature(TransformersModel.run_pieces)
-    ours, theirs = models.load(folders["llama"], device="cpu"), models.load(folders["gpt_neox"], device="cpu")
+    ours, theirs = models.load(folders["llama"], device="cpu"), models.load(folders["opt"], device="cpu")
     assert (ours.can_intervene, ours.can_scan, ours.can_generate) == (True, True, True)
     assert (theirs.can_intervene, theirs.can_scan, theirs.can_generate) == (False, False, False)
     pieces = ours.tokenize(SENTENCES["dog"])
@@ -380,7 +380,7 @@ def test_the_catalog_names_each_configured_model_once_and_reads_its_kind(folders
     assert list(found) == ["minilm", "smollm2", "gpt2", "bert", "bert-2", "t5", "my-model-v2"]
     assert [found[n].kind for n in found] == ["encoder", "decoder", "decoder", "encoder", "encoder", "encoder-decoder", None]
     assert found["bert-2"].source == str(twin.resolve()) and found["minilm"].builtin and not found["bert"].builtin
-    assert kind_of(folders["gpt_neox"]) == "decoder"  # from its architectures: GPTNeoXForCausalLM
+    assert kind_of(folders["opt"]) == "decoder"  # from its architectures: OPTForCausalLM
     assert kind_of(tmp_path / "nowhere") is None
 
 
@@ -447,7 +447,7 @@ def test_a_model_transformers_computes_loads_without_its_progress_bars_or_warnin
 
     before = logging.get_verbosity(), logging.is_progress_bar_enabled()
     capfd.readouterr()
-    for family in ("gpt_neox", "t5"):
+    for family in ("opt", "t5"):
         models.load(folders[family], "cpu").run(SENTENCES["dog"])
     out, err = capfd.readouterr()
     assert out == "" and err == "", err[-500:]

@@ -55,7 +55,9 @@ def byte_level_tokenizer(folder: Path, *, bos: str | None = None) -> int:
     return tokenizer.get_vocab_size()
 
 
-def _save(model, folder: Path) -> Path:
+def _save(model, folder: Path, *, norms: bool = False) -> Path:
+    """`model` with random weights saved in `folder`; with `norms`, every norm's weight random too (1 + N(0, 0.1)), so
+    that a norm the engine left out or put in the wrong place would show."""
     import torch
 
     torch.manual_seed(0)
@@ -66,13 +68,15 @@ def _save(model, folder: Path) -> Path:
             elif not name.endswith(("norm.weight", "LayerNorm.weight", "ln_1.weight", "ln_2.weight", "ln_f.weight",
                                     "layer_norm.weight", "layernorm.weight")):
                 p.normal_(0, 0.1)
+            elif norms:
+                p.normal_(1, 0.1)
     model.save_pretrained(str(folder))
     return folder
 
 
 def build(family: str, root: Path) -> Path:
     """A folder holding a tiny `family` model and its tokenizer: bert, roberta, distilbert, gpt2, llama, mistral, qwen2,
-    gpt_neox (outside attnviz's families: computed by transformers), t5 (an encoder–decoder)."""
+    qwen3, gpt_neox, opt (outside attnviz's families: computed by transformers), t5 (an encoder–decoder)."""
     import torch
     import transformers as T
 
@@ -93,7 +97,7 @@ def build(family: str, root: Path) -> Path:
         config = T.GPT2Config(vocab_size=vocab, n_embd=24, n_layer=2, n_head=3, n_positions=64, bos_token_id=0,
                               eos_token_id=0)
         return _save(T.GPT2LMHeadModel(config), folder)
-    if family in ("llama", "mistral", "qwen2"):
+    if family in ("llama", "mistral", "qwen2", "qwen3"):
         vocab = byte_level_tokenizer(folder, bos="<s>" if family == "llama" else None)
         shared = dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=3, num_attention_heads=8, num_key_value_heads=2,
                       intermediate_size=40, max_position_embeddings=128, bos_token_id=None, eos_token_id=0,
@@ -105,15 +109,25 @@ def build(family: str, root: Path) -> Path:
         if family == "mistral":
             config = T.MistralConfig(**shared, rope_theta=777.0, sliding_window=4, tie_word_embeddings=False)
             return _save(T.MistralForCausalLM(config), folder)
+        if family == "qwen3":  # each head's query and key normed (q_norm, k_norm), head size not d_model / heads
+            config = T.Qwen3Config(**shared, head_dim=6, rope_theta=4321.0, attention_bias=True, use_sliding_window=True,
+                                   sliding_window=5, max_window_layers=2, tie_word_embeddings=False)
+            return _save(T.Qwen3ForCausalLM(config), folder, norms=True)
         config = T.Qwen2Config(**shared, rope_theta=123456.0, use_sliding_window=True, sliding_window=5,
                                max_window_layers=1, tie_word_embeddings=False)
         return _save(T.Qwen2ForCausalLM(config), folder)
-    if family == "gpt_neox":
+    if family == "gpt_neox":  # Pythia's: a parallel residual, a quarter of each head turned by position
         vocab = byte_level_tokenizer(folder)
         config = T.GPTNeoXConfig(vocab_size=vocab, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
-                                 intermediate_size=40, max_position_embeddings=64, rotary_pct=0.5, bos_token_id=0,
-                                 eos_token_id=0)
-        return _save(T.GPTNeoXForCausalLM(config), folder)
+                                 intermediate_size=40, max_position_embeddings=64, rotary_pct=0.25,
+                                 rotary_emb_base=333.0, bos_token_id=0, eos_token_id=0)
+        return _save(T.GPTNeoXForCausalLM(config), folder, norms=True)
+    if family == "opt":  # a family outside attnviz's engine: computed by transformers
+        vocab = byte_level_tokenizer(folder)
+        config = T.OPTConfig(vocab_size=vocab, hidden_size=24, num_hidden_layers=2, ffn_dim=40, num_attention_heads=3,
+                             max_position_embeddings=64, word_embed_proj_dim=24, bos_token_id=0, eos_token_id=0,
+                             pad_token_id=1)
+        return _save(T.OPTForCausalLM(config), folder)
     if family == "t5":
         vocab = byte_level_tokenizer(folder)
         config = T.T5Config(vocab_size=vocab, d_model=24, d_kv=8, d_ff=40, num_layers=2, num_decoder_layers=3,
@@ -122,5 +136,5 @@ def build(family: str, root: Path) -> Path:
     raise ValueError(f"no tiny {family}")
 
 
-ENGINE = ("bert", "roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2")
-OTHERS = ("gpt_neox", "t5")
+ENGINE = ("bert", "roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2", "qwen3", "gpt_neox")
+OTHERS = ("opt", "t5")

@@ -1,10 +1,11 @@
 """attnviz's own transformer: one layout that every family's weights are mapped into, and one forward over it.
 
-A family (bert.py, gpt2.py, llama.py, gguf.py) is a mapping of a checkpoint into `Weights`, never a second engine.
-What differs between families is said by `Architecture`: where the norms sit (after the residual, as BERT; before
-the block, as GPT-2 and Llama), LayerNorm or RMSNorm, learned positions or rotary ones, GELU or a gated SiLU, how many
-key/value heads the query heads share, a sliding window. Every layer's attention goes through the engine's
-`grouped_attend` (attnviz.attention), the same softmax(QKᵀ/√d_k) as every page.
+A family (bert.py, gpt2.py, llama.py, neox.py, gguf.py) is a mapping of a checkpoint into `Weights`, never a second
+engine. What differs between families is said by `Architecture` and `Block`: where the norms sit (after the residual,
+as BERT; before the block, as GPT-2 and Llama), LayerNorm or RMSNorm, learned positions or rotary ones (on all of a
+head or part of it), GELU or a gated SiLU, how many key/value heads the query heads share, a sliding window, norms of
+each head's query and key (Qwen3), attention and MLP side by side (GPT-NeoX's parallel residual). Every layer's
+attention goes through the engine's `grouped_attend` (attnviz.attention), the same softmax(QKᵀ/√d_k) as every page.
 
 Matrices are kept as (in, out): y = xW + b, as in our notes; nn.Linear's (out, in) are transposed once, at load.
 """
@@ -53,6 +54,8 @@ class Architecture:
     rope_pairs: str = "halves"  # attnviz.positions.rotate's pairing
     windows: tuple[int | None, ...] = ()  # per layer: a sliding window (a query reads its last `w` pieces), or None
     token_type: bool = False  # BERT adds segment A's embedding to every piece
+    rotary_dims: int | None = None  # GPT-NeoX: only each head's first rotary_dims dimensions are turned; None all
+    parallel: bool = False  # GPT-NeoX: attention and MLP read the same input, x + attn(norm₁(x)) + mlp(norm₂(x))
 
     @property
     def group(self) -> int:
@@ -111,6 +114,8 @@ class Block:
     b_down: torch.Tensor | None  # (d,)
     w_gate: torch.Tensor | None = None  # (d, d_ff), gated feed-forwards only
     b_gate: torch.Tensor | None = None  # (d_ff,)
+    query_norm: Norm | None = None  # Qwen3: each head's query normed over its dh, before the turn by position
+    key_norm: Norm | None = None  # likewise each key
 
 
 @dataclass
@@ -154,7 +159,7 @@ class Trace:
     value: torch.Tensor  # (KV, n, dh)
     head_output: torch.Tensor  # (H, n, dh) αV
     attention_out: torch.Tensor  # (n, d) the attention's update: the heads' outputs through W_o, plus b_o
-    middle: torch.Tensor  # (n, d) the stream the MLP step reads and adds to: x + attention_out (after the norm, post-norm)
+    middle: torch.Tensor  # (n, d) the stream the MLP's update is added to: x + attention_out (normed, post-norm)
     mlp_out: torch.Tensor  # (n, d) the MLP's update
 
     def to(self, device: torch.device, non_blocking: bool = False) -> Trace:
@@ -235,11 +240,20 @@ def project(arch: Architecture, block: Block, x: torch.Tensor, positions: torch.
     query = split_heads(_linear(x, block.w_query, block.b_query), arch.heads)  # (H, m, dh)
     key = split_heads(_linear(x, block.w_key, block.b_key), arch.kv_heads)  # (KV, m, dh)
     value = split_heads(_linear(x, block.w_value, block.b_value), arch.kv_heads)  # (KV, m, dh)
+    if block.query_norm is not None:
+        query, key = block.query_norm(query), block.key_norm(key)  # (H, m, dh), (KV, m, dh)
     if arch.positions == "rotary":
-        angles = turns(positions, query.shape[-1], arch.rope_base, query.dtype)  # (m, dh // 2) cos and sin
-        query = rotate(query, positions, arch.rope_base, arch.rope_pairs, angles)  # (H, m, dh)
-        key = rotate(key, positions, arch.rope_base, arch.rope_pairs, angles)  # (KV, m, dh)
+        query, key = turned(arch, query, positions), turned(arch, key, positions)  # (H, m, dh), (KV, m, dh)
     return query, key, value
+
+
+def turned(arch: Architecture, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """Queries or keys x (..., m, dh) turned by position (RoPE); only the first rotary_dims of each where the
+    family turns part of a head (GPT-NeoX), the rest as they are."""
+    r = arch.rotary_dims or x.shape[-1]
+    angles = turns(positions, r, arch.rope_base, x.dtype)  # (m, r // 2) cos and sin
+    moved = rotate(x[..., :r], positions, arch.rope_base, arch.rope_pairs, angles)  # (..., m, r)
+    return moved if r == x.shape[-1] else torch.cat([moved, x[..., r:]], -1)  # (..., m, dh)
 
 
 def allowed_keys(arch: Architecture, layer: int, rows: torch.Tensor, n_keys: int, first: int = 0
@@ -293,9 +307,13 @@ def layer(arch: Architecture, block: Block, index: int, x: torch.Tensor, positio
 def rest_of_layer(arch: Architecture, block: Block, x: torch.Tensor, output: torch.Tensor):
     """The rest of a layer, from its heads' outputs αV (..., H, m, dh) and its input x (..., m, d): W_o, the residual,
     the norms where the family puts them, and the feed-forward. Returns (x after the layer, the attention's update,
-    the stream the MLP step reads and adds to, the MLP's update), (..., m, d) each."""
+    the stream the MLP's update is added to, the MLP's update), (..., m, d) each."""
     heads_out = output.transpose(-3, -2).flatten(-2)  # (..., m, H·dh)
     attended = _linear(heads_out, block.w_out, block.b_out)  # (..., m, d)
+    if arch.parallel:  # the MLP reads the layer's input, not the attention's sum
+        middle = x + attended  # (..., m, d)
+        mlp = feed_forward(arch, block, block.mlp_norm(x))  # (..., m, d)
+        return middle + mlp, attended, middle, mlp
     if arch.post_norm:
         middle = block.attention_norm(x + attended)  # (..., m, d)
         mlp = feed_forward(arch, block, middle)  # (..., m, d)

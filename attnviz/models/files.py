@@ -34,6 +34,10 @@ class ModelError(ValueError):
 # ---------------------------------------------------------------- sizes and the budget
 
 
+# What attnviz's engine computes, as the messages name it (attnviz.models.FAMILIES lists each model_type).
+ENGINE_FAMILIES = "BERT-like, GPT-2, Llama-like (Llama, Mistral, Qwen2, Qwen3) and GPT-NeoX models"
+
+
 def a_or_an(word: str) -> str:
     """The word with its article: "an encoder", "a decoder"."""
     return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"

@@ -70,7 +70,7 @@ def check(model, steps, temperature, top_k, top_p, prompt: int) -> int:
     """The number of steps to take, or a ModelError that says what to change."""
     if not getattr(model, "can_generate", False):
         raise ModelError(f"{model.name} is {a_or_an(model.kind)}; writing piece by "
-                         "piece needs a decoder computed by attnviz's engine (GPT-2, Llama-like), or an "
+                         "piece needs a decoder computed by attnviz's engine (GPT-2, Llama-like, GPT-NeoX), or an "
                          "encoder–decoder (T5, BART, Marian).")
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
         raise ModelError(f"steps must be a whole number from 1 to {MAX_STEPS}, got {steps!r}.")

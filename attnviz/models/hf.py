@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from attnviz.models import engine
-from attnviz.models.files import ModelError
+from attnviz.models.files import ENGINE_FAMILIES, ModelError
 from attnviz.models.model import Model, max_pieces
 from attnviz.models.pieces import Pieces, Reader
 from attnviz.models.run import KIND_TITLES, Attention, Run
@@ -139,7 +139,7 @@ class TransformersModel(Model):
         if intervention is not None:
             raise ModelError(f"{self.name} is computed by transformers, which keeps no seam inside its layers: "
                              "interventions (ablating a head, knocking out an edge) need attnviz's own engine, which "
-                             "computes BERT-like, GPT-2 and Llama-like models.")
+                             f"computes {ENGINE_FAMILIES}.")
         if self.kind == "encoder-decoder":
             return self._run_seq2seq(pieces, target)
         ids = torch.tensor([pieces.ids], device=self.device)  # (1, n)

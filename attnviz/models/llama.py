@@ -1,9 +1,10 @@
-"""Llama-like decoders (Llama, Mistral, Qwen2, SmolLM) into attnviz's layout.
+"""Llama-like decoders (Llama, Mistral, Qwen2, Qwen3, SmolLM) into attnviz's layout.
 
 Pre-norm layers with RMSNorm, rotary positions on q and k, grouped-query attention (each key/value head read by
 heads / kv_heads query heads), a SwiGLU feed-forward, a final RMSNorm and an output matrix (tied to the embeddings
 when tie_word_embeddings). Qwen2 adds biases to q, k and v; Llama may add them everywhere (attention_bias, mlp_bias);
-Mistral and some Qwen2 layers read a sliding window of the last pieces.
+Mistral and some Qwen2 and Qwen3 layers read a sliding window of the last pieces. Qwen3 norms each head's query
+and key (RMSNorm over its dh, its own weights) before turning them by position.
 The traps, handled here: nn.Linear's (out, in) weights are transposed to ours; transformers turns the pairs (i, i + d/2)
 of q and k (rope_pairs="halves"), where a GGUF file's permuted weights turn (2i, 2i+1) (attnviz.models.gguf).
 """
@@ -14,7 +15,7 @@ from attnviz.models.engine import Architecture, Block, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.model import Built, Unsupported
 
-MODEL_TYPES = ("llama", "mistral", "qwen2")
+MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 PREFIXES = ("model.", "")
 
 
@@ -28,10 +29,10 @@ def rope_base(config: dict) -> float:
 
 
 def windows(config: dict, layers: int) -> tuple[int | None, ...]:
-    """Each layer's sliding window: Qwen2's layer_types (or use_sliding_window from max_window_layers on), Mistral's
-    sliding_window on every layer, else none."""
+    """Each layer's sliding window: Qwen2's and Qwen3's layer_types (or use_sliding_window from max_window_layers
+    on), Mistral's sliding_window on every layer, else none."""
     window = setting(config, "sliding_window") if config.get("sliding_window") is not None else None
-    if config["model_type"] == "qwen2":
+    if config["model_type"] in ("qwen2", "qwen3"):
         types = config.get("layer_types")
         if types is None:
             start = config.get("max_window_layers", layers) if config.get("use_sliding_window") else layers
@@ -61,15 +62,16 @@ def architecture(config: dict) -> Architecture:
 def build(config: dict, tensors: Tensors) -> Built:
     arch = architecture(config)
     d, dh, ff, eps = arch.d_model, arch.head_dim, setting(config, "intermediate_size"), config.get("rms_norm_eps", 1e-6)
-    qwen = config["model_type"] == "qwen2"
+    qwen = config["model_type"] == "qwen2"  # biases on q, k and v, always
+    head_norms = config["model_type"] == "qwen3"
     attention_bias, mlp_bias = config.get("attention_bias", False), config.get("mlp_bias", False)
 
     def linear(name: str, n_in: int, n_out: int, bias: bool):
         weight = tensors.get(f"{name}.weight", (n_out, n_in)).T.contiguous()  # (in, out)
         return weight, tensors.get(f"{name}.bias", (n_out,)) if bias else None
 
-    def norm(name: str) -> Norm:
-        return Norm("rms", tensors.get(f"{name}.weight", (d,)), None, eps)
+    def norm(name: str, size: int = d) -> Norm:
+        return Norm("rms", tensors.get(f"{name}.weight", (size,)), None, eps)
 
     blocks = []
     for i in range(arch.layers):
@@ -82,7 +84,9 @@ def build(config: dict, tensors: Tensors) -> Built:
         w_up, b_up = linear(p + "mlp.up_proj", d, ff, mlp_bias)
         w_down, b_down = linear(p + "mlp.down_proj", ff, d, mlp_bias)
         blocks.append(Block(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, norm(p + "input_layernorm"),
-                            norm(p + "post_attention_layernorm"), w_up, b_up, w_down, b_down, w_gate, b_gate))
+                            norm(p + "post_attention_layernorm"), w_up, b_up, w_down, b_down, w_gate, b_gate,
+                            norm(p + "self_attn.q_norm", dh) if head_norms else None,
+                            norm(p + "self_attn.k_norm", dh) if head_norms else None))
     embeddings = tensors.get("embed_tokens.weight", (arch.vocab, d))
     tied = config.get("tie_word_embeddings", False) and not tensors.has("lm_head.weight")
     head = embeddings if tied else tensors.get("lm_head.weight", (arch.vocab, d))

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from attnviz.models import engine
-from attnviz.models.files import ModelError, size_text
+from attnviz.models.files import ENGINE_FAMILIES, ModelError, size_text
 from attnviz.models.generate import generate
 from attnviz.models.pieces import Pieces, Reader
 from attnviz.models.run import KIND_TITLES, Attention, Run
@@ -89,8 +89,7 @@ class Model:
         """Every head's attention over a whole document, up to the model's own context (attnviz.models.scan): a
         model attnviz's engine computes only."""
         raise ModelError(f"{self.name} is computed by transformers, which keeps every layer's n × n weights at once; "
-                         "a scan of a whole document needs a model attnviz's engine computes (BERT-, GPT-2- and "
-                         "Llama-like: attnviz.models says which families).")
+                         f"a scan of a whole document needs a model attnviz's engine computes ({ENGINE_FAMILIES}).")
 
     def describe(self) -> str:
         """One line for people: what the model is and what computes it."""

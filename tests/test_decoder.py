@@ -321,6 +321,7 @@ def test_a_model_of_another_kind_gets_a_sentence_that_reads_right():
     assert said and said[0].startswith("minilm is an encoder model, not one this page draws; showing smollm2.")
 
 
+@pytest.mark.slow  # several seconds of page runs: the full suite's, not the fast tier's
 def test_the_timeline_replays_the_links_generation_and_bad_values_get_defaults(model):
     from attnviz.models.generate import MAX_STEPS
 

@@ -34,6 +34,7 @@ def smollm2():
     return models.load("smollm2", device="cpu")
 
 
+@pytest.mark.slow  # several seconds of page runs: the full suite's, not the fast tier's
 def test_the_decoder_panel_draws_each_heads_effect_routes_logits_and_importance(smollm2):
     at = page("decoder.py", {"text": TEXT, "effects": "1", "layer": "20", "head": "8"})
     assert not at.exception

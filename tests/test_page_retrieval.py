@@ -3,6 +3,7 @@
 import re
 import json
 import numpy as np
+import pytest
 from attnviz.pooling import fit_bandwidth, salary_data
 
 from page_support import KV, ROOT, TIMEOUT, chart_data, decode, kv_page, messages, run_page, soft_table
@@ -61,6 +62,7 @@ def test_pooling_controls_change_the_data():
     assert len(at.metric) == 0  # σ is learned when asked, not on every visit
 
 
+@pytest.mark.slow  # several seconds of page runs: the full suite's, not the fast tier's
 def test_pooling_learns_sigma_when_asked_and_keeps_the_fit():
     at = run_page("pooling.py", {"n": "30", "seed": "2"})
     assert not at.exception and not at.metric

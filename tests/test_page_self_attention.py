@@ -379,6 +379,7 @@ def test_trained_page_walk_and_comparison():
     assert any(t.startswith("Trained: layer 2, head 3") for t in titles) and any(t.startswith("Toy: GloVe") for t in titles)
 
 
+@pytest.mark.slow  # several seconds of page runs: the full suite's, not the fast tier's
 def test_lesson_buttons_walk_the_steps():
     at = run_page("lesson.py", {"step": "19"})
     at.button(key="next").click().run()

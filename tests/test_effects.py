@@ -22,8 +22,8 @@ from tiny_models import SENTENCES  # noqa: E402
 from attnviz import effects, models  # noqa: E402
 from attnviz.models.engine import Intervention  # noqa: E402
 
-FAMILIES = ("gpt2", "llama", "bert", "qwen3", "gpt_neox")  # GPT-2's Conv1D, Llama's grouped K/V (8 heads on 2), BERT's
-# post-norm encoder, Qwen3's normed queries and keys, GPT-NeoX's parallel residual and partial rotary
+FAMILIES = ("gpt2", "llama", "bert", "qwen3", "phi3", "gpt_neox")  # GPT-2's Conv1D, Llama's grouped K/V (8 heads on 2),
+# BERT's post-norm encoder, Qwen3's normed queries and keys, Phi-3's fused projections, GPT-NeoX's parallel residual
 TEXT = SENTENCES["cat"]
 
 
@@ -49,7 +49,7 @@ def output_projection(module, family: str, layer: int):
     """The module that multiplies the heads' outputs by W_o in transformers' model."""
     if family == "gpt2":
         return module.transformer.h[layer].attn.c_proj
-    if family in ("llama", "qwen3"):
+    if family in ("llama", "qwen3", "phi3"):
         return module.model.layers[layer].self_attn.o_proj
     if family == "gpt_neox":
         return module.gpt_neox.layers[layer].attention.dense
@@ -139,12 +139,16 @@ def test_knockout_equals_transformers_with_a_4d_mask(family, folders, loaded):
     edges = [(n - 1, 1), (n - 2, 1), (5, 2), (3, 3)]
     run = effects.knock_out(model, TEXT, edges)
     allowed = torch.ones(n, n, dtype=torch.bool) if family == "bert" else torch.ones(n, n, dtype=torch.bool).tril()
+    windows = set(model.arch.windows or (None,))
+    if len(windows) == 1 and None not in windows:  # one window on every layer (Phi-3): the 4D mask carries it
+        allowed &= torch.arange(n)[None, :] > torch.arange(n)[:, None] - windows.pop()
     for q, k in edges:
         allowed[q, k] = False
     mask = torch.zeros(1, 1, n, n).masked_fill(~allowed, torch.finfo(torch.float32).min)  # additive
     with torch.no_grad():
         out = reference(folders[family], family)(torch.tensor([ids]), attention_mask=mask, output_attentions=True)
-    windowed = [bool(w) for w in model.arch.windows] if model.arch.windows else [False] * model.layers
+    mixed = len(set(model.arch.windows or (None,))) > 1  # Qwen3's windowed and full layers: no one 4D mask for both
+    windowed = [bool(w) and mixed for w in model.arch.windows] if model.arch.windows else [False] * model.layers
     unwindowed = [i for i, w in enumerate(windowed) if not w]  # the 4D mask replaces a layer's window in transformers
     assert np.abs(run.weights[unwindowed] - torch.stack(out.attentions)[unwindowed, 0].numpy()).max() <= 1e-4
     assert (run.weights[:, :, n - 1, 1] == 0).all()

@@ -21,7 +21,7 @@ from tiny_models import ENGINE, SENTENCES  # noqa: E402
 from attnviz import models  # noqa: E402
 from attnviz.models.engine import scores as trace_scores  # noqa: E402
 
-DECODERS = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gpt_neox")
+DECODERS = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox")
 
 
 @pytest.fixture(scope="module")
@@ -39,13 +39,13 @@ def reference(folder: Path, family: str):
 
 def expected_mask(config: dict, family: str, layer: int, n: int) -> np.ndarray:
     """(n, n) where a query may read a key, written out from the config: all for an encoder; j ≤ i for a decoder,
-    and j > i − w within a sliding window w (Mistral's on every layer, Qwen2's and Qwen3's on their sliding layers)."""
+    and j > i − w within a sliding window w (Mistral's and Phi-3's on every layer, Qwen2's and Qwen3's on their sliding layers)."""
     if family not in DECODERS:
         return np.ones((n, n), bool)
     i, j = np.arange(n)[:, None], np.arange(n)[None, :]
     allowed = j <= i
     window = config.get("sliding_window")
-    if family == "mistral" or (family in ("qwen2", "qwen3") and config["layer_types"][layer] == "sliding_attention"):
+    if family in ("mistral", "phi3") or (family in ("qwen2", "qwen3") and config["layer_types"][layer] == "sliding_attention"):
         allowed &= j > i - window
     return allowed
 

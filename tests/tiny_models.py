@@ -76,7 +76,7 @@ def _save(model, folder: Path, *, norms: bool = False) -> Path:
 
 def build(family: str, root: Path) -> Path:
     """A folder holding a tiny `family` model and its tokenizer: bert, roberta, distilbert, gpt2, llama, mistral, qwen2,
-    qwen3, gpt_neox, opt (outside attnviz's families: computed by transformers), t5 (an encoder–decoder)."""
+    qwen3, phi3, gpt_neox, opt (outside attnviz's families: computed by transformers), t5 (an encoder–decoder)."""
     import torch
     import transformers as T
 
@@ -97,7 +97,7 @@ def build(family: str, root: Path) -> Path:
         config = T.GPT2Config(vocab_size=vocab, n_embd=24, n_layer=2, n_head=3, n_positions=64, bos_token_id=0,
                               eos_token_id=0)
         return _save(T.GPT2LMHeadModel(config), folder)
-    if family in ("llama", "mistral", "qwen2", "qwen3"):
+    if family in ("llama", "mistral", "qwen2", "qwen3", "phi3"):
         vocab = byte_level_tokenizer(folder, bos="<s>" if family == "llama" else None)
         shared = dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=3, num_attention_heads=8, num_key_value_heads=2,
                       intermediate_size=40, max_position_embeddings=128, bos_token_id=None, eos_token_id=0,
@@ -109,6 +109,11 @@ def build(family: str, root: Path) -> Path:
         if family == "mistral":
             config = T.MistralConfig(**shared, rope_theta=777.0, sliding_window=4, tie_word_embeddings=False)
             return _save(T.MistralForCausalLM(config), folder)
+        if family == "phi3":  # W_q, W_k, W_v fused, and W_gate, W_up; half of each head turned; a window
+            config = T.Phi3Config(**shared, rope_parameters={"rope_type": "default", "rope_theta": 2345.0,
+                                                             "partial_rotary_factor": 0.5},
+                                  sliding_window=4, tie_word_embeddings=False)
+            return _save(T.Phi3ForCausalLM(config), folder, norms=True)
         if family == "qwen3":  # each head's query and key normed (q_norm, k_norm), head size not d_model / heads
             config = T.Qwen3Config(**shared, head_dim=6, rope_theta=4321.0, attention_bias=True, use_sliding_window=True,
                                    sliding_window=5, max_window_layers=2, tie_word_embeddings=False)
@@ -136,5 +141,5 @@ def build(family: str, root: Path) -> Path:
     raise ValueError(f"no tiny {family}")
 
 
-ENGINE = ("bert", "roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2", "qwen3", "gpt_neox")
+ENGINE = ("bert", "roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox")
 OTHERS = ("opt", "t5")

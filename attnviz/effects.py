@@ -330,26 +330,6 @@ def staircase(model, clean: Run, start: int, stop: int, how: str, read: int) -> 
         return x[:, read].float()  # (B, d)
 
 
-def naive_head_effects(model, text: str, how: str = "zero", *, piece: int | None = None) -> np.ndarray:
-    """head_effects the plain way, one whole forward per head: the benchmark's and the tests' reference."""
-    model = engine_model(model, "a head's effect")
-    pieces = pieces_of(model, text)
-    clean = model.run_pieces(pieces)
-    n = len(pieces)
-    read = check_piece(piece, n, n - 1 if model.kind == "decoder" else 0)
-    out = np.zeros((model.layers, model.heads))
-    target = int(np.argmax(clean.next_logits)) if model.kind == "decoder" else None
-    for layer in range(model.layers):
-        for head in range(model.heads):
-            run = model.run_pieces(pieces, intervention=Ablation(((layer, head),), how))
-            if target is not None:
-                out[layer, head] = log_prob(run.next_logits, target) - log_prob(clean.next_logits, target)
-            else:
-                a, b = run.hidden[-1, read].astype(np.float64), clean.hidden[-1, read].astype(np.float64)
-                out[layer, head] = 1 - a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
-    return out.astype(np.float32)
-
-
 def log_prob(logits: np.ndarray, piece: int) -> float:
     return float(torch.log_softmax(torch.from_numpy(logits).double(), -1)[piece])
 

@@ -3,7 +3,7 @@
 Run: python bench/bench_effects.py [--runs N] [--device cpu|cuda]
 SmolLM2-135M on a 15-piece sentence, the model loaded and warmed first, alternating the two ways each run:
 - every head's effect (270 heads): effects.head_effects (each layer's copies from the clean run's input to it,
-  batched) beside one whole forward per head with that head ablated (effects.naive_head_effects);
+  batched) beside one whole forward per head with that head ablated (naive_head_effects, here);
 - importance with occlusion (six measures and the baseline): effects.importance beside the same measures with occlusion
   computed the plain way, one knocked-out forward per piece;
 - the arithmetic: the multiply–adds head_effects does, over the measured peak of a large float32 matmul on this
@@ -31,6 +31,31 @@ def timed(fn) -> float:
     started = time.perf_counter()
     fn()
     return time.perf_counter() - started
+
+
+def naive_head_effects(model, text: str, how: str = "zero", *, piece: int | None = None):
+    """effects.head_effects the plain way, one whole forward per head with that head ablated: this benchmark's
+    comparison and tests/test_effects.py's reference. (L, H) float32."""
+    import numpy as np
+
+    from attnviz import effects
+
+    model = effects.engine_model(model, "a head's effect")
+    pieces = effects.pieces_of(model, text)
+    clean = model.run_pieces(pieces)
+    n = len(pieces)
+    read = effects.check_piece(piece, n, n - 1 if model.kind == "decoder" else 0)
+    out = np.zeros((model.layers, model.heads))
+    target = int(np.argmax(clean.next_logits)) if model.kind == "decoder" else None
+    for layer in range(model.layers):
+        for head in range(model.heads):
+            run = model.run_pieces(pieces, intervention=effects.Ablation(((layer, head),), how))
+            if target is not None:
+                out[layer, head] = effects.log_prob(run.next_logits, target) - effects.log_prob(clean.next_logits, target)
+            else:
+                a, b = run.hidden[-1, read].astype(np.float64), clean.hidden[-1, read].astype(np.float64)
+                out[layer, head] = 1 - a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+    return out.astype(np.float32)
 
 
 def naive_importance(model, text: str) -> None:
@@ -97,10 +122,10 @@ def main() -> None:
     batched, naive, imp, imp_naive = [], [], [], []
     for _ in range(args.runs):
         batched.append(timed(lambda: effects.head_effects(model, TEXT)))
-        naive.append(timed(lambda: effects.naive_head_effects(model, TEXT)))
+        naive.append(timed(lambda: naive_head_effects(model, TEXT)))
         imp.append(timed(lambda: effects.importance(model, TEXT)))
         imp_naive.append(timed(lambda: naive_importance(model, TEXT)))
-    same = abs(effects.head_effects(model, TEXT) - effects.naive_head_effects(model, TEXT)).max()
+    same = abs(effects.head_effects(model, TEXT) - naive_head_effects(model, TEXT)).max()
     peak = peak_gflops(device)
     flops = head_effect_flops(model, n)
 

@@ -21,6 +21,7 @@ from tiny_models import SENTENCES  # noqa: E402
 
 from attnviz import effects, models  # noqa: E402
 from attnviz.models.engine import Intervention  # noqa: E402
+from bench.bench_effects import naive_head_effects  # noqa: E402  the plain way: one forward per head
 
 FAMILIES = ("gpt2", "llama", "bert", "qwen3", "phi3", "gpt_neox")  # GPT-2's Conv1D, Llama's grouped K/V (8 heads on 2),
 # BERT's post-norm encoder, Qwen3's normed queries and keys, Phi-3's fused projections, GPT-NeoX's parallel residual
@@ -120,7 +121,7 @@ def test_every_heads_effect_in_one_call_equals_one_ablated_forward_per_head(fami
                                               - torch.log_softmax(base.logits[0, -1].double(), -1)[target])
     assert np.abs(found - expected).max() <= 1e-4
     assert np.abs(found).max() > 1e-3  # some head matters
-    assert np.abs(effects.head_effects(model, TEXT, "mean") - effects.naive_head_effects(model, TEXT, "mean")).max() <= 1e-4
+    assert np.abs(effects.head_effects(model, TEXT, "mean") - naive_head_effects(model, TEXT, "mean")).max() <= 1e-4
 
 
 def test_a_long_text_is_split_into_batches_with_the_same_effects(loaded, monkeypatch):

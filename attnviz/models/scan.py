@@ -156,16 +156,16 @@ class Summaries:
         return (self.first / max(self.n - 1, 1)).astype(np.float32)  # (H,)
 
 
-def hide(arch: engine.Architecture, index: int, rows: torch.Tensor, scores: torch.Tensor, n: int) -> None:
-    """Sets to a finite floor, in place, the scores (H, r, k) of keys the queries at positions `rows` (r,), which are
-    also their columns, may not read: those
-    the mask hides and the padding keys at n and after. A finite floor, not −∞: its weight is exactly 0, and 0 times
-    it is 0 in Σ α s. Without a window, only the block's own columns can lie ahead of a query."""
+def hide(arch: engine.Architecture, index: int, start: int, rows: torch.Tensor, scores: torch.Tensor, n: int) -> None:
+    """Sets to a finite floor, in place, the scores (H, r, k) of keys that the block of queries at positions `rows`
+    (r,), starting at column `start`, may not read: those the mask hides and the padding keys at n and after. A finite
+    floor, not −∞: its weight is exactly 0, and 0 times it is 0 in Σ α s. Without a window, only the block's own
+    columns can lie ahead of a query."""
     floor = torch.finfo(scores.dtype).min
     if not arch.causal:
         scores[..., n:] = floor
         return
-    first = 0 if arch.windows and arch.windows[index] else int(rows[0])  # rows[0] is the block's start
+    first = 0 if arch.windows and arch.windows[index] else start
     allowed = engine.allowed_keys(arch, index, rows, scores.shape[-1], first)  # (r, k − first)
     scores[..., first:].masked_fill_(~allowed, floor)  # (H, r, k − first)
 
@@ -195,7 +195,7 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
         scores = scores_buffer[: heads * r * k].view(heads, r, k)  # (H, r, k)
         stacked = query[:, start:stop].reshape(arch.kv_heads, group * r, dh)  # (KV, G·r, dh)
         torch.bmm(stacked, key_t[:, :, :k], out=scores.view(arch.kv_heads, group * r, k))  # (H, r, k)
-        hide(arch, index, positions[start:stop], scores, n)
+        hide(arch, index, start, positions[start:stop], scores, n)
         top = summaries.strongest(start, scores) if summaries is not None else scores.amax(-1, keepdim=True)  # (H, r, 1)
         shifted = scores.sub_(top)  # (H, r, k)
         exps = torch.exp(shifted, out=exps_buffer[: heads * r * k].view(heads, r, k))  # (H, r, k)

@@ -322,7 +322,8 @@ def staircase(model, clean: Run, start: int, stop: int, how: str, read: int) -> 
         if i >= stop:
             return x, None
         fresh = torch.from_numpy(clean.hidden[i]).to(device, model.dtype).expand(arch.heads, -1, -1)  # (H, n, d)
-        return (fresh if x is None else torch.cat([x, fresh])), CopyAblation(i, 0 if x is None else len(x), how)  # (B + H, n, d)
+        first = 0 if x is None else len(x)
+        return (fresh if x is None else torch.cat([x, fresh])), CopyAblation(i, first, how)  # (B + H, n, d)
 
     with torch.inference_mode():
         x = engine.through(arch, model.weights, None, torch.arange(n, device=device), start=start, before=join,

@@ -23,7 +23,7 @@ import torch
 
 from attnviz.effects import Ablation
 from attnviz.models import engine
-from attnviz.models.files import ModelError, a_or_an
+from attnviz.models.files import ENGINE_FAMILIES, ModelError, a_or_an
 from attnviz.models.pieces import Pieces
 from attnviz.models.scan import BLOCK, blocked_layer
 
@@ -103,10 +103,9 @@ def strongest_heads(scores: np.ndarray, k: int) -> tuple[tuple[int, int], ...]:
 
 
 def check_model(model) -> None:
-    if not (getattr(model, "can_scan", False) and getattr(model, "can_generate", False) and model.kind == "decoder"):
-        raise ModelError(f"{model.name} is {a_or_an(model.kind)} computed by "
-                         f"{model.computed_by}; a needle's answer is written by a decoder attnviz's engine computes "
-                         "(GPT-2-, Llama-, Mistral-, Qwen2-like).")
+    if not (getattr(model, "can_scan", False) and getattr(model, "can_generate", False)):  # an engine decoder
+        raise ModelError(f"{model.name} is {a_or_an(model.kind)} computed by {model.computed_by}; a needle's answer "
+                         f"is written by a decoder attnviz's engine computes (it computes {ENGINE_FAMILIES}).")
 
 
 def haystack(model, length: int, depth: float, key: str) -> Haystack:

@@ -54,7 +54,7 @@ class Architecture:
     rope_pairs: str = "halves"  # attnviz.positions.rotate's pairing
     windows: tuple[int | None, ...] = ()  # per layer: a sliding window (a query reads its last `w` pieces), or None
     token_type: bool = False  # BERT adds segment A's embedding to every piece
-    rotary_dims: int | None = None  # GPT-NeoX: only each head's first rotary_dims dimensions are turned; None all
+    rotary_dims: int | None = None  # GPT-NeoX, Phi-3: only each head's first rotary_dims dimensions are turned
     parallel: bool = False  # GPT-NeoX: attention and MLP read the same input, x + attn(norm₁(x)) + mlp(norm₂(x))
 
     @property
@@ -243,15 +243,15 @@ def project(arch: Architecture, block: Block, x: torch.Tensor, positions: torch.
     if block.query_norm is not None:
         query, key = block.query_norm(query), block.key_norm(key)  # (H, m, dh), (KV, m, dh)
     if arch.positions == "rotary":
-        query, key = turned(arch, query, positions), turned(arch, key, positions)  # (H, m, dh), (KV, m, dh)
+        angles = turns(positions, arch.rotary_dims or query.shape[-1], arch.rope_base, query.dtype)  # (m, r // 2) each
+        query, key = turned(arch, query, positions, angles), turned(arch, key, positions, angles)  # (H | KV, m, dh)
     return query, key, value
 
 
-def turned(arch: Architecture, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """Queries or keys x (..., m, dh) turned by position (RoPE); only the first rotary_dims of each where the
-    family turns part of a head (GPT-NeoX), the rest as they are."""
+def turned(arch: Architecture, x: torch.Tensor, positions: torch.Tensor, angles) -> torch.Tensor:
+    """Queries or keys x (..., m, dh) turned by position (RoPE) by `angles`, turns() of the positions; only the first
+    rotary_dims of each where the family turns part of a head (GPT-NeoX, Phi-3), the rest as they are."""
     r = arch.rotary_dims or x.shape[-1]
-    angles = turns(positions, r, arch.rope_base, x.dtype)  # (m, r // 2) cos and sin
     moved = rotate(x[..., :r], positions, arch.rope_base, arch.rope_pairs, angles)  # (..., m, r)
     return moved if r == x.shape[-1] else torch.cat([moved, x[..., r:]], -1)  # (..., m, dh)
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from attnviz.models.files import ModelError, a_or_an
+from attnviz.models.files import ENGINE_FAMILIES, ModelError, a_or_an
 from attnviz.models.run import Run
 
 if TYPE_CHECKING:
@@ -69,9 +69,8 @@ class Generation:
 def check(model, steps, temperature, top_k, top_p, prompt: int) -> int:
     """The number of steps to take, or a ModelError that says what to change."""
     if not getattr(model, "can_generate", False):
-        raise ModelError(f"{model.name} is {a_or_an(model.kind)}; writing piece by "
-                         "piece needs a decoder computed by attnviz's engine (GPT-2, Llama-like, GPT-NeoX), or an "
-                         "encoder–decoder (T5, BART, Marian).")
+        raise ModelError(f"{model.name} is {a_or_an(model.kind)}; writing piece by piece needs a decoder computed by "
+                         f"attnviz's engine (it computes {ENGINE_FAMILIES}), or an encoder–decoder (T5, BART, Marian).")
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
         raise ModelError(f"steps must be a whole number from 1 to {MAX_STEPS}, got {steps!r}.")
     if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature >= 0):

@@ -29,6 +29,16 @@ def rope_base(config: dict) -> float:
     return float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
 
 
+def rotary_dims(config: dict, head_dim: int) -> int | None:
+    """How many of each head's dimensions RoPE turns: rope_parameters' partial_rotary_factor (transformers 5), else the
+    config's partial_rotary_factor or rotary_pct (GPT-NeoX), times head_dim; None where it turns them all."""
+    rope = config.get("rope_parameters") or {}
+    share = rope.get("partial_rotary_factor", config.get("partial_rotary_factor", config.get("rotary_pct", 1.0)))
+    if not (isinstance(share, (int, float)) and 0 < share <= 1):
+        raise Unsupported(f"a rotary share of {share!r}")
+    return int(head_dim * share) if share < 1 else None
+
+
 def windows(config: dict, layers: int) -> tuple[int | None, ...]:
     """Each layer's sliding window: Qwen2's and Qwen3's layer_types (or use_sliding_window from max_window_layers
     on), Mistral's sliding_window on every layer, else none."""
@@ -51,16 +61,12 @@ def architecture(config: dict) -> Architecture:
     kv = setting(config, "num_key_value_heads", heads)
     given = setting(config, "head_dim") if config.get("head_dim") is not None else None
     kv_heads, head_dim = head_shape("hidden_size", d, "num_attention_heads", heads, "num_key_value_heads", kv, given)
-    rope = config.get("rope_parameters") or {}
-    share = rope.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0))
-    if not (isinstance(share, (int, float)) and 0 < share <= 1):
-        raise Unsupported(f"a rotary share of {share!r}")
     return Architecture(
         family="llama", kind="decoder", layers=layers, heads=heads, kv_heads=kv_heads,
         head_dim=head_dim, d_model=d, vocab=setting(config, "vocab_size"),
         max_positions=setting(config, "max_position_embeddings", 2048), norm="rms", post_norm=False, positions="rotary",
         activation=activation, gated=True, rope_base=rope_base(config), rope_pairs="halves",
-        windows=windows(config, layers), rotary_dims=int(head_dim * share) if share < 1 else None,
+        windows=windows(config, layers), rotary_dims=rotary_dims(config, head_dim),
     )
 
 

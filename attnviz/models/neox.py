@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from attnviz.models.engine import Architecture, Block, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
-from attnviz.models.llama import rope_base
+from attnviz.models.llama import rope_base, rotary_dims
 from attnviz.models.model import Built, Unsupported
 
 MODEL_TYPES = ("gpt_neox",)
@@ -24,17 +24,13 @@ def architecture(config: dict) -> Architecture:
         raise Unsupported(f"the activation {activation!r}")
     d, heads = setting(config, "hidden_size"), setting(config, "num_attention_heads")
     _, head_dim = head_shape("hidden_size", d, "num_attention_heads", heads)
-    rope = config.get("rope_parameters") or {}
-    share = rope.get("partial_rotary_factor", config.get("rotary_pct", 1.0))
-    if not (isinstance(share, (int, float)) and 0 < share <= 1):
-        raise Unsupported(f"a rotary share of {share!r}")
     base = rope_base({**config, "rope_theta": config.get("rotary_emb_base", config.get("rope_theta", 10000.0))})
     return Architecture(
         family="gpt_neox", kind="decoder", layers=setting(config, "num_hidden_layers"), heads=heads, kv_heads=heads,
         head_dim=head_dim, d_model=d, vocab=setting(config, "vocab_size"),
         max_positions=setting(config, "max_position_embeddings", 2048), norm="layer", post_norm=False,
         positions="rotary", activation=activation, gated=False, rope_base=base, rope_pairs="halves",
-        rotary_dims=int(head_dim * share), parallel=bool(config.get("use_parallel_residual", True)),
+        rotary_dims=rotary_dims(config, head_dim), parallel=bool(config.get("use_parallel_residual", True)),
     )
 
 

@@ -267,14 +267,20 @@ def type_into(page, label: str, text: str, submit: str = "Control+Enter"):
     settle(page)
 
 
-def drag_box(page, chart: int, start: tuple[float, float], end: tuple[float, float]):
-    """Pick Box Select in the chart-th plotly chart's mode bar and drag from data coordinates `start` to `end`,
-    through plotly's own axis mapping, as click_point does."""
-    where = page.evaluate("""([chart, points]) => { const gd = document.querySelectorAll('.js-plotly-plot')[chart];
+def on_page(page, chart: int, points: list[tuple[float, float]]) -> list[list[float]]:
+    """Where data coordinates (x, y) of the chart-th plotly chart lie on the page (a category axis counts its
+    categories 0, 1, 2, …), through plotly's own axis mapping, the chart scrolled into view first."""
+    return page.evaluate("""([chart, points]) => { const gd = document.querySelectorAll('.js-plotly-plot')[chart];
         gd.scrollIntoView({block: 'center'});
         const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
         return points.map(([x, y]) => [box.left + xa._offset + xa.l2p(x), box.top + ya._offset + ya.l2p(y)]); }""",
-                          [chart, [list(start), list(end)]])
+                         [chart, [list(p) for p in points]])
+
+
+def drag_box(page, chart: int, start: tuple[float, float], end: tuple[float, float]):
+    """Pick Box Select in the chart-th plotly chart's mode bar and drag from data coordinates `start` to `end`
+    (on_page)."""
+    where = on_page(page, chart, [start, end])
     page.mouse.move(*where[0])
     page.wait_for_timeout(300)  # the mode bar shows on hover
     page.locator('.js-plotly-plot').nth(chart).locator('.modebar-btn[data-val="select"]').click()
@@ -286,12 +292,8 @@ def drag_box(page, chart: int, start: tuple[float, float], end: tuple[float, flo
 
 
 def click_point(page, chart: int, x: float, y: float):
-    """Click the point at data coordinates (x, y) of the chart-th plotly chart (a category axis counts its
-    categories 0, 1, 2, …), through plotly's own axis mapping."""
-    where = page.evaluate("""([chart, x, y]) => { const gd = document.querySelectorAll('.js-plotly-plot')[chart];
-        gd.scrollIntoView({block: 'center'});
-        const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
-        return [box.left + xa._offset + xa.l2p(x), box.top + ya._offset + ya.l2p(y)]; }""", [chart, x, y])
+    """Click the point at data coordinates (x, y) of the chart-th plotly chart (on_page)."""
+    (where,) = on_page(page, chart, [(x, y)])
     page.mouse.move(*where)
     page.wait_for_timeout(300)
     page.mouse.click(*where)

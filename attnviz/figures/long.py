@@ -119,7 +119,7 @@ def tile_figure(scan, layer: int, head: int, rows: range, cols: range, *, palett
     if scan.architecture.causal:
         allowed = np.arange(keys.start, keys.stop)[None, :] <= np.arange(queries.start, queries.stop)[:, None]  # (r, c)
     return attention_heatmap(weights, names[queries.start:queries.stop], names[keys.start:keys.stop],
-                             row_start=queries.start, col_start=keys.start, scale="max", palette=palette,
+                             row_start=queries.start, col_start=keys.start, scale="sqrt", palette=palette,
                              allowed=allowed, height=640,
                              title=f"Layer {layer + 1}, head {head + 1}: the exact weights of queries "
                                    f"{queries.start}–{queries.stop - 1} on keys {keys.start}–{keys.stop - 1}")

@@ -24,6 +24,7 @@ one did not. Ablation and occlusion measure the last directly; the importance pa
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -414,11 +415,14 @@ def contributions_of(model, run: Run) -> Contributions:
             x = torch.from_numpy(run.hidden[l]).float()  # (n, d) the layer's input
             moved = head_vectors(model, l, trace)  # (H, n, d) f_h(x_j)
             weights = torch.from_numpy(run.weights[l])  # (H, n, n)
+            scale = update_scale(model, l, trace)  # (n, d) or None
             y = x + trace.attention_out.float()  # (n, d) the sum after the attention, before any norm
             rows = max(1, CONTRIBUTION_FLOATS // max(1, arch.heads * n * arch.d_model))
             for first in range(0, n, rows):
                 chunk = slice(first, first + rows)
                 parts = weights[:, chunk, :, None] * moved[:, None]  # (H, r, n, d) z_hj for each query row
+                if scale is not None:
+                    parts = parts * scale[chunk, None]  # (H, r, n, d) through the update's norm, its scale frozen
                 head_share, resid_share = shares(parts.permute(1, 0, 2, 3), x[chunk], y[chunk])
                 attention[l, chunk] = head_share.numpy()  # (r, H, n)
                 residual[l, chunk] = resid_share.numpy()
@@ -433,6 +437,21 @@ def head_vectors(model, layer: int, trace) -> torch.Tensor:
     value = trace.value.float().repeat_interleave(model.group, 0)  # (H, n, dh)
     w_out = output_matrices(model.arch, model.weights.blocks[layer]).float().cpu()  # (H, dh, d)
     return value @ w_out  # (H, n, d)
+
+
+def update_scale(model, layer: int, trace) -> torch.Tensor | None:
+    """(n, d) what a layer's norm of its attention's update (Gemma 2 and 3, OLMo 2) multiplies each row of the update
+    by, g / rms(u) with u the whole update Σ_h z_h W_o^(h) + b_o: frozen at the clean run's u, the norm is linear, so
+    each head's part goes through it alone. None where the family adds the update as it is."""
+    block = model.weights.blocks[layer]
+    if block.attention_out_norm is None:
+        return None
+    heads_out = trace.head_output.double().transpose(0, 1).flatten(1)  # (n, H·dh)
+    update = heads_out @ block.w_out.double().cpu()  # (n, d)
+    if block.b_out is not None:
+        update = update + block.b_out.double().cpu()
+    norm = block.attention_out_norm
+    return norm.weight.double().cpu() * torch.rsqrt(update.pow(2).mean(-1, keepdim=True) + norm.eps)  # (n, d)
 
 
 def shares(parts: torch.Tensor, residual: torch.Tensor, whole: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -460,7 +479,7 @@ class LogitAttribution:
 
     piece: int  # the piece attributed to: the clean run's most likely next piece
     label: str
-    logit: float  # the model's logit of that piece
+    logit: float  # the model's logit of that piece (before Gemma 2's final soft cap, which is not linear)
     heads: np.ndarray  # float32 (L, H): each head's output h_h W_o^(h) at the last position, read onto the logit
     terms: dict[str, float]  # the rest: "embeddings", "layer l MLP", "layer l attention bias", "final norm bias"
     promoted: np.ndarray  # int (L, H, k) the pieces each head's output raises most
@@ -516,11 +535,13 @@ def logit_attribution_of(model, run: Run, *, top: int = 5) -> LogitAttribution:
         for l, (block, trace) in enumerate(zip(weights.blocks, run.traces)):
             w_out = output_matrices(arch, block).double().cpu()  # (H, dh, d)
             outputs = (trace.head_output[:, last, None, :].double() @ w_out)[:, 0]  # (H, d)
-            direct = read(outputs)  # (H, d)
+            frozen = update_scale(model, l, trace)  # (n, d) or None
+            through = (lambda u: u) if frozen is None else (lambda u, s=frozen[last]: u * s)  # the update's frozen norm
+            direct = read(through(outputs))  # (H, d)
             head_terms[l] = (direct @ column).numpy()
             per_head.append(direct)
             if block.b_out is not None:
-                terms[f"layer {l} attention bias"] = float(read(block.b_out.double().cpu()) @ column)
+                terms[f"layer {l} attention bias"] = float(read(through(block.b_out.double().cpu())) @ column)
             terms[f"layer {l} MLP"] = float(read(trace.mlp_out[last].double()) @ column)
         if final is not None and final.bias is not None:
             terms["final norm bias"] = float(final.bias.double().cpu() @ column)
@@ -529,8 +550,12 @@ def logit_attribution_of(model, run: Run, *, top: int = 5) -> LogitAttribution:
         promoted = vocab_effects.topk(k, -1).indices.view(arch.layers, arch.heads, k).numpy()
         suppressed = (-vocab_effects).topk(k, -1).indices.view(arch.layers, arch.heads, k).numpy()
     names = model.reader.labels
+    logit = float(run.next_logits[target])
+    if weights.logit_cap is not None:  # the logit before the cap, the sum the terms add up to
+        uncapped = dataclasses.replace(weights, logit_cap=None)
+        logit = float(engine.unembed(uncapped, state.to(weights.unembed.device, weights.unembed.dtype))[target])
     return LogitAttribution(
-        target, names([target])[0], float(run.next_logits[target]), head_terms.astype(np.float32), terms, promoted,
+        target, names([target])[0], logit, head_terms.astype(np.float32), terms, promoted,
         suppressed, [[names([int(i) for i in promoted[l, h]]) for h in range(arch.heads)] for l in range(arch.layers)],
         [[names([int(i) for i in suppressed[l, h]]) for h in range(arch.heads)] for l in range(arch.layers)])
 

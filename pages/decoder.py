@@ -41,6 +41,8 @@ st.write(f"A decoder reads text left to right and predicts the next piece. **{na
          "triangle of every head is empty by construction."
          + (" Positions enter as rotations of q and k (RoPE)." if model.positions == "rotary" else "")
          + (f" {model.note}." if model.note else ""))
+for note in model.notes:
+    st.caption(note)
 
 
 # One rule for the page's probabilities, each labelled with its distribution: P(drawn), what the sampler (T, top-k,

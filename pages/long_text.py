@@ -43,6 +43,8 @@ reach = (f"{name}'s own context of {model.arch.context:,} pieces" if limit >= mo
 st.write(f"Every head's attention over a whole document, up to {reach}. "
          "The scan computes each layer one block of queries at a time and keeps what is drawn below; any block's exact "
          "weights are computed again when it is opened, so no n × n matrix is held.")
+for note in model.notes:
+    st.caption(note)
 
 
 def text_of_upload() -> str | None:

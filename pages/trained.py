@@ -63,6 +63,8 @@ st.write(f"The attention of a real trained transformer, **{name}** ({model.descr
             "the model's trained weights and biases W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o." if model.can_intervene else
             "transformers computes it, with eager attention, so every weight is the model's own. "
             + (model.note + "." if model.note else "")))
+for note in model.notes:
+    st.caption(note)
 sentence = bounded_text_box(st.text_input, "Sentence", key="text", limit=TEXT_CHARS)
 encdec = model.kind == "encoder-decoder"
 target = None

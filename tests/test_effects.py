@@ -8,6 +8,8 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported: no hub access, ever
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
+import functools  # noqa: E402
+import json  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -23,8 +25,9 @@ from attnviz import effects, models  # noqa: E402
 from attnviz.models.engine import Intervention  # noqa: E402
 from bench.bench_effects import naive_head_effects  # noqa: E402  the plain way: one forward per head
 
-FAMILIES = ("gpt2", "llama", "bert", "qwen3", "phi3", "gpt_neox")  # GPT-2's Conv1D, Llama's grouped K/V (8 heads on 2),
-# BERT's post-norm encoder, Qwen3's normed queries and keys, Phi-3's fused projections, GPT-NeoX's parallel residual
+FAMILIES = ("gpt2", "llama", "bert", "qwen3", "phi3", "gpt_neox", *tiny_models.NEW_DECODERS)  # GPT-2's Conv1D, Llama's
+# grouped K/V (8 heads on 2), BERT's post-norm encoder, Qwen3's normed queries and keys, Phi-3's fused projections,
+# GPT-NeoX's parallel residual, Gemma's caps and norms of the updates, SmolLM3's layer without positions, experts
 TEXT = SENTENCES["cat"]
 
 
@@ -39,7 +42,9 @@ def loaded(folders):
     return {family: models.load(folders[family], device="cpu") for family in FAMILIES}
 
 
+@functools.lru_cache(maxsize=None)
 def reference(folder: Path, family: str):
+    """transformers' model of `folder`, loaded once (each use's hooks are removed after it)."""
     import transformers as T
 
     auto = T.AutoModel if family == "bert" else T.AutoModelForCausalLM
@@ -50,7 +55,7 @@ def output_projection(module, family: str, layer: int):
     """The module that multiplies the heads' outputs by W_o in transformers' model."""
     if family == "gpt2":
         return module.transformer.h[layer].attn.c_proj
-    if family in ("llama", "qwen3", "phi3"):
+    if family in tiny_models.LLAMA_LIKE:
         return module.model.layers[layer].self_attn.o_proj
     if family == "gpt_neox":
         return module.gpt_neox.layers[layer].attention.dense
@@ -140,20 +145,27 @@ def test_knockout_equals_transformers_with_a_4d_mask(family, folders, loaded):
     edges = [(n - 1, 1), (n - 2, 1), (5, 2), (3, 3)]
     run = effects.knock_out(model, TEXT, edges)
     allowed = torch.ones(n, n, dtype=torch.bool) if family == "bert" else torch.ones(n, n, dtype=torch.bool).tril()
-    windows = set(model.arch.windows or (None,))
-    if len(windows) == 1 and None not in windows:  # one window on every layer (Phi-3): the 4D mask carries it
-        allowed &= torch.arange(n)[None, :] > torch.arange(n)[:, None] - windows.pop()
     for q, k in edges:
         allowed[q, k] = False
-    mask = torch.zeros(1, 1, n, n).masked_fill(~allowed, torch.finfo(torch.float32).min)  # additive
+
+    def additive(allowed):
+        return torch.zeros(1, 1, n, n).masked_fill(~allowed, torch.finfo(torch.float32).min)  # (1, 1, n, n)
+
+    def windowed(window):
+        return allowed & (torch.arange(n)[None, :] > torch.arange(n)[:, None] - window)  # (n, n)
+
+    windows = set(model.arch.windows or (None,))
+    if len(windows) > 1:  # windowed and full layers (Qwen3, Gemma 2 and 3, SmolLM3): one 4D mask per kind of layer
+        window = max(w for w in windows if w)
+        mask = {"full_attention": additive(allowed), "sliding_attention": additive(windowed(window))}
+    else:  # one window on every layer (Phi-3), or none
+        window = windows.pop()
+        mask = additive(windowed(window) if window else allowed)
     with torch.no_grad():
         out = reference(folders[family], family)(torch.tensor([ids]), attention_mask=mask, output_attentions=True)
-    mixed = len(set(model.arch.windows or (None,))) > 1  # Qwen3's windowed and full layers: no one 4D mask for both
-    windowed = [bool(w) and mixed for w in model.arch.windows] if model.arch.windows else [False] * model.layers
-    unwindowed = [i for i, w in enumerate(windowed) if not w]  # the 4D mask replaces a layer's window in transformers
-    assert np.abs(run.weights[unwindowed] - torch.stack(out.attentions)[unwindowed, 0].numpy()).max() <= 1e-4
+    assert np.abs(run.weights - torch.stack(out.attentions)[:, 0].numpy()).max() <= 1e-4
     assert (run.weights[:, :, n - 1, 1] == 0).all()
-    if family != "bert" and not any(windowed):
+    if family != "bert":
         assert np.abs(run.logits - out.logits[0].numpy()).max() <= 1e-4
 
 
@@ -254,13 +266,19 @@ def test_each_positions_shares_sum_to_one_and_routes_reach_the_input(family, loa
 # ---------------------------------------------------------------- direct logit attribution
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
-def test_the_heads_terms_and_the_rest_sum_to_the_logit(family, loaded):
+@pytest.mark.parametrize("family", ["gpt2", "llama", "gemma2", "olmo2", "granite"])
+def test_the_heads_terms_and_the_rest_sum_to_the_logit(family, loaded, folders):
+    """Through the final norm, and the norms of each update (Gemma 2, OLMo 2), each with its scale frozen; Gemma 2's
+    logit before its final cap, computed here from transformers' own output."""
     model = loaded[family]
     found = effects.logit_attribution(model, TEXT, top=3)
     run = model.run(TEXT)
     assert found.piece == int(np.argmax(run.next_logits))
-    assert found.total == pytest.approx(float(run.next_logits[found.piece]), abs=1e-4)
+    expected = float(run.next_logits[found.piece])
+    if family == "gemma2":
+        cap = json.loads((folders[family] / "config.json").read_text())["final_logit_softcapping"]
+        expected = cap * float(np.arctanh(np.float64(expected) / cap))
+    assert found.total == pytest.approx(expected, abs=1e-3)
     assert found.heads.shape == (model.layers, model.heads) and found.promoted.shape == (model.layers, model.heads, 3)
     assert "embeddings" in found.terms and f"layer {model.layers - 1} MLP" in found.terms
     # a head's direct term is its promoted vector's entry for the piece: the promoted piece scores at least as high

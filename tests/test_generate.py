@@ -20,12 +20,13 @@ from attnviz import models  # noqa: E402
 from attnviz.models.generate import MAX_STEPS  # noqa: E402
 
 PROMPT = "The cat watched the dog"
+GENERATORS = ("gpt2", "llama", "qwen3", "phi3", "gpt_neox", *tiny_models.NEW_DECODERS)
 
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny")
-    return {family: tiny_models.build(family, root) for family in ("gpt2", "llama", "qwen3", "phi3", "gpt_neox", "bert", "t5")}
+    return {family: tiny_models.build(family, root) for family in (*GENERATORS, "bert", "t5")}
 
 
 def reference(folder):
@@ -34,7 +35,7 @@ def reference(folder):
     return T.AutoModelForCausalLM.from_pretrained(str(folder), attn_implementation="eager").eval()
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen3", "phi3", "gpt_neox"])
+@pytest.mark.parametrize("family", GENERATORS)
 def test_greedy_pieces_and_every_weight_equal_transformers(family, folders):
     model = models.load(folders[family], device="cpu")
     written = model.generate(PROMPT, steps=12)

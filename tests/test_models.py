@@ -6,6 +6,7 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported: no hub access, ever
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
+import functools  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -21,7 +22,7 @@ from tiny_models import ENGINE, SENTENCES  # noqa: E402
 from attnviz import models  # noqa: E402
 from attnviz.models.engine import scores as trace_scores  # noqa: E402
 
-DECODERS = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox")
+DECODERS = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox", *tiny_models.NEW_DECODERS)
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,9 @@ def folders(tmp_path_factory):
     return {family: tiny_models.build(family, root) for family in ENGINE + tiny_models.OTHERS}
 
 
+@functools.lru_cache(maxsize=None)
 def reference(folder: Path, family: str):
+    """transformers' model of `folder` with eager attention, loaded once (a use's hooks are removed after it)."""
     import transformers as T
 
     auto = T.AutoModelForCausalLM if family in DECODERS + ("opt",) else T.AutoModel
@@ -39,13 +42,15 @@ def reference(folder: Path, family: str):
 
 def expected_mask(config: dict, family: str, layer: int, n: int) -> np.ndarray:
     """(n, n) where a query may read a key, written out from the config: all for an encoder; j ≤ i for a decoder,
-    and j > i − w within a sliding window w (Mistral's and Phi-3's on every layer, Qwen2's and Qwen3's on their sliding layers)."""
+    and j > i − w within a sliding window w (Mistral's and Phi-3's on every layer, the others' on the layers their
+    layer_types calls sliding)."""
     if family not in DECODERS:
         return np.ones((n, n), bool)
     i, j = np.arange(n)[:, None], np.arange(n)[None, :]
     allowed = j <= i
     window = config.get("sliding_window")
-    if family in ("mistral", "phi3") or (family in ("qwen2", "qwen3") and config["layer_types"][layer] == "sliding_attention"):
+    types = config.get("layer_types")
+    if window and (family in ("mistral", "phi3") or (types and types[layer] == "sliding_attention")):
         allowed &= j > i - window
     return allowed
 
@@ -88,6 +93,9 @@ def test_scores_are_qk_over_root_dk_and_give_the_weights(family, folders):
         for head in range(model.heads):
             q, k = trace.query[head].numpy(), trace.key[head // model.group].numpy()  # (n, dh) each
             by_hand = q @ k.T / np.sqrt(model.head_dim)  # (n, n)
+            if config.get("attn_logit_softcapping") and family == "gemma2":  # Gemma 2's soft cap
+                cap = config["attn_logit_softcapping"]
+                by_hand = cap * np.tanh(by_hand / cap)
             assert np.allclose(run.head_scores(layer, head), by_hand, atol=1e-5)
             logits = np.where(allowed, by_hand, -np.inf)
             softmax = np.exp(logits - logits.max(-1, keepdims=True))
@@ -156,14 +164,15 @@ def test_another_architecture_goes_through_transformers(folders):
     assert np.isfinite(run.scores).all()
 
 
-@pytest.mark.parametrize("family", ["llama", "bert"])
+@pytest.mark.parametrize("family", ["llama", "bert", "gemma2"])
 def test_each_layers_attention_and_mlp_updates_equal_the_modules_outputs(family, folders):
     """A Trace's attention_out, middle and mlp_out (TransformerLens's hook_attn_out, hook_resid_mid, hook_mlp_out)
-    against forward hooks on transformers' own modules: pre-norm Llama, post-norm BERT."""
+    against forward hooks on transformers' own modules: pre-norm Llama, post-norm BERT, Gemma 2's updates after their
+    own norms."""
     model = models.load(folders[family], device="cpu")
     run = model.run(SENTENCES["dog"])
     module = reference(folders[family], family)
-    seen = {}
+    seen, handles = {}, []
 
     def keep(name):
         return lambda _module, _inputs, output: seen.__setitem__(name, (output[0] if isinstance(output, tuple) else output)[0])
@@ -172,20 +181,24 @@ def test_each_layers_attention_and_mlp_updates_equal_the_modules_outputs(family,
         if family == "llama":
             layer = module.model.layers[i]
             parts = {"attention_out": layer.self_attn, "mlp_out": layer.mlp}
+        elif family == "gemma2":
+            layer = module.model.layers[i]
+            parts = {"attention_out": layer.post_attention_layernorm, "mlp_out": layer.post_feedforward_layernorm}
         else:
             layer = module.encoder.layer[i]
             parts = {"attention_out": layer.attention.output.dense, "middle": layer.attention, "mlp_out": layer.output.dense}
-        for name, part in parts.items():
-            part.register_forward_hook(keep((i, name)))
+        handles += [part.register_forward_hook(keep((i, name))) for name, part in parts.items()]
     with torch.no_grad():
         module(torch.tensor([run.pieces.ids]))
+    for handle in handles:
+        handle.remove()
     for i, trace in enumerate(run.traces):
-        if family == "llama":  # the MLP reads x + the attention's update
+        if family != "bert":  # the MLP reads x + the attention's update
             assert torch.allclose(trace.middle, torch.from_numpy(run.hidden[i]) + trace.attention_out, atol=1e-5)
         for name in ("attention_out", "middle", "mlp_out"):
             if (i, name) in seen:
                 assert (getattr(trace, name) - seen[(i, name)]).abs().max() <= 1e-4, (i, name)
-    assert len(seen) == model.layers * (2 if family == "llama" else 3)
+    assert len(seen) == model.layers * (3 if family == "bert" else 2)
 
 
 def test_one_run_pieces_signature_and_what_each_model_can_do(folders):
@@ -471,3 +484,29 @@ def test_the_engines_accessors_give_what_the_forward_used(folders):
     ids = torch.tensor([roberta.tokenize(SENTENCES["cat"]).ids])  # (1, n)
     expected = RobertaEmbeddings.create_position_ids_from_input_ids(ids, roberta.arch.padding_index)[0]  # (n,)
     assert torch.equal(roberta.arch.position_rows(ids.shape[1]), expected)
+
+
+def test_each_mechanism_that_changes_a_picture_gets_its_sentence(folders):
+    """engine.notes, what the pages say beside the figures: the numbers are the configs'."""
+    def notes(family):
+        return " ".join(models.load(folders[family], device="cpu").notes)
+
+    config = json.loads((folders["gemma2"] / "config.json").read_text())
+    capped = notes("gemma2")
+    assert f"{config['attn_logit_softcapping']:g}·tanh(s / {config['attn_logit_softcapping']:g})" in capped
+    assert f"capped the same way, at ±{config['final_logit_softcapping']:g}" in capped
+    assert "normed before it joins the residual stream" in capped and "Layers 0, 2 read only a sliding window" in capped
+    assert "Layer 1 turns no position" in notes("smollm3")
+    assert "(77, 5555)" in notes("gemma3_text")
+    assert "mixtures of 4 experts, 2 for each piece" in notes("mixtral")
+    assert notes("llama") == "" and notes("bert") == ""
+
+
+def test_the_decoder_page_says_what_a_soft_cap_does_beside_the_figures(folders, monkeypatch):
+    from page_support import run_page
+
+    monkeypatch.setenv("ATTNVIZ_MODELS", str(folders["gemma2"]))
+    at = run_page("decoder.py", {"model": "gemma2"})
+    assert not at.exception and not at.error
+    captions = " ".join(c.value for c in at.caption)
+    assert "soft-capped" in captions and "capped the same way" in captions

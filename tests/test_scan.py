@@ -248,3 +248,21 @@ def test_the_strongest_keys_through_chunk_maxima_equal_a_topk_over_every_key(whe
     expected = torch.topk(scores, 8, -1)  # (H, r, 8)
     assert (summaries.top_keys[:, :5] == expected.indices.numpy()).all()
     assert torch.equal(largest[..., 0], scores.amax(-1))
+
+
+@pytest.mark.parametrize("family", ("qwen3", "phi3", "gpt_neox", *tiny_models.NEW_DECODERS))
+def test_every_familys_scan_equals_transformers_on_a_sentence(family, tmp_path):
+    """The families the long-text test above leaves out, each with its own mechanism (q/k norms, partial rotary, a
+    parallel residual, soft caps, norms of the updates, per-layer RoPE bases, a layer without positions, experts), on a
+    two sentences in blocks of 16 queries: every tile and the next-piece logits against transformers."""
+    folder = tiny_models.build(family, tmp_path)
+    model = models.load(folder, device="cpu")
+    scan = model.scan(f"{tiny_models.SENTENCES['dog']}. {tiny_models.SENTENCES['cat']}", block=16, top=3)
+    n = len(scan)
+    assert n > 2 * 16
+    expected, logits = eager(folder, family, scan.pieces.ids)  # (L, H, n, n), (vocab,)
+    for layer in range(scan.layers):
+        for head in range(scan.heads):
+            assert np.abs(scan.tile(layer, head, slice(0, n), slice(0, n)) - expected[layer, head]).max() <= 1e-5
+    assert np.abs(scan.overview - summaries(expected, 16, 3)["overview"]).max() <= 1e-5
+    assert np.abs(scan.next_logits - logits).max() <= 1e-4

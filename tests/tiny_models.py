@@ -55,9 +55,9 @@ def byte_level_tokenizer(folder: Path, *, bos: str | None = None) -> int:
     return tokenizer.get_vocab_size()
 
 
-def _save(model, folder: Path, *, norms: bool = False) -> Path:
-    """`model` with random weights saved in `folder`; with `norms`, every norm's weight random too (1 + N(0, 0.1)), so
-    that a norm the engine left out or put in the wrong place would show."""
+def _save(model, folder: Path, *, norms: bool = False, centre: float = 1.0) -> Path:
+    """`model` with random weights saved in `folder`; with `norms`, every norm's weight random too (centre + N(0, 0.1)),
+    so that a norm the engine left out or put in the wrong place would show. Gemma's norms scale by 1 + w: centre 0."""
     import torch
 
     torch.manual_seed(0)
@@ -69,7 +69,7 @@ def _save(model, folder: Path, *, norms: bool = False) -> Path:
                                     "layer_norm.weight", "layernorm.weight")):
                 p.normal_(0, 0.1)
             elif norms:
-                p.normal_(1, 0.1)
+                p.normal_(centre, 0.1)
     model.save_pretrained(str(folder))
     return folder
 
@@ -97,7 +97,7 @@ def build(family: str, root: Path) -> Path:
         config = T.GPT2Config(vocab_size=vocab, n_embd=24, n_layer=2, n_head=3, n_positions=64, bos_token_id=0,
                               eos_token_id=0)
         return _save(T.GPT2LMHeadModel(config), folder)
-    if family in ("llama", "mistral", "qwen2", "qwen3", "phi3"):
+    if family in LLAMA_LIKE:
         vocab = byte_level_tokenizer(folder, bos="<s>" if family == "llama" else None)
         shared = dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=3, num_attention_heads=8, num_key_value_heads=2,
                       intermediate_size=40, max_position_embeddings=128, bos_token_id=None, eos_token_id=0,
@@ -114,6 +114,8 @@ def build(family: str, root: Path) -> Path:
                                                              "partial_rotary_factor": 0.5},
                                   sliding_window=4, tie_word_embeddings=False)
             return _save(T.Phi3ForCausalLM(config), folder, norms=True)
+        if family in NEW_DECODERS:
+            return newer_decoder(family, folder, shared)
         if family == "qwen3":  # each head's query and key normed (q_norm, k_norm), head size not d_model / heads
             config = T.Qwen3Config(**shared, head_dim=6, rope_theta=4321.0, attention_bias=True, use_sliding_window=True,
                                    sliding_window=5, max_window_layers=2, tie_word_embeddings=False)
@@ -141,5 +143,48 @@ def build(family: str, root: Path) -> Path:
     raise ValueError(f"no tiny {family}")
 
 
-ENGINE = ("bert", "roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox")
+def newer_decoder(family: str, folder: Path, shared: dict) -> Path:
+    """A tiny decoder of a family with one of the engine's later mechanisms, each set where it shows: scales other than
+    1/√dh, caps that bite at these weights' scores, windows shorter than the sentences, per-layer bases."""
+    import transformers as T
+
+    gemma = dict(shared, head_dim=6, hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True)
+    if family == "gemma":  # (1 + w) norms, √d embedding scale, GeGLU
+        config, kind = T.GemmaConfig(**{**gemma, "hidden_act": "gelu_pytorch_tanh"}, rope_theta=999.0), T.GemmaForCausalLM
+    elif family == "gemma2":  # pre- and post-norms, soft caps on the scores and the logits, alternating windows
+        config = T.Gemma2Config(**gemma, query_pre_attn_scalar=20, attn_logit_softcapping=2.0,
+                                final_logit_softcapping=3.0, sliding_window=4, rope_theta=555.0)
+        kind = T.Gemma2ForCausalLM
+    elif family == "gemma3_text":  # q/k norms, a RoPE base for its local layers and another for its global one
+        config = T.Gemma3TextConfig(**gemma, query_pre_attn_scalar=10, sliding_window=4,
+                                    layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                                    rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 5555.0},
+                                                     "sliding_attention": {"rope_type": "default", "rope_theta": 77.0}})
+        kind = T.Gemma3ForCausalLM
+    elif family == "olmo2":  # norms on the updates, none before; the whole query and key normed
+        config, kind = T.Olmo2Config(**shared, rope_theta=3333.0, tie_word_embeddings=False), T.Olmo2ForCausalLM
+    elif family == "smollm3":  # layer 1 without positions (and windowed)
+        config = T.SmolLM3Config(**shared, no_rope_layers=[1, 0, 1], use_sliding_window=True, sliding_window=4,
+                                 rope_theta=2222.0)
+        kind = T.SmolLM3ForCausalLM
+    elif family == "granite":  # every multiplier away from 1
+        config = T.GraniteConfig(**shared, embedding_multiplier=3.0, attention_multiplier=0.1, residual_multiplier=0.5,
+                                 logits_scaling=4.0, attention_bias=True, mlp_bias=True, tie_word_embeddings=True)
+        kind = T.GraniteForCausalLM
+    elif family == "mixtral":  # 4 experts, 2 per piece
+        config = T.MixtralConfig(**shared, num_local_experts=4, num_experts_per_tok=2, rope_theta=4444.0,
+                                 tie_word_embeddings=False)
+        kind = T.MixtralForCausalLM
+    else:  # qwen3_moe: experts on layers 0 and 2, a dense MLP on layer 1, top-2 probabilities as they are
+        config = T.Qwen3MoeConfig(**shared, head_dim=6, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=12,
+                                  norm_topk_prob=False, mlp_only_layers=[1], rope_theta=6666.0,
+                                  tie_word_embeddings=False)
+        kind = T.Qwen3MoeForCausalLM
+    return _save(kind(config), folder, norms=True, centre=0.0 if family.startswith("gemma") else 1.0)
+
+
+NEW_DECODERS = ("gemma", "gemma2", "gemma3_text", "olmo2", "smollm3", "granite", "mixtral", "qwen3_moe")
+LLAMA_LIKE = ("llama", "mistral", "qwen2", "qwen3", "phi3", *NEW_DECODERS)
+ENGINE = ("bert", "roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox",
+          *NEW_DECODERS)
 OTHERS = ("opt", "t5")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 MODELS_SETTING = "ATTNVIZ_MODELS"
 ENCODER_TYPES = ("bert", "roberta", "distilbert")
-DECODER_TYPES = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox")
+DECODER_TYPES = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3", "olmo2", "granite", "mixtral",
+                 "qwen3_moe", "gemma", "gemma2", "gemma3_text", "gpt_neox")
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnviz.attention import AttentionResult, cpu_threads, grouped_attend
+from attnviz.attention import AttentionResult, Scorer, cpu_threads, grouped_attend, scaled_dot_scores
 from attnviz.positions import rotate, turns
 
 ACTIVATIONS = {
@@ -56,6 +56,18 @@ class Architecture:
     token_type: bool = False  # BERT adds segment A's embedding to every piece
     rotary_dims: int | None = None  # GPT-NeoX, Phi-3: only each head's first rotary_dims dimensions are turned
     parallel: bool = False  # GPT-NeoX: attention and MLP read the same input, x + attn(norm₁(x)) + mlp(norm₂(x))
+    rope_bases: tuple[float | None, ...] = ()  # per layer: its RoPE base, None where it has no positions (SmolLM3's
+    # NoPE layers); () for rope_base on every layer. Gemma 3 turns its local layers by one base, its global by another
+    embed_scale: float = 1.0  # Gemma: the embeddings times √d; Granite: its embedding_multiplier
+    score_cap: float | None = None  # Gemma 2: each score s becomes cap·tanh(s / cap) before the mask and softmax
+    top_experts: int = 0  # a mixture of experts (Mixtral, Qwen3-MoE): the experts each piece is sent to
+    renormalise_experts: bool = True  # their router probabilities rescaled to sum to 1 (Mixtral; Qwen3-MoE's norm_topk_prob)
+
+    def base(self, layer: int) -> float | None:
+        """Layer `layer`'s RoPE base, or None where it turns nothing (learned positions, a NoPE layer)."""
+        if self.positions != "rotary":
+            return None
+        return self.rope_bases[layer] if self.rope_bases else self.rope_base
 
     @property
     def group(self) -> int:
@@ -106,16 +118,20 @@ class Block:
     b_value: torch.Tensor | None  # (KV·dh,)
     w_out: torch.Tensor  # (H·dh, d)
     b_out: torch.Tensor | None  # (d,)
-    attention_norm: Norm  # before the attention (pre-norm), or after its residual (post-norm)
-    mlp_norm: Norm
-    w_up: torch.Tensor  # (d, d_ff)
+    attention_norm: Norm | None  # before the attention (pre-norm), or after its residual (post-norm); OLMo 2: none
+    mlp_norm: Norm | None
+    w_up: torch.Tensor  # (d, d_ff); (E, d, d_ff) for a mixture of E experts
     b_up: torch.Tensor | None  # (d_ff,)
-    w_down: torch.Tensor  # (d_ff, d)
+    w_down: torch.Tensor  # (d_ff, d); (E, d_ff, d)
     b_down: torch.Tensor | None  # (d,)
-    w_gate: torch.Tensor | None = None  # (d, d_ff), gated feed-forwards only
+    w_gate: torch.Tensor | None = None  # (d, d_ff), gated feed-forwards only; (E, d, d_ff)
     b_gate: torch.Tensor | None = None  # (d_ff,)
-    query_norm: Norm | None = None  # Qwen3: each head's query normed over its dh, before the turn by position
+    query_norm: Norm | None = None  # Qwen3, Gemma 3: each head's query normed over its dh, before the turn by position;
+    # OLMo 2: the whole query, over all heads' H·dh at once (told apart by the weight's size)
     key_norm: Norm | None = None  # likewise each key
+    attention_out_norm: Norm | None = None  # Gemma 2 and 3, OLMo 2: the attention's update normed before the residual
+    mlp_out_norm: Norm | None = None  # likewise the MLP's
+    router: torch.Tensor | None = None  # (d, E) a mixture of experts' router: the piece's logits over the experts
 
 
 @dataclass
@@ -127,6 +143,7 @@ class Weights:
     embedding_norm: Norm | None = None  # BERT's LayerNorm of the embeddings
     final_norm: Norm | None = None  # pre-norm models' norm after the last layer
     unembed: torch.Tensor | None = None  # (d, vocab) the output matrix of a decoder (a view of embeddingsᵀ when tied)
+    logit_cap: float | None = None  # Gemma 2: each next-piece logit z becomes cap·tanh(z / cap)
 
     def tensors(self) -> list[torch.Tensor]:
         """Every tensor held, each once (a tied output matrix shares the embeddings' memory)."""
@@ -225,6 +242,8 @@ def embed(arch: Architecture, weights: Weights, ids: torch.Tensor, positions: to
     """(n, d) the pieces' embeddings, plus learned positions and BERT's segment, then BERT's norm. `vectors` (n, d),
     when given, stand for the pieces' rows of the embedding matrix (a gradient with respect to them is then taken)."""
     x = weights.embeddings[ids] if vectors is None else vectors  # (n, d)
+    if arch.embed_scale != 1.0:
+        x = x * torch.tensor(arch.embed_scale, dtype=x.dtype)  # (n, d) rounded to x's dtype first, as Gemma does
     if arch.padding_index is not None:  # RoBERTa's rule (transformers' create_position_ids_from_input_ids)
         real = (ids != arch.padding_index).long()  # (..., n)
         positions = torch.cumsum(real, -1) * real + arch.padding_index  # (..., n)
@@ -235,24 +254,34 @@ def embed(arch: Architecture, weights: Weights, ids: torch.Tensor, positions: to
     return weights.embedding_norm(x) if weights.embedding_norm is not None else x
 
 
-def project(arch: Architecture, block: Block, x: torch.Tensor, positions: torch.Tensor):
-    """A layer's queries (..., H, m, dh), keys and values (..., KV, m, dh) of inputs x (..., m, d) at `positions` (m,)."""
-    query = split_heads(_linear(x, block.w_query, block.b_query), arch.heads)  # (H, m, dh)
-    key = split_heads(_linear(x, block.w_key, block.b_key), arch.kv_heads)  # (KV, m, dh)
+def project(arch: Architecture, block: Block, x: torch.Tensor, positions: torch.Tensor, index: int):
+    """Layer `index`'s queries (..., H, m, dh), keys and values (..., KV, m, dh) of inputs x (..., m, d) at `positions` (m,)."""
+    query = _linear(x, block.w_query, block.b_query)  # (..., m, H·dh)
+    key = _linear(x, block.w_key, block.b_key)  # (..., m, KV·dh)
+    whole = block.query_norm is not None and block.query_norm.weight.shape[-1] != arch.head_dim
+    if whole:  # OLMo 2 norms the whole query and key, every head at once
+        query, key = block.query_norm(query), block.key_norm(key)  # (..., m, H·dh), (..., m, KV·dh)
+    query, key = split_heads(query, arch.heads), split_heads(key, arch.kv_heads)  # (H, m, dh), (KV, m, dh)
     value = split_heads(_linear(x, block.w_value, block.b_value), arch.kv_heads)  # (KV, m, dh)
-    if block.query_norm is not None:
+    if block.query_norm is not None and not whole:
         query, key = block.query_norm(query), block.key_norm(key)  # (H, m, dh), (KV, m, dh)
-    if arch.positions == "rotary":
-        angles = turns(positions, arch.rotary_dims or query.shape[-1], arch.rope_base, query.dtype)  # (m, r // 2) each
-        query, key = turned(arch, query, positions, angles), turned(arch, key, positions, angles)  # (H | KV, m, dh)
+    base = arch.base(index)
+    if base is not None:
+        angles = turns(positions, arch.rotary_dims or query.shape[-1], base, query.dtype)  # (m, r // 2) each
+        query, key = turned(arch, query, positions, angles, base), turned(arch, key, positions, angles, base)  # (H | KV, m, dh)
     return query, key, value
 
 
-def turned(arch: Architecture, x: torch.Tensor, positions: torch.Tensor, angles) -> torch.Tensor:
-    """Queries or keys x (..., m, dh) turned by position (RoPE) by `angles`, turns() of the positions; only the first
-    rotary_dims of each where the family turns part of a head (GPT-NeoX, Phi-3), the rest as they are."""
+def attention_input(arch: Architecture, block: Block, x: torch.Tensor) -> torch.Tensor:
+    """(..., m, d) what a layer's W_q, W_k and W_v read: its input x, after the norm where the family norms it first."""
+    return x if arch.post_norm or block.attention_norm is None else block.attention_norm(x)
+
+
+def turned(arch: Architecture, x: torch.Tensor, positions: torch.Tensor, angles, base: float) -> torch.Tensor:
+    """Queries or keys x (..., m, dh) turned by position (RoPE) by `angles`, turns() of the positions by `base`; only
+    the first rotary_dims of each where the family turns part of a head (GPT-NeoX, Phi-3), the rest as they are."""
     r = arch.rotary_dims or x.shape[-1]
-    moved = rotate(x[..., :r], positions, arch.rope_base, arch.rope_pairs, angles)  # (..., m, r)
+    moved = rotate(x[..., :r], positions, base, arch.rope_pairs, angles)  # (..., m, r)
     return moved if r == x.shape[-1] else torch.cat([moved, x[..., r:]], -1)  # (..., m, dh)
 
 
@@ -271,10 +300,35 @@ def allowed_keys(arch: Architecture, layer: int, rows: torch.Tensor, n_keys: int
 
 
 def feed_forward(arch: Architecture, block: Block, h: torch.Tensor) -> torch.Tensor:
+    """(..., m, d) the MLP's update of inputs h (..., m, d): one MLP, or the mixture of the experts the router picks."""
+    if block.router is not None:
+        return mixture(arch, block, h)
+    return mlp(arch, h, block.w_gate, block.b_gate, block.w_up, block.b_up, block.w_down, block.b_down)
+
+
+def mlp(arch: Architecture, h: torch.Tensor, w_gate, b_gate, w_up, b_up, w_down, b_down) -> torch.Tensor:
     act = ACTIVATIONS[arch.activation]
-    up = _linear(h, block.w_up, block.b_up)  # (m, d_ff)
-    hidden = act(_linear(h, block.w_gate, block.b_gate)) * up if arch.gated else act(up)  # (m, d_ff)
-    return _linear(hidden, block.w_down, block.b_down)  # (m, d)
+    up = _linear(h, w_up, b_up)  # (m, d_ff)
+    hidden = act(_linear(h, w_gate, b_gate)) * up if arch.gated else act(up)  # (m, d_ff)
+    return _linear(hidden, w_down, b_down)  # (m, d)
+
+
+def mixture(arch: Architecture, block: Block, h: torch.Tensor) -> torch.Tensor:
+    """A mixture of experts (Mixtral, Qwen3-MoE): each piece goes to the top_experts experts of the highest router
+    probability, softmax(h W_router), and gets their outputs weighted by those probabilities (rescaled to sum to 1
+    where the family does)."""
+    flat = h.reshape(-1, h.shape[-1])  # (t, d)
+    probs = torch.softmax((flat @ block.router).float(), -1)  # (t, E)
+    share, chosen = probs.topk(arch.top_experts, -1)  # (t, k) each
+    if arch.renormalise_experts:
+        share = share / share.sum(-1, keepdim=True)  # (t, k)
+    out = torch.zeros_like(flat)  # (t, d)
+    for expert in chosen.unique().tolist():
+        rows, slot = (chosen == expert).nonzero(as_tuple=True)  # (r,) each
+        gate = block.w_gate[expert] if block.w_gate is not None else None
+        y = mlp(arch, flat[rows], gate, None, block.w_up[expert], None, block.w_down[expert], None)  # (r, d)
+        out.index_add_(0, rows, y * share[rows, slot, None].to(y.dtype))
+    return out.view_as(h)
 
 
 def layer(arch: Architecture, block: Block, index: int, x: torch.Tensor, positions: torch.Tensor,
@@ -286,8 +340,8 @@ def layer(arch: Architecture, block: Block, index: int, x: torch.Tensor, positio
     may replace the weights before they meet V and the heads' outputs before W_o (Intervention). Leading dimensions
     of x are a batch: copies of the same pieces, as the effects of many interventions are computed at once, or
     different texts padded to one length, `real` (B, m) marking their real pieces (no query reads a padding key)."""
-    h = x if arch.post_norm else block.attention_norm(x)  # (..., m, d)
-    query, new_key, new_value = project(arch, block, h, positions)  # (..., H, m, dh), (..., KV, m, dh) × 2
+    h = attention_input(arch, block, x)  # (..., m, d)
+    query, new_key, new_value = project(arch, block, h, positions, index)  # (..., H, m, dh), (..., KV, m, dh) × 2
     key = new_key if key is None else torch.cat([key.expand(*new_key.shape[:-2], -1, -1), new_key], -2)  # (..., KV, c + m, dh)
     value = new_value if value is None else torch.cat([value.expand(*new_value.shape[:-2], -1, -1), new_value], -2)
     if out is not None and arch.causal and len(positions) > CAUSAL_BLOCK and key.shape[-2] == len(positions):
@@ -297,7 +351,7 @@ def layer(arch: Architecture, block: Block, index: int, x: torch.Tensor, positio
         if real is not None:
             padding = real[:, None, None, :]  # (B, 1, 1, m) broadcast over heads and queries
             mask = padding if mask is None else mask & padding  # (B, 1, m, m)
-        a = grouped_attend(query, key, value, scoring="scaled_dot", mask=mask, need_scores=False, out=out)  # (..., H, m, c + m)
+        a = grouped_attend(query, key, value, scoring=scorer(arch), mask=mask, need_scores=False, out=out)  # (..., H, m, c + m)
     if intervention is not None:
         a = intervene(intervention, index, a, value, positions)
     y, attended, middle, mlp = rest_of_layer(arch, block, x, a.output)  # (..., m, d) each
@@ -307,20 +361,25 @@ def layer(arch: Architecture, block: Block, index: int, x: torch.Tensor, positio
 def rest_of_layer(arch: Architecture, block: Block, x: torch.Tensor, output: torch.Tensor):
     """The rest of a layer, from its heads' outputs αV (..., H, m, dh) and its input x (..., m, d): W_o, the residual,
     the norms where the family puts them, and the feed-forward. Returns (x after the layer, the attention's update,
-    the stream the MLP's update is added to, the MLP's update), (..., m, d) each."""
+    the stream the MLP's update is added to, the MLP's update), (..., m, d) each; an update is what joins the
+    residual stream (after Gemma's and OLMo 2's norms of it)."""
     heads_out = output.transpose(-3, -2).flatten(-2)  # (..., m, H·dh)
-    attended = _linear(heads_out, block.w_out, block.b_out)  # (..., m, d)
+    attended = normed(block.attention_out_norm, _linear(heads_out, block.w_out, block.b_out))  # (..., m, d)
     if arch.parallel:  # the MLP reads the layer's input, not the attention's sum
         middle = x + attended  # (..., m, d)
-        mlp = feed_forward(arch, block, block.mlp_norm(x))  # (..., m, d)
-        return middle + mlp, attended, middle, mlp
+        update = feed_forward(arch, block, block.mlp_norm(x))  # (..., m, d)
+        return middle + update, attended, middle, update
     if arch.post_norm:
         middle = block.attention_norm(x + attended)  # (..., m, d)
-        mlp = feed_forward(arch, block, middle)  # (..., m, d)
-        return block.mlp_norm(middle + mlp), attended, middle, mlp
+        update = feed_forward(arch, block, middle)  # (..., m, d)
+        return block.mlp_norm(middle + update), attended, middle, update
     middle = x + attended  # (..., m, d)
-    mlp = feed_forward(arch, block, block.mlp_norm(middle))  # (..., m, d)
-    return middle + mlp, attended, middle, mlp
+    update = normed(block.mlp_out_norm, feed_forward(arch, block, normed(block.mlp_norm, middle)))  # (..., m, d)
+    return middle + update, attended, middle, update
+
+
+def normed(norm: Norm | None, x: torch.Tensor) -> torch.Tensor:
+    return x if norm is None else norm(x)
 
 
 def after_attention(arch: Architecture, block: Block, x: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
@@ -341,8 +400,8 @@ def run_layers(arch: Architecture, weights: Weights, x: torch.Tensor | None, pos
             x, intervention = before(i, x)
         block = weights.blocks[i]
         if i == arch.layers - 1 and last_row is not None and arch.causal and not arch.post_norm:
-            h = block.attention_norm(x[..., : last_row + 1, :])  # (..., r + 1, d)
-            _, key, value = project(arch, block, h, positions[: last_row + 1])  # (..., KV, r + 1, dh) × 2
+            h = attention_input(arch, block, x[..., : last_row + 1, :])  # (..., r + 1, d)
+            _, key, value = project(arch, block, h, positions[: last_row + 1], i)  # (..., KV, r + 1, dh) × 2
             y, _, trace = layer(arch, block, i, x[..., last_row: last_row + 1, :], positions[last_row: last_row + 1],
                                 key[..., :last_row, :] if last_row else None, value[..., :last_row, :] if last_row else None,
                                 intervention=intervention)  # (..., 1, d)
@@ -357,6 +416,24 @@ def through(arch: Architecture, weights: Weights, x: torch.Tensor | None, positi
     for _, x, _ in run_layers(arch, weights, x, positions, **how):
         pass
     return x
+
+
+def capped(arch: Architecture, scores: torch.Tensor) -> torch.Tensor:
+    """Scores (...) as the family shapes them before the mask and softmax, in place: Gemma 2's soft cap,
+    cap·tanh(s / cap), which keeps every score within ±cap; the scores themselves elsewhere."""
+    if not arch.score_cap:
+        return scores
+    if scores.requires_grad:  # a gradient is taken through them (effects' gradient × input): not in place
+        return torch.tanh(scores / arch.score_cap) * arch.score_cap
+    return scores.div_(arch.score_cap).tanh_().mul_(arch.score_cap)
+
+
+def scorer(arch: Architecture) -> Scorer | str:
+    """The scorer of every layer: q·k/√d_k, soft-capped where the family caps it (capped)."""
+    if not arch.score_cap:
+        return "scaled_dot"
+    formula = r"a(q,k) = %g\tanh\!\left(\frac{q^\top k}{%g\sqrt{d}}\right)" % (arch.score_cap, arch.score_cap)
+    return Scorer("capped_scaled_dot", formula, lambda query, key: capped(arch, scaled_dot_scores(query, key)))
 
 
 CAUSAL_BLOCK = 128  # a long causal run's queries are taken this many rows at a time, each block against its keys so far
@@ -378,7 +455,7 @@ def causal_attend(arch: Architecture, index: int, query: torch.Tensor, key: torc
         r = rows.stop - start
         stacked = scaled[:, rows].reshape(arch.kv_heads, group * r, dh)  # (KV, G·r, dh)
         scores = stacked @ key[:, :seen].transpose(-2, -1)  # (KV, G·r, seen)
-        scores = scores.view(heads, r, seen)  # (H, r, seen)
+        scores = capped(arch, scores.view(heads, r, seen))  # (H, r, seen)
         window = arch.windows[index] if arch.windows else None
         first = 0 if window else start  # without a window only the block's own keys can lie ahead of a query
         allowed = allowed_keys(arch, index, positions[rows], seen, first)  # (r, seen − first)
@@ -481,7 +558,8 @@ def logits(weights: Weights, hidden: torch.Tensor) -> torch.Tensor:
 def unembed(weights: Weights, hidden: torch.Tensor) -> torch.Tensor:
     """logits() where autograd may follow (a gradient with respect to the input is taken through it)."""
     h = weights.final_norm(hidden) if weights.final_norm is not None else hidden  # (..., m, d)
-    return h @ weights.unembed  # (..., m, vocab)
+    z = h @ weights.unembed  # (..., m, vocab)
+    return z if weights.logit_cap is None else torch.tanh(z / weights.logit_cap) * weights.logit_cap
 
 
 def extend(arch: Architecture, weights: Weights, before: Forward, token: int) -> Forward:
@@ -516,6 +594,39 @@ def extend(arch: Architecture, weights: Weights, before: Forward, token: int) ->
                    intervention=intervention)
 
 
+def notes(arch: Architecture, weights: Weights) -> list[str]:
+    """One sentence for each mechanism that changes what a picture of the model's attention means, for the pages to
+    say beside it; none for a model without any."""
+    said = []
+    if arch.score_cap:
+        said.append(f"Its scores are soft-capped: each q·k/√d_k becomes {arch.score_cap:g}·tanh(s / {arch.score_cap:g}) "
+                    f"before the softmax, so none passes ±{arch.score_cap:g}; the scores shown are the capped ones.")
+    if weights.logit_cap:
+        said.append(f"Its next-piece logits are capped the same way, at ±{weights.logit_cap:g}.")
+    bases = [arch.base(i) for i in range(arch.layers)]
+    if arch.positions == "rotary" and None in bases:
+        flat = [i for i, b in enumerate(bases) if b is None]
+        many = len(flat) > 1
+        said.append(f"Layer{'s' if many else ''} {', '.join(str(i) for i in flat)} turn{'' if many else 's'} no position (no "
+                    "RoPE): there a head tells pieces apart by what they hold, and order only through the causal mask.")
+    turned = sorted({b for b in bases if b is not None})
+    if len(turned) > 1:
+        said.append("Its layers turn q and k by different RoPE bases (" + ", ".join(f"{b:g}" for b in turned)
+                    + "): slow turns on its global layers, fast ones on its sliding-window layers.")
+    windowed = [i for i, w in enumerate(arch.windows) if w]
+    if windowed and len(windowed) < arch.layers:
+        said.append(f"Layers {', '.join(str(i) for i in windowed)} read only a sliding window of the last "
+                    f"{max(arch.windows[i] for i in windowed):,} pieces; the others read every earlier piece.")
+    if any(b.attention_out_norm is not None for b in weights.blocks):
+        said.append("Each attention update is normed before it joins the residual stream, so a head's share of a "
+                    "layer's update is read through that norm, its scale frozen at the whole update's.")
+    routers = [b.router for b in weights.blocks if b.router is not None]
+    if routers:
+        said.append(f"Its MLPs are mixtures of {routers[0].shape[1]} experts, {arch.top_experts} for each piece, "
+                    "chosen by a router: the attention is unchanged by them, its input is not.")
+    return said
+
+
 def output_matrices(arch: Architecture, block: Block) -> torch.Tensor:
     """(H, dh, d) W_o split by head: what head h's αV is multiplied by to join the residual stream."""
     return block.w_out.view(arch.heads, arch.head_dim, -1)
@@ -529,4 +640,4 @@ def scores(arch: Architecture, trace: Trace, head: int | None = None) -> torch.T
         query, key, _ = trace.head(arch, head)  # (n, dh) each
     else:
         query, key = trace.query, trace.key.repeat_interleave(group, dim=0)  # (H, n, dh) each
-    return (query / math.sqrt(query.shape[-1])) @ key.transpose(-2, -1)  # (n, n) or (H, n, n)
+    return capped(arch, (query / math.sqrt(query.shape[-1])) @ key.transpose(-2, -1))  # (n, n) or (H, n, n)

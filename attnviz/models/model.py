@@ -66,6 +66,7 @@ class Model:
 
     can_intervene = False  # a run can be changed inside (attnviz.effects), its layers' Q, K, V and αV at hand
     can_scan = False  # model.scan reads a whole document, block by block
+    notes: list[str] = []  # a sentence for each mechanism that changes what its pictures mean (engine.notes)
     can_generate = False  # model.generate writes after a text
 
     def run(self, text: str, target: str | None = None, intervention: engine.Intervention | None = None) -> Run:
@@ -124,6 +125,11 @@ class EngineModel(Model):
         self.reader = Reader(tokenizer, limit, name)
         self.end_ids = end_ids  # a decoder's end-of-text pieces: writing stops at them
         self.can_generate = arch.kind == "decoder"  # from its K/V cache
+
+    @property
+    def notes(self) -> list[str]:
+        """A sentence for each mechanism that changes what its pictures mean (engine.notes)."""
+        return engine.notes(self.arch, self.weights)
 
     def run_pieces(self, pieces: Pieces, *, target: str | None = None,
                    intervention: engine.Intervention | None = None) -> Run:

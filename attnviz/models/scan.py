@@ -69,7 +69,7 @@ class Scan:
         arch = self.architecture
         query = self.queries[layer][head, rows.start:rows.stop].double()  # (r, dh)
         key = self.keys[layer][arch.kv_head(head), cols.start:cols.stop].double()  # (c, dh)
-        scores = query @ key.T  # (r, c)
+        scores = engine.capped(arch, query @ key.T)  # (r, c)
         weights = torch.exp(scores - torch.from_numpy(self.normalisers[layer, head, rows.start:rows.stop])[:, None])
         allowed = engine.allowed_keys(arch, layer, torch.arange(rows.start, rows.stop), cols.stop)  # (r, stop) or None
         if allowed is not None:
@@ -195,6 +195,7 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
         scores = scores_buffer[: heads * r * k].view(heads, r, k)  # (H, r, k)
         stacked = query[:, start:stop].reshape(arch.kv_heads, group * r, dh)  # (KV, G·r, dh)
         torch.bmm(stacked, key_t[:, :, :k], out=scores.view(arch.kv_heads, group * r, k))  # (H, r, k)
+        engine.capped(arch, scores)
         hide(arch, index, start, positions[start:stop], scores, n)
         top = summaries.strongest(start, scores) if summaries is not None else scores.amax(-1, keepdim=True)  # (H, r, 1)
         shifted = scores.sub_(top)  # (H, r, k)
@@ -216,8 +217,8 @@ def blocked_layer(arch: engine.Architecture, block: engine.Block, index: int, x:
     """One layer over inputs x (n, d), its attention taken `size` queries at a time (attend_blocks): (x after the
     layer, the queries (H, n, dh) scaled by 1/√dh, the keys and values (KV, n, dh), the normalisers (H, n)).
     `intervention`'s head_output, where given, changes the heads' outputs before W_o (an ablation)."""
-    h = x if arch.post_norm else block.attention_norm(x)  # (n, d)
-    query, key, value = engine.project(arch, block, h, positions)  # (H, n, dh), (KV, n, dh) × 2
+    h = engine.attention_input(arch, block, x)  # (n, d)
+    query, key, value = engine.project(arch, block, h, positions, index)  # (H, n, dh), (KV, n, dh) × 2
     query = query / math.sqrt(query.shape[-1])  # (H, n, dh) as the scaled-dot scorer scales it
     output, normalisers = attend_blocks(arch, index, query, key, value, positions, size, visit,
                                         summaries)  # (H, n, dh), (H, n)

@@ -1,0 +1,118 @@
+"""Gemma, Gemma 2 and Gemma 3 (text) into attnviz's layout.
+
+Llama's layout with Gemma's changes: every RMSNorm scales by (1 + w), folded into the norm's weight at load; the
+embeddings are multiplied by √d; the feed-forward is GeGLU (a tanh GELU gate); the output matrix is the embeddings.
+Gemma 2 norms each update before the residual as well as each input (post_attention_layernorm, then
+pre_feedforward_layernorm and post_feedforward_layernorm), soft-caps every score, cap·tanh(s / cap), and the logits
+likewise, and alternates sliding-window layers with global ones. Gemma 3 keeps the four norms, drops the caps, norms each
+head's query and key, and turns its local (sliding) layers by one RoPE base and its global layers by another.
+Gemma 2 and 3 scale scores by query_pre_attn_scalar^(-1/2) where Llama uses head_dim^(-1/2): where they differ, the
+ratio is folded into W_q (Gemma 2) or the query norm's weight (Gemma 3), so the engine's q·k/√dh is their score.
+"""
+
+from __future__ import annotations
+
+import math
+
+from attnviz.models.engine import Architecture, Block, Weights
+from attnviz.models.files import ModelError, Tensors, head_shape, setting
+from attnviz.models.llama import Reader, number, rope_base, scaled
+from attnviz.models.model import Built, Unsupported
+
+MODEL_TYPES = ("gemma", "gemma2", "gemma3_text")
+PREFIXES = ("model.", "")
+PATTERN = {"gemma2": 2, "gemma3_text": 6}  # one global layer in every PATTERN, the last, where layer_types is not given
+
+
+def layer_types(config: dict, layers: int) -> list[str]:
+    """Each layer's "sliding_attention" or "full_attention": layer_types, else Gemma's pattern (sliding_window_pattern)."""
+    types = config.get("layer_types")
+    if types is None:
+        every = config.get("sliding_window_pattern", PATTERN.get(config["model_type"], 0))
+        types = ["sliding_attention" if every and (i + 1) % every else "full_attention" for i in range(layers)]
+    if len(types) != layers or set(types) - {"sliding_attention", "full_attention"}:
+        raise ModelError(f"config.json's layer_types must name each of the {layers} layers sliding_attention or "
+                         "full_attention.")
+    return types
+
+
+def bases(config: dict, types: list[str]) -> tuple[float, tuple[float, ...]]:
+    """(the global layers' RoPE base, each layer's): Gemma 3's rope_parameters per layer type (transformers 5), or
+    rope_theta and rope_local_base_freq; one base for Gemma and Gemma 2."""
+    if config["model_type"] != "gemma3_text":
+        return rope_base(config), ()
+    rope = config.get("rope_parameters") or {}
+    if "full_attention" in rope:
+        by_type = {kind: rope_base({"rope_parameters": rope.get(kind, {})}) for kind in ("full_attention", "sliding_attention")}
+    else:
+        by_type = {"full_attention": rope_base({**config, "rope_theta": config.get("rope_theta", 1e6)}),
+                   "sliding_attention": float(config.get("rope_local_base_freq", 10000.0))}
+    return by_type["full_attention"], tuple(by_type[t] for t in types)
+
+
+def architecture(config: dict) -> Architecture:
+    kind = config["model_type"]
+    activation = config.get("hidden_act" if kind == "gemma" else "hidden_activation") or "gelu_pytorch_tanh"
+    if activation not in ("gelu_pytorch_tanh", "gelu", "silu", "relu"):
+        raise Unsupported(f"the activation {activation!r}")
+    if config.get("use_bidirectional_attention"):
+        raise Unsupported("a Gemma that reads both ways (use_bidirectional_attention)")
+    d, heads = setting(config, "hidden_size"), setting(config, "num_attention_heads")
+    layers = setting(config, "num_hidden_layers")
+    kv = setting(config, "num_key_value_heads", heads)
+    kv_heads, head_dim = head_shape("hidden_size", d, "num_attention_heads", heads, "num_key_value_heads", kv,
+                                    setting(config, "head_dim", d // heads))
+    types = layer_types(config, layers)
+    window = setting(config, "sliding_window") if config.get("sliding_window") and kind != "gemma" else None
+    base, per_layer = bases(config, types)
+    cap = config.get("attn_logit_softcapping") if kind == "gemma2" else None
+    return Architecture(
+        family="gemma", kind="decoder", layers=layers, heads=heads, kv_heads=kv_heads, head_dim=head_dim, d_model=d,
+        vocab=setting(config, "vocab_size"), max_positions=setting(config, "max_position_embeddings", 8192),
+        norm="rms", post_norm=False, positions="rotary", activation=activation, gated=True, rope_base=base,
+        rope_pairs="halves", windows=tuple(window if t == "sliding_attention" else None for t in types),
+        rope_bases=per_layer, embed_scale=math.sqrt(d),
+        score_cap=number(config, "attn_logit_softcapping", 50.0) if cap is not None else None,
+    )
+
+
+def build(config: dict, tensors: Tensors) -> Built:
+    arch = architecture(config)
+    kind = config["model_type"]
+    d, dh, ff = arch.d_model, arch.head_dim, setting(config, "intermediate_size")
+    read = Reader(tensors, config.get("rms_norm_eps", 1e-6), norm_offset=1.0)
+    bias = config.get("attention_bias", False)
+    sandwich, head_norms = kind != "gemma", kind == "gemma3_text"
+    # the engine divides q·k by √dh; Gemma 2 and 3 by √query_pre_attn_scalar
+    ratio = 1.0 if kind == "gemma" else math.sqrt(dh / number(config, "query_pre_attn_scalar", dh))
+    blocks = []
+    for i in range(arch.layers):
+        p = f"layers.{i}."
+        w_q, b_q = read.linear(p + "self_attn.q_proj", d, arch.heads * dh, bias)
+        query_norm = read.norm(p + "self_attn.q_norm", dh) if head_norms else None
+        if query_norm is not None and ratio != 1.0:
+            query_norm.weight = query_norm.weight * ratio  # (dh,)
+        elif query_norm is None:
+            w_q, b_q = scaled(w_q, b_q, ratio)
+        w_k, b_k = read.linear(p + "self_attn.k_proj", d, arch.kv_heads * dh, bias)
+        w_v, b_v = read.linear(p + "self_attn.v_proj", d, arch.kv_heads * dh, bias)
+        w_o, b_o = read.linear(p + "self_attn.o_proj", arch.heads * dh, d, bias)
+        w_gate, _ = read.linear(p + "mlp.gate_proj", d, ff, False)
+        w_up, _ = read.linear(p + "mlp.up_proj", d, ff, False)
+        w_down, _ = read.linear(p + "mlp.down_proj", ff, d, False)
+        if sandwich:  # a norm before and after each of the attention and the MLP
+            norms = dict(attention_norm=read.norm(p + "input_layernorm", d),
+                         attention_out_norm=read.norm(p + "post_attention_layernorm", d),
+                         mlp_norm=read.norm(p + "pre_feedforward_layernorm", d),
+                         mlp_out_norm=read.norm(p + "post_feedforward_layernorm", d))
+        else:
+            norms = dict(attention_norm=read.norm(p + "input_layernorm", d),
+                         mlp_norm=read.norm(p + "post_attention_layernorm", d))
+        blocks.append(Block(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, w_up=w_up, b_up=None, w_down=w_down, b_down=None,
+                            w_gate=w_gate, query_norm=query_norm,
+                            key_norm=read.norm(p + "self_attn.k_norm", dh) if head_norms else None, **norms))
+    embeddings = tensors.get("embed_tokens.weight", (arch.vocab, d))
+    head = tensors.get("lm_head.weight", (arch.vocab, d)) if tensors.has("lm_head.weight") else embeddings
+    cap = config.get("final_logit_softcapping") if kind == "gemma2" else None
+    return Built(arch, Weights(embeddings=embeddings, blocks=blocks, final_norm=read.norm("norm", d), unembed=head.T,
+                               logit_cap=number(config, "final_logit_softcapping", 30.0) if cap is not None else None))

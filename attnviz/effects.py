@@ -481,7 +481,7 @@ class LogitAttribution:
     label: str
     logit: float  # the model's logit of that piece (before Gemma 2's final soft cap, which is not linear)
     heads: np.ndarray  # float32 (L, H): each head's output h_h W_o^(h) at the last position, read onto the logit
-    terms: dict[str, float]  # the rest: "embeddings", "layer l MLP", "layer l attention bias", "final norm bias"
+    terms: dict[str, float]  # the rest: "embeddings", "layer l MLP", "layer l attention bias", "final norm bias", "output bias"
     promoted: np.ndarray  # int (L, H, k) the pieces each head's output raises most
     suppressed: np.ndarray  # int (L, H, k) … and lowers most
     promoted_labels: list[list[list[str]]]
@@ -545,6 +545,8 @@ def logit_attribution_of(model, run: Run, *, top: int = 5) -> LogitAttribution:
             terms[f"layer {l} MLP"] = float(read(trace.mlp_out[last].double()) @ column)
         if final is not None and final.bias is not None:
             terms["final norm bias"] = float(final.bias.double().cpu() @ column)
+        if weights.unembed_bias is not None:
+            terms["output bias"] = float(weights.unembed_bias[target])
         vocab_effects = torch.cat(per_head).float() @ unembed.float()  # (L·H, vocab)
         k = min(top, vocab_effects.shape[-1])
         promoted = vocab_effects.topk(k, -1).indices.view(arch.layers, arch.heads, k).numpy()

@@ -25,9 +25,11 @@ from attnviz import effects, models  # noqa: E402
 from attnviz.models.engine import Intervention  # noqa: E402
 from bench.bench_effects import naive_head_effects  # noqa: E402  the plain way: one forward per head
 
-FAMILIES = ("gpt2", "llama", "bert", "qwen3", "phi3", "gpt_neox", *tiny_models.NEW_DECODERS)  # GPT-2's Conv1D, Llama's
+ENCODERS = ("bert", "electra")
+FAMILIES = ("gpt2", "llama", *ENCODERS, "qwen3", "phi3", "gpt_neox", *tiny_models.NEW_DECODERS)  # GPT-2's Conv1D, Llama's
 # grouped K/V (8 heads on 2), BERT's post-norm encoder, Qwen3's normed queries and keys, Phi-3's fused projections,
-# GPT-NeoX's parallel residual, Gemma's caps and norms of the updates, SmolLM3's layer without positions, experts
+# GPT-NeoX's parallel residual, Gemma's caps and norms of the updates, SmolLM3's layer without positions, experts,
+# ELECTRA's narrow embeddings, GPT-BigCode's one key/value head, Phi's parallel block with one norm
 TEXT = SENTENCES["cat"]
 
 
@@ -47,14 +49,18 @@ def reference(folder: Path, family: str):
     """transformers' model of `folder`, loaded once (each use's hooks are removed after it)."""
     import transformers as T
 
-    auto = T.AutoModel if family == "bert" else T.AutoModelForCausalLM
+    auto = T.AutoModel if family in ENCODERS else T.AutoModelForCausalLM
     return auto.from_pretrained(str(folder), attn_implementation="eager").eval()
 
 
 def output_projection(module, family: str, layer: int):
     """The module that multiplies the heads' outputs by W_o in transformers' model."""
-    if family == "gpt2":
+    if family in ("gpt2", "gpt_bigcode"):
         return module.transformer.h[layer].attn.c_proj
+    if family == "phi":
+        return module.model.layers[layer].self_attn.dense
+    if family == "stablelm":
+        return module.model.layers[layer].self_attn.o_proj
     if family in tiny_models.LLAMA_LIKE:
         return module.model.layers[layer].self_attn.o_proj
     if family == "gpt_neox":
@@ -96,7 +102,7 @@ def test_ablation_equals_transformers_with_the_heads_slice_removed(family, how, 
     clean = model.run(TEXT)
     assert np.abs(run.weights[1:] - clean.weights[1:]).max() > 1e-3  # the ablation changed what later layers do
     assert run.intervention == effects.Ablation(tuple(heads), how)
-    if family == "bert":
+    if family in ENCODERS:
         assert np.abs(run.hidden - torch.stack(out.hidden_states)[:, 0].numpy()).max() <= 1e-4
         assert run.logits is None
     else:
@@ -117,7 +123,7 @@ def test_every_heads_effect_in_one_call_equals_one_ablated_forward_per_head(fami
     for layer in range(model.layers):
         for head in range(model.heads):
             out = with_heads_removed(folders[family], family, ids, [(layer, head)])
-            if family == "bert":  # 1 − cos of the first piece's final vector
+            if family in ENCODERS:  # 1 − cos of the first piece's final vector
                 a, b = out.hidden_states[-1][0, 0].double(), base.hidden_states[-1][0, 0].double()
                 expected[layer, head] = 1 - float(a @ b / (a.norm() * b.norm()))
             else:  # Δ log p of the clean run's most likely next piece
@@ -144,7 +150,7 @@ def test_knockout_equals_transformers_with_a_4d_mask(family, folders, loaded):
     n = len(ids)
     edges = [(n - 1, 1), (n - 2, 1), (5, 2), (3, 3)]
     run = effects.knock_out(model, TEXT, edges)
-    allowed = torch.ones(n, n, dtype=torch.bool) if family == "bert" else torch.ones(n, n, dtype=torch.bool).tril()
+    allowed = torch.ones(n, n, dtype=torch.bool) if family in ENCODERS else torch.ones(n, n, dtype=torch.bool).tril()
     for q, k in edges:
         allowed[q, k] = False
 
@@ -165,7 +171,7 @@ def test_knockout_equals_transformers_with_a_4d_mask(family, folders, loaded):
         out = reference(folders[family], family)(torch.tensor([ids]), attention_mask=mask, output_attentions=True)
     assert np.abs(run.weights - torch.stack(out.attentions)[:, 0].numpy()).max() <= 1e-4
     assert (run.weights[:, :, n - 1, 1] == 0).all()
-    if family != "bert":
+    if family not in ENCODERS:
         assert np.abs(run.logits - out.logits[0].numpy()).max() <= 1e-4
 
 
@@ -266,7 +272,7 @@ def test_each_positions_shares_sum_to_one_and_routes_reach_the_input(family, loa
 # ---------------------------------------------------------------- direct logit attribution
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "gemma2", "olmo2", "granite"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "gemma2", "olmo2", "granite", "phi"])
 def test_the_heads_terms_and_the_rest_sum_to_the_logit(family, loaded, folders):
     """Through the final norm, and the norms of each update (Gemma 2, OLMo 2), each with its scale frozen; Gemma 2's
     logit before its final cap, computed here from transformers' own output."""
@@ -343,7 +349,7 @@ def test_importance_gives_every_measure_and_its_agreement(family, loaded):
     assert set(found.measures) == set(effects.MEASURES)
     assert all(v.shape == (n,) and np.isfinite(v).all() for v in found.measures.values())
     assert found.agreement["occlusion"] == pytest.approx(1.0)
-    assert found.compared == (list(range(n - 1)) if family != "bert" else list(range(n)))
+    assert found.compared == (list(range(n - 1)) if family not in ENCODERS else list(range(n)))
     assert found.measures["attention"] == pytest.approx(model.run(TEXT).weights[-1, :, found.read].mean(0))
     assert "changes the prediction most" in found.sentence()
     # the occlusion of piece j equals a knock_out of every edge into j from the other pieces
@@ -351,7 +357,7 @@ def test_importance_gives_every_measure_and_its_agreement(family, loaded):
     edges = [(i, j) for i in range(n) if i != j]
     knocked = effects.knock_out(model, TEXT, edges)
     clean = model.run(TEXT)
-    if family == "bert":
+    if family in ENCODERS:
         a, b = knocked.hidden[-1, 0].astype(np.float64), clean.hidden[-1, 0].astype(np.float64)
         expected = 1 - a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
     else:

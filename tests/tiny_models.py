@@ -83,8 +83,17 @@ def build(family: str, root: Path) -> Path:
     torch.manual_seed(0)
     folder = root / family
     folder.mkdir(parents=True, exist_ok=True)
-    if family in ("bert", "roberta", "distilbert"):
-        vocab = wordpiece_tokenizer(folder, roberta=family == "roberta")
+    if family in ("bert", "roberta", "xlm-roberta", "distilbert", "electra"):
+        roberta = family in ("roberta", "xlm-roberta")
+        vocab = wordpiece_tokenizer(folder, roberta=roberta)
+        if family == "electra":  # embeddings of 16, widened to the layers' 24
+            config = T.ElectraConfig(vocab_size=vocab, embedding_size=16, hidden_size=24, num_hidden_layers=2,
+                                     num_attention_heads=3, intermediate_size=40, max_position_embeddings=80)
+            return _save(T.ElectraModel(config), folder, norms=True)
+        if family == "xlm-roberta":
+            config = T.XLMRobertaConfig(vocab_size=vocab, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
+                                        intermediate_size=40, max_position_embeddings=80, pad_token_id=1)
+            return _save(T.XLMRobertaModel(config, add_pooling_layer=False), folder, norms=True)
         if family == "distilbert":
             config = T.DistilBertConfig(vocab_size=vocab, dim=24, n_layers=2, n_heads=3, hidden_dim=40, pad_token_id=0)
             return _save(T.DistilBertModel(config), folder)
@@ -114,7 +123,7 @@ def build(family: str, root: Path) -> Path:
                                                              "partial_rotary_factor": 0.5},
                                   sliding_window=4, tie_word_embeddings=False)
             return _save(T.Phi3ForCausalLM(config), folder, norms=True)
-        if family in NEW_DECODERS:
+        if family in NEW_DECODERS:  # the Llama-like ones
             return newer_decoder(family, folder, shared)
         if family == "qwen3":  # each head's query and key normed (q_norm, k_norm), head size not d_model / heads
             config = T.Qwen3Config(**shared, head_dim=6, rope_theta=4321.0, attention_bias=True, use_sliding_window=True,
@@ -123,6 +132,8 @@ def build(family: str, root: Path) -> Path:
         config = T.Qwen2Config(**shared, rope_theta=123456.0, use_sliding_window=True, sliding_window=5,
                                max_window_layers=1, tie_word_embeddings=False)
         return _save(T.Qwen2ForCausalLM(config), folder)
+    if family in ("gpt_bigcode", "phi", "stablelm"):
+        return other_decoder(family, folder)
     if family == "gpt_neox":  # Pythia's: a parallel residual, a quarter of each head turned by position
         vocab = byte_level_tokenizer(folder)
         config = T.GPTNeoXConfig(vocab_size=vocab, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
@@ -183,8 +194,32 @@ def newer_decoder(family: str, folder: Path, shared: dict) -> Path:
     return _save(kind(config), folder, norms=True, centre=0.0 if family.startswith("gemma") else 1.0)
 
 
-NEW_DECODERS = ("gemma", "gemma2", "gemma3_text", "olmo2", "smollm3", "granite", "mixtral", "qwen3_moe")
-LLAMA_LIKE = ("llama", "mistral", "qwen2", "qwen3", "phi3", *NEW_DECODERS)
-ENGINE = ("bert", "roberta", "distilbert", "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox",
+def other_decoder(family: str, folder: Path) -> Path:
+    """GPT-BigCode with one key/value head for 3 query heads; Phi with a parallel block and an output bias; StableLM with
+    a quarter of each head turned and q/k/v biases."""
+    import transformers as T
+
+    vocab = byte_level_tokenizer(folder)
+    ends = dict(bos_token_id=0, eos_token_id=0)
+    if family == "gpt_bigcode":
+        config = T.GPTBigCodeConfig(vocab_size=vocab, n_embd=24, n_layer=2, n_head=3, n_positions=64, multi_query=True,
+                                    **ends)
+        return _save(T.GPTBigCodeForCausalLM(config), folder, norms=True)
+    shared = dict(vocab_size=vocab, hidden_size=24, num_hidden_layers=2, num_attention_heads=3, intermediate_size=40,
+                  max_position_embeddings=64, tie_word_embeddings=False, **ends)
+    if family == "phi":
+        config = T.PhiConfig(**shared, rope_parameters={"rope_type": "default", "rope_theta": 888.0,
+                                                        "partial_rotary_factor": 0.5})
+        return _save(T.PhiForCausalLM(config), folder, norms=True)
+    config = T.StableLmConfig(**shared, num_key_value_heads=3, use_qkv_bias=True,
+                              rope_parameters={"rope_type": "default", "rope_theta": 1234.0, "partial_rotary_factor": 0.25})
+    return _save(T.StableLmForCausalLM(config), folder, norms=True)
+
+
+NEW_DECODERS = ("gemma", "gemma2", "gemma3_text", "olmo2", "smollm3", "granite", "mixtral", "qwen3_moe", "gpt_bigcode",
+                "phi", "stablelm")
+LLAMA_LIKE = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3_text", "olmo2", "smollm3",
+              "granite", "mixtral", "qwen3_moe")
+ENGINE = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox",
           *NEW_DECODERS)
 OTHERS = ("opt", "t5")

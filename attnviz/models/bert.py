@@ -1,9 +1,10 @@
-"""BERT-like encoders (BERT, RoBERTa, DistilBERT; MiniLM is a BERT) into attnviz's layout.
+"""BERT-like encoders (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA; MiniLM is a BERT) into attnviz's layout.
 
 Post-norm layers: x = LayerNorm(x + attention(x)), then x = LayerNorm(x + feed-forward(x)). Learned absolute positions
 and, for BERT and RoBERTa, segment A's embedding are added to each piece's embedding, then normalised.
 The traps, handled here: nn.Linear stores W as (out, in) for y = xWᵀ + b, ours is (in, out); RoBERTa's positions start
-at its padding index + 1; DistilBERT has its own names and no segments.
+at its padding index + 1 (XLM-RoBERTa's too); DistilBERT has its own names and no segments; ELECTRA's embeddings may
+be narrower than its layers (embedding_size), widened by embeddings_project after their norm.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from attnviz.models.engine import Architecture, Block, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.model import Built, Unsupported
 
-MODEL_TYPES = ("bert", "roberta", "distilbert")
-PREFIXES = ("bert.", "roberta.", "distilbert.", "model.", "")
+MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "distilbert", "electra")
+PREFIXES = ("bert.", "roberta.", "distilbert.", "electra.", "model.", "")
+PADDED = ("roberta", "xlm-roberta")  # positions counted from the padding index + 1
 
 
 def architecture(config: dict) -> Architecture:
@@ -28,7 +30,7 @@ def architecture(config: dict) -> Architecture:
         raise Unsupported(f"position_embedding_type {config.get('position_embedding_type')!r}")
     if config.get("is_decoder") or config.get("add_cross_attention"):
         raise Unsupported("a BERT used as a decoder")
-    padding = config.get("pad_token_id", 1) if config["model_type"] == "roberta" else None
+    padding = config.get("pad_token_id", 1) if config["model_type"] in PADDED else None
     return Architecture(
         family="bert", kind="encoder", layers=get("n_layers", "num_hidden_layers"), heads=heads, kv_heads=heads,
         head_dim=head_dim, d_model=d, vocab=setting(config, "vocab_size"),
@@ -70,12 +72,16 @@ def build(config: dict, tensors: Tensors) -> Built:
         w_down, b_down = linear(down, ff, d)
         blocks.append(Block(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, norm(attention_norm), norm(mlp_norm),
                             w_up, b_up, w_down, b_down))
+    width = setting(config, "embedding_size", d) if config["model_type"] == "electra" else d  # the embeddings' width
     token_type = None
     if arch.token_type:
-        token_type = tensors.get("embeddings.token_type_embeddings.weight", (setting(config, "type_vocab_size"), d))[0]  # (d,)
+        token_type = tensors.get("embeddings.token_type_embeddings.weight", (setting(config, "type_vocab_size"), width))[0]  # (E,)
+    widen = linear("embeddings_project", width, d) if width != d else None  # ELECTRA: (E, d), (d,)
     weights = Weights(
-        embeddings=tensors.get("embeddings.word_embeddings.weight", (arch.vocab, d)),
-        positions=tensors.get("embeddings.position_embeddings.weight", (arch.max_positions, d)),
-        token_type=token_type, embedding_norm=norm("embeddings.LayerNorm"), blocks=blocks,
+        embeddings=tensors.get("embeddings.word_embeddings.weight", (arch.vocab, width)),
+        positions=tensors.get("embeddings.position_embeddings.weight", (arch.max_positions, width)),
+        token_type=token_type, blocks=blocks, embedding_project=widen,
+        embedding_norm=Norm("layer", tensors.get("embeddings.LayerNorm.weight", (width,)),
+                            tensors.get("embeddings.LayerNorm.bias", (width,)), eps),
     )
     return Built(arch, weights)

@@ -141,9 +141,11 @@ class Weights:
     positions: torch.Tensor | None = None  # (max_positions, d), learned positions
     token_type: torch.Tensor | None = None  # (d,)
     embedding_norm: Norm | None = None  # BERT's LayerNorm of the embeddings
+    embedding_project: tuple[torch.Tensor, torch.Tensor | None] | None = None  # ELECTRA: (E, d), (d,) after the norm
     final_norm: Norm | None = None  # pre-norm models' norm after the last layer
     unembed: torch.Tensor | None = None  # (d, vocab) the output matrix of a decoder (a view of embeddingsᵀ when tied)
     logit_cap: float | None = None  # Gemma 2: each next-piece logit z becomes cap·tanh(z / cap)
+    unembed_bias: torch.Tensor | None = None  # (vocab,) Phi's output bias
 
     def tensors(self) -> list[torch.Tensor]:
         """Every tensor held, each once (a tied output matrix shares the embeddings' memory)."""
@@ -151,6 +153,7 @@ class Weights:
         for norm in (self.embedding_norm, self.final_norm):
             if norm is not None:
                 found += [norm.weight, norm.bias]
+        found += list(self.embedding_project or ()) + [self.unembed_bias]
         for block in self.blocks:
             for value in vars(block).values():
                 found += [value.weight, value.bias] if isinstance(value, Norm) else [value]
@@ -251,7 +254,8 @@ def embed(arch: Architecture, weights: Weights, ids: torch.Tensor, positions: to
         x = x + weights.positions[positions]  # (n, d)
     if weights.token_type is not None:
         x = x + weights.token_type  # (n, d)
-    return weights.embedding_norm(x) if weights.embedding_norm is not None else x
+    x = weights.embedding_norm(x) if weights.embedding_norm is not None else x  # (n, E)
+    return x if weights.embedding_project is None else _linear(x, *weights.embedding_project)  # (n, d)
 
 
 def project(arch: Architecture, block: Block, x: torch.Tensor, positions: torch.Tensor, index: int):
@@ -559,6 +563,8 @@ def unembed(weights: Weights, hidden: torch.Tensor) -> torch.Tensor:
     """logits() where autograd may follow (a gradient with respect to the input is taken through it)."""
     h = weights.final_norm(hidden) if weights.final_norm is not None else hidden  # (..., m, d)
     z = h @ weights.unembed  # (..., m, vocab)
+    if weights.unembed_bias is not None:
+        z = z + weights.unembed_bias  # (..., m, vocab)
     return z if weights.logit_cap is None else torch.tanh(z / weights.logit_cap) * weights.logit_cap
 
 

@@ -72,16 +72,24 @@ FORMULAS = {
 class Parts:
     """One score a(q, k) taken apart (the neuron view): aligned rows over `unit`s (the dimensions of q and k, or the
     additive scorer's hidden units), and `terms`, one per unit, whose sum is the score. `rule` says in LaTeX how the
-    terms are made from the rows and summed."""
+    terms are made from the rows and summed. Where a model shapes the sum s into its score (ALiBi's position bias, a
+    soft cap), `then` says how in LaTeX and `shaped` is the score."""
 
     unit: str
     rows: list[tuple[str, torch.Tensor]]  # (name, (m,)) each
     terms: torch.Tensor  # (m,)
     rule: str
+    then: str = ""
+    shaped: float | None = None
+
+    @property
+    def total(self) -> float:
+        """s, the sum of the terms."""
+        return float(self.terms.sum())
 
     @property
     def score(self) -> float:
-        return float(self.terms.sum())
+        return self.total if self.shaped is None else self.shaped
 
 
 @dataclass(frozen=True)

@@ -703,3 +703,7 @@ def uniform_rollout(n: int, layers: int, causal: bool) -> np.ndarray:
     uniform = allowed / allowed.sum(1, keepdims=True)
     step = 0.5 * uniform + 0.5 * np.eye(n)
     return np.linalg.matrix_power(step, layers)
+
+
+# Why a head looks there (attnviz.why), offered here beside the other effects; why imports engine_model from here.
+from attnviz.why import PartsError, ScoreParts, composition, score_parts, score_parts_of  # noqa: E402

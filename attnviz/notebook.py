@@ -538,3 +538,37 @@ def compare(a: Heatmap, b: Heatmap) -> Compare:
     """A and B side by side on one colour scale, and B − A where their tokens match; each side's τ, hard and mask are
     its own (B's as b_temp, b_hard, b_mask), the colour scale, palette and query shared."""
     return Compare(a, b)
+
+
+class PartsTable:
+    """A score taken apart (attnviz.effects.ScoreParts), shown in a notebook as a table of the strongest query-side
+    parts (rows) × key-side parts (columns), the rest folded into "other", with the sentence naming the largest; a
+    static table (escaped HTML), so a saved notebook keeps it. `.parts` is the whole ScoreParts."""
+
+    def __init__(self, parts, top: int = 6):
+        self.parts, self.top = parts, top
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows, cols, table = self.parts.strongest(self.top)
+        p = self.parts
+        head = "".join(f"<th>k: {html.escape(c)}</th>" for c in cols)
+        body = "".join(f"<tr><th>q: {html.escape(r)}</th>" + "".join(f"<td>{v:+.4f}</td>" for v in table[i]) + "</tr>"
+                       for i, r in enumerate(rows))
+        caption = (f"Layer {p.layer}, head {p.head} (from 0): query {p.query} {html.escape(p.pieces[p.query])!s} × key "
+                   f"{p.key} {html.escape(p.pieces[p.key])!s}, score {p.score:.4f} = the sum of every cell")
+        return (f"<table><caption>{caption}</caption><tr><th></th>{head}</tr>{body}</table>"
+                f"<p>{html.escape(p.sentence())}</p>")
+
+    def __repr__(self) -> str:
+        return f"PartsTable: layer {self.parts.layer}, head {self.parts.head}, score {self.parts.score:.4f}"
+
+
+def score_parts(model, text: str, layer: int, head: int, query: int, key: int, *, top: int = 6) -> PartsTable:
+    """Why head `head` of layer `layer` (from 0) scores the piece at `key` as it does for the piece at `query`: the
+    score taken apart into what wrote its query's and its key's parts (attnviz.effects.score_parts), as a table of
+    the `top` strongest parts a side."""
+    from attnviz.effects import score_parts as parts_of
+
+    return PartsTable(parts_of(model, text, layer, head, query, key), top)

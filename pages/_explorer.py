@@ -232,7 +232,11 @@ def _score_apart(parts_of, scores, weights, allowed, label: list[str], query: in
     q_name, k_name = names
     st.markdown(f"Query #{query} **{md_escape(label[query])}** ({q_name}) and key #{j} **{md_escape(label[j])}** ({k_name}), "
                 f"{len(parts.terms)} {parts.unit}s:")
-    st.latex(parts.rule.replace("a =", "a_{%d,%d} =" % (query, j), 1) + r" = %.6g" % parts.score)
+    if parts.then:  # the model shapes the sum s into its score
+        st.latex(parts.rule.replace("a =", "s_{%d,%d} =" % (query, j), 1) + r" = %.6g" % parts.total)
+        st.latex(parts.then.replace("a =", "a_{%d,%d} =" % (query, j), 1) + r" = %.6g" % parts.score)
+    else:
+        st.latex(parts.rule.replace("a =", "a_{%d,%d} =" % (query, j), 1) + r" = %.6g" % parts.score)
     if not allowed[query, j]:
         st.latex(r"\text{masked: } \alpha_{%d,%d} = 0" % (query, j))
     elif hard:
@@ -241,7 +245,7 @@ def _score_apart(parts_of, scores, weights, allowed, label: list[str], query: in
         st.latex(r"\frac{a_{%d,%d}}{\tau} = \frac{%.6g}{%g} = %.6g,\quad \alpha_{%d,%d} = \frac{e^{a_{%d,%d}/\tau}}{\sum_{j'} e^{a_{%d j'}/\tau}} = %.6g"
                  % (query, j, score, tau, score / tau, query, j, query, j, query, weights[query, j]))
     rows = [(name, vector.numpy()) for name, vector in parts.rows]  # (m,) each
-    chart(st, figures.score_parts(rows, parts.terms.numpy(), parts.unit, sort=ordered, title=f"a = Σ terms = {parts.score:.4g}"),
+    chart(st, figures.score_parts(rows, parts.terms.numpy(), parts.unit, sort=ordered, title=f"{'s' if parts.then else 'a'} = Σ terms = {parts.total:.4g}"),
           key="score_parts", matrix=Matrix(np.stack([v for _, v in rows] + [parts.terms.numpy()]), [name for name, _ in rows] + ["term"],
                                  [str(u) for u in range(len(parts.terms))], corner=f"row \\ {parts.unit}"))
 

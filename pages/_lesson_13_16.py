@@ -93,9 +93,20 @@ COPY_PIECES = 20  # the random pieces of step 16's sequence; the second copy sto
 COPY_CUT = 3
 
 
+def copying_head(seed: int, shuffled: bool = False):
+    """(SmolLM2, its induction scores, its strongest induction head (layer, head) from 0, step 16's probe, the run on
+    it): what steps 16 and 21 draw."""
+    from pages._model import induction, probe_run
+
+    model = loaded_model("smollm2")
+    scores, _ = induction("smollm2")
+    layer, head = (int(v) for v in np.unravel_index(np.argmax(scores["induction"]), scores["induction"].shape))
+    probe, result = probe_run("smollm2", COPY_PIECES, 1000 + seed, shuffled, COPY_CUT)
+    return model, scores, (layer, head), probe, result
+
+
 def copy_step(text, figure):
     from attnviz import heads
-    from pages._model import induction, probe_run
 
     text.write("Some heads **copy**. Give SmolLM2 random pieces of its vocabulary, then the same pieces again. Scoring "
                "its 270 heads on such sequences finds induction heads: on the second copy, a piece looks at the piece "
@@ -105,13 +116,10 @@ def copy_step(text, figure):
     shuffled = text.toggle("Shuffle the second copy", key="copyshuffle",
                            help="The same pieces in another order: the pieces still repeat, their order does not.")
     try:
-        model = loaded_model("smollm2")
-        scores, _ = induction("smollm2")
-        probe, result = probe_run("smollm2", COPY_PIECES, 1000 + seed, shuffled, COPY_CUT)
+        model, scores, (layer, head), probe, result = copying_head(seed, shuffled)
     except (models.ModelError, heads.HeadsError) as error:
         text.info(str(error))
         return
-    layer, head = np.unravel_index(np.argmax(scores["induction"]), scores["induction"].shape)  # counted from 0
     ids = result.pieces.ids
     weights = result.weights[layer, head]  # (n, n)
     labels = result.pieces.labels()

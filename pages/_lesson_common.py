@@ -24,7 +24,7 @@ SIGMAS = [0.02, 0.05, 0.1, 0.2, 0.5, 1.0]
 DIMS = [2, 4, 8, 16, 32, 64, 128, 256, 512]
 FIGURE_COLUMN = "three_fifths"  # the share of the page a step's figure column gives a figure (figures.PLOT_PX)
 SCHEMA = {
-    "step": Param(1, int_range(1, 20)),
+    "step": Param(1, int_range(1, 21)),
     "q": Param("Li", bounded_text(40)),
     "tau": Param(0.1, nearest(temperature_grid())),
     "sigma": Param(0.1, nearest(SIGMAS)),
@@ -36,7 +36,7 @@ SCHEMA = {
     "scoring": Param("dot", choice(["dot", "scaled_dot", "cosine"])),
     "item": Param(0, int_range(0, len(BATCH) - 1)),
     "heads": Param(4, int_range(1, 8)),
-    "copyseed": Param(0, int_range(0, 9)),  # step 16: which random sequence
+    "copyseed": Param(0, int_range(0, 9)),  # steps 16, 17 and 21: which random sequence
     "copyshuffle": Param(False, boolean, encode_bool),  # step 16: its second copy shuffled
     "writeseed": Param(0, int_range(0, 9)),  # step 19: the sampler's seed
     "hhead": Param(0, int_range(0, 8)),  # step 13: the head drawn whole (H: their average)

@@ -37,6 +37,7 @@ def model_schema(*, model: str, text: str, text_chars: int, query: int, mask: st
         "query": Param(query, int_range(min(query, 0), models.MAX_PIECES - 1)),
         "key": Param(-1, int_range(-1, models.MAX_PIECES - 1)),  # the key whose score is taken apart; -1: the strongest
         "parts": flag(),  # "Inside a score" is open
+        "why": flag(),  # "Why here?" is open
         "nsort": flag(),
         "temp": Param(1.0, nearest(temperature_grid())),
         "hard": flag(),

@@ -8,15 +8,16 @@ import numpy as np
 import streamlit as st
 import torch
 
-from attnviz import figures, heads, models, qkspace
+from attnviz import effects, figures, heads, models, qkspace
 from attnviz.attention import scaled_dot_parts
 from attnviz.export import Matrix
 from attnviz.positions import cosine_similarity, rotary_angles, rotary_similarity
 from attnviz.selfattention import temperature_grid
+from attnviz.models.engine import alibi_slopes, shaped_parts
 from attnviz.models.files import ENGINE_FAMILIES
 from attnviz.models.generate import MAX_STEPS
 from attnviz.urlstate import Param, boolean, choice, coerce, encode_bool, int_range
-from pages._common import save_url_state
+from pages._common import md_escape, save_url_state
 from pages._explorer import draw_steps, inside_a_score, walk_section
 from pages._interactive import head_atlas, interactive_heatmap, on_screen, screen_sizes, view_state
 from pages._model import run
@@ -242,9 +243,67 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
     q, k = trace.query[head - 1], trace.key[(head - 1) // model.group]  # (n, dh) each: this head's, its group's
     rope = model.positions == "rotary"
     names = ("q = R_p(xW_q + b_q)", "k = R_p(xW_k + b_k)") if rope else ("q = xW_q + b_q", "k = xW_k + b_k")
-    inside_a_score(lambda i, j: scaled_dot_parts(q[i], k[j]), scores, shown, allowed, labels, unknown,
+    inside_a_score(lambda i, j: shaped_parts(model.arch, head - 1, i, j, scaled_dot_parts(q[i], k[j])), scores, shown,
+                   allowed, labels, unknown,
                    st.session_state.query, tau=view["temp"], hard=view["hard"], names=names, schema=schema)
+    why_section(model, result, layer, head, labels, shown, schema)
     return shown
+
+
+@st.fragment
+def why_section(model: models.Model, result: models.Run, layer: int, head: int, labels: list[str], shown: np.ndarray,
+                schema: dict) -> None:
+    """"Why here?": the chosen cell's score taken apart into what wrote its query's and its key's parts of the stream
+    (attnviz.effects.score_parts), and which earlier heads feed the chosen head (composition scores)."""
+    section = st.expander("Why here? What wrote this score's query and key: the embeddings, each earlier head, each MLP",
+                          key="why", on_change="rerun")
+    if section.open:
+        with section:
+            why_view(model, result, layer, head, labels, shown)
+    save_url_state(schema, note=False)
+
+
+def why_view(model: models.Model, result: models.Run, layer: int, head: int, labels: list[str], shown: np.ndarray) -> None:
+    query = st.session_state.query
+    chosen = st.session_state.get("key", -1)
+    key = int(np.argmax(shown[query])) if not isinstance(chosen, int) or not 0 <= chosen < shown.shape[1] else chosen
+    if model.kind == "decoder" and key > query:
+        st.info(f"Key #{key} comes after query #{query}, which a decoder never reads: choose a key up to the query.")
+        return
+    found = effects.score_parts_of(model, result, layer - 1, head - 1, query, key)
+    rows, cols, table = found.strongest(6)
+    st.write(f"Query #{query} **{md_escape(labels[query])}** against key #{key} **{md_escape(labels[key])}**: score "
+             f"{found.score:.4g}. Each part of the stream is put through the layer's norm (its scale frozen at the "
+             "whole stream's), W_q or W_k and the turn by position, so each cell is one query-side part against one "
+             f"key-side part, and the {len(found.query_names)} × {len(found.key_names)} cells sum to the score.")
+    st.latex(r"a_{%d,%d} = \sum_{a,b} \frac{q_a \cdot k_b}{\sqrt{%d}} = %.6g" % (query, key, model.head_dim, found.score))
+    title = f"Layer {layer}, head {head}: the score's parts (query side × key side; the rest in “other”)"
+    chart(st, figures.matrix_heatmap(table, [f"q: {r}" for r in rows], [f"k: {c}" for c in cols], title=title,
+                                     width="half"), key="why_table",
+          matrix=Matrix(table, [f"q: {r}" for r in rows], [f"k: {c}" for c in cols], corner="query part \\ key part"))
+    measured = measured_types(model.name)
+    st.write(found.sentence(measured.scores if measured is not None else None)
+             + " Layers and heads count from 0 here, as in the library.")
+    feeding = composed(model.name, model)
+    if feeding is not None and layer > 1:
+        st.write(f"**Which earlier heads feed layer {layer}, head {head}** (Elhage et al.'s composition scores, from "
+                 "the weights alone, 0 to 1):")
+        st.dataframe({kind_name: [f"L{l}H{h} {v:.2f}" for l, h, v in top_feeders(feeding[kind], layer - 1, head - 1)]
+                      for kind_name, kind in (("query (Q)", "q"), ("key (K)", "k"), ("value (V)", "v"))},
+                     hide_index=True)
+
+
+def top_feeders(scores: np.ndarray, layer: int, head: int, count: int = 5) -> list[tuple[int, int, float]]:
+    """The `count` earlier heads (layer, head, score) of the highest composition score into `head` of `layer`."""
+    into = scores[:layer, :, layer, head]  # (layer, H)
+    order = np.argsort(-into, axis=None, kind="stable")[:count]
+    return [(int(l), int(h), float(into[l, h])) for l, h in zip(*np.unravel_index(order, into.shape))]
+
+
+@st.cache_resource(max_entries=4, show_spinner="Composition scores of every pair of heads …")
+def composed(name: str, _model: models.Model) -> dict[str, np.ndarray] | None:
+    """The offered model `name`'s composition scores (effects.composition), once for the server."""
+    return effects.composition(_model)
 
 
 def lines(weights: np.ndarray, labels: list[str], layer: int, head: int, *, query: int | None = None, key: str = "lines",
@@ -264,6 +323,9 @@ def positions(model: models.Model, result: models.Run) -> None:
         return
     n, pieces = len(result.pieces), result.pieces
     names = [f"{p} · {t}" for p, t in enumerate(figures.labels(pieces.labels(), pieces.unknown))]
+    if model.positions == "alibi":
+        alibi_view(model, n, names)
+        return
     if model.positions == "learned":
         table = model.weights.positions[model.arch.position_rows(n)].float().cpu().numpy()  # (n, d)
         similarity, cols, corner = cosine_similarity(table), figures.dims(table.shape[1]), "position \\ dimension"
@@ -289,6 +351,23 @@ def positions(model: models.Model, result: models.Run) -> None:
           key="learned_similarity", matrix=Matrix(similarity, names, names, corner="position \\ position"))
     st.caption("Near positions come out alike, far ones less so. The pieces label their positions; neither table "
                "depends on them.")
+
+
+def alibi_view(model: models.Model, n: int, names: list[str]) -> None:
+    """ALiBi's positions: none in the stream; a bias −m_h (i − j) added to each score, one slope m_h a head."""
+    slopes = alibi_slopes(model.heads).numpy()  # (H,)
+    st.latex(r"a_{ij} = \frac{q_i \cdot k_j}{\sqrt{%d}} - m_h\,(i - j)" % model.head_dim)
+    st.caption(f"{model.name} adds no position to the stream: each head's score of an earlier piece is lowered in "
+               f"proportion to how far back it lies, at a slope of its own, from {slopes.max():.4g} (head 1) down to "
+               f"{slopes.min():.4g}: the first heads read near pieces, the last ones far.")
+    bias = -slopes[:, None, None] * np.maximum(np.arange(n)[:, None] - np.arange(n)[None, :], 0)  # (H, n, n)
+    left, right = st.columns(2)
+    heads = [f"head {h + 1}" for h in range(model.heads)]
+    chart(left, figures.matrix_heatmap(slopes[:, None], heads, ["m_h"], title="Each head's slope m_h", width="half"),
+          key="alibi_slopes", matrix=Matrix(slopes[:, None], heads, ["m_h"], corner="head \\ slope"))
+    chart(right, figures.matrix_heatmap(bias[0], names, names, title="Head 1's bias −m₁(i − j) on each score",
+                                        width="half"), key="alibi_bias",
+          matrix=Matrix(bias[0], names, names, corner="query \\ key"))
 
 
 @st.fragment

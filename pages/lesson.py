@@ -1,4 +1,4 @@
-"""Lesson: the story of attention in twenty steps, one per screen, each a live figure with its formula.
+"""Lesson: the story of attention in twenty-one steps, one per screen, each a live figure with its formula.
 
 Every step calls the same attnviz functions as the page it links to; the step is in the URL (?step=7).
 """
@@ -12,6 +12,7 @@ from pages._lesson_5_8 import similarity_functions, why_sqrt_d, self_attention, 
 from pages._lesson_9_12 import projections, masks, encoder_decoder_step, batches_step
 from pages._lesson_13_16 import heads_step, trained_step, decoder_step, copy_step
 from pages._lesson_17_18 import off_step, importance_step, write_step, needle_step
+from pages._lesson_21 import why_step
 
 WIDE = {encoder_decoder_step}  # steps whose figures take the page's width, under the text
 NARROW_TEXT = {masks}  # steps whose two figures side by side need a wider figure column
@@ -36,6 +37,7 @@ STEPS = [
     ("Weight is not importance", importance_step),
     ("Watch it write", write_step),
     ("Finding a needle", needle_step),
+    ("Why the copying head looks there", why_step),
 ]
 
 

@@ -186,3 +186,28 @@ def test_lesson_19_writes_greedy_and_sampled_and_says_where_they_part(smollm2):
         p = np.exp(logits - logits.max())
         p /= p.sum()
         assert f"(p = {p[sampled.new_ids[k]]:.2f})" in said and f"Greedy took “{best}” (p = {p.max():.2f})" in said
+
+
+@pytest.mark.slow
+def test_lesson_21_takes_the_copying_heads_score_apart(smollm2):
+    """Step 21: the induction head's score of the key it looks at most from the last piece, its parts as the library
+    finds them, folded to the strongest; and a sentence saying whether the textbook story holds here."""
+    from attnviz import heads
+    from pages._lesson_13_16 import COPY_CUT, COPY_PIECES
+
+    at = page("lesson.py", {"step": "21", "copyseed": "0"})
+    assert not at.exception
+    scores, _ = heads.probe_scores(smollm2, heads.PROBES, heads.PROBE_PIECES, heads.SEED)
+    layer, head = (int(v) for v in np.unravel_index(np.argmax(scores["induction"]), scores["induction"].shape))
+    probe = heads.probes(smollm2, 1, COPY_PIECES, 1000)[0]
+    run = smollm2.run_pieces(heads.cut_short(smollm2, probe, cut=COPY_CUT))
+    query = len(run.pieces) - 1
+    key = int(np.argmax(run.weights[layer, head, query]))
+    found = effects.score_parts_of(smollm2, run, layer, head, query, key)
+    spec = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
+                if "taken apart" in str(json.loads(c.proto.spec)["layout"]["title"]["text"]))
+    from page_support import decode
+
+    np.testing.assert_allclose(decode(spec["data"][0]["z"]), found.strongest(6)[2], atol=1e-5)
+    said = " ".join(m.value for m in at.markdown)
+    assert f"score {found.score:.2f}" in said and "The textbook story" in said

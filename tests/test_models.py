@@ -8,6 +8,7 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 import functools  # noqa: E402
 import json  # noqa: E402
+import re  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -87,6 +88,10 @@ def test_scores_are_qk_over_root_dk_and_give_the_weights(family, folders):
         assert config["layer_types"] == ["full_attention", "sliding_attention", "sliding_attention"]
     run = model.run(SENTENCES["dog"])
     n = len(run.pieces)
+    if family == "bloom":
+        from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+        alibi = build_alibi_tensor(torch.ones(1, n), model.heads, torch.float64)  # (H, 1, n)
     for layer in range(model.layers):
         trace = run.traces[layer]
         allowed = expected_mask(config, family, layer, n)
@@ -96,6 +101,9 @@ def test_scores_are_qk_over_root_dk_and_give_the_weights(family, folders):
             if config.get("attn_logit_softcapping") and family == "gemma2":  # Gemma 2's soft cap
                 cap = config["attn_logit_softcapping"]
                 by_hand = cap * np.tanh(by_hand / cap)
+            if family == "bloom":  # ALiBi: −m_h (i − j), m_h read off transformers' bias m_h·j at j = 1
+                slope = alibi[head, 0, 1].item()
+                by_hand = by_hand - slope * (np.arange(n)[:, None] - np.arange(n)[None, :])
             assert np.allclose(run.head_scores(layer, head), by_hand, atol=1e-5)
             logits = np.where(allowed, by_hand, -np.inf)
             softmax = np.exp(logits - logits.max(-1, keepdims=True))
@@ -499,14 +507,57 @@ def test_each_mechanism_that_changes_a_picture_gets_its_sentence(folders):
     assert "Layer 1 turns no position" in notes("smollm3")
     assert "(77, 5555)" in notes("gemma3_text")
     assert "mixtures of 4 experts, 2 for each piece" in notes("mixtral")
+    assert "ALiBi lowers each score by m_h·(i − j)" in notes("bloom")
     assert notes("llama") == "" and notes("bert") == ""
+
+
+def offer(folder: Path, monkeypatch) -> None:
+    """The pages offer the model in `folder` (ATTNVIZ_MODELS), the server's list of offers made again."""
+    from pages._model import offered
+
+    monkeypatch.setenv("ATTNVIZ_MODELS", str(folder))
+    offered.clear()  # a process-wide cache: another test's server may have filled it
 
 
 def test_the_decoder_page_says_what_a_soft_cap_does_beside_the_figures(folders, monkeypatch):
     from page_support import run_page
 
-    monkeypatch.setenv("ATTNVIZ_MODELS", str(folders["gemma2"]))
+    offer(folders["gemma2"], monkeypatch)
     at = run_page("decoder.py", {"model": "gemma2"})
     assert not at.exception and not at.error
     captions = " ".join(c.value for c in at.caption)
     assert "soft-capped" in captions and "capped the same way" in captions
+
+
+@pytest.mark.parametrize("family", ["bloom", "gemma2"])
+def test_a_shaped_score_taken_apart_on_the_page_shows_its_sum_then_its_shaping(family, folders, monkeypatch):
+    """The neuron view of a family that shapes q·k/√d_k (BLOOM's ALiBi, Gemma 2's cap): its terms sum to s = q·k/√d_k
+    written out here, the next line gives the score the heatmap draws, and the weight is the model's; the positions
+    view of BLOOM draws the ALiBi bias of head 1, −m₁(i − j) with m₁ from transformers."""
+    from page_support import run_page
+
+    offer(folders[family], monkeypatch)
+    text = "The cat watched the dog from the sofa"
+    at = run_page("decoder.py", {"model": family, "text": text, "layer": "2", "head": "2", "query": "6", "key": "2",
+                                 "parts": "1", "learned": "1"})
+    assert not at.exception and not at.error
+    run = models.load(folders[family], device="cpu").run(text)
+    trace = run.traces[1]
+    s = float(trace.query[1][6].double() @ trace.key[1 // run.architecture.group][2].double()) / np.sqrt(run.architecture.head_dim)
+    lines = [line.value.strip("$\n") for line in at.latex]
+    total = float(next(line for line in lines if line.startswith("s_{6,2} =")).split("=")[-1])
+    score = float(next(line for line in lines if line.startswith("a_{6,2} =")).split("=")[-1])
+    assert total == pytest.approx(s, rel=1e-4, abs=1e-5)
+    assert score == pytest.approx(float(run.head_scores(1, 1)[6, 2]), rel=1e-4, abs=1e-5) and abs(score - total) > 1e-3
+    weight = float(next(line for line in lines if re.search(r"\\alpha_\{6,2\} =", line)).split("=")[-1])
+    assert weight == pytest.approx(float(run.weights[1, 1, 6, 2]), rel=1e-4)
+    if family == "bloom":
+        from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+        from page_support import decode, spec_titled
+
+        n = len(run.pieces)
+        slope = build_alibi_tensor(torch.ones(1, n), run.architecture.heads, torch.float64)[0, 0, 1].item()
+        bias = decode(spec_titled(at, "Head 1's bias")["data"][0]["z"])  # (n, n)
+        expected = -slope * np.maximum(np.arange(n)[:, None] - np.arange(n)[None, :], 0)
+        np.testing.assert_allclose(bias, expected, atol=1e-6)

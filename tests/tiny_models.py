@@ -132,7 +132,7 @@ def build(family: str, root: Path) -> Path:
         config = T.Qwen2Config(**shared, rope_theta=123456.0, use_sliding_window=True, sliding_window=5,
                                max_window_layers=1, tie_word_embeddings=False)
         return _save(T.Qwen2ForCausalLM(config), folder)
-    if family in ("gpt_bigcode", "phi", "stablelm"):
+    if family in ("gpt_bigcode", "phi", "stablelm", "bloom"):
         return other_decoder(family, folder)
     if family == "gpt_neox":  # Pythia's: a parallel residual, a quarter of each head turned by position
         vocab = byte_level_tokenizer(folder)
@@ -195,12 +195,15 @@ def newer_decoder(family: str, folder: Path, shared: dict) -> Path:
 
 
 def other_decoder(family: str, folder: Path) -> Path:
-    """GPT-BigCode with one key/value head for 3 query heads; Phi with a parallel block and an output bias; StableLM with
+    """BLOOM with 6 heads; GPT-BigCode with one key/value head for 3 query heads; Phi with a parallel block and an output bias; StableLM with
     a quarter of each head turned and q/k/v biases."""
     import transformers as T
 
     vocab = byte_level_tokenizer(folder)
     ends = dict(bos_token_id=0, eos_token_id=0)
+    if family == "bloom":  # 6 heads: ALiBi's slopes for a count that is not a power of two
+        config = T.BloomConfig(vocab_size=vocab, hidden_size=24, n_layer=2, n_head=6, **ends)
+        return _save(T.BloomForCausalLM(config), folder, norms=True)
     if family == "gpt_bigcode":
         config = T.GPTBigCodeConfig(vocab_size=vocab, n_embd=24, n_layer=2, n_head=3, n_positions=64, multi_query=True,
                                     **ends)
@@ -217,7 +220,7 @@ def other_decoder(family: str, folder: Path) -> Path:
 
 
 NEW_DECODERS = ("gemma", "gemma2", "gemma3_text", "olmo2", "smollm3", "granite", "mixtral", "qwen3_moe", "gpt_bigcode",
-                "phi", "stablelm")
+                "phi", "stablelm", "bloom")
 LLAMA_LIKE = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3_text", "olmo2", "smollm3",
               "granite", "mixtral", "qwen3_moe")
 ENGINE = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox",

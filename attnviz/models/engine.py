@@ -12,6 +12,8 @@ Matrices are kept as (in, out): y = xW + b, as in our notes; nn.Linear's (out, i
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -19,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnviz.attention import AttentionResult, Scorer, cpu_threads, grouped_attend, scaled_dot_scores
+from attnviz.attention import AttentionResult, Parts, Scorer, cpu_threads, grouped_attend, scaled_dot_scores
 from attnviz.positions import rotate, turns
 
 ACTIVATIONS = {
@@ -60,6 +62,7 @@ class Architecture:
     # NoPE layers); () for rope_base on every layer. Gemma 3 turns its local layers by one base, its global by another
     embed_scale: float = 1.0  # Gemma: the embeddings times √d; Granite: its embedding_multiplier
     score_cap: float | None = None  # Gemma 2: each score s becomes cap·tanh(s / cap) before the mask and softmax
+    alibi: bool = False  # BLOOM: no positions in the stream; each score gets −m_h·(i − j), a slope m_h per head
     top_experts: int = 0  # a mixture of experts (Mixtral, Qwen3-MoE): the experts each piece is sent to
     renormalise_experts: bool = True  # their router probabilities rescaled to sum to 1 (Mixtral; Qwen3-MoE's norm_topk_prob)
 
@@ -355,7 +358,7 @@ def layer(arch: Architecture, block: Block, index: int, x: torch.Tensor, positio
         if real is not None:
             padding = real[:, None, None, :]  # (B, 1, 1, m) broadcast over heads and queries
             mask = padding if mask is None else mask & padding  # (B, 1, m, m)
-        a = grouped_attend(query, key, value, scoring=scorer(arch), mask=mask, need_scores=False, out=out)  # (..., H, m, c + m)
+        a = grouped_attend(query, key, value, scoring=scorer(arch, positions), mask=mask, need_scores=False, out=out)  # (..., H, m, c + m)
     if intervention is not None:
         a = intervene(intervention, index, a, value, positions)
     y, attended, middle, mlp = rest_of_layer(arch, block, x, a.output)  # (..., m, d) each
@@ -422,22 +425,73 @@ def through(arch: Architecture, weights: Weights, x: torch.Tensor | None, positi
     return x
 
 
-def capped(arch: Architecture, scores: torch.Tensor) -> torch.Tensor:
-    """Scores (...) as the family shapes them before the mask and softmax, in place: Gemma 2's soft cap,
-    cap·tanh(s / cap), which keeps every score within ±cap; the scores themselves elsewhere."""
-    if not arch.score_cap:
+def shaped(arch: Architecture, scores: torch.Tensor, rows: torch.Tensor, head: int | None = None, first: int = 0
+           ) -> torch.Tensor:
+    """Scores q·k/√d_k as the family shapes them before the mask and softmax, in place where no gradient is taken:
+    every head's (..., H, r, k), or one head's (..., r, k) where `head` is given, of the queries at positions `rows`
+    (r,) against keys first … first + k − 1. ALiBi (BLOOM) adds −m_h·(i − j), a penalty growing with the distance back,
+    m_h a slope per head; Gemma 2's soft cap then keeps each score within ±cap, cap·tanh(s / cap)."""
+    if not (arch.alibi or arch.score_cap):
         return scores
-    if scores.requires_grad:  # a gradient is taken through them (effects' gradient × input): not in place
-        return torch.tanh(scores / arch.score_cap) * arch.score_cap
-    return scores.div_(arch.score_cap).tanh_().mul_(arch.score_cap)
+    in_place = not scores.requires_grad  # a gradient taken through them (effects' gradient × input) needs the original
+    if arch.alibi:
+        keys = torch.arange(first, first + scores.shape[-1], device=scores.device)  # (k,)
+        distance = (keys[None, :] - rows.to(scores.device)[:, None]).to(scores.dtype)  # (r, k) j − i
+        slopes = alibi_slopes(arch.heads).to(scores.device, scores.dtype)  # (H,)
+        bias = slopes[head] * distance if head is not None else slopes[:, None, None] * distance  # (r, k) or (H, r, k)
+        scores = scores.add_(bias) if in_place else scores + bias
+    if arch.score_cap:
+        cap = arch.score_cap
+        scores = scores.div_(cap).tanh_().mul_(cap) if in_place else torch.tanh(scores / cap) * cap
+    return scores
 
 
-def scorer(arch: Architecture) -> Scorer | str:
-    """The scorer of every layer: q·k/√d_k, soft-capped where the family caps it (capped)."""
-    if not arch.score_cap:
+@functools.lru_cache(maxsize=16)
+def alibi_slopes(heads: int) -> torch.Tensor:
+    """(H,) ALiBi's slope of each head (Press et al. 2021, as BLOOM computes them): 2^(−8h/H) for H a power of two,
+    h = 1 … H; otherwise those of the nearest lower power of two, then every other one of the next."""
+    closest = 2 ** math.floor(math.log2(heads))
+    base = torch.tensor(2 ** (-(2 ** -(math.log2(closest) - 3))), dtype=torch.float32)
+    slopes = base ** torch.arange(1, 1 + closest, dtype=torch.int32)  # (closest,)
+    if closest != heads:
+        extra = torch.tensor(2 ** (-(2 ** -(math.log2(2 * closest) - 3))), dtype=torch.float32)
+        more = min(closest, heads - closest)
+        slopes = torch.cat([slopes, extra ** torch.arange(1, 1 + 2 * more, 2, dtype=torch.int32)])  # (H,)
+    return slopes
+
+
+def shaped_parts(arch: Architecture, head: int, query: int, key: int, parts: Parts) -> Parts:
+    """The neuron view's Parts of one score, q·k/√d_k = Σ terms = s, with the step from s to the score where the family
+    shapes it (shaped): ALiBi's −m_h·(i − j), then a soft cap."""
+    if not (arch.alibi or arch.score_cap):
+        return parts
+    s = torch.tensor([[parts.total]], dtype=torch.float64)  # (1, 1)
+    score = float(shaped(arch, s, torch.tensor([query]), head, key)[0, 0])
+    inner = "s"
+    if arch.alibi:
+        inner = r"s - m_{%d}\,(%d - %d)" % (head + 1, query, key)
+        step = r"a = %s = s - %.6g \cdot %d" % (inner, float(alibi_slopes(arch.heads)[head]), query - key)
+    if arch.score_cap:
+        capped = r"%g\tanh\!\left((%s) / %g\right)" % (arch.score_cap, inner, arch.score_cap)
+        step = r"a = " + capped
+    return dataclasses.replace(parts, then=step, shaped=score)
+
+
+def scorer(arch: Architecture, positions: torch.Tensor) -> Scorer | str:
+    """The scorer of every layer for queries at `positions` (m,): q·k/√d_k, shaped where the family shapes it."""
+    if not (arch.alibi or arch.score_cap):
         return "scaled_dot"
-    formula = r"a(q,k) = %g\tanh\!\left(\frac{q^\top k}{%g\sqrt{d}}\right)" % (arch.score_cap, arch.score_cap)
-    return Scorer("capped_scaled_dot", formula, lambda query, key: capped(arch, scaled_dot_scores(query, key)))
+
+    def fn(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        scores = scaled_dot_scores(query, key)  # (..., KV, G·m, k): each group's query heads stacked
+        by_head = scores.view(*scores.shape[:-3], arch.heads, len(positions), scores.shape[-1])  # (..., H, m, k)
+        return shaped(arch, by_head, positions).view(scores.shape)
+
+    terms = [r"\frac{q^\top k}{\sqrt{d}}"] + ([r"- m_h\,(i - j)"] if arch.alibi else [])
+    formula = " ".join(terms)
+    if arch.score_cap:
+        formula = r"%g\tanh\!\left(\left(%s\right) / %g\right)" % (arch.score_cap, formula, arch.score_cap)
+    return Scorer("shaped_scaled_dot", "a(q,k) = " + formula, fn)
 
 
 CAUSAL_BLOCK = 128  # a long causal run's queries are taken this many rows at a time, each block against its keys so far
@@ -459,7 +513,7 @@ def causal_attend(arch: Architecture, index: int, query: torch.Tensor, key: torc
         r = rows.stop - start
         stacked = scaled[:, rows].reshape(arch.kv_heads, group * r, dh)  # (KV, G·r, dh)
         scores = stacked @ key[:, :seen].transpose(-2, -1)  # (KV, G·r, seen)
-        scores = capped(arch, scores.view(heads, r, seen))  # (H, r, seen)
+        scores = shaped(arch, scores.view(heads, r, seen), positions[rows])  # (H, r, seen)
         window = arch.windows[index] if arch.windows else None
         first = 0 if window else start  # without a window only the block's own keys can lie ahead of a query
         allowed = allowed_keys(arch, index, positions[rows], seen, first)  # (r, seen − first)
@@ -604,6 +658,10 @@ def notes(arch: Architecture, weights: Weights) -> list[str]:
     """One sentence for each mechanism that changes what a picture of the model's attention means, for the pages to
     say beside it; none for a model without any."""
     said = []
+    if arch.alibi:
+        said.append("It adds no position to the stream: ALiBi lowers each score by m_h·(i − j), the distance back times "
+                    "a slope of each head's own, so the scores shown include that bias and a head's weights fall off "
+                    "with distance at its own rate.")
     if arch.score_cap:
         said.append(f"Its scores are soft-capped: each q·k/√d_k becomes {arch.score_cap:g}·tanh(s / {arch.score_cap:g}) "
                     f"before the softmax, so none passes ±{arch.score_cap:g}; the scores shown are the capped ones.")
@@ -646,4 +704,5 @@ def scores(arch: Architecture, trace: Trace, head: int | None = None) -> torch.T
         query, key, _ = trace.head(arch, head)  # (n, dh) each
     else:
         query, key = trace.query, trace.key.repeat_interleave(group, dim=0)  # (H, n, dh) each
-    return capped(arch, (query / math.sqrt(query.shape[-1])) @ key.transpose(-2, -1))  # (n, n) or (H, n, n)
+    raw = (query / math.sqrt(query.shape[-1])) @ key.transpose(-2, -1)  # (n, n) or (H, n, n)
+    return shaped(arch, raw, torch.arange(raw.shape[-2]), head)

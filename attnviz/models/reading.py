@@ -17,6 +17,7 @@ import torch
 
 from attnviz.attention import entropy
 from attnviz.encdec import rollout as _rollout
+from attnviz.models.engine import alibi_slopes
 from attnviz.models.model import Model
 from attnviz.models.run import Run
 from attnviz.selfattention import Step, shape_latex
@@ -75,7 +76,20 @@ def head_formula(model: Model, tau: bool = False) -> str:
     k = (r"R_p(XW_k^{(%s)} + b_k)" if rope else r"(XW_k^{(%s)} + b_k)") % k_head
     scale = r"\sqrt{%d}%s" % (model.head_dim, r"\,\tau" if tau else "")
     mask = r" + M_{\text{causal}}" if model.kind == "decoder" else ""
+    arch = getattr(model, "arch", None)
+    if arch is not None and (arch.alibi or arch.score_cap):  # the score shaped after q·k/√d_k
+        score = shaped_latex(arch, r"\frac{%s\,%s^\top}{\sqrt{%d}}" % (q, k, model.head_dim))
+        return r"\alpha = \mathrm{softmax}\Big(%s%s\Big)" % (r"\tfrac{1}{\tau}\big(%s\big)" % score if tau else score, mask)
     return r"\alpha = \mathrm{softmax}\Big(\frac{%s\,%s^\top}{%s}%s\Big)" % (q, k, scale, mask)
+
+
+def shaped_latex(arch, score: str) -> str:
+    """`score` (LaTeX) as the family shapes it: ALiBi's − m_h (i − j), then a soft cap."""
+    if arch.alibi:
+        score += r" - m_h\,(i - j)"
+    if arch.score_cap:
+        score = r"%g\tanh\!\big((%s) / %g\big)" % (arch.score_cap, score, arch.score_cap)
+    return score
 
 
 def head_steps(run: Run, layer: int, head: int) -> list[Step]:
@@ -102,7 +116,9 @@ def head_steps(run: Run, layer: int, head: int) -> list[Step]:
                         + (", turned by position (RoPE)" if turned else ""),
                         formula + " " + shape_latex(matrix) + rf",\quad W_{{{sub}}}^{{(h)}} \in \mathbb{{R}}^{{{x.shape[1]} \times {d_k}}}",
                         matrix, "tokens", "dims", symbol=name))
-    out.append(Step("Scaled scores", r"S = \frac{QK^\top}{\sqrt{d_k}},\ d_k = %d\ " % d_k + shape_latex(scores), scores, "tokens", "tokens", symbol="S"))
+    slope = r",\ m_h = %.6g" % float(alibi_slopes(arch.heads)[head]) if arch.alibi else ""
+    out.append(Step("Scaled scores", r"S = %s,\ d_k = %d%s\ " % (shaped_latex(arch, r"\frac{QK^\top}{\sqrt{d_k}}"), d_k, slope)
+                    + shape_latex(scores), scores, "tokens", "tokens", symbol="S"))
     masked = r" + M_{\text{causal}}" if arch.causal else ""
     out.append(Step("Weights", r"\alpha = \mathrm{softmax}_{\text{row}}(S%s)\ " % masked + shape_latex(weights), weights, "tokens",
                     "tokens", bounded=True, symbol="α"))

@@ -69,7 +69,7 @@ class Scan:
         arch = self.architecture
         query = self.queries[layer][head, rows.start:rows.stop].double()  # (r, dh)
         key = self.keys[layer][arch.kv_head(head), cols.start:cols.stop].double()  # (c, dh)
-        scores = engine.capped(arch, query @ key.T)  # (r, c)
+        scores = engine.shaped(arch, query @ key.T, torch.arange(rows.start, rows.stop), head, cols.start)  # (r, c)
         weights = torch.exp(scores - torch.from_numpy(self.normalisers[layer, head, rows.start:rows.stop])[:, None])
         allowed = engine.allowed_keys(arch, layer, torch.arange(rows.start, rows.stop), cols.stop)  # (r, stop) or None
         if allowed is not None:
@@ -195,7 +195,7 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
         scores = scores_buffer[: heads * r * k].view(heads, r, k)  # (H, r, k)
         stacked = query[:, start:stop].reshape(arch.kv_heads, group * r, dh)  # (KV, G·r, dh)
         torch.bmm(stacked, key_t[:, :, :k], out=scores.view(arch.kv_heads, group * r, k))  # (H, r, k)
-        engine.capped(arch, scores)
+        engine.shaped(arch, scores, positions[start:stop])
         hide(arch, index, start, positions[start:stop], scores, n)
         top = summaries.strongest(start, scores) if summaries is not None else scores.amax(-1, keepdim=True)  # (H, r, 1)
         shifted = scores.sub_(top)  # (H, r, k)

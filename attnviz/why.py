@@ -1,0 +1,277 @@
+"""Why a head looks there: one score taken apart into what wrote the query's and the key's parts of the stream.
+
+A layer reads the residual stream, which is a sum of what came before: the embeddings, each earlier head's output
+z_h W_o^(h), each earlier MLP's output, and constants (the projections' and norms' biases). With every norm's scale
+frozen at the whole stream's value (RMSNorm's rms; LayerNorm's mean and σ, the centering applied to each part), the
+path from the stream to a query or key is linear: the norm, W_q or W_k, a query/key norm with its scale frozen the
+same way, and the turn by the position (RoPE), which acts on each part alike. So
+
+    score = q·k/√d_h = Σ_{a, b} q_a·k_b/√d_h,
+
+one cell for each query-side part a and key-side part b: `score_parts` returns that table (Elhage et al. 2021's
+QK circuit, taken apart on a text; Anthropic's 2025 note on QK attributions). `composition` gives their Q-, K- and
+V-composition scores from the weights alone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from attnviz.models import engine
+from attnviz.models.engine import Norm, output_matrices
+from attnviz.positions import turns
+
+BIAS, EMBEDDINGS = "bias", "embeddings"
+
+
+class PartsError(ValueError):
+    """A score that cannot be taken apart, in words for people."""
+
+
+@dataclass
+class ScoreParts:
+    """Head `head` of layer `layer`'s score of query piece `query` against key piece `key`, taken apart.
+
+    score: the model's pre-softmax score, q·k/√d_h before any mask (with ALiBi's bias, or a soft cap, where the family
+    has one). query_names, key_names: "embeddings", "L{layer}H{head}" for each earlier head's output, "L{layer} MLP",
+    "bias" for everything constant; layers and heads count from 0. table (len(query_names), len(key_names)): each cell
+    one query-side part against one key-side part; table.sum() == score. ALiBi's bias −m_h (i − j), a constant, sits
+    in the (bias, bias) cell; a soft cap, which is not linear, scales every cell by cap·tanh(s/cap) / s."""
+
+    layer: int
+    head: int
+    query: int
+    key: int
+    pieces: list[str]
+    score: float
+    query_names: list[str]
+    key_names: list[str]
+    table: np.ndarray
+
+    def query_shares(self) -> dict[str, float]:
+        """Each query-side part's share of the score: its row's sum."""
+        return dict(zip(self.query_names, self.table.sum(1).tolist()))
+
+    def key_shares(self) -> dict[str, float]:
+        """Each key-side part's share of the score: its column's sum."""
+        return dict(zip(self.key_names, self.table.sum(0).tolist()))
+
+    def strongest(self, top: int = 6) -> tuple[list[str], list[str], np.ndarray]:
+        """The `top` query-side and key-side parts of the largest |share|, the rest folded into "other": (query names,
+        key names, table), the table still summing to the score."""
+        rows = _order(self.table.sum(1), top)
+        cols = _order(self.table.sum(0), top)
+        folded = np.zeros((len(rows) + 1, len(cols) + 1))
+        rest_rows = [i for i in range(len(self.query_names)) if i not in rows]
+        rest_cols = [j for j in range(len(self.key_names)) if j not in cols]
+        for a, row in enumerate([[i] for i in rows] + [rest_rows]):
+            for b, col in enumerate([[j] for j in cols] + [rest_cols]):
+                folded[a, b] = self.table[np.ix_(row, col)].sum() if row and col else 0.0
+        names = lambda all_names, kept: [all_names[i] for i in kept] + ["other"]  # noqa: E731
+        return names(self.query_names, rows), names(self.key_names, cols), folded
+
+
+    def sentence(self, types: dict[str, np.ndarray] | None = None) -> str:
+        """One sentence naming the largest part of each side and, where head scores are given (attnviz.heads'
+        Measured.scores: name → (L, H)), what that head does: the score it is highest on, if at least 0.3."""
+        said = []
+        for side, shares in (("query", self.query_shares()), ("key", self.key_shares())):
+            name, share = max(shares.items(), key=lambda item: abs(item[1]))
+            said.append(f"the {side} side's largest part is {name} ({share:+.3g} of {self.score:.3g}){kind(name, types)}")
+        return "Of this score, " + "; ".join(said) + "."
+
+
+def kind(name: str, types: dict[str, np.ndarray] | None) -> str:
+    """", a previous-piece head" for a part L{l}H{h} whose highest head score (attnviz.heads) is at least 0.3."""
+    from attnviz.heads import SCORES
+
+    if not types or not name.startswith("L") or "H" not in name:
+        return ""
+    layer, head = (int(x) for x in name[1:].split("H"))
+    best, value = max(((key, float(v[layer, head])) for key, v in types.items() if key in SCORES), key=lambda kv: kv[1])
+    return f", {'an' if SCORES[best][0] in 'aeiou' else 'a'} {SCORES[best]} head ({best} score {value:.2f})" if value >= 0.3 else ""
+
+
+def _order(shares: np.ndarray, top: int) -> list[int]:
+    return [int(i) for i in np.argsort(-np.abs(shares), kind="stable")[:top]]
+
+
+def frozen(norm: Norm | None, whole: torch.Tensor):
+    """The norm as a linear map with its scale frozen at `whole` (d,): (the map of a part (..., d), its constant (d,))."""
+    if norm is None:
+        return (lambda part: part), torch.zeros_like(whole)
+    weight = norm.weight.double().cpu()  # (d,)
+    if norm.kind == "rms":
+        scale = weight / torch.sqrt(whole.pow(2).mean() + norm.eps)  # (d,)
+        return (lambda part: part * scale), torch.zeros_like(whole)
+    scale = weight / torch.sqrt(whole.var(unbiased=False) + norm.eps)  # (d,)
+    constant = norm.bias.double().cpu() if norm.bias is not None else torch.zeros_like(whole)
+    return (lambda part: (part - part.mean(-1, keepdim=True)) * scale), constant
+
+
+def stream_parts(model, run, layer: int, position: int) -> tuple[list[str], torch.Tensor]:
+    """(names, parts (C, d) float64) whose sum is the stream layer `layer` reads at `position`, run.hidden[layer]."""
+    arch, weights = model.arch, model.weights
+    names = [EMBEDDINGS, BIAS]
+    parts = [torch.from_numpy(run.hidden[0][position]).double(), torch.zeros(arch.d_model, dtype=torch.float64)]
+    for l in range(layer):
+        block, trace = weights.blocks[l], run.traces[l]
+        stream = torch.stack(parts)  # (C, d)
+        x = stream.sum(0)  # (d,) the layer's input
+        heads = (trace.head_output[:, position, None, :].double() @ output_matrices(arch, block).double().cpu())[:, 0]  # (H, d)
+        bias = block.b_out.double().cpu() if block.b_out is not None else torch.zeros_like(x)  # (d,)
+        if block.attention_out_norm is not None:  # the update normed before the residual (Gemma 2 and 3, OLMo 2)
+            through, constant = frozen(block.attention_out_norm, heads.sum(0) + bias)
+            heads, bias = through(heads), through(bias) + constant
+        mlp = trace.mlp_out[position].double()  # (d,) what joins the stream
+        if arch.post_norm:  # BERT: LN₁(x + attention), then LN₂(that + MLP)
+            first, constant = frozen(block.attention_norm, x + heads.sum(0) + bias)
+            stream, heads, bias = first(stream), first(heads), first(bias) + constant
+            second, constant = frozen(block.mlp_norm, stream.sum(0) + heads.sum(0) + bias + mlp)
+            stream, heads, bias, mlp = second(stream), second(heads), second(bias) + constant, second(mlp)
+        stream[1] += bias  # the constants gather in "bias"
+        names += [f"L{l}H{h}" for h in range(arch.heads)] + [f"L{l} MLP"]
+        parts = [*stream, *heads, mlp]
+    return names, torch.stack(parts)  # (C, d)
+
+
+def projected(model, run, layer: int, head: int, position: int, side: str) -> tuple[list[str], torch.Tensor]:
+    """(names, the query's (side "query") or the key's ("key") parts (C, d_h)) of `head` in `layer` at `position`:
+    each stream part through the frozen norm, W_q or W_k (the bias in "bias"), the frozen query or key norm, and the
+    turn by `position`."""
+    arch, block = model.arch, model.weights.blocks[layer]
+    names, parts = stream_parts(model, run, layer, position)  # (C, d)
+    if not arch.post_norm:
+        through, constant = frozen(block.attention_norm, parts.sum(0))
+        parts = through(parts)
+        parts[1] += constant
+    w, b, count = ((block.w_query, block.b_query, arch.heads) if side == "query" else
+                   (block.w_key, block.b_key, arch.kv_heads))
+    full = parts @ w.double().cpu()  # (C, count·dh)
+    if b is not None:
+        full[1] += b.double().cpu()
+    which = head if side == "query" else arch.kv_head(head)
+    norm = block.query_norm if side == "query" else block.key_norm
+    dh = arch.head_dim
+    if norm is not None and norm.weight.shape[-1] != dh:  # OLMo 2: the whole query or key normed at once
+        through, _ = frozen(norm, full.sum(0))
+        full = through(full)
+    vectors = full[:, which * dh:(which + 1) * dh]  # (C, dh)
+    if norm is not None and norm.weight.shape[-1] == dh:  # each head's own (Qwen3, Gemma 3)
+        through, _ = frozen(norm, vectors.sum(0))
+        vectors = through(vectors)
+    base = arch.base(layer)
+    if base is not None:
+        where = torch.tensor([position])
+        angles = turns(where, arch.rotary_dims or dh, base, torch.float64)  # (1, r // 2) each
+        vectors = engine.turned(arch, vectors[:, None, :], where, angles, base)[:, 0]  # (C, dh)
+    return names, vectors
+
+
+def score_parts(model, text, layer: int, head: int, query: int, key: int) -> ScoreParts:
+    """Head `head` of layer `layer` (from 0), its score of the piece at `query` against the piece at `key`, taken
+    apart into what wrote each side (ScoreParts). A PartsError says why it cannot: a model transformers computes, a
+    layer, head or position out of range, a key after the query in a decoder."""
+    from attnviz.effects import engine_model, pieces_of
+
+    model = engine_model(model, "taking a score apart")
+    pieces = pieces_of(model, text)
+    check(model, layer, head, query, key, len(pieces))
+    return score_parts_of(model, model.run_pieces(pieces), layer, head, query, key)
+
+
+def score_parts_of(model, run, layer: int, head: int, query: int, key: int) -> ScoreParts:
+    """score_parts of a run the engine computed already (a page's)."""
+    check(model, layer, head, query, key, len(run.pieces))
+    with torch.inference_mode():
+        names, q = projected(model, run, layer, head, query, "query")  # (C, dh)
+        _, k = projected(model, run, layer, head, key, "key")  # (C, dh)
+        table = (q @ k.T / math.sqrt(model.arch.head_dim)).numpy()  # (C, C)
+    s = float(table.sum())
+    shaped = float(engine.shaped(model.arch, torch.tensor([[s]], dtype=torch.float64), torch.tensor([query]), head,
+                                 key)[0, 0])
+    if model.arch.score_cap:  # not linear: every cell scaled alike
+        unbiased = s
+        table = table * (shaped / unbiased if unbiased else 0.0)
+    elif shaped != s:  # ALiBi's bias, a constant
+        table[1, 1] += shaped - s
+    return ScoreParts(layer, head, query, key, run.pieces.labels(), shaped, names, list(names), table)
+
+
+def check(model, layer: int, head: int, query: int, key: int, n: int) -> None:
+    for value, what in ((layer, "layer"), (head, "head"), (query, "query"), (key, "key")):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise PartsError(f"{what} must be a whole number, got {value!r}.")
+    if not 0 <= layer < model.layers:
+        raise PartsError(f"layer must be from 0 to {model.layers - 1} (counted from 0), got {layer}.")
+    if not 0 <= head < model.heads:
+        raise PartsError(f"head must be from 0 to {model.heads - 1} (counted from 0), got {head}.")
+    for value, what in ((query, "query"), (key, "key")):
+        if not 0 <= value < n:
+            raise PartsError(f"{what} must be a position from 0 to {n - 1} in this text of {n} pieces, got {value}.")
+    if model.arch.causal and key > query:
+        raise PartsError(f"In a decoder a query reads only the pieces up to itself: the key ({key}) must not come "
+                         f"after the query ({query}).")
+
+
+def composition(model) -> dict[str, np.ndarray]:
+    """Elhage et al.'s (2021) Q-, K- and V-composition scores between every pair of heads, from the weights alone:
+    {"q", "k", "v"}: (L, H, L, H), [l₁, h₁, l₂, h₂] how much head h₂ of layer l₂ reads head h₁ of layer l₁'s output
+    through its query, key or value, ‖W_OV^(h₁) M‖_F / (‖W_OV^(h₁)‖_F ‖M‖_F), M the later head's W_QK ("q"), W_QKᵀ
+    ("k") or W_OV ("v"); 0 where l₁ ≥ l₂. With our (in, out) matrices x W_OV = x W_V W_O, and a score is
+    x_q W_QK x_kᵀ with W_QK = W_Q W_Kᵀ. The later layer's norm weight is folded into its W_Q, W_K and W_V (as
+    TransformerLens folds it); the turn by position is left out, as there. Each matrix is a product U V of rank d_h,
+    so ‖U_A V_A U_B V_B‖_F = ‖(R_A V_A)(U_B R_Bᵀ)‖_F with R_A, R_B the R factors of QR(U_A) and QR(V_Bᵀ): one
+    (E·d_h × d) by (d × H·d_h) product a later layer and kind, never a d × d matrix (float32)."""
+    from attnviz.effects import engine_model
+
+    model = engine_model(model, "composition scores")
+    arch = model.arch
+    r = arch.head_dim
+    with torch.inference_mode():
+        writes, reads, norms = [], {kind: [] for kind in "qkv"}, {kind: [] for kind in "qkv"}
+        for block in model.weights.blocks:
+            gain = block.attention_norm.weight.double().cpu() if (block.attention_norm is not None and not arch.post_norm) else None
+            group = torch.tensor([arch.kv_head(h) for h in range(arch.heads)])
+            w_q = _by_head(arch, block.w_query, gain, arch.heads)  # (H, d, dh)
+            w_k, w_v = (_by_head(arch, w, gain, arch.kv_heads)[group] for w in (block.w_key, block.w_value))  # (H, d, dh)
+            w_o = output_matrices(arch, block).double().cpu()  # (H, dh, d)
+            ov = lowrank(w_v, w_o)
+            writes.append(ov[0])  # (H, dh, d) R_U V
+            for kind, (u, v) in (("q", (w_q, w_k.transpose(-2, -1))), ("k", (w_k, w_q.transpose(-2, -1))),
+                                 ("v", (w_v, w_o))):
+                _, read, norm = lowrank(u, v)
+                reads[kind].append(read)  # (H, d, dh) U R_Vᵀ
+                norms[kind].append(norm)  # (H,)
+        written = torch.cat(writes).flatten(0, 1)  # (L·H·dh, d) every head's R_U V, stacked
+        ov_norms = torch.cat(norms["v"])  # (L·H,)
+        scores = {kind: np.zeros((arch.layers, arch.heads, arch.layers, arch.heads)) for kind in "qkv"}
+        for later in range(1, arch.layers):
+            rows = later * arch.heads  # every head of every earlier layer
+            for kind in "qkv":
+                read = reads[kind][later].transpose(0, 1).flatten(1)  # (d, H·dh)
+                product = (written[: rows * r] @ read).view(rows, r, arch.heads, r)  # (E, dh, H, dh)
+                found = product.pow(2).sum((1, 3)).sqrt() / (ov_norms[:rows, None] * norms[kind][later][None])  # (E, H)
+                scores[kind][:later, :, later, :] = found.view(later, arch.heads, arch.heads).double().numpy()
+    return scores
+
+
+def lowrank(u: torch.Tensor, v: torch.Tensor):
+    """For matrices A = U V (..., d, d) of rank r, U (..., d, r), V (..., r, d): (R_U V (..., r, d), U R_Vᵀ (..., d, r),
+    ‖A‖_F (...,)), float32, R_U and R_V the R factors of QR(U) and QR(Vᵀ), whose Q factors have orthonormal columns."""
+    r_u = torch.linalg.qr(u).R  # (..., r, r)
+    r_v = torch.linalg.qr(v.transpose(-2, -1)).R  # (..., r, r)
+    norm = (r_u @ r_v.transpose(-2, -1)).flatten(-2).norm(dim=-1)  # (...,)
+    return (r_u @ v).float(), (u @ r_v.transpose(-2, -1)).float(), norm.float()
+
+
+def _by_head(arch, w: torch.Tensor, gain: torch.Tensor | None, count: int) -> torch.Tensor:
+    """(count, d, dh) a projection (d, count·dh) split by head, the norm's gain folded into its rows."""
+    w = w.double().cpu()  # (d, count·dh)
+    if gain is not None:
+        w = gain[:, None] * w  # (d, count·dh)
+    return w.view(w.shape[0], count, arch.head_dim).transpose(0, 1)  # (count, d, dh)

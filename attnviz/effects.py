@@ -293,6 +293,7 @@ def every_head(model, text, how: str = "zero", *, piece: int | None = None, top:
     shape = (model.layers, model.heads)
     if model.kind != "decoder":
         reference = torch.from_numpy(clean.hidden[-1, read]).to(final)  # (d,)
+        final, reference = output_vector(model, final), output_vector(model, reference)  # ModernBERT's final norm
         cosine = torch.nn.functional.cosine_similarity(final.double(), reference.double()[None], dim=-1)  # (L·H,)
         return EveryHead((1 - cosine).cpu().numpy().reshape(shape).astype(np.float32))
     with torch.inference_mode():
@@ -676,8 +677,9 @@ def occlusion(model, run: Run, read: int, target: int | None) -> np.ndarray:
         if target is not None:
             logp = torch.log_softmax(engine.logits(model.weights, final.to(model.dtype)).double(), -1)[:, target]  # (n,)
             return (log_prob(run.next_logits, target) - logp).cpu().numpy()
-        reference = torch.from_numpy(run.hidden[-1, read]).double()  # (d,)
-        return (1 - torch.nn.functional.cosine_similarity(final.double().cpu(), reference[None], dim=-1)).numpy()
+        reference = output_vector(model, torch.from_numpy(run.hidden[-1, read]).to(final))  # (d,)
+        final = output_vector(model, final)  # (n, d)
+        return (1 - torch.nn.functional.cosine_similarity(final.double().cpu(), reference.double().cpu()[None], dim=-1)).numpy()
 
 
 def gradient_times_input(model, pieces, read: int, target: int | None) -> np.ndarray:
@@ -688,13 +690,22 @@ def gradient_times_input(model, pieces, read: int, target: int | None) -> np.nda
     vectors = weights.embeddings[ids].detach().clone().float().requires_grad_(True)  # (n, d)
     with torch.enable_grad():
         x = engine.embed(arch, weights, ids, positions, vectors.to(model.dtype))  # (n, d)
-        final = engine.through(arch, weights, x, positions)[read]  # (d,)
+        final = output_vector(model, engine.through(arch, weights, x, positions)[read])  # (d,)
         if target is not None:
             measure = torch.log_softmax(engine.unembed(weights, final[None]).float(), -1)[0, target]
         else:
             measure = final.float() @ final.detach().float() / final.detach().float().norm()
         (grad,) = torch.autograd.grad(measure, vectors)
     return torch.linalg.vector_norm(grad * vectors.detach(), dim=-1).cpu().numpy()  # (n,)
+
+
+def output_vector(model, x: torch.Tensor) -> torch.Tensor:
+    """An encoder's output of its last stream x (..., d): after its final norm where it has one (ModernBERT), the
+    vector an encoder's effects compare."""
+    norm = model.weights.final_norm
+    if model.kind == "decoder" or norm is None:
+        return x
+    return norm(x.to(norm.weight.device, norm.weight.dtype)).to(x.dtype)
 
 
 def uniform_rollout(n: int, layers: int, causal: bool) -> np.ndarray:

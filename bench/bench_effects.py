@@ -37,6 +37,7 @@ def naive_head_effects(model, text: str, how: str = "zero", *, piece: int | None
     """effects.head_effects the plain way, one whole forward per head with that head ablated: this benchmark's
     comparison and tests/test_effects.py's reference. (L, H) float32."""
     import numpy as np
+    import torch
 
     from attnviz import effects
 
@@ -52,8 +53,9 @@ def naive_head_effects(model, text: str, how: str = "zero", *, piece: int | None
             run = model.run_pieces(pieces, intervention=effects.Ablation(((layer, head),), how))
             if target is not None:
                 out[layer, head] = effects.log_prob(run.next_logits, target) - effects.log_prob(clean.next_logits, target)
-            else:
-                a, b = run.hidden[-1, read].astype(np.float64), clean.hidden[-1, read].astype(np.float64)
+            else:  # the encoder's output vectors (after a final norm where it has one)
+                a, b = (effects.output_vector(model, torch.from_numpy(r.hidden[-1, read])).double().numpy()
+                        for r in (run, clean))
                 out[layer, head] = 1 - a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
     return out.astype(np.float32)
 

@@ -214,7 +214,10 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
         st.session_state.query = 0
     st.session_state.hide = [i for i in st.session_state.get("hide", []) if isinstance(i, int) and 0 <= i < cols]
     view = view_state(schema)
-    shown, allowed = on_screen(scores, view)  # (Tq, Tk) each
+    window = layer_window(model, layer - 1) if kind in (None, "self") else None
+    # the layer's sliding window is part of the model's own mask, under every mask chosen
+    own = dict(window=window, window_both=not model.arch.causal) if window else {}
+    shown, allowed = on_screen(scores, {**view, **own})  # (Tq, Tk) each
     title = f"Layer {layer}, head {head}: {rows} queries × {cols} keys"
     data = figures.interactive_heatmap(
         scores, labels, key_labels, row_oov=unknown, view=view, title=title, taus=temperature_grid(), file="attnviz_head",
@@ -223,6 +226,7 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
     )
     if attention.causal:
         data["masks"] = {"causal": "causal", "causal_keys": "causal, hide keys"}
+    data.update(own)
     interactive_heatmap(data, key="live_head", clean=lambda sent: coerce(sent, schema))
     downloads(st, "head_map", lambda: figures.attention_heatmap(shown, labels, key_labels, scores=scores, row_oov=unknown,
                                                                 scale=view["scale"], palette=view["palette"], title=title),
@@ -232,7 +236,9 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
                + "the controls above the heatmap show what τ, hard attention or a mask would make of the same scores, "
                  "computed in your browser."
                + (" Under “causal, hide keys”, click a key's label to hide it (an attention sink's first piece, say): "
-                  "each row is renormalised over the keys left." if attention.causal else ""))
+                  "each row is renormalised over the keys left." if attention.causal else "")
+               + (f" This layer reads a sliding window ({window_text(model, window)}), part of its own mask under "
+                  "every choice." if window else ""))
     if result.scores_are_logs:
         st.caption("Computed by transformers: the scores are ln α, which the softmax turns back into the model's own "
                    "weights (a row's scores are known up to a constant the softmax removes).")
@@ -248,6 +254,17 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
                    st.session_state.query, tau=view["temp"], hard=view["hard"], names=names, schema=schema)
     why_section(model, result, layer, head, labels, shown, schema)
     return shown
+
+
+def layer_window(model: models.Model, layer: int) -> int | None:
+    """Layer `layer`'s (from 0) sliding window where attnviz's engine computes the model and the layer has one."""
+    arch = getattr(model, "arch", None)
+    return arch.windows[layer] if arch is not None and arch.windows else None
+
+
+def window_text(model: models.Model, window: int) -> str:
+    return (f"each piece reads the last {window} pieces" if model.arch.causal else
+            f"each piece reads the pieces within {window} either side")
 
 
 @st.fragment

@@ -6,7 +6,7 @@ Every step calls the same attnviz functions as the page it links to; the step is
 import streamlit as st
 
 from pages._common import load_url_state, save_url_state
-from pages._lesson_common import COMPARE_NAMES, SCHEMA
+from pages._lesson_common import COMPARE_NAMES, SCHEMA, STEP_COUNT
 from pages._lesson_1_4 import exact_lookup, hard_retrieval, soft_retrieval, kernel_regression
 from pages._lesson_5_8 import similarity_functions, why_sqrt_d, self_attention, order_matters
 from pages._lesson_9_12 import projections, masks, encoder_decoder_step, batches_step
@@ -39,6 +39,9 @@ STEPS = [
     ("Finding a needle", needle_step),
     ("Why the copying head looks there", why_step),
 ]
+
+
+assert len(STEPS) == STEP_COUNT, "the URL's step range (STEP_COUNT) names every step"
 
 
 def move(by: int) -> None:

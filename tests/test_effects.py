@@ -25,11 +25,12 @@ from attnviz import effects, models  # noqa: E402
 from attnviz.models.engine import Intervention  # noqa: E402
 from bench.bench_effects import naive_head_effects  # noqa: E402  the plain way: one forward per head
 
-ENCODERS = ("bert", "electra")
+ENCODERS = ("bert", "electra", "modernbert")
 FAMILIES = ("gpt2", "llama", *ENCODERS, "qwen3", "phi3", "gpt_neox", *tiny_models.NEW_DECODERS)  # GPT-2's Conv1D, Llama's
 # grouped K/V (8 heads on 2), BERT's post-norm encoder, Qwen3's normed queries and keys, Phi-3's fused projections,
 # GPT-NeoX's parallel residual, Gemma's caps and norms of the updates, SmolLM3's layer without positions, experts,
-# ELECTRA's narrow embeddings, GPT-BigCode's one key/value head, Phi's parallel block with one norm
+# ELECTRA's narrow embeddings, GPT-BigCode's one key/value head, Phi's parallel block with one norm, ModernBERT's
+# local layers reading either side
 TEXT = SENTENCES["cat"]
 
 
@@ -67,6 +68,8 @@ def output_projection(module, family: str, layer: int):
         return module.model.layers[layer].self_attn.o_proj
     if family == "gpt_neox":
         return module.gpt_neox.layers[layer].attention.dense
+    if family == "modernbert":
+        return module.layers[layer].attn.Wo
     return module.encoder.layer[layer].attention.output.dense
 
 
@@ -105,7 +108,9 @@ def test_ablation_equals_transformers_with_the_heads_slice_removed(family, how, 
     assert np.abs(run.weights[1:] - clean.weights[1:]).max() > 1e-3  # the ablation changed what later layers do
     assert run.intervention == effects.Ablation(tuple(heads), how)
     if family in ENCODERS:
-        assert np.abs(run.hidden - torch.stack(out.hidden_states)[:, 0].numpy()).max() <= 1e-4
+        hidden = torch.stack(out.hidden_states)[:, 0].numpy()  # (L + 1, n, d); ModernBERT's last after its final norm
+        final = effects.output_vector(model, torch.from_numpy(run.hidden[-1])).numpy()  # (n, d)
+        assert np.abs(run.hidden[:-1] - hidden[:-1]).max() <= 1e-4 and np.abs(final - hidden[-1]).max() <= 1e-4
         assert run.logits is None
     else:
         assert run.logits.shape == (len(run.pieces), model.weights.unembed.shape[1])
@@ -160,7 +165,9 @@ def test_knockout_equals_transformers_with_a_4d_mask(family, folders, loaded, mo
         return torch.zeros(1, 1, n, n).masked_fill(~allowed, torch.finfo(torch.float32).min)  # (1, 1, n, n)
 
     def windowed(window):
-        return allowed & (torch.arange(n)[None, :] > torch.arange(n)[:, None] - window)  # (n, n)
+        i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+        inside = (i - j).abs() <= window if family in ENCODERS else j > i - window  # ModernBERT's reach either side
+        return allowed & inside  # (n, n)
 
     windows = set(model.arch.windows or (None,))
     if len(windows) > 1:  # windowed and full layers (Qwen3, Gemma 2 and 3, SmolLM3): one 4D mask per kind of layer
@@ -365,8 +372,8 @@ def test_importance_gives_every_measure_and_its_agreement(family, loaded):
     edges = [(i, j) for i in range(n) if i != j]
     knocked = effects.knock_out(model, TEXT, edges)
     clean = model.run(TEXT)
-    if family in ENCODERS:
-        a, b = knocked.hidden[-1, 0].astype(np.float64), clean.hidden[-1, 0].astype(np.float64)
+    if family in ENCODERS:  # the output vectors, after ModernBERT's final norm
+        a, b = (effects.output_vector(model, torch.from_numpy(r.hidden[-1, 0])).double().numpy() for r in (knocked, clean))
         expected = 1 - a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
     else:
         t = int(np.argmax(clean.next_logits))

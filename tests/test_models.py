@@ -42,12 +42,16 @@ def reference(folder: Path, family: str):
 
 
 def expected_mask(config: dict, family: str, layer: int, n: int) -> np.ndarray:
-    """(n, n) where a query may read a key, written out from the config: all for an encoder; j ≤ i for a decoder,
+    """(n, n) where a query may read a key, written out from the config: all for an encoder (ModernBERT's local layers:
+    |i − j| ≤ local_attention / 2); j ≤ i for a decoder,
     and j > i − w within a sliding window w (Mistral's and Phi-3's on every layer, the others' on the layers their
     layer_types calls sliding)."""
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    if family == "modernbert":  # its local layers read the pieces within local_attention / 2 either side
+        local = config["layer_types"][layer] == "sliding_attention"
+        return np.abs(i - j) <= config["local_attention"] // 2 if local else np.ones((n, n), bool)
     if family not in DECODERS:
         return np.ones((n, n), bool)
-    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
     allowed = j <= i
     window = config.get("sliding_window")
     types = config.get("layer_types")
@@ -74,6 +78,10 @@ def test_every_layer_equals_transformers_eager_attention(family, sentence, folde
     if family in DECODERS:  # transformers' last hidden state is after the final norm; ours is the residual stream
         assert np.abs(run.hidden[:-1] - hidden[:-1]).max() <= 1e-4
         assert np.abs(run.next_logits - out.logits[0, -1].numpy()).max() <= 1e-3
+    elif model.weights.final_norm is not None:  # ModernBERT: an encoder with a final norm, likewise
+        assert np.abs(run.hidden[:-1] - hidden[:-1]).max() <= 1e-4
+        final = model.weights.final_norm(torch.from_numpy(run.hidden[-1])).numpy()  # (n, d)
+        assert np.abs(final - hidden[-1]).max() <= 1e-4
     else:
         assert np.abs(run.hidden - hidden).max() <= 1e-4
 
@@ -561,3 +569,24 @@ def test_a_shaped_score_taken_apart_on_the_page_shows_its_sum_then_its_shaping(f
         bias = decode(spec_titled(at, "Head 1's bias")["data"][0]["z"])  # (n, n)
         expected = -slope * np.maximum(np.arange(n)[:, None] - np.arange(n)[None, :], 0)
         np.testing.assert_allclose(bias, expected, atol=1e-6)
+
+
+def test_a_local_layer_of_modernbert_is_drawn_with_its_window_on_the_trained_model_page(folders, monkeypatch):
+    """ModernBERT's layer 2 reads 3 pieces either side: the heatmap sends that window with the scores, the weights the
+    page keeps (its downloads) are the model's own, the caption says so, and "Why here?" sums to the model's score."""
+    from page_support import run_page
+
+    offer(folders["modernbert"], monkeypatch)
+    text = "The cat watched the dog from the old red sofa by the window"
+    at = run_page("trained.py", {"model": "modernbert", "text": text, "layer": "2", "head": "2", "query": "9",
+                                 "why": "1"})
+    assert not at.exception and not at.error
+    data = json.loads(next(c.proto.json for c in at.get("bidi_component") if '"window"' in c.proto.json))
+    assert data["window"] == 3 and data["window_both"] is True
+    assert any("This layer reads a sliding window (each piece reads the pieces within 3 either side)" in c.value
+               for c in at.caption)
+    run = models.load(folders["modernbert"], device="cpu").run(text)
+    assert run.weights[1, 1, 9, :6].sum() == 0 and run.weights[1, 1, 9, 6:13].sum() == pytest.approx(1, abs=1e-5)
+    key = int(np.argmax(run.weights[1, 1, 9]))
+    said = next(m.value for m in at.markdown if m.value.startswith("Query #9"))
+    assert f"key #{key}" in said and f"{float(run.head_scores(1, 1)[9, key]):.4g}" in said

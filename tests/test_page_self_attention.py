@@ -381,9 +381,11 @@ def test_trained_page_walk_and_comparison():
 
 @pytest.mark.slow  # several seconds of page runs: the full suite's, not the fast tier's
 def test_lesson_buttons_walk_the_steps():
-    at = run_page("lesson.py", {"step": "19"})
+    from pages._lesson_common import STEP_COUNT
+
+    at = run_page("lesson.py", {"step": str(STEP_COUNT - 1)})
     at.button(key="next").click().run()
-    assert at.session_state.step == 20 and at.button(key="next").disabled
+    assert at.session_state.step == STEP_COUNT and at.button(key="next").disabled
     at.button(key="previous").click().run()
     at.button(key="previous").click().run()
-    assert at.session_state.step == 18 and not at.exception
+    assert at.session_state.step == STEP_COUNT - 2 and not at.exception

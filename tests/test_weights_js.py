@@ -180,3 +180,33 @@ def test_the_pages_csv_and_npy_equal_pythons_byte_for_byte(tmp_path):
         saved = base64.b64decode(got["npy"])
         assert saved == weights_npy(matrix)
         np.testing.assert_array_equal(np.load(io.BytesIO(saved), allow_pickle=False), matrix)
+
+
+def test_a_layers_sliding_window_is_the_same_in_the_browser_the_engine_and_the_downloads(glove, tmp_path):
+    """A layer's own window (Mistral's on every layer, ModernBERT's either side): the browser's weights, the Python
+    mirror the downloads hold (weights_under_view) and the engine's own mask (engine.allowed_keys) agree."""
+    from dataclasses import replace
+
+    from attnviz.models import engine
+    from attnviz.selfattention import weights_under_view
+
+    x = vectors(glove, DOG)  # (16, 50)
+    scores = (x @ x.T / np.sqrt(x.shape[1])).numpy()  # (16, 16)
+    n = scores.shape[0]
+    views = [{"mask": "causal", "window": 3}, {"mask": "none", "window": 2, "window_both": True},
+             {"mask": "causal", "window": 3, "temp": 0.3, "hard": True}]
+    payload = [{"scores": scores.tolist(), "n": n, "m": n,
+                "options": {"tau": v.get("temp", 1.0), "hard": v.get("hard", False), "causal": v["mask"] == "causal",
+                            "window": v["window"], "windowBoth": v.get("window_both", False)}} for v in views]
+    (tmp_path / "cases.json").write_text(json.dumps(payload))
+    subprocess.run([NODE, str(ROOT / "tests" / "js" / "parity.mjs"), str(tmp_path / "cases.json"), str(tmp_path / "out.json")],
+                   check=True, capture_output=True, text=True)
+    results = json.loads((tmp_path / "out.json").read_text())
+    base = engine.Architecture(family="llama", kind="decoder", layers=1, heads=1, kv_heads=1, head_dim=50, d_model=50,
+                               vocab=10, max_positions=64, norm="rms", post_norm=False, positions="rotary",
+                               activation="silu", gated=True, windows=(3,))
+    for view, got in zip(views, results):
+        weights, allowed = weights_under_view(scores, view)
+        assert np.abs(np.asarray(got["weights"]).reshape(n, n) - weights).max() <= 1e-6, view
+        arch = base if view["mask"] == "causal" else replace(base, kind="encoder", windows=(view["window"],))
+        assert np.array_equal(allowed, engine.allowed_keys(arch, 0, torch.arange(n), n).numpy()), view

@@ -83,13 +83,19 @@ def build(family: str, root: Path) -> Path:
     torch.manual_seed(0)
     folder = root / family
     folder.mkdir(parents=True, exist_ok=True)
-    if family in ("bert", "roberta", "xlm-roberta", "distilbert", "electra"):
+    if family in ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "modernbert"):
         roberta = family in ("roberta", "xlm-roberta")
         vocab = wordpiece_tokenizer(folder, roberta=roberta)
         if family == "electra":  # embeddings of 16, widened to the layers' 24
             config = T.ElectraConfig(vocab_size=vocab, embedding_size=16, hidden_size=24, num_hidden_layers=2,
                                      num_attention_heads=3, intermediate_size=40, max_position_embeddings=80)
             return _save(T.ElectraModel(config), folder, norms=True)
+        if family == "modernbert":  # local layers reading 3 pieces either side, two RoPE bases, biases on
+            ends = {name: 2 for name in ("bos_token_id", "cls_token_id")} | {name: 3 for name in ("eos_token_id", "sep_token_id")}
+            config = T.ModernBertConfig(vocab_size=vocab, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
+                                        intermediate_size=40, max_position_embeddings=80, local_attention=6,
+                                        pad_token_id=0, attention_bias=True, mlp_bias=True, norm_bias=True, **ends)
+            return _save(T.ModernBertModel(config), folder, norms=True)
         if family == "xlm-roberta":
             config = T.XLMRobertaConfig(vocab_size=vocab, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
                                         intermediate_size=40, max_position_embeddings=80, pad_token_id=1)
@@ -223,6 +229,6 @@ NEW_DECODERS = ("gemma", "gemma2", "gemma3_text", "olmo2", "smollm3", "granite",
                 "phi", "stablelm", "bloom")
 LLAMA_LIKE = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3_text", "olmo2", "smollm3",
               "granite", "mixtral", "qwen3_moe")
-ENGINE = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox",
+ENGINE = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "modernbert", "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox",
           *NEW_DECODERS)
 OTHERS = ("opt", "t5")

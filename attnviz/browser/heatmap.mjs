@@ -113,6 +113,7 @@ export class Heatmap {
       const count = this.keyCount();
       this.full = headWeights(this.scores, heads, n, count, {
         tau: v.temp, hard: v.hard, causal: rule.causal, hidden: rule.hides ? v.hide : [], rowStart,
+        window: this.data.window || 0, windowBoth: Boolean(this.data.window_both), // the layer's own sliding window
       }, this.over()); // (n, M): every key of the rows, so a window's rows are normalised over the whole sentence
       const cut = (flat) => columns(flat, n, count, start, m); // (n, M) → (n, m) the drawn columns
       this.result = this.windowed()

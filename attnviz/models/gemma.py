@@ -16,7 +16,7 @@ import math
 
 from attnviz.models.engine import Architecture, Block, Weights
 from attnviz.models.files import ModelError, Tensors, head_shape, setting
-from attnviz.models.llama import Reader, number, rope_base, scaled
+from attnviz.models.llama import Reader, bases_by_type, number, rope_base, scaled
 from attnviz.models.model import Built, Unsupported
 
 MODEL_TYPES = ("gemma", "gemma2", "gemma3_text")
@@ -37,17 +37,11 @@ def layer_types(config: dict, layers: int) -> list[str]:
 
 
 def bases(config: dict, types: list[str]) -> tuple[float, tuple[float, ...]]:
-    """(the global layers' RoPE base, each layer's): Gemma 3's rope_parameters per layer type (transformers 5), or
-    rope_theta and rope_local_base_freq; one base for Gemma and Gemma 2."""
+    """(the global layers' RoPE base, each layer's): Gemma 3's by layer type (bases_by_type: rope_theta and
+    rope_local_base_freq in older configs); one base for Gemma and Gemma 2."""
     if config["model_type"] != "gemma3_text":
         return rope_base(config), ()
-    rope = config.get("rope_parameters") or {}
-    if "full_attention" in rope:
-        by_type = {kind: rope_base({"rope_parameters": rope.get(kind, {})}) for kind in ("full_attention", "sliding_attention")}
-    else:
-        by_type = {"full_attention": rope_base({**config, "rope_theta": config.get("rope_theta", 1e6)}),
-                   "sliding_attention": float(config.get("rope_local_base_freq", 10000.0))}
-    return by_type["full_attention"], tuple(by_type[t] for t in types)
+    return bases_by_type(config, types, ("rope_theta", 1e6), ("rope_local_base_freq", 10000.0))
 
 
 def architecture(config: dict) -> Architecture:

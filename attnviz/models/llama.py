@@ -39,6 +39,21 @@ def rope_base(config: dict) -> float:
     return float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
 
 
+def bases_by_type(config: dict, types: list[str], full: tuple[str, float], local: tuple[str, float]
+                  ) -> tuple[float, tuple[float, ...]]:
+    """(the global layers' RoPE base, each layer's) for a model that turns its global and sliding layers by different
+    bases (Gemma 3, ModernBERT): rope_parameters by layer type (transformers 5), or the older settings `full` and
+    `local`, (key, default) each; a scaled RoPE is Unsupported (rope_base)."""
+    rope = config.get("rope_parameters") or {}
+    if "full_attention" in rope:
+        by_type = {kind: rope_base({"rope_parameters": rope.get(kind, {})}) for kind in ("full_attention", "sliding_attention")}
+    else:
+        scaling = {"rope_scaling": config.get("rope_scaling")} if config.get("rope_scaling") else {}
+        by_type = {"full_attention": rope_base({"rope_theta": config.get(full[0], full[1]), **scaling}),
+                   "sliding_attention": float(config.get(local[0], local[1]))}
+    return by_type["full_attention"], tuple(by_type[t] for t in types)
+
+
 def rotary_dims(config: dict, head_dim: int) -> int | None:
     """How many of each head's dimensions RoPE turns: rope_parameters' partial_rotary_factor (transformers 5), else the
     config's partial_rotary_factor or rotary_pct (GPT-NeoX), times head_dim; None where it turns them all."""

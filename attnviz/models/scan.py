@@ -164,6 +164,9 @@ def hide(arch: engine.Architecture, index: int, start: int, rows: torch.Tensor, 
     floor = torch.finfo(scores.dtype).min
     if not arch.causal:
         scores[..., n:] = floor
+        allowed = engine.allowed_keys(arch, index, rows, scores.shape[-1])  # (r, k), or None without a window
+        if allowed is not None:
+            scores.masked_fill_(~allowed, floor)
         return
     first = 0 if arch.windows and arch.windows[index] else start
     allowed = engine.allowed_keys(arch, index, rows, scores.shape[-1], first)  # (r, k − first)

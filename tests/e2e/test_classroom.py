@@ -10,6 +10,7 @@ import pytest
 from attnviz.embeddings import load_glove
 from driver import exceptions, plots, settle, shown_value, type_into, url_has
 from layout import assert_fits
+from pages._lesson_common import STEP_COUNT
 
 LIVE_TITLE = """() => Array.from(document.querySelectorAll('.js-plotly-plot'), gd => gd.layout.title && gd.layout.title.text)
     .map(t => /Learning σ: step (\\d+) of 150/.exec(t || '')).filter(m => m).map(m => Number(m[1]))"""
@@ -87,10 +88,10 @@ LESSON_FIGURES = {1: "lesson_exact", 2: "lesson_hard", 3: "lesson_soft", 4: "les
                   6: COMPARED_B, 7: "lesson_matrix", 8: COMPARED_B, 9: "lesson_proj_3", 10: COMPARED_B, 11: "lesson_cross",
                   12: "lesson_bmm", 13: "lesson_head", 14: "lesson_trained", 15: "lesson_decoder", 16: "lesson_copy",
                   17: "lesson_off", 18: "lesson_importance", 19: "lesson_write",
-                  20: "lesson_needle"}
+                  20: "lesson_needle", 21: "lesson_why"}
 
 
-@pytest.mark.parametrize("step", range(1, 21))
+@pytest.mark.parametrize("step", range(1, STEP_COUNT + 1))
 def test_each_lesson_step_opens_from_its_link_fits_a_projector_and_moves_on(browser, server, step):
     """In presenter mode at 1920×1080: the step's figure drawn whole without scrolling, every figure within the screen's
     height and no text overlapping or cut (layout.py, as test_layout checks every page); Next opens the next step."""
@@ -107,7 +108,7 @@ def test_each_lesson_step_opens_from_its_link_fits_a_projector_and_moves_on(brow
     assert box and box["height"] > 150 and box["y"] + box["height"] <= 1080, box  # the last of the step's main figures
     assert page.evaluate("() => Array.from(document.querySelectorAll('.js-plotly-plot')).every(gd => gd.data.length > 0)")
     assert_fits(page, 1080, True, f"lesson_{step}_presenter.png")
-    if step < 20:
+    if step < STEP_COUNT:
         page.get_by_role("button", name="Next").click()
         settle(page)
         assert url_has(page, f"step={step + 1}")

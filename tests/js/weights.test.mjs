@@ -128,3 +128,14 @@ test("a chart's numbers share one format: fixed decimals from its largest, tiny 
   assert.equal(chartFormat([NaN, Infinity])(Infinity), "Infinity");
   assert.equal(chartFormat([])(0), "0");
 });
+
+test("a layer's sliding window: a decoder's query reads its last w pieces, an encoder's those within w either side", () => {
+  const scores = new Float32Array(16); // (4, 4) all equal: every allowed key gets the same weight
+  const causal = attentionWeights(scores, 4, 4, { causal: true, window: 2 });
+  assert.deepEqual(Array.from(causal.weights.slice(12, 16)), [0, 0, 0.5, 0.5]); // query 3 reads keys 2 and 3
+  const both = attentionWeights(scores, 4, 4, { window: 1, windowBoth: true });
+  const third = 1 / 3;
+  [0, third, third, third].forEach((w, j) => close(both.weights[8 + j], w)); // query 2 reads keys 1, 2 and 3
+  const zoomed = attentionWeights(new Float32Array(4), 1, 4, { causal: true, window: 2, rowStart: 3 });
+  assert.deepEqual(Array.from(zoomed.weights), [0, 0, 0.5, 0.5]); // the same row seen in a zoom window
+});

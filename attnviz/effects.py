@@ -717,4 +717,6 @@ def uniform_rollout(n: int, layers: int, causal: bool) -> np.ndarray:
 
 
 # Why a head looks there (attnviz.why), offered here beside the other effects; why imports engine_model from here.
-from attnviz.why import PartsError, ScoreParts, composition, score_parts, score_parts_of  # noqa: E402
+from attnviz.why import (  # noqa: E402
+    PartsError, ScoreParts, composition, score_parts, score_parts_of, value_parts, value_parts_of,
+)

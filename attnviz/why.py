@@ -140,23 +140,25 @@ def stream_parts(model, run, layer: int, position: int) -> tuple[list[str], torc
 
 
 def projected(model, run, layer: int, head: int, position: int, side: str) -> tuple[list[str], torch.Tensor]:
-    """(names, the query's (side "query") or the key's ("key") parts (C, d_h)) of `head` in `layer` at `position`:
-    each stream part through the frozen norm, W_q or W_k (the bias in "bias"), the frozen query or key norm, and the
-    turn by `position`."""
+    """(names, the query's (side "query"), the key's ("key") or the value's ("value") parts (C, d_h)) of `head` in
+    `layer` at `position`: each stream part through the frozen norm, W_q, W_k or W_v (the bias in "bias"), and for a
+    query or key the frozen query or key norm and the turn by `position`."""
     arch, block = model.arch, model.weights.blocks[layer]
     names, parts = stream_parts(model, run, layer, position)  # (C, d)
     if not arch.post_norm:
         through, constant = frozen(block.attention_norm, parts.sum(0))
         parts = through(parts)
         parts[1] += constant
-    w, b, count = ((block.w_query, block.b_query, arch.heads) if side == "query" else
-                   (block.w_key, block.b_key, arch.kv_heads))
+    w, b, count = {"query": (block.w_query, block.b_query, arch.heads), "key": (block.w_key, block.b_key, arch.kv_heads),
+                   "value": (block.w_value, block.b_value, arch.kv_heads)}[side]
     full = parts @ w.double().cpu()  # (C, count·dh)
     if b is not None:
         full[1] += b.double().cpu()
     which = head if side == "query" else arch.kv_head(head)
-    norm = block.query_norm if side == "query" else block.key_norm
     dh = arch.head_dim
+    if side == "value":  # no norm of its own, no turn by position
+        return names, full[:, which * dh:(which + 1) * dh]  # (C, dh)
+    norm = block.query_norm if side == "query" else block.key_norm
     if norm is not None and norm.weight.shape[-1] != dh:  # OLMo 2: the whole query or key normed at once
         through, _ = frozen(norm, full.sum(0))
         full = through(full)
@@ -200,6 +202,34 @@ def score_parts_of(model, run, layer: int, head: int, query: int, key: int) -> S
     elif shaped != s:  # ALiBi's bias, a constant
         table[1, 1] += shaped - s
     return ScoreParts(layer, head, query, key, run.pieces.labels(), shaped, names, list(names), table)
+
+
+def value_parts(model, text, layer: int, head: int, query: int) -> dict[str, float]:
+    """V-composition on a text: what wrote the values that head `head` of `layer` (from 0) mixes at `query`. Its
+    output z = Σ_j α_j v_j is the sum over the stream's parts c of z_c = Σ_j α_j v_{c,j}, v_{c,j} part c of piece j's
+    stream through the frozen norm and W_v; each part's share of the output is z_c·z / ‖z‖², z the forward's own
+    output, and the shares sum to 1.
+    name → share, the same names as ScoreParts'."""
+    from attnviz.effects import engine_model, pieces_of
+
+    model = engine_model(model, "taking a head's output apart")
+    pieces = pieces_of(model, text)
+    check(model, layer, head, query, query, len(pieces))
+    return value_parts_of(model, model.run_pieces(pieces), layer, head, query)
+
+
+def value_parts_of(model, run, layer: int, head: int, query: int) -> dict[str, float]:
+    """value_parts of a run the engine computed already (a page's)."""
+    check(model, layer, head, query, query, len(run.pieces))
+    weights = torch.from_numpy(run.weights[layer, head, query]).double()  # (n,)
+    with torch.inference_mode():
+        names, total = None, 0.0
+        for j in torch.nonzero(weights).flatten().tolist():
+            names, v = projected(model, run, layer, head, j, "value")  # (C, dh)
+            total = total + weights[j] * v  # (C, dh)
+        output = run.traces[layer].head_output[head, query].double()  # (dh,) the head's output z, as the forward made it
+        shares = (total @ output / output.dot(output)).tolist()  # they sum to 1 where the parts sum to z
+    return dict(zip(names, shares))
 
 
 def check(model, layer: int, head: int, query: int, key: int, n: int) -> None:

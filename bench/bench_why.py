@@ -2,7 +2,7 @@
 
 Run: python bench/bench_why.py [--runs N]
 SmolLM2-135M from its GGUF file, on a text of 64 pieces, the model loaded and warmed first:
-- one cell (layer 17, head 4, the last query against piece 8) taken apart into its 2 + 17·10 + 1 parts a side,
+- one cell (layer 17, head 4, the last query against piece 8) taken apart into its 2 + 17·10 parts a side,
   forward included: effects.score_parts;
 - beside it, transformers' eager forward with output_attentions on the same 64 pieces (LlamaForCausalLM read from the
   same file): what a user would run to see that score at all, which gives the weight and not its parts;

@@ -301,6 +301,11 @@ def why_view(model: models.Model, result: models.Run, layer: int, head: int, lab
     measured = measured_types(model.name)
     st.write(found.sentence(measured.scores if measured is not None else None)
              + " Layers and heads count from 0 here, as in the library.")
+    values = effects.value_parts_of(model, result, layer - 1, head - 1, query)
+    strongest = sorted(values.items(), key=lambda item: -abs(item[1]))[:5]
+    st.write(f"**What wrote the values it mixes at query #{query}**: each part's share z_c·z / ‖z‖² of the head's "
+             "output z = Σ_j α_j v_j (the shares sum to 1): "
+             + ", ".join(f"{name} {share:+.2f}" for name, share in strongest) + ".")
     feeding = composed(model.name, model)
     if feeding is not None and layer > 1:
         st.write(f"**Which earlier heads feed layer {layer}, head {head}** (Elhage et al.'s composition scores, from "

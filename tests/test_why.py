@@ -190,7 +190,7 @@ def test_composition_scores_equal_the_formula_with_whole_matrices(family, folder
 @pytest.mark.slow
 def test_smollm2_cells_equal_the_parts_read_from_transformers_hooks(smollm2_reference):
     """SmolLM2-135M (30 layers, 9 query heads on 3 key/value heads, RoPE θ = 100,000) from its GGUF file, both
-    readings of the same weights, at a layer past the middle: every one of its 2 + 17·10 + 1 parts a side."""
+    readings of the same weights, at a layer past the middle: every one of its 2 + 17·10 parts a side."""
     _, module, _ = smollm2_reference
     model = models.load("smollm2", device="cpu")
     text = "When he saw his owner, the dog was happy, so he wagged his tail. When he saw his owner, the dog"
@@ -225,6 +225,10 @@ def test_the_trained_model_page_draws_why_here_and_its_cells_sum_to_the_score():
     scores = effects.composition(models.load("minilm"))["k"][:2, :, 2, 1]  # (2, H) layers 0 and 1 into layer 2, head 1
     l, h = np.unravel_index(np.argmax(scores), scores.shape)
     assert frame["key (K)"][0] == f"L{l}H{h} {scores[l, h]:.2f}"
+    values = effects.value_parts(models.load("minilm"), "the dog was happy", 2, 1, 4)
+    name, share = max(values.items(), key=lambda item: abs(item[1]))
+    said = next(m.value for m in at.markdown if m.value.startswith("**What wrote the values"))
+    assert f"{name} {share:+.2f}" in said
 
 
 def test_the_notebooks_table_is_the_librarys_folded_table_with_text_escaped(folders):
@@ -243,3 +247,26 @@ def test_the_notebooks_table_is_the_librarys_folded_table_with_text_escaped(fold
     assert markup.escape(labels[query]) in html and markup.escape(labels[key]) in html and "<b>" not in html
     assert all(f"{v:+.4f}" in html for v in table.ravel())
     assert html.count("<tr>") == len(rows) + 1 and f"{shown.parts.score:.4f}" in html
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_the_values_parts_sum_to_the_heads_output_read_from_transformers(family, folders):
+    """V-composition on a text: each part's share z_c·z/‖z‖² of the head's output z at the query (the forward's own,
+    equal to what a pre-hook on transformers' W_o reads) sums to 1 only where the parts sum to z; more than the
+    embeddings take part."""
+    import transformers as T
+
+    model = models.load(folders[family], device="cpu")
+    module = T.AutoModelForCausalLM.from_pretrained(str(folders[family]), attn_implementation="eager").eval()
+    ids = model.tokenize(TEXT).ids
+    layer, head, query = model.layers - 1, 2, len(ids) - 1
+    shares = effects.value_parts(model, TEXT, layer, head, query)
+    _, z, _ = hooked(module, family, ids)  # z: (L, n, H·dh) each W_o's input
+    dh = model.head_dim
+    output = z[layer, query, head * dh:(head + 1) * dh]  # (dh,) transformers' own
+    names, _ = transformers_parts(module, family, ids, layer, head, query, "query")
+    assert list(shares) == names and sum(shares.values()) == pytest.approx(1.0, abs=1e-5)
+    run = model.run(TEXT)
+    engine_output = run.traces[layer].head_output[head, query].double()
+    assert torch.allclose(engine_output, output, atol=1e-4)  # the output the shares take apart is transformers'
+    assert sum(1 for v in shares.values() if abs(v) > 1e-3) > 3

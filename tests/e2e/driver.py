@@ -100,7 +100,11 @@ def serving(command: list[str], port: int, name: str, *, cwd: Path, env: dict, p
         pytest.fail(f"{name} did not start within {seconds:.0f} s")
     yield url
     process.terminate()
-    process.wait(20)
+    try:
+        process.wait(20)
+    except subprocess.TimeoutExpired:  # a server still shutting down on a loaded machine (JupyterLab's kernels) is killed
+        process.kill()
+        process.wait(20)
 
 
 # Each chart's traces: type, y, z (what the colour scale shows) and, for heatmaps, w: the true weights they carry

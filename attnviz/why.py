@@ -256,7 +256,7 @@ def composition(model) -> dict[str, np.ndarray]:
     x_q W_QK x_kᵀ with W_QK = W_Q W_Kᵀ. The later layer's norm weight is folded into its W_Q, W_K and W_V (as
     TransformerLens folds it); the turn by position is left out, as there. Each matrix is a product U V of rank d_h,
     so ‖U_A V_A U_B V_B‖_F = ‖(R_A V_A)(U_B R_Bᵀ)‖_F with R_A, R_B the R factors of QR(U_A) and QR(V_Bᵀ): one
-    (E·d_h × d) by (d × H·d_h) product a later layer and kind, never a d × d matrix (float32)."""
+    (H·d_h × d) by (d × H·d_h) product a pair of layers and kind, never a d × d matrix (float32)."""
     from attnviz.effects import engine_model
 
     model = engine_model(model, "composition scores")
@@ -277,16 +277,15 @@ def composition(model) -> dict[str, np.ndarray]:
                 _, read, norm = lowrank(u, v)
                 reads[kind].append(read)  # (H, d, dh) U R_Vᵀ
                 norms[kind].append(norm)  # (H,)
-        written = torch.cat(writes).flatten(0, 1)  # (L·H·dh, d) every head's R_U V, stacked
-        ov_norms = torch.cat(norms["v"])  # (L·H,)
         scores = {kind: np.zeros((arch.layers, arch.heads, arch.layers, arch.heads)) for kind in "qkv"}
         for later in range(1, arch.layers):
-            rows = later * arch.heads  # every head of every earlier layer
             for kind in "qkv":
                 read = reads[kind][later].transpose(0, 1).flatten(1)  # (d, H·dh)
-                product = (written[: rows * r] @ read).view(rows, r, arch.heads, r)  # (E, dh, H, dh)
-                found = product.pow(2).sum((1, 3)).sqrt() / (ov_norms[:rows, None] * norms[kind][later][None])  # (E, H)
-                scores[kind][:later, :, later, :] = found.view(later, arch.heads, arch.heads).double().numpy()
+                for earlier in range(later):  # one layer pair at a time: (H·dh)² floats, whatever the model's size
+                    product = (writes[earlier].flatten(0, 1) @ read).view(arch.heads, r, arch.heads, r)  # (H₁, dh, H₂, dh)
+                    found = product.pow(2).sum((1, 3)).sqrt()  # (H₁, H₂)
+                    found /= norms["v"][earlier][:, None] * norms[kind][later][None]
+                    scores[kind][earlier, :, later, :] = found.double().numpy()
     return scores
 
 

@@ -298,6 +298,11 @@ def why_view(model: models.Model, result: models.Run, layer: int, head: int, lab
     chart(st, figures.matrix_heatmap(table, [f"q: {r}" for r in rows], [f"k: {c}" for c in cols], title=title,
                                      width="half"), key="why_table",
           matrix=Matrix(table, [f"q: {r}" for r in rows], [f"k: {c}" for c in cols], corner="query part \\ key part"))
+    cells = sorted(((table[a, b], rows[a], cols[b]) for a in range(len(rows)) for b in range(len(cols))),
+                   key=lambda cell: -abs(cell[0]))[:3]
+    if found.score:
+        st.caption("The largest cells, each with its share of the score (its value / the score): "
+                   + "; ".join(f"q: {r} × k: {c} {v:+.3g} ({v / found.score:.0%})" for v, r, c in cells) + ".")
     measured = measured_types(model.name)
     st.write(found.sentence(measured.scores if measured is not None else None)
              + " Layers and heads count from 0 here, as in the library.")

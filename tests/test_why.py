@@ -220,6 +220,9 @@ def test_the_trained_model_page_draws_why_here_and_its_cells_sum_to_the_score():
     drawn = [y.split(" ", 1)[1] for y in spec["data"][0]["y"]]  # "#0 q: embeddings": the row's number, its name
     assert drawn == [f"q: {r}" for r in rows] and table.sum() == pytest.approx(found.score, abs=1e-4)
     assert any(f"= {found.score:.6g}" in line.value for line in at.latex)
+    a, b = np.unravel_index(np.argmax(np.abs(expected)), expected.shape)  # the largest cell and its share of the score
+    assert any(f"q: {rows[a]} × k: {cols[b]} {expected[a, b]:+.3g} ({expected[a, b] / found.score:.0%})" in c.value
+               for c in at.caption)
     assert any("largest part is" in m.value for m in at.markdown)
     frame = next(d.value for d in at.dataframe if "query (Q)" in d.value.columns)
     scores = effects.composition(models.load("minilm"))["k"][:2, :, 2, 1]  # (2, H) layers 0 and 1 into layer 2, head 1

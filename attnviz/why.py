@@ -101,33 +101,37 @@ def _order(shares: np.ndarray, top: int) -> list[int]:
 
 
 def frozen(norm: Norm | None, whole: torch.Tensor):
-    """The norm as a linear map with its scale frozen at `whole` (d,): (the map of a part (..., d), its constant (d,))."""
+    """The norm as a linear map with its scale frozen at `whole` (..., d), one stream a row: (the map of parts
+    (C, ..., d), its constant (..., d))."""
     if norm is None:
         return (lambda part: part), torch.zeros_like(whole)
     weight = norm.weight.double().cpu()  # (d,)
     if norm.kind == "rms":
-        scale = weight / torch.sqrt(whole.pow(2).mean() + norm.eps)  # (d,)
+        scale = weight * torch.rsqrt(whole.pow(2).mean(-1, keepdim=True) + norm.eps)  # (..., d)
         return (lambda part: part * scale), torch.zeros_like(whole)
-    scale = weight / torch.sqrt(whole.var(unbiased=False) + norm.eps)  # (d,)
-    constant = norm.bias.double().cpu() if norm.bias is not None else torch.zeros_like(whole)
+    scale = weight * torch.rsqrt(whole.var(-1, unbiased=False, keepdim=True) + norm.eps)  # (..., d)
+    constant = (norm.bias.double().cpu() if norm.bias is not None else torch.zeros_like(weight)).expand_as(whole)
     return (lambda part: (part - part.mean(-1, keepdim=True)) * scale), constant
 
 
-def stream_parts(model, run, layer: int, position: int) -> tuple[list[str], torch.Tensor]:
-    """(names, parts (C, d) float64) whose sum is the stream layer `layer` reads at `position`, run.hidden[layer]."""
+def stream_parts(model, run, layer: int, positions: torch.Tensor) -> tuple[list[str], torch.Tensor]:
+    """(names, parts (C, P, d) float64) whose sum is the stream layer `layer` reads at `positions` (P,),
+    run.hidden[layer] there."""
     arch, weights = model.arch, model.weights
     names = [EMBEDDINGS, BIAS]
-    parts = [torch.from_numpy(run.hidden[0][position]).double(), torch.zeros(arch.d_model, dtype=torch.float64)]
+    embedded = torch.from_numpy(run.hidden[0]).double()[positions]  # (P, d)
+    parts = [embedded, torch.zeros_like(embedded)]
     for l in range(layer):
         block, trace = weights.blocks[l], run.traces[l]
-        stream = torch.stack(parts)  # (C, d)
-        x = stream.sum(0)  # (d,) the layer's input
-        heads = (trace.head_output[:, position, None, :].double() @ output_matrices(arch, block).double().cpu())[:, 0]  # (H, d)
-        bias = block.b_out.double().cpu() if block.b_out is not None else torch.zeros_like(x)  # (d,)
+        stream = torch.stack(parts)  # (C, P, d)
+        x = stream.sum(0)  # (P, d) the layer's input
+        heads = trace.head_output[:, positions].double() @ output_matrices(arch, block).double().cpu()  # (H, P, d)
+        bias = (block.b_out.double().cpu() if block.b_out is not None else torch.zeros(arch.d_model, dtype=torch.float64)
+                ).expand_as(x).clone()  # (P, d)
         if block.attention_out_norm is not None:  # the update normed before the residual (Gemma 2 and 3, OLMo 2)
             through, constant = frozen(block.attention_out_norm, heads.sum(0) + bias)
             heads, bias = through(heads), through(bias) + constant
-        mlp = trace.mlp_out[position].double()  # (d,) what joins the stream
+        mlp = trace.mlp_out[positions].double()  # (P, d) what joins the stream
         if arch.post_norm:  # BERT: LN₁(x + attention), then LN₂(that + MLP)
             first, constant = frozen(block.attention_norm, x + heads.sum(0) + bias)
             stream, heads, bias = first(stream), first(heads), first(bias) + constant
@@ -136,41 +140,40 @@ def stream_parts(model, run, layer: int, position: int) -> tuple[list[str], torc
         stream[1] += bias  # the constants gather in "bias"
         names += [f"L{l}H{h}" for h in range(arch.heads)] + [f"L{l} MLP"]
         parts = [*stream, *heads, mlp]
-    return names, torch.stack(parts)  # (C, d)
+    return names, torch.stack(parts)  # (C, P, d)
 
 
-def projected(model, run, layer: int, head: int, position: int, side: str) -> tuple[list[str], torch.Tensor]:
-    """(names, the query's (side "query"), the key's ("key") or the value's ("value") parts (C, d_h)) of `head` in
-    `layer` at `position`: each stream part through the frozen norm, W_q, W_k or W_v (the bias in "bias"), and for a
-    query or key the frozen query or key norm and the turn by `position`."""
+def projected(model, run, layer: int, head: int, positions: torch.Tensor, side: str) -> tuple[list[str], torch.Tensor]:
+    """(names, the query's (side "query"), the key's ("key") or the value's ("value") parts (C, P, d_h)) of `head` in
+    `layer` at `positions` (P,): each stream part through the frozen norm, W_q, W_k or W_v (the bias in "bias"), and
+    for a query or key the frozen query or key norm and the turn by its position."""
     arch, block = model.arch, model.weights.blocks[layer]
-    names, parts = stream_parts(model, run, layer, position)  # (C, d)
+    names, parts = stream_parts(model, run, layer, positions)  # (C, P, d)
     if not arch.post_norm:
         through, constant = frozen(block.attention_norm, parts.sum(0))
         parts = through(parts)
         parts[1] += constant
     w, b, count = {"query": (block.w_query, block.b_query, arch.heads), "key": (block.w_key, block.b_key, arch.kv_heads),
                    "value": (block.w_value, block.b_value, arch.kv_heads)}[side]
-    full = parts @ w.double().cpu()  # (C, count·dh)
+    full = parts @ w.double().cpu()  # (C, P, count·dh)
     if b is not None:
         full[1] += b.double().cpu()
     which = head if side == "query" else arch.kv_head(head)
     dh = arch.head_dim
     if side == "value":  # no norm of its own, no turn by position
-        return names, full[:, which * dh:(which + 1) * dh]  # (C, dh)
+        return names, full[..., which * dh:(which + 1) * dh]  # (C, P, dh)
     norm = block.query_norm if side == "query" else block.key_norm
     if norm is not None and norm.weight.shape[-1] != dh:  # OLMo 2: the whole query or key normed at once
         through, _ = frozen(norm, full.sum(0))
         full = through(full)
-    vectors = full[:, which * dh:(which + 1) * dh]  # (C, dh)
+    vectors = full[..., which * dh:(which + 1) * dh]  # (C, P, dh)
     if norm is not None and norm.weight.shape[-1] == dh:  # each head's own (Qwen3, Gemma 3)
         through, _ = frozen(norm, vectors.sum(0))
         vectors = through(vectors)
     base = arch.base(layer)
     if base is not None:
-        where = torch.tensor([position])
-        angles = turns(where, arch.rotary_dims or dh, base, torch.float64)  # (1, r // 2) each
-        vectors = engine.turned(arch, vectors[:, None, :], where, angles, base)[:, 0]  # (C, dh)
+        angles = turns(positions, arch.rotary_dims or dh, base, torch.float64)  # (P, r // 2) each
+        vectors = engine.turned(arch, vectors, positions, angles, base)  # (C, P, dh)
     return names, vectors
 
 
@@ -190,8 +193,9 @@ def score_parts_of(model, run, layer: int, head: int, query: int, key: int) -> S
     """score_parts of a run the engine computed already (a page's)."""
     check(model, layer, head, query, key, len(run.pieces))
     with torch.inference_mode():
-        names, q = projected(model, run, layer, head, query, "query")  # (C, dh)
-        _, k = projected(model, run, layer, head, key, "key")  # (C, dh)
+        names, q = projected(model, run, layer, head, torch.tensor([query]), "query")  # (C, 1, dh)
+        _, k = projected(model, run, layer, head, torch.tensor([key]), "key")  # (C, 1, dh)
+        q, k = q[:, 0], k[:, 0]  # (C, dh) each
         table = (q @ k.T / math.sqrt(model.arch.head_dim)).numpy()  # (C, C)
     s = float(table.sum())
     shaped = float(engine.shaped(model.arch, torch.tensor([[s]], dtype=torch.float64), torch.tensor([query]), head,
@@ -222,14 +226,44 @@ def value_parts_of(model, run, layer: int, head: int, query: int) -> dict[str, f
     """value_parts of a run the engine computed already (a page's)."""
     check(model, layer, head, query, query, len(run.pieces))
     weights = torch.from_numpy(run.weights[layer, head, query]).double()  # (n,)
+    read = torch.nonzero(weights).flatten()  # (P,) the keys it reads
     with torch.inference_mode():
-        names, total = None, 0.0
-        for j in torch.nonzero(weights).flatten().tolist():
-            names, v = projected(model, run, layer, head, j, "value")  # (C, dh)
-            total = total + weights[j] * v  # (C, dh)
+        if model.arch.post_norm:  # every part through each later norm: the parts of every key, then their mix
+            names, values = projected(model, run, layer, head, read, "value")  # (C, P, dh)
+            total = torch.einsum("p,cpd->cd", weights[read], values)  # (C, dh) Σ_j α_j v_{c,j}
+        else:
+            names, total = mixed_values(model, run, layer, head, read, weights[read])  # (C, dh)
         output = run.traces[layer].head_output[head, query].double()  # (dh,) the head's output z, as the forward made it
         shares = (total @ output / output.dot(output)).tolist()  # they sum to 1 where the parts sum to z
     return dict(zip(names, shares))
+
+
+def mixed_values(model, run, layer: int, head: int, read: torch.Tensor, alpha: torch.Tensor):
+    """(names, Σ_j α_j v_{c,j} (C, d_h)) for a pre-norm model: each part mixed over the keys `read` (P,) with weights
+    `alpha` (P,) as it comes, a layer at a time, so no (C, P, d) array is held (a long text's would take GiBs)."""
+    arch, block = model.arch, model.weights.blocks[layer]
+    through, constant = frozen(block.attention_norm, torch.from_numpy(run.hidden[layer]).double()[read])  # the norm at each key
+
+    def mix(parts: torch.Tensor) -> torch.Tensor:  # (..., P, d) → (..., d)
+        return torch.einsum("p,...pd->...d", alpha, through(parts))
+
+    names, mixed = [EMBEDDINGS, BIAS], [mix(torch.from_numpy(run.hidden[0]).double()[read]), alpha @ constant]
+    for l in range(layer):
+        earlier, trace = model.weights.blocks[l], run.traces[l]
+        heads = trace.head_output[:, read].double() @ output_matrices(arch, earlier).double().cpu()  # (H, P, d)
+        bias = (earlier.b_out.double().cpu() if earlier.b_out is not None else torch.zeros(arch.d_model, dtype=torch.float64)
+                ).expand(len(read), -1)  # (P, d)
+        if earlier.attention_out_norm is not None:
+            norm, out_constant = frozen(earlier.attention_out_norm, heads.sum(0) + bias)
+            heads, bias = norm(heads), norm(bias) + out_constant
+        mixed[1] = mixed[1] + mix(bias)
+        names += [f"L{l}H{h}" for h in range(arch.heads)] + [f"L{l} MLP"]
+        mixed += [*mix(heads), mix(trace.mlp_out[read].double())]
+    full = torch.stack(mixed) @ block.w_value.double().cpu()  # (C, KV·dh)
+    if block.b_value is not None:
+        full[1] += alpha.sum() * block.b_value.double().cpu()
+    which = arch.kv_head(head)
+    return names, full[:, which * arch.head_dim:(which + 1) * arch.head_dim]  # (C, dh)
 
 
 def check(model, layer: int, head: int, query: int, key: int, n: int) -> None:

@@ -114,6 +114,19 @@ def frozen(norm: Norm | None, whole: torch.Tensor):
     return (lambda part: (part - part.mean(-1, keepdim=True)) * scale), constant
 
 
+def attention_update(model, run, layer: int, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Layer `layer`'s attention update at `positions` (P,) as it joins the stream, in parts: each head's z_h W_o^(h)
+    (H, P, d) and the constant b_o (P, d), through the update's norm with its scale frozen (Gemma 2 and 3, OLMo 2)."""
+    arch, block = model.arch, model.weights.blocks[layer]
+    heads = run.traces[layer].head_output[:, positions].double() @ output_matrices(arch, block).double().cpu()  # (H, P, d)
+    bias = (block.b_out.double().cpu() if block.b_out is not None else torch.zeros(arch.d_model, dtype=torch.float64)
+            ).expand(len(positions), -1).clone()  # (P, d)
+    if block.attention_out_norm is not None:
+        through, constant = frozen(block.attention_out_norm, heads.sum(0) + bias)
+        heads, bias = through(heads), through(bias) + constant
+    return heads, bias
+
+
 def stream_parts(model, run, layer: int, positions: torch.Tensor) -> tuple[list[str], torch.Tensor]:
     """(names, parts (C, P, d) float64) whose sum is the stream layer `layer` reads at `positions` (P,),
     run.hidden[layer] there."""
@@ -125,12 +138,7 @@ def stream_parts(model, run, layer: int, positions: torch.Tensor) -> tuple[list[
         block, trace = weights.blocks[l], run.traces[l]
         stream = torch.stack(parts)  # (C, P, d)
         x = stream.sum(0)  # (P, d) the layer's input
-        heads = trace.head_output[:, positions].double() @ output_matrices(arch, block).double().cpu()  # (H, P, d)
-        bias = (block.b_out.double().cpu() if block.b_out is not None else torch.zeros(arch.d_model, dtype=torch.float64)
-                ).expand_as(x).clone()  # (P, d)
-        if block.attention_out_norm is not None:  # the update normed before the residual (Gemma 2 and 3, OLMo 2)
-            through, constant = frozen(block.attention_out_norm, heads.sum(0) + bias)
-            heads, bias = through(heads), through(bias) + constant
+        heads, bias = attention_update(model, run, l, positions)  # (H, P, d), (P, d)
         mlp = trace.mlp_out[positions].double()  # (P, d) what joins the stream
         if arch.post_norm:  # BERT: LN₁(x + attention), then LN₂(that + MLP)
             first, constant = frozen(block.attention_norm, x + heads.sum(0) + bias)
@@ -249,13 +257,8 @@ def mixed_values(model, run, layer: int, head: int, read: torch.Tensor, alpha: t
 
     names, mixed = [EMBEDDINGS, BIAS], [mix(torch.from_numpy(run.hidden[0]).double()[read]), alpha @ constant]
     for l in range(layer):
-        earlier, trace = model.weights.blocks[l], run.traces[l]
-        heads = trace.head_output[:, read].double() @ output_matrices(arch, earlier).double().cpu()  # (H, P, d)
-        bias = (earlier.b_out.double().cpu() if earlier.b_out is not None else torch.zeros(arch.d_model, dtype=torch.float64)
-                ).expand(len(read), -1)  # (P, d)
-        if earlier.attention_out_norm is not None:
-            norm, out_constant = frozen(earlier.attention_out_norm, heads.sum(0) + bias)
-            heads, bias = norm(heads), norm(bias) + out_constant
+        trace = run.traces[l]
+        heads, bias = attention_update(model, run, l, read)  # (H, P, d), (P, d)
         mixed[1] = mixed[1] + mix(bias)
         names += [f"L{l}H{h}" for h in range(arch.heads)] + [f"L{l} MLP"]
         mixed += [*mix(heads), mix(trace.mlp_out[read].double())]

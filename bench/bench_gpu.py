@@ -50,15 +50,16 @@ def tokenizer_file(given: str | None, folder: Path) -> Path:
     return path
 
 
-def build(shape: dict, tokenizer: Path, folder: Path):
+def build(shape: dict, tokenizer: Path, folder: Path, context: int = 8192, device: str = "cpu"):
     """A Llama of `shape` with seeded random weights, saved as a safetensors folder with the tokenizer."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=49152, max_position_embeddings=8192, rms_norm_eps=1e-5, bos_token_id=0,
+    config = LlamaConfig(vocab_size=49152, max_position_embeddings=context, rms_norm_eps=1e-5, bos_token_id=0,
                          eos_token_id=0, **shape)
-    LlamaForCausalLM(config).float().save_pretrained(folder)
+    with torch.device(device):
+        LlamaForCausalLM(config).float().save_pretrained(folder)
     shutil.copy(tokenizer, folder / "tokenizer.json")
 
 

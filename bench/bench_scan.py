@@ -40,6 +40,15 @@ def random_ids(n: int) -> list[int]:
     return torch.randint(100, 40_000, (n,), generator=torch.Generator().manual_seed(0)).tolist()
 
 
+def pieces_of(ids: list[int]):
+    """Pieces by id alone, each named by its id: random pieces need no tokenizer."""
+    from attnviz.models.pieces import Pieces
+
+    k = len(ids)
+    return Pieces([str(i) for i in ids], ids, [None] * k, [(0, 0)] * k, "", [False] * k, [False] * k,
+                  [str(i) for i in ids])
+
+
 def one(which: str, n: int) -> dict:
     """In this process: load the model, then time `which` once; the memory after the load and the peak after."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -47,8 +56,6 @@ def one(which: str, n: int) -> dict:
 
     from attnviz import models
     from attnviz.models import scan as scanning
-    from attnviz.models.pieces import Pieces
-
     ours = models.load("smollm2", device="cpu")
     ids = random_ids(n)
     if which == "transformers":
@@ -67,13 +74,8 @@ def one(which: str, n: int) -> dict:
         return dict(which=which, seconds=seconds, cpu=cpu, loaded=loaded, peak=peak_mib(),
                     logits=out.logits[0, -1, :5].tolist())
     loaded = resident_mib()
-    def made(ids: list[int]) -> Pieces:  # pieces by id, as bench_forward's random pieces
-        k = len(ids)
-        return Pieces([str(i) for i in ids], ids, [None] * k, [(0, 0)] * k, "", [False] * k, [False] * k,
-                      [str(i) for i in ids])
-
-    chosen = made(ids)
-    scanning.scan(ours.arch, ours.weights, made(ids[:64]), "smollm2")  # warm up
+    chosen = pieces_of(ids)
+    scanning.scan(ours.arch, ours.weights, pieces_of(ids[:64]), "smollm2")  # warm up
     started, cpu = time.perf_counter(), time.process_time()
     found = scanning.scan(ours.arch, ours.weights, chosen, "smollm2")
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu

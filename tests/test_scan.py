@@ -127,6 +127,37 @@ def test_every_tile_and_summary_equals_transformers_eager_attention(family, fold
         assert (scan.top_keys > np.arange(n)[None, None, :, None] - 300).all()
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on a lent one, README: GPU)")
+@pytest.mark.parametrize("family", FAMILIES)
+def test_on_cuda_every_summary_and_tile_equals_transformers_eager_attention(family, folders):
+    model = models.load(folders[family], device="cuda")
+    scan = model.scan(long_text(model, 1024), block=BLOCK, top=5)
+    expected, logits = eager(folders[family], family, scan.pieces.ids)  # (L, H, n, n), (vocab,) on the CPU
+    written = summaries(expected, BLOCK, 5)
+    for name in ("overview", "sink", "top_weights"):
+        assert np.abs(getattr(scan, name) - written[name]).max() <= 1e-5, name
+    assert np.abs(scan.entropy - written["entropy"]).max() <= 1e-3
+    n = len(scan)
+    assert np.abs(scan.tile(1, 2, slice(0, n), slice(0, n)) - expected[1, 2]).max() <= 1e-5
+    if logits is not None:
+        assert np.abs(scan.next_logits - logits).max() <= 1e-4
+
+
+def test_several_blocks_a_step_as_on_a_gpu_give_the_same_scan(folders):
+    from attnviz.models import scan as scanning
+
+    model = models.load(folders["mistral"], device="cpu")
+    pieces = model.scan(long_text(model, 700)).pieces
+    one = scanning.scan(model.arch, model.weights, pieces, "m", block=BLOCK)
+    three = scanning.scan(model.arch, model.weights, pieces, "m", block=BLOCK, step=3 * BLOCK)  # a short last step
+    for name in ("overview", "sink", "entropy", "top_weights", "normalisers"):
+        assert np.abs(getattr(one, name) - getattr(three, name)).max() <= 1e-5, name  # float32 rounding alone
+    named = one.top_weights > 0  # a query with fewer than 8 keys to read names hidden keys, tied at 0, in any order
+    assert np.array_equal(one.top_keys[named], three.top_keys[named])
+    with pytest.raises(ValueError, match="multiple of its block"):
+        scanning.scan(model.arch, model.weights, pieces, "m", block=BLOCK, step=150)
+
+
 def test_a_tile_is_any_block_and_its_rows_are_the_whole_rows_slice(folders):
     model = models.load(folders["mistral"], device="cpu")
     scan = model.scan(long_text(model, 700), block=BLOCK)
@@ -247,7 +278,7 @@ def test_the_strongest_keys_through_chunk_maxima_equal_a_topk_over_every_key(whe
     summaries = Summaries(2, k, 128, 8)  # a document of k pieces; this block holds its first 5 queries
     largest = summaries.strongest(0, scores)
     expected = torch.topk(scores, 8, -1)  # (H, r, 8)
-    assert (summaries.top_keys[:, :5] == expected.indices.numpy()).all()
+    assert (summaries.top_keys[:, :5] == expected.indices.to(torch.int32)).all()
     assert torch.equal(largest[..., 0], scores.amax(-1))
 
 

@@ -575,11 +575,19 @@ def forward(arch: Architecture, weights: Weights, ids: list[int], intervention: 
     return Forward(hidden.numpy(), attention.numpy(), traces, next_logits, intervention=intervention)
 
 
-def host_buffer(shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
-    """An empty float32 CPU tensor that results computed on `device` are copied into. For a GPU it is page-locked
-    (pinned), so each layer's copy is queued behind its arithmetic and the CPU goes on to the next layer: a copy into
-    ordinary memory stops the CPU until the GPU is done, layer after layer (bench/bench_gpu.py)."""
-    return torch.empty(shape, pin_memory=device.type == "cuda")
+def host_buffer(shape: tuple[int, ...], device: torch.device, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """An empty CPU tensor that results computed on `device` are copied into. For a GPU it is page-locked (pinned), so
+    each layer's copy is queued behind its arithmetic and the CPU goes on to the next layer: a copy into ordinary
+    memory stops the CPU until the GPU is done, layer after layer (bench/bench_gpu.py)."""
+    return torch.empty(shape, dtype=dtype, pin_memory=device.type == "cuda")
+
+
+def to_host(tensor: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """`tensor` copied into a host_buffer without waiting (then `copied` before it is read); on the CPU, itself."""
+    if tensor.device.type == "cpu":
+        return tensor if dtype is None else tensor.to(dtype)
+    host = host_buffer(tuple(tensor.shape), tensor.device, dtype or tensor.dtype)
+    return host.copy_(tensor, non_blocking=True)
 
 
 def copied(device: torch.device) -> None:

@@ -22,6 +22,7 @@ from attnviz.models.pieces import Pieces
 BLOCK = 128  # queries a step, and the overview's block of keys
 TOP = 8  # each query's strongest keys kept
 CHUNK = 64  # keys a chunk, in the search for each query's strongest keys
+GPU_QUERIES = 512  # queries a step on a GPU, a multiple of the block: larger products keep it busy (bench_scan_gpu.py)
 
 
 @dataclass(eq=False)
@@ -107,17 +108,31 @@ def _span(which: slice | range, n: int, what: str) -> range:
 
 class Summaries:
     """The scan's summaries of one layer, filled block of queries by block: first each query's strongest keys, from
-    the block's scores (strongest), then the rest from its weights (add)."""
+    the block's scores (strongest), then the rest from its weights (add). A block of queries may hold several blocks of
+    the overview. They stay on the scan's device until the layer is done: a copy to the CPU a block would make the CPU
+    wait for the GPU block after block."""
 
-    def __init__(self, heads: int, n: int, block: int, top: int):
+    def __init__(self, heads: int, n: int, block: int, top: int, device: torch.device | str = "cpu"):
         self.n, self.block, self.top = n, block, min(top, n)
         count = math.ceil(n / block)
-        self.overview = np.zeros((heads, count, count), np.float32)  # (H, B, B)
-        self.first = np.zeros(heads, np.float64)  # (H,) Σ over queries q ≥ 1 of α[q, 0]
-        self.entropy = np.zeros((heads, n), np.float32)  # (H, n)
-        self.top_keys = np.zeros((heads, n, self.top), np.int32)  # (H, n, top)
-        self.top_weights = np.zeros((heads, n, self.top), np.float32)  # (H, n, top)
+        self.overview = torch.zeros((heads, count, count), dtype=torch.float32, device=device)  # (H, B, B)
+        self.first = torch.zeros(heads, dtype=torch.float64, device=device)  # (H,) Σ over queries q ≥ 1 of α[q, 0]
+        self.entropy = torch.zeros((heads, n), dtype=torch.float32, device=device)  # (H, n)
+        self.top_keys = torch.zeros((heads, n, self.top), dtype=torch.int32, device=device)  # (H, n, top)
+        self.top_weights = torch.zeros((heads, n, self.top), dtype=torch.float32, device=device)  # (H, n, top)
         self._top_scores = None  # (H, r, top): the block's strongest scores, until its normalisers are known
+
+    def on_host(self) -> "Summaries":
+        """The summaries queued for the CPU (engine.to_host); numpy arrays once `numpy` is called after
+        engine.copied."""
+        for name in ("overview", "first", "entropy", "top_keys", "top_weights"):
+            setattr(self, name, engine.to_host(getattr(self, name)))
+        return self
+
+    def numpy(self) -> "Summaries":
+        for name in ("overview", "first", "entropy", "top_keys", "top_weights"):
+            setattr(self, name, getattr(self, name).numpy())
+        return self
 
     def strongest(self, start: int, scores: torch.Tensor) -> torch.Tensor:
         """Each query's `top` strongest keys from the block's scores (H, r, k), k a multiple of CHUNK; returns each
@@ -129,7 +144,7 @@ class Summaries:
         candidates = chunked.gather(2, chunks[..., None].expand(-1, -1, -1, CHUNK))  # (H, r, t, CHUNK)
         best = candidates.flatten(-2).topk(min(self.top, chunks.shape[-1] * CHUNK), -1)  # (H, r, top′ ≤ top)
         keys = chunks.gather(-1, best.indices // CHUNK) * CHUNK + best.indices % CHUNK  # (H, r, top′)
-        self.top_keys[:, start:start + r, : keys.shape[-1]] = keys.cpu().numpy()
+        self.top_keys[:, start:start + r, : keys.shape[-1]] = keys
         self._top_scores = best.values
         return best.values[..., :1]  # (H, r, 1)
 
@@ -141,19 +156,21 @@ class Summaries:
         rows = slice(start, start + r)
         inverse = 1.0 / total  # (H, r, 1)
         entropy = torch.log(total[..., 0]) - shifted.mul_(exps).sum(-1) * inverse[..., 0]  # (H, r): log Z′ − Σ α s′
-        self.entropy[:, rows] = entropy.float().cpu().numpy()
+        self.entropy[:, rows] = entropy
         strongest = torch.exp(self._top_scores.double() - normaliser[..., None])  # (H, r, top′)
-        self.top_weights[:, rows, : strongest.shape[-1]] = strongest.float().cpu().numpy()
-        shares = (inverse.transpose(-2, -1) @ exps)[:, 0]  # (H, k): Σ over the block's queries of α
-        by_block = torch.nn.functional.pad(shares, (0, -k % self.block)).view(heads, -1, self.block).sum(-1)  # (H, ⌈k / block⌉)
+        self.top_weights[:, rows, : strongest.shape[-1]] = strongest
         count = self.overview.shape[-1]
-        self.overview[:, start // self.block, : by_block.shape[-1]] = (by_block[:, :count] / r).float().cpu().numpy()
+        for a in range(0, r, self.block):  # each block of the overview's queries in this block of queries
+            b = min(r, a + self.block)
+            shares = (inverse[:, a:b].transpose(-2, -1) @ exps[:, a:b])[:, 0]  # (H, k): Σ over its queries of α
+            by_block = torch.nn.functional.pad(shares, (0, -k % self.block)).view(heads, -1, self.block).sum(-1)  # (H, ⌈k / block⌉)
+            self.overview[:, (start + a) // self.block, : by_block.shape[-1]] = by_block[:, :count] / (b - a)
         first = (exps[..., 0] * inverse[..., 0])[:, 1 if start == 0 else 0:]  # (H, r or r − 1): α[q, 0], q ≥ 1
-        self.first += first.sum(-1).double().cpu().numpy()
+        self.first += first.sum(-1)
 
     @property
     def sink(self) -> np.ndarray:
-        return (self.first / max(self.n - 1, 1)).astype(np.float32)  # (H,)
+        return (self.first / max(self.n - 1, 1)).astype(np.float32)  # (H,), once numpy
 
 
 def hide(arch: engine.Architecture, index: int, start: int, rows: torch.Tensor, scores: torch.Tensor, n: int) -> None:
@@ -241,14 +258,16 @@ def scan_layer(arch: engine.Architecture, block: engine.Block, index: int, x: to
 
 
 def scan(arch: engine.Architecture, weights: engine.Weights, pieces: Pieces, name: str, *, block: int = BLOCK,
-         top: int = TOP, progress=None) -> Scan:
-    """Every head's attention over `pieces`, summarised (Scan). `progress(done, total)` hears of each block of
-    queries of each layer."""
+         top: int = TOP, progress=None, step: int | None = None) -> Scan:
+    """Every head's attention over `pieces`, summarised (Scan). `progress(done, total)` hears of each step of
+    queries of each layer. `step`: the queries taken at a time, a multiple of `block` (by default the block on a
+    CPU, GPU_QUERIES on a GPU)."""
     device = weights.embeddings.device
-    cpu = torch.device("cpu")
     n = len(pieces.ids)
-    count = math.ceil(n / block)
-    total, done = arch.layers * count, 0
+    size = step or (block if device.type == "cpu" else block * max(1, GPU_QUERIES // block))  # queries a step
+    if size % block:
+        raise ValueError(f"a scan's step ({size}) must be a multiple of its block ({block}).")
+    total, done = arch.layers * math.ceil(n / size), 0
 
     def step():
         nonlocal done
@@ -261,12 +280,16 @@ def scan(arch: engine.Architecture, weights: engine.Weights, pieces: Pieces, nam
         positions = torch.arange(n, device=device)  # (n,)
         x = engine.embed(arch, weights, torch.tensor(pieces.ids, device=device), positions)  # (n, d)
         for i, layer_weights in enumerate(weights.blocks):
-            found.append(Summaries(arch.heads, n, block, top))
-            x, query, key, normaliser = scan_layer(arch, layer_weights, i, x, positions, block, found[-1], step)
-            queries.append(query.float().to(cpu))
-            keys.append(key.float().to(cpu))
-            normalisers.append(normaliser.cpu().numpy())
+            summaries = Summaries(arch.heads, n, block, top, device)
+            x, query, key, normaliser = scan_layer(arch, layer_weights, i, x, positions, size, summaries, step)
+            found.append(summaries.on_host())
+            queries.append(engine.to_host(query, torch.float32))
+            keys.append(engine.to_host(key, torch.float32))
+            normalisers.append(engine.to_host(normaliser))
         next_logits = engine.logits(weights, x[-1:])[0].float().cpu().numpy() if arch.causal else None  # (vocab,)
+        engine.copied(device)
+        found = [summaries.numpy() for summaries in found]
+        normalisers = [normaliser.numpy() for normaliser in normalisers]
 
     def stacked(what: str) -> np.ndarray:  # (L, ...) of each layer's summary
         return np.stack([getattr(layer, what) for layer in found])

@@ -123,3 +123,20 @@ def shaded_document(data: dict, *, key: str, on_query) -> None:
             on_query(query)
 
     _document(key=key, data=data, on_query_change=picked, width="stretch")
+
+
+_overview = st.components.v2.component("attnviz_overview", js=web.bundle("streamlit/overview.mjs"),
+                                       css=web.css(), isolate_styles=False)
+
+
+def head_overview(data: dict, *, key: str, on_region) -> None:
+    """Mount one head's overview for `data` (figures.long.overview_data); a click on a block or a box dragged over
+    several calls on_region(blocks) ([row, key] or [first row, first key, last row, last key]), the back button
+    on_region([]), before the page reruns."""
+    def picked() -> None:
+        region = st.session_state[key].get("region")
+        if isinstance(region, list) and len(region) in (0, 2, 4) and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in region):
+            on_region(region)
+
+    _overview(key=key, data=data, on_region_change=picked, width="stretch")

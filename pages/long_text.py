@@ -10,8 +10,8 @@ from attnviz.models import scan as scan_module
 from attnviz.models.files import ENGINE_FAMILIES
 from attnviz.figures import PALETTES, long as drawn, matrix_heatmap
 from attnviz.urlstate import Param, bounded_text, choice, encode_int_list, int_list, int_range
-from pages._common import bounded_text_box, load_url_state, save_url_state, selected_points, stop
-from pages._interactive import head_atlas, shaded_document
+from pages._common import bounded_text_box, load_url_state, save_url_state, stop
+from pages._interactive import head_atlas, head_overview, screen_sizes, shaded_document
 from pages._model import example_document, example_scan, load_or_stop, pick_model
 from pages._present import chart
 
@@ -112,33 +112,24 @@ st.header(f"Layer {layer}, head {head}")
 zoom = st.session_state.zoom
 
 
-def zoom_in() -> None:
-    points = selected_points("long_overview")  # [(row block, key block, mean share), …]: a click's one, a drag's box
-    if points:
-        rows, keys = [int(p[0]) for p in points], [int(p[1]) for p in points]
-        region = [min(rows), min(keys), max(rows), max(keys)]
-        st.session_state.zoom = region[:2] if region[:2] == region[2:] else region
-
-
-def zoom_out() -> None:
-    st.session_state.zoom = []
+def take_region(blocks: list[int]) -> None:
+    st.session_state.zoom = blocks  # checked by tile_region in the run that follows, as a link's value is
 
 
 region = drawn.tile_region(scan, zoom)
-if region is not None:
-    st.button("Back to the whole document", on_click=zoom_out)  # a callback: the run that follows draws the overview
-    chart(st, drawn.tile_figure(scan, layer - 1, head - 1, *region, palette=st.session_state.palette), key="long_tile")
+if region is None:
+    st.session_state.zoom = []
+head_overview(drawn.overview_data(scan, layer - 1, head - 1, region, palette=st.session_state.palette,
+                                  font_px=screen_sizes()["font_px"]), key="long_overview", on_region=take_region)
+if region is None:
+    st.caption("Click a block to see its exact weights, piece by piece, or drag over a region of blocks. Hover names "
+               "each block's first and last pieces.")
+else:
     if drawn.drawn_region(scan, *region) != region:
         st.caption(f"The region is more than {drawn.TILE_PIECES} pieces a side: its first {drawn.TILE_PIECES} a side "
-                   "are drawn. Draw a smaller box for the rest.")
+                   "are drawn. Drag a smaller box for the rest.")
     st.caption("Exact weights α = e^{q·k/√d_k − log Σ}, from the queries, keys and each query's log-sum-exp the scan "
-               "kept. Grey: keys the mask hides.")
-else:
-    st.session_state.zoom = []
-    chart(st, drawn.overview_figure(scan, layer - 1, head - 1, palette=st.session_state.palette), key="long_overview",
-          on_select=zoom_in, selection_mode=("points", "box"))
-    st.caption("Click a block to see its exact weights, piece by piece; for a region of blocks, pick Box Select in the "
-               "chart's toolbar and drag over them.")
+               "kept, drawn on a square-root scale. Grey: keys the mask hides.")
 
 query = st.session_state.query if 0 <= st.session_state.query < n else n - 1
 st.session_state.query = query

@@ -9,18 +9,26 @@ import numpy as np
 import pytest
 import torch
 
-from page_support import chart_data, decode, messages, run_page
+from page_support import messages, run_page
 
 VIEW = {"layer": "20", "head": "9", "sort": "entropy", "zoom": "3,1", "query": "100"}
 
 
 def components(at) -> dict[str, dict]:
-    """The browser figures' data by kind: the atlas and the shaded document."""
+    """The browser figures' data by kind: the atlas, the chosen head's overview and the shaded document."""
     found = {}
     for component in at.get("bidi_component"):
         data = json.loads(component.proto.json)
-        found["atlas" if "blocks" in data else "document" if "pieces" in data else "other"] = data
+        kind = "atlas" if "blocks" in data else "overview" if "spans" in data else "document" if "pieces" in data else "other"
+        found[kind] = data
     return found
+
+
+def tile_weights(at) -> np.ndarray:
+    """The exact weights the overview's tile holds (r, c)."""
+    tile = components(at)["overview"]["tile"]
+    shape = (tile["queries"][1] - tile["queries"][0], tile["keys"][1] - tile["keys"][0])
+    return np.frombuffer(base64.b64decode(tile["weights"]), "<f4").reshape(shape)
 
 
 @pytest.mark.slow
@@ -34,12 +42,12 @@ def test_every_number_drawn_equals_transformers_eager_attention(smollm2_referenc
     with torch.no_grad():
         out = module(torch.tensor([scan.pieces.ids]), output_attentions=True)
     eager = out.attentions[19][0, 8].double().numpy()  # layer 20, head 9 (n, n)
-    tile = chart_data(at, 0)[0]  # the zoomed block: queries 384–511 on keys 128–255
-    weights = decode(tile["customdata"])[..., 0]
+    weights = tile_weights(at)  # the zoomed block: queries 384–511 on keys 128–255
     assert weights.shape == (128, 128) and np.abs(weights - eager[384:512, 128:256]).max() <= 1e-4
+    assert components(at)["overview"]["tile"]["row_names"][0] == scan.pieces.labels()[384]
     region = run_page("long_text.py", {**VIEW, "zoom": "0,1,4,2"})  # a dragged region: row blocks 0–4, key blocks 1–2
     assert region.session_state["zoom"] == [0, 1, 4, 2] and region.query_params["zoom"] == "0,1,4,2"
-    weights = decode(chart_data(region, 0)[0]["customdata"])[..., 0]  # its first 512 queries: 4 blocks of 128
+    weights = tile_weights(region)  # its first 512 queries: 4 blocks of 128
     assert weights.shape == (512, 256) and np.abs(weights - eager[0:512, 128:384]).max() <= 1e-4
     assert any("more than 512 pieces a side" in c.value for c in region.caption)
     document = components(at)["document"]
@@ -47,10 +55,8 @@ def test_every_number_drawn_equals_transformers_eager_attention(smollm2_referenc
     assert document["query"] == 100 and np.abs(row - eager[100]).max() <= 1e-4
     assert "".join(document["pieces"]) == scan.pieces.text  # the document's text, whole, piece by piece
 
-    at.button[0].click().run()  # back to the whole document
-    assert at.session_state["zoom"] == [] and "zoom" not in at.query_params
-    overview = decode(chart_data(at, 0)[0]["z"])  # (B, B)
     blocks = -(-n // 128)
+    overview = np.frombuffer(base64.b64decode(components(at)["overview"]["values"]), "<f4").reshape(blocks, blocks)
     expected = np.array([[eager[a * 128:(a + 1) * 128, b * 128:(b + 1) * 128].sum(-1).mean() for b in range(blocks)]
                          for a in range(blocks)])
     assert np.abs(overview - expected).max() <= 1e-4
@@ -65,7 +71,8 @@ def test_a_link_keeps_the_view_and_never_the_text():
     assert (atlas["layers"], atlas["heads"], atlas["chosen"]) == (30, 9, [19, 8])
     assert atlas["order"] is not None and "entropy" in atlas["title"]  # sorted by the measure the link names
     assert any("not the text" in c.value for c in at.caption)
-    assert [b.label for b in at.button][0] == "Back to the whole document"
+    tile = components(at)["overview"]["tile"]  # the zoomed block's exact weights, sent with the overview
+    assert (tile["queries"], tile["keys"]) == ([384, 512], [128, 256])
 
 
 @pytest.mark.parametrize("params", [
@@ -78,7 +85,7 @@ def test_a_link_keeps_the_view_and_never_the_text():
 def test_bad_link_values_fall_back_and_say_so(params):
     at = run_page("long_text.py", params)
     assert not at.exception, at.exception
-    assert at.session_state["zoom"] == [] and chart_data(at, 0)[0]["type"] == "heatmap"  # the whole overview
+    assert at.session_state["zoom"] == [] and components(at)["overview"]["tile"] is None  # the whole overview
     assert 1 <= at.session_state["layer"] <= 30 and 1 <= at.session_state["head"] <= 9
     if "model" in params:
         assert "offers no model called" in messages(at)

@@ -3,7 +3,7 @@
 // 0 … 255); a click on a thumbnail tells Python which head to open (a trigger, so one click is one rerun). A model of
 // 32 layers × 32 heads is 1,024 thumbnails: a few hundred thousand pixels, put in one image and drawn scaled.
 
-import { FONT, HIGHLIGHT, INK, MASKED_RGB, bytesOf, canvasContext, el, mountOnce } from "./draw.mjs";
+import { FONT, HIGHLIGHT, INK, MASKED_RGB, bytesOf, canvasContext, colourBar, el, mountOnce } from "./draw.mjs";
 import { formatG, paletteColour } from "./weights.mjs";
 
 export class Atlas {
@@ -211,18 +211,7 @@ export class Atlas {
 
   drawColourBar(ctx, { top, tile, rows, right }) {
     const d = this.data;
-    const x = right + 14;
-    const h = Math.min(200, tile * rows);
-    const gradient = ctx.createLinearGradient(0, top + h, 0, top);
-    for (const [position, rgb] of d.palette) gradient.addColorStop(position, `rgb(${rgb.join(",")})`);
-    ctx.fillStyle = gradient;
-    ctx.fillRect(x, top, 12, h);
-    ctx.fillStyle = INK;
-    ctx.textAlign = "left";
-    ctx.textBaseline = "middle";
-    ctx.font = `${Math.max(10, d.font_px - 2)}px ${FONT}`;
-    ctx.fillText(d.zmax_text, x + 16, top + 4);
-    ctx.fillText(d.zmin_text || "0", x + 16, top + h - 4);
+    colourBar(ctx, d.palette, right + 14, top, Math.min(200, tile * rows), d.font_px, d.zmax_text, d.zmin_text || "0");
   }
 
   headAt(event) {

@@ -53,6 +53,21 @@ export function canvasContext(canvas, figure, width, height) {
   return ctx;
 }
 
+/** A vertical colour bar of palette `stops` ([[position, [r, g, b]], ...]) at x from top, `height` px tall, its
+ * highest value's text `high` at its top and `low` at its foot. */
+export function colourBar(ctx, stops, x, top, height, fontPx, high, low = "0") {
+  const gradient = ctx.createLinearGradient(0, top + height, 0, top);
+  for (const [position, rgb] of stops) gradient.addColorStop(position, `rgb(${rgb.join(",")})`);
+  ctx.fillStyle = gradient;
+  ctx.fillRect(x, top, 12, height);
+  ctx.fillStyle = INK;
+  ctx.textAlign = "left";
+  ctx.textBaseline = "middle";
+  ctx.font = `${Math.max(10, fontPx - 2)}px ${FONT}`;
+  ctx.fillText(high, x + 16, top + 4);
+  ctx.fillText(low, x + 16, top + height - 4);
+}
+
 /** Mount `Figure` once into the component's parentElement (in a host div of class `hostClass`), then give it each
  * new data: the figures' one way of being mounted by any host. */
 export function mountOnce(parentElement, hostClass, Figure) {

@@ -1,17 +1,15 @@
 """A whole document's scan (attnviz.models.scan.Scan) drawn: every head's overview in the atlas, the chosen head's
-overview with a click layer, the exact tile of the block clicked, the document shaded by one query's weights, and where
-the last piece reads from."""
+overview and the exact tile of the blocks clicked (both drawn in the browser, overview.mjs), the document shaded by one
+query's weights, and where the last piece reads from."""
 
 from __future__ import annotations
 
 import base64
 
 import numpy as np
-import plotly.graph_objects as go
 
 from attnviz.figures.heads import atlas_data
-from attnviz.figures.layout import CLICK_MARKER, PALETTES, _colorbar, _keys_axis, _rows_axis, _short, labels
-from attnviz.figures.matrices import attention_heatmap
+from attnviz.figures.layout import FONT_PX, _short, labels, palette_stops
 
 SORTS = {"layer": "the model's order", "sink": "sink share", "entropy": "mean entropy", "retrieval": "retrieval score"}
 CONTEXT_CHARS = 40  # the text shown on either side of a key "the last piece reads from"
@@ -51,37 +49,41 @@ def block_name(names: list[str], start: int, stop: int) -> str:
     return f"#{start}–{stop - 1} {_short(names[start])} … {_short(names[stop - 1])}"
 
 
-def overview_figure(scan, layer: int, head: int, *, palette: str = "viridis", height: int = 560) -> go.Figure:
-    """The chosen head's overview (B, B): the mean over each block of queries of its weight on each block of keys (a
-    row sums to 1). Hover names the blocks' pieces; a click on a block, or a box drawn over a region of them (plotly's
-    Box Select), selects their (row block, key block) through the click layer's customdata."""
+def packed(values: np.ndarray) -> str:
+    """float32 numbers as base64 (little-endian), as the browser's float32Of reads them."""
+    return base64.b64encode(np.ascontiguousarray(values, dtype="<f4").tobytes()).decode("ascii")
+
+
+def overview_data(scan, layer: int, head: int, region: tuple[range, range] | None = None, *,
+                  palette: str = "viridis", font_px: int = FONT_PX, max_px: int = 560) -> dict:
+    """What the overview (overview.mjs) draws of one head: its overview (B, B), the mean over each block of queries of
+    its weight on each block of keys (a row sums to 1), each block's pieces named for hover; with `region` (row blocks,
+    key blocks: tile_region), also that region's exact weights (its first TILE_PIECES pieces a side, drawn_region),
+    each piece named. Pieces' names are set as text in the browser, never as HTML."""
     values = scan.overview[layer, head]  # (B, B)
-    count = values.shape[0]
+    count, n, b = values.shape[0], len(scan), scan.block
     names = labels(scan.pieces.labels())
-    n = len(scan)
-    spans = [block_name(names, a * scan.block, min(n, (a + 1) * scan.block)) for a in range(count)]
-    ticks = [str(a * scan.block) for a in range(count)]
-    top = float(values.max()) or 1.0
-    rows, cols = np.indices(values.shape)  # (B, B) each
-    heatmap = go.Heatmap(z=values, x=spans, y=spans, zmin=0, zmax=top, colorscale=PALETTES[palette],
-                         colorbar=_colorbar("mean share"), hoverinfo="skip")
-    clicks = go.Scatter(
-        x=np.asarray(spans, dtype=object)[cols.ravel()], y=np.asarray(spans, dtype=object)[rows.ravel()],
-        mode="markers", marker=CLICK_MARKER, showlegend=False, name="blocks",
-        customdata=np.stack([rows.ravel(), cols.ravel(), values.ravel()], -1).astype(np.float32),
-        hovertemplate="queries %{y}<br>keys %{x}<br>mean share: %{customdata[2]:.4~g}<br>click, or draw a box "
-                      "over blocks: the exact weights"
-                      "<extra></extra>")
-    return go.Figure([heatmap, clicks], layout=dict(
+    data = dict(
         title=f"Layer {layer + 1}, head {head + 1}: each block's mean share over {n:,} pieces ({count}×{count} blocks "
-              f"of {scan.block})",
-        height=height, hoverdistance=-1,
-        xaxis=dict(_keys_axis(ticks, spans, "full", title="keys (first piece of each block)"), type="category"),
-        yaxis=dict(_rows_axis(ticks, spans, height, title="queries"), type="category"),
-        margin=dict(t=60)))
+              f"of {b})",
+        values=packed(values), count=int(count), block=int(b), n=n, top=float(values.max()) or 1.0,
+        spans=[block_name(names, a * b, min(n, (a + 1) * b)) for a in range(count)],
+        causal=bool(scan.architecture.causal), palette=palette_stops(palette), font_px=int(font_px), max_px=int(max_px),
+        file=f"attnviz_long_L{layer + 1}H{head + 1}", tile=None)
+    if region is not None:
+        rows, cols = drawn_region(scan, *region)
+        queries, keys = range(rows.start * b, min(n, rows.stop * b)), range(cols.start * b, min(n, cols.stop * b))
+        weights = scan.tile(layer, head, queries, keys)  # (r, c)
+        data["tile"] = dict(
+            title=f"Layer {layer + 1}, head {head + 1}: the exact weights of queries {queries.start}–{queries.stop - 1} "
+                  f"on keys {keys.start}–{keys.stop - 1}",
+            queries=[queries.start, queries.stop], keys=[keys.start, keys.stop], weights=packed(weights),
+            top=float(weights.max()) or 1.0, row_names=names[queries.start:queries.stop],
+            key_names=names[keys.start:keys.stop])
+    return data
 
 
-TILE_PIECES = 512  # pieces a side of a region's exact weights drawn at once (a 512 × 512 heatmap is 4.4 MB of figure)
+TILE_PIECES = 512  # pieces a side of a region's exact weights drawn at once (512 × 512 float32: 1.4 MB of base64)
 
 
 def tile_region(scan, zoom: list[int]) -> tuple[range, range] | None:
@@ -102,27 +104,9 @@ def tile_region(scan, zoom: list[int]) -> tuple[range, range] | None:
 
 
 def drawn_region(scan, rows: range, cols: range) -> tuple[range, range]:
-    """The part of a region of blocks tile_figure draws: its first TILE_PIECES pieces a side."""
+    """The part of a region of blocks overview_data's tile holds: its first TILE_PIECES pieces a side."""
     most = max(1, TILE_PIECES // scan.block)
     return range(rows.start, min(rows.stop, rows.start + most)), range(cols.start, min(cols.stop, cols.start + most))
-
-
-def tile_figure(scan, layer: int, head: int, rows: range, cols: range, *, palette: str = "viridis") -> go.Figure:
-    """The exact weights α[q, k] of the row blocks `rows` against the key blocks `cols` (Scan.tile), pieces
-    labelled; a region of more than TILE_PIECES pieces a side is drawn from its first (drawn_region)."""
-    n, b = len(scan), scan.block
-    rows, cols = drawn_region(scan, rows, cols)
-    queries, keys = range(rows.start * b, min(n, rows.stop * b)), range(cols.start * b, min(n, cols.stop * b))
-    weights = scan.tile(layer, head, queries, keys)  # (r, c)
-    names = scan.pieces.labels()
-    allowed = None
-    if scan.architecture.causal:
-        allowed = np.arange(keys.start, keys.stop)[None, :] <= np.arange(queries.start, queries.stop)[:, None]  # (r, c)
-    return attention_heatmap(weights, names[queries.start:queries.stop], names[keys.start:keys.stop],
-                             row_start=queries.start, col_start=keys.start, scale="sqrt", palette=palette,
-                             allowed=allowed, height=640,
-                             title=f"Layer {layer + 1}, head {head + 1}: the exact weights of queries "
-                                   f"{queries.start}–{queries.stop - 1} on keys {keys.start}–{keys.stop - 1}")
 
 
 def document_data(scan, layer: int, head: int, query: int) -> dict:
@@ -139,8 +123,7 @@ def document_data(scan, layer: int, head: int, query: int) -> dict:
             continue
         chunks.append(text[start:b] if b > start else "")  # pieces of one character share it: the first shows it
         start = max(start, b)
-    packed = base64.b64encode(np.ascontiguousarray(row, dtype="<f4").tobytes()).decode("ascii")
-    return dict(pieces=chunks, weights=packed, query=int(query), top=float(row.max()) or 1.0,
+    return dict(pieces=chunks, weights=packed(row), query=int(query), top=float(row.max()) or 1.0,
                 title=f"The document, each piece shaded by the weight piece #{query} gives it (layer {layer + 1}, "
                       f"head {head + 1}; the darkest: {float(row.max()):.3g})")
 

@@ -281,20 +281,6 @@ def on_page(page, chart: int, points: list[tuple[float, float]]) -> list[list[fl
                          [chart, [list(p) for p in points]])
 
 
-def drag_box(page, chart: int, start: tuple[float, float], end: tuple[float, float]):
-    """Pick Box Select in the chart-th plotly chart's mode bar and drag from data coordinates `start` to `end`
-    (on_page)."""
-    where = on_page(page, chart, [start, end])
-    page.mouse.move(*where[0])
-    page.wait_for_timeout(300)  # the mode bar shows on hover
-    page.locator('.js-plotly-plot').nth(chart).locator('.modebar-btn[data-val="select"]').click()
-    page.mouse.move(*where[0])
-    page.mouse.down()
-    page.mouse.move(*where[1], steps=12)
-    page.mouse.up()
-    settle(page)
-
-
 def click_point(page, chart: int, x: float, y: float):
     """Click the point at data coordinates (x, y) of the chart-th plotly chart (on_page)."""
     (where,) = on_page(page, chart, [(x, y)])

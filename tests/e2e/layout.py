@@ -67,7 +67,7 @@ HIDDEN_LABELS = """() => {
 }"""
 # Presenter mode is laid out for a 1920×1080 projector: every figure fits the screen's height, and Self-attention's
 # heatmap is whole on the first screen, without scrolling (each lesson step's main figure: test_classroom.py).
-FIGURE_BOXES = """() => Array.from(document.querySelectorAll('.js-plotly-plot, .av-root .av-figure'))
+FIGURE_BOXES = """() => Array.from(document.querySelectorAll('.js-plotly-plot, .av-root .av-figure, .av-overview .av-atlas-figure'))
   .map(f => { const b = f.getBoundingClientRect(); return {top: b.top + window.scrollY, bottom: b.bottom + window.scrollY}; })"""
 
 

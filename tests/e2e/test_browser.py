@@ -84,7 +84,7 @@ def test_no_request_leaves_the_app(server, page):
     outside = outside_requests(page, server)
     for path in PAGES:
         page.goto(f"{server}/{path}")
-        page.wait_for_selector(".js-plotly-plot, .av-root .av-figure, .av-barchart .av-bars", timeout=120_000)
+        page.wait_for_selector(".js-plotly-plot, .av-root .av-figure, .av-overview .av-atlas-figure, .av-barchart .av-bars", timeout=120_000)
         settle(page)
     icon = page.evaluate("() => Array.from(document.querySelectorAll('link[rel~=icon]'), link => link.href)")
     assert icon and all(href.startswith(server) for href in icon), icon

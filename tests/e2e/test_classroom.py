@@ -84,7 +84,7 @@ def glove():
     return load_glove()
 
 
-DRAWN = ".js-plotly-plot, .av-root .av-figure"  # a step's figures: plotly's, or the browser's heatmaps
+DRAWN = ".js-plotly-plot, .av-root .av-figure, .av-overview .av-atlas-figure"  # a step's figures: plotly's, or the browser's heatmaps
 COMPARED_B = ".st-key-lesson_compare .av-pair > div:nth-child(2) .av-figure"  # side B of the browser's comparison
 LESSON_FIGURES = {1: "lesson_exact", 2: "lesson_hard", 3: "lesson_soft", 4: "lesson_pooling", 5: "lesson_scores",
                   6: COMPARED_B, 7: "lesson_matrix", 8: COMPARED_B, 9: "lesson_proj_3", 10: COMPARED_B, 11: "lesson_cross",

@@ -49,7 +49,7 @@ def test_lesson_steps_text_does_not_overlap(browser, server):
             page.get_by_role("button", name="Next").click()
             settle(page)
             page.wait_for_function(f"() => (document.querySelector('h2') || {{}}).textContent?.startsWith('{step}. ')")
-            loaded(page, ".js-plotly-plot, .av-root .av-figure")
+            loaded(page, ".js-plotly-plot, .av-root .av-figure, .av-overview .av-atlas-figure")
         found += [f"step {step}: {problem}" for problem in layout_problems(page, 800, False)]
         page.screenshot(path=str(SHOTS / f"lesson_{step}.png"), full_page=True)
     page.context.close()
@@ -88,7 +88,7 @@ def opened(browser, url: str, size: tuple[int, int]):
     """A new page of its own context at `size`, `url` loaded with its first figure drawn and its script finished."""
     page = browser.new_context(viewport={"width": size[0], "height": size[1]}).new_page()
     page.goto(url)
-    loaded(page, ".js-plotly-plot, .av-root .av-figure")
+    loaded(page, ".js-plotly-plot, .av-root .av-figure, .av-overview .av-atlas-figure")
     return page
 
 

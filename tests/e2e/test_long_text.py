@@ -2,11 +2,39 @@
 atlas, click a block of its overview for the exact weights and zoom back out, pick a query in the shaded document, and
 reload the link: the view comes back, the text does not (the page says so)."""
 
-from driver import atlases, click_head, click_point, drag_box, exceptions, settle, url_has, url_lacks
+from driver import atlases, click_head, exceptions, settle, url_has, url_lacks
 
 FILE_TEXT = " ".join(["The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."] * 30
                      + ["The pass key is 31415. Remember it."])  # about 700 pieces of SmolLM2's
 ATLAS_TITLE = "() => (document.querySelector('.av-atlas .av-atlas-title') || {}).textContent"
+
+
+def overview(page) -> dict:
+    """What the chosen head's overview draws (overview.mjs's root.attnviz)."""
+    return page.evaluate("() => { const a = document.querySelector('.av-overview').attnviz; "
+                         "return { showing: a.showing, title: a.title, tile: a.tile, drawn: a.drawn }; }")
+
+
+def block_centre(page, i: int, j: int) -> list[float]:
+    page.locator(".av-overview canvas").scroll_into_view_if_needed()
+    return page.evaluate(f"() => document.querySelector('.av-overview').attnviz.cellCentre({i}, {j})")
+
+
+def click_block(page, i: int, j: int):
+    page.mouse.click(*block_centre(page, i, j))
+    settle(page)
+
+
+def drag_blocks(page, start: tuple[int, int], end: tuple[int, int]):
+    """Drag from block `start` to block `end` ([query block, key block]); the box follows the pointer in the page."""
+    first, last = block_centre(page, *start), block_centre(page, *end)
+    page.mouse.move(*first)
+    page.mouse.down()
+    page.mouse.move(*last, steps=8)
+    box = page.locator(".av-overview .av-overview-box")
+    assert box.is_visible() and box.bounding_box()["width"] > 0  # drawn while dragging: no round trip for a frame
+    page.mouse.up()
+    settle(page)
 
 
 def test_upload_scan_zoom_in_and_out_pick_a_head_and_reload_the_link(page, server, tmp_path):
@@ -29,21 +57,32 @@ def test_upload_scan_zoom_in_and_out_pick_a_head_and_reload_the_link(page, serve
     click_head(page, 19, 8)
     assert url_has(page, "layer=20", "head=9") and atlases(page)[0]["chosen"] == [19, 8]
     assert page.get_by_role("heading", name="Layer 20, head 9").count() == 1
-    click_point(page, 0, 3, 5)  # key block 3 (x), query block 5 (y): queries 640… on keys 384…
+    click_block(page, 5, 3)  # query block 5, key block 3: queries 640… on keys 384…
     assert url_has(page, "zoom=5%2C3") or url_has(page, "zoom=5,3")
-    tile_title = page.evaluate("() => document.querySelector('.js-plotly-plot')._fullLayout.title.text")
-    assert "exact weights of queries 640–" in tile_title and "on keys 384–511" in tile_title
-    page.get_by_role("button", name="Back to the whole document").click()
+    shown = overview(page)
+    assert shown["showing"] == "tile" and "exact weights of queries 640–" in shown["title"], shown
+    assert "on keys 384–511" in shown["title"] and shown["tile"]["keys"] == [384, 512]
+    with page.expect_download() as download:  # the tile's numbers, as drawn
+        page.locator(".av-overview .av-button", has_text="CSV").click()
+    assert download.value.suggested_filename == "attnviz_long_L20H9_q640_k384.csv"
+    lines = open(download.value.path(), encoding="utf-8").read().splitlines()
+    assert lines[0].startswith("query \\ key,#384 ") and lines[1].startswith("#640 ") and len(lines) == 1 + 734 - 640
+    with page.expect_download() as download:
+        page.locator(".av-overview .av-button", has_text="PNG").click()
+    assert open(download.value.path(), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    drawn = overview(page)["drawn"]
+    page.locator(".av-overview .av-button", has_text="Back to the whole document").click()
+    shown = overview(page)  # drawn at once, before the server has answered
+    assert shown["showing"] == "overview" and shown["drawn"] > drawn and "mean share" in shown["title"]
     settle(page)
     assert url_lacks(page, "zoom="), page.url
-    assert "mean share" in page.evaluate("() => document.querySelector('.js-plotly-plot')._fullLayout.title.text")
-    drag_box(page, 0, (0.7, 2.7), (2.3, 4.3))  # a region: key blocks 1–2 (x), row blocks 3–4 (y)
+    drag_blocks(page, (3, 1), (4, 2))  # a region: row blocks 3–4, key blocks 1–2
     assert url_has(page, "zoom=3%2C1%2C4%2C2") or url_has(page, "zoom=3,1,4,2"), page.url
-    tile_title = page.evaluate("() => document.querySelector('.js-plotly-plot')._fullLayout.title.text")
-    assert "exact weights of queries 384–639 on keys 128–383" in tile_title, tile_title
-    page.get_by_role("button", name="Back to the whole document").click()
+    assert "exact weights of queries 384–639 on keys 128–383" in overview(page)["title"]
+    page.locator(".av-overview .av-button", has_text="Back to the whole document").click()
     settle(page)
     assert url_lacks(page, "zoom="), page.url
+    assert overview(page)["showing"] == "overview"
 
     page.locator(".av-document span[data-i='42']").click()  # a piece of the document becomes the query
     settle(page)

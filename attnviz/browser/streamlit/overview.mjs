@@ -1,0 +1,4 @@
+// Streamlit's overview component (pages/_interactive.py): a click or a dragged box is a trigger, one rerun.
+import { mountOverview } from "../overview.mjs";
+
+export default mountOverview;

@@ -172,12 +172,14 @@ def projected(model, run, layer: int, head: int, positions: torch.Tensor, side: 
         return names, full[..., which * dh:(which + 1) * dh]  # (C, P, dh)
     norm = block.query_norm if side == "query" else block.key_norm
     if norm is not None and norm.weight.shape[-1] != dh:  # OLMo 2: the whole query or key normed at once
-        through, _ = frozen(norm, full.sum(0))
+        through, constant = frozen(norm, full.sum(0))
         full = through(full)
+        full[1] += constant
     vectors = full[..., which * dh:(which + 1) * dh]  # (C, P, dh)
-    if norm is not None and norm.weight.shape[-1] == dh:  # each head's own (Qwen3, Gemma 3)
-        through, _ = frozen(norm, vectors.sum(0))
+    if norm is not None and norm.weight.shape[-1] == dh:  # each head's (Qwen3, Gemma 3, Phi; StableLM's its own)
+        through, constant = frozen(norm.head(which), vectors.sum(0))
         vectors = through(vectors)
+        vectors[1] += constant
     base = arch.base(layer)
     if base is not None:
         angles = turns(positions, arch.rotary_dims or dh, base, torch.float64)  # (P, r // 2) each

@@ -37,7 +37,7 @@ TEXT = SENTENCES["cat"]
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny")
-    return {family: tiny_models.build(family, root) for family in (*FAMILIES, "opt")}
+    return {family: tiny_models.build(family, root) for family in (*FAMILIES, tiny_models.OUTSIDE)}
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +68,8 @@ def output_projection(module, family: str, layer: int):
         return module.model.layers[layer].self_attn.o_proj
     if family == "gpt_neox":
         return module.gpt_neox.layers[layer].attention.dense
+    if family == "opt":
+        return module.model.decoder.layers[layer].self_attn.out_proj
     if family == "modernbert":
         return module.layers[layer].attn.Wo
     return module.encoder.layer[layer].attention.output.dense
@@ -182,8 +184,10 @@ def test_knockout_equals_transformers_with_a_4d_mask(family, folders, loaded, mo
 
         monkeypatch.setattr(module.transformer, "build_alibi_tensor",
                             lambda _mask, heads, dtype: build_alibi_tensor(torch.ones(1, n), heads, dtype))
+    # OPT counts its positions from a 2D mask: given here, as the 4D mask has none
+    positions = dict(position_ids=torch.arange(n)[None]) if family == "opt" else {}
     with torch.no_grad():
-        out = module(torch.tensor([ids]), attention_mask=mask, output_attentions=True)
+        out = module(torch.tensor([ids]), attention_mask=mask, output_attentions=True, **positions)
     assert np.abs(run.weights - torch.stack(out.attentions)[:, 0].numpy()).max() <= 1e-4
     assert (run.weights[:, :, n - 1, 1] == 0).all()
     if family not in ENCODERS:
@@ -407,7 +411,7 @@ def test_gradient_times_input_against_autograd_through_transformers(folders, loa
 
 
 def test_bad_input_gets_a_clear_message(folders, loaded):
-    other = models.load(folders["opt"], device="cpu")
+    other = models.load(folders[tiny_models.OUTSIDE], device="cpu")
     for call in (lambda: effects.head_effects(other, TEXT), lambda: effects.ablate(other, TEXT, [(0, 0)]),
                  lambda: effects.importance(other, TEXT)):
         with pytest.raises(effects.EffectsError, match="computed by transformers"):

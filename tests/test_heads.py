@@ -241,7 +241,7 @@ def test_an_encoder_decoder_is_not_measured_and_says_why(tmp_path):
 
 
 def test_transformers_models_say_why_moved_is_off(tmp_path):
-    model = models.load(build("opt", tmp_path), "cpu")
+    model = models.load(build("gptj", tmp_path), "cpu")
     with pytest.raises(heads.HeadsError, match="transformers"):
         heads.moved_norms(model, model.run("the dog"), 0)
 

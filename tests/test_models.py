@@ -37,7 +37,7 @@ def reference(folder: Path, family: str):
     """transformers' model of `folder` with eager attention, loaded once (a use's hooks are removed after it)."""
     import transformers as T
 
-    auto = T.AutoModelForCausalLM if family in DECODERS + ("opt",) else T.AutoModel
+    auto = T.AutoModelForCausalLM if family in DECODERS + ("gptj",) else T.AutoModel
     return auto.from_pretrained(str(folder), attn_implementation="eager").eval()
 
 
@@ -74,11 +74,13 @@ def test_every_layer_equals_transformers_eager_attention(family, sentence, folde
     for layer in range(model.layers):
         assert np.abs(run.weights[layer] - expected[layer]).max() <= 1e-4, f"layer {layer}"
     assert np.allclose(run.weights.sum(-1), 1, atol=1e-5)
-    hidden = torch.stack(out.hidden_states)[:, 0].numpy()  # (L + 1, n, d)
-    if family in DECODERS:  # transformers' last hidden state is after the final norm; ours is the residual stream
-        assert np.abs(run.hidden[:-1] - hidden[:-1]).max() <= 1e-4
+    if family in DECODERS:  # transformers' last hidden state is after the final norm (and OPT's project_out); ours is
+        hidden = torch.stack(out.hidden_states[:-1])[:, 0].numpy()  # (L, n, d)  the residual stream
+        assert np.abs(run.hidden[:-1] - hidden).max() <= 1e-4
         assert np.abs(run.next_logits - out.logits[0, -1].numpy()).max() <= 1e-3
-    elif model.weights.final_norm is not None:  # ModernBERT: an encoder with a final norm, likewise
+        return
+    hidden = torch.stack(out.hidden_states)[:, 0].numpy()  # (L + 1, n, d)
+    if model.weights.final_norm is not None:  # ModernBERT: an encoder with a final norm, likewise
         assert np.abs(run.hidden[:-1] - hidden[:-1]).max() <= 1e-4
         final = model.weights.final_norm(torch.from_numpy(run.hidden[-1])).numpy()  # (n, d)
         assert np.abs(final - hidden[-1]).max() <= 1e-4
@@ -160,11 +162,11 @@ def test_the_logit_lens_last_layer_is_the_models_prediction(family, folders):
 
 
 def test_another_architecture_goes_through_transformers(folders):
-    folder = folders["opt"]
+    folder = folders["gptj"]
     model = models.load(folder, device="cpu")
-    assert (model.computed_by, model.kind, model.family) == ("transformers", "decoder", "opt")
+    assert (model.computed_by, model.kind, model.family) == ("transformers", "decoder", "gptj")
     run = model.run(SENTENCES["dog"])
-    reference_model = reference(folder, "opt")
+    reference_model = reference(folder, "gptj")
     with torch.no_grad():
         out = reference_model(torch.tensor([run.pieces.ids]), output_attentions=True)
     expected = torch.stack(out.attentions)[:, 0].numpy()
@@ -227,7 +229,7 @@ def test_one_run_pieces_signature_and_what_each_model_can_do(folders):
     from attnviz.models.model import EngineModel
 
     assert inspect.signature(EngineModel.run_pieces) == inspect.signature(TransformersModel.run_pieces)
-    ours, theirs = models.load(folders["llama"], device="cpu"), models.load(folders["opt"], device="cpu")
+    ours, theirs = models.load(folders["llama"], device="cpu"), models.load(folders["gptj"], device="cpu")
     assert (ours.can_intervene, ours.can_scan, ours.can_generate) == (True, True, True)
     assert (theirs.can_intervene, theirs.can_scan, theirs.can_generate) == (False, False, False)
     pieces = ours.tokenize(SENTENCES["dog"])
@@ -409,7 +411,7 @@ def test_the_catalog_names_each_configured_model_once_and_reads_its_kind(folders
     assert list(found) == ["minilm", "smollm2", "gpt2", "bert", "bert-2", "t5", "my-model-v2"]
     assert [found[n].kind for n in found] == ["encoder", "decoder", "decoder", "encoder", "encoder", "encoder-decoder", None]
     assert found["bert-2"].source == str(twin.resolve()) and found["minilm"].builtin and not found["bert"].builtin
-    assert kind_of(folders["opt"]) == "decoder"  # from its architectures: OPTForCausalLM
+    assert kind_of(folders["gptj"]) == "decoder"  # from its architectures: GPTJForCausalLM
     assert kind_of(tmp_path / "nowhere") is None
 
 
@@ -476,7 +478,7 @@ def test_a_model_transformers_computes_loads_without_its_progress_bars_or_warnin
 
     before = logging.get_verbosity(), logging.is_progress_bar_enabled()
     capfd.readouterr()
-    for family in ("opt", "t5"):
+    for family in ("gptj", "t5"):
         models.load(folders[family], "cpu").run(SENTENCES["dog"])
     out, err = capfd.readouterr()
     assert out == "" and err == "", err[-500:]

@@ -24,7 +24,7 @@ from attnviz import models  # noqa: E402
 @pytest.fixture(scope="module")
 def source(tmp_path_factory):
     root = tmp_path_factory.mktemp("sources")
-    return {family: tiny_models.build(family, root) for family in ("bert", "opt", "llama", "gpt2")}
+    return {family: tiny_models.build(family, root) for family in ("bert", "gptj", "llama", "gpt2")}
 
 
 @pytest.fixture
@@ -106,7 +106,7 @@ def test_a_truncated_safetensors_file(source, tmp_path):
     refused(folder, "truncated or not a safetensors file")
 
 
-@pytest.mark.parametrize("family", ["bert", "opt"])  # attnviz's engine, and the transformers path
+@pytest.mark.parametrize("family", ["bert", "gptj"])  # attnviz's engine, and the transformers path
 @pytest.mark.parametrize("name", ["pytorch_model.bin", "model.pt", "weights.pth"])
 def test_a_pickled_checkpoint_is_refused_unread(source, tmp_path, marker, family, name):
     folder = copy(source[family], tmp_path)
@@ -130,9 +130,9 @@ def test_a_broken_tokenizer(source, tmp_path):
 
 
 def test_a_model_that_needs_its_own_code(source, tmp_path):
-    folder = copy(source["opt"], tmp_path)
+    folder = copy(source["gptj"], tmp_path)
     config = json.loads((folder / "config.json").read_text())
-    config["model_type"] = "opt"
+    config["model_type"] = "gptj"
     config["auto_map"] = {"AutoConfig": "configuration_evil.EvilConfig", "AutoModelForCausalLM": "modeling_evil.Evil"}
     (folder / "configuration_evil.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w')\n")
     (folder / "config.json").write_text(json.dumps(config))

@@ -195,7 +195,7 @@ def test_the_effects_view_holds_every_heads_effect_and_bars(tmp_path):
     np.testing.assert_allclose(after, p[top], atol=1e-5)
     page = view.save_html(tmp_path / "effects.html").read_text()
     assert "effects_atlas" in page and view.after[0] in page  # the bars of every head travel with the page
-    other = models.load(tiny_models.build("opt", tmp_path), device="cpu")
+    other = models.load(tiny_models.build(tiny_models.OUTSIDE, tmp_path), device="cpu")
     with pytest.raises(measure.EffectsError, match="computed by transformers"):
         effects(other, text)
 

@@ -27,7 +27,7 @@ TEXT = SENTENCES["dog"]
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("why")
-    return {family: tiny_models.build(family, root) for family in ("gpt2", "llama", "bert", "opt")}
+    return {family: tiny_models.build(family, root) for family in ("gpt2", "llama", "bert", "gptj")}
 
 
 def hooked(module, family: str, ids: list[int]):
@@ -119,10 +119,11 @@ def test_every_cell_equals_the_parts_read_from_transformers_hooks(family, folder
     assert np.abs(found.table).max() > 1e-2 and (np.abs(found.table) > 1e-6).sum() > 10  # many parts take part
 
 
-@pytest.mark.parametrize("family", ["bert", "gemma2", "bloom", "olmo2", "qwen3"])
+@pytest.mark.parametrize("family", ["bert", "gemma2", "bloom", "olmo2", "qwen3", "phi", "stablelm"])
 def test_the_table_sums_to_the_score_the_model_computes_in_every_kind_of_family(family, folders, tmp_path):
     """Post-norm BERT (every part through each later LayerNorm), Gemma 2's norms of each update and soft cap, BLOOM's
-    ALiBi, OLMo 2's whole-query norm, Qwen3's per-head query and key norms: the table sums to the model's score."""
+    ALiBi, OLMo 2's whole-query norm, Qwen3's per-head query and key norms, Phi's shared q/k LayerNorm with its bias,
+    StableLM's own LayerNorm for each head: the table sums to the model's score."""
     folder = folders.get(family) or tiny_models.build(family, tmp_path)
     model = models.load(folder, device="cpu")
     run = model.run(TEXT)
@@ -154,7 +155,7 @@ def test_bad_input_gets_a_message(folders):
     with pytest.raises(effects.PartsError, match="whole number"):
         effects.score_parts(model, TEXT, 1, "one", 2, 1)
     with pytest.raises(effects.EffectsError, match="computed by transformers"):
-        effects.score_parts(models.load(folders["opt"], device="cpu"), TEXT, 0, 0, 2, 1)
+        effects.score_parts(models.load(folders["gptj"], device="cpu"), TEXT, 0, 0, 2, 1)
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])

@@ -65,8 +65,9 @@ def _save(model, folder: Path, *, norms: bool = False, centre: float = 1.0) -> P
         for name, p in model.named_parameters():
             if p.dim() >= 2:
                 p.normal_(0, 0.3)
-            elif not name.endswith(("norm.weight", "LayerNorm.weight", "ln_1.weight", "ln_2.weight", "ln_f.weight",
-                                    "layer_norm.weight", "layernorm.weight")):
+            elif not (name.endswith(("norm.weight", "LayerNorm.weight", "ln_1.weight", "ln_2.weight", "ln_f.weight",
+                                     "layer_norm.weight", "layernorm.weight")) or "layernorm.norms." in name):  # StableLM's
+                # per-head q/k norms
                 p.normal_(0, 0.1)
             elif norms:
                 p.normal_(centre, 0.1)
@@ -74,9 +75,13 @@ def _save(model, folder: Path, *, norms: bool = False, centre: float = 1.0) -> P
     return folder
 
 
+OUTSIDE = "gptj"  # a decoder family attnviz's engine does not compute: transformers does
+
+
 def build(family: str, root: Path) -> Path:
     """A folder holding a tiny `family` model and its tokenizer: bert, roberta, distilbert, gpt2, llama, mistral, qwen2,
-    qwen3, phi3, gpt_neox, opt (outside attnviz's families: computed by transformers), t5 (an encoder–decoder)."""
+    qwen3, phi3, gpt_neox, opt and the others of ENGINE, gptj (OUTSIDE attnviz's families: computed by transformers), t5
+    (an encoder–decoder)."""
     import torch
     import transformers as T
 
@@ -146,12 +151,17 @@ def build(family: str, root: Path) -> Path:
                                  intermediate_size=40, max_position_embeddings=64, rotary_pct=0.25,
                                  rotary_emb_base=333.0, bos_token_id=0, eos_token_id=0)
         return _save(T.GPTNeoXForCausalLM(config), folder, norms=True)
-    if family == "opt":  # a family outside attnviz's engine: computed by transformers
+    if family == "opt":  # embeddings of 16, widened to the layers' 24 (project_in) and narrowed back (project_out)
         vocab = byte_level_tokenizer(folder)
         config = T.OPTConfig(vocab_size=vocab, hidden_size=24, num_hidden_layers=2, ffn_dim=40, num_attention_heads=3,
-                             max_position_embeddings=64, word_embed_proj_dim=24, bos_token_id=0, eos_token_id=0,
+                             max_position_embeddings=64, word_embed_proj_dim=16, bos_token_id=0, eos_token_id=0,
                              pad_token_id=1)
-        return _save(T.OPTForCausalLM(config), folder)
+        return _save(T.OPTForCausalLM(config), folder, norms=True)
+    if family == OUTSIDE:  # a family outside attnviz's engine: computed by transformers
+        vocab = byte_level_tokenizer(folder)
+        config = T.GPTJConfig(vocab_size=vocab, n_embd=24, n_layer=2, n_head=3, rotary_dim=4, n_positions=64,
+                              bos_token_id=0, eos_token_id=0)
+        return _save(T.GPTJForCausalLM(config), folder)
     if family == "t5":
         vocab = byte_level_tokenizer(folder)
         config = T.T5Config(vocab_size=vocab, d_model=24, d_kv=8, d_ff=40, num_layers=2, num_decoder_layers=3,
@@ -218,17 +228,17 @@ def other_decoder(family: str, folder: Path) -> Path:
                   max_position_embeddings=64, tie_word_embeddings=False, **ends)
     if family == "phi":
         config = T.PhiConfig(**shared, rope_parameters={"rope_type": "default", "rope_theta": 888.0,
-                                                        "partial_rotary_factor": 0.5})
+                                                        "partial_rotary_factor": 0.5}, qk_layernorm=True)
         return _save(T.PhiForCausalLM(config), folder, norms=True)
-    config = T.StableLmConfig(**shared, num_key_value_heads=3, use_qkv_bias=True,
+    config = T.StableLmConfig(**shared, num_key_value_heads=3, use_qkv_bias=True, qk_layernorm=True,
                               rope_parameters={"rope_type": "default", "rope_theta": 1234.0, "partial_rotary_factor": 0.25})
     return _save(T.StableLmForCausalLM(config), folder, norms=True)
 
 
 NEW_DECODERS = ("gemma", "gemma2", "gemma3_text", "olmo2", "smollm3", "granite", "mixtral", "qwen3_moe", "gpt_bigcode",
-                "phi", "stablelm", "bloom")
+                "phi", "stablelm", "bloom", "opt")
 LLAMA_LIKE = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3_text", "olmo2", "smollm3",
               "granite", "mixtral", "qwen3_moe")
 ENGINE = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "modernbert", "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox",
           *NEW_DECODERS)
-OTHERS = ("opt", "t5")
+OTHERS = (OUTSIDE, "t5")

@@ -15,7 +15,7 @@ from pathlib import Path
 MODELS_SETTING = "ATTNVIZ_MODELS"
 ENCODER_TYPES = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "modernbert")
 DECODER_TYPES = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3", "olmo2", "granite", "mixtral",
-                 "qwen3_moe", "gemma", "gemma2", "gemma3_text", "gpt_neox", "gpt_bigcode", "phi", "stablelm", "bloom")
+                 "qwen3_moe", "gemma", "gemma2", "gemma3_text", "gpt_neox", "gpt_bigcode", "phi", "stablelm", "bloom", "opt")
 
 
 @dataclass(frozen=True)

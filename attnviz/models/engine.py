@@ -100,14 +100,26 @@ class Architecture:
 @dataclass
 class Norm:
     kind: str  # "layer" or "rms"
-    weight: torch.Tensor  # (d,)
-    bias: torch.Tensor | None  # (d,)
+    weight: torch.Tensor  # (d,); (count, dh) where each head has its own (StableLM's q/k LayerNorms)
+    bias: torch.Tensor | None  # (d,); (count, dh)
     eps: float
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.weight.dim() == 2:  # each head's own, over x (..., count, n, dh)
+            weight, bias = self.weight[:, None], None if self.bias is None else self.bias[:, None]  # (count, 1, dh)
+            if self.kind == "rms":
+                return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * weight  # (..., count, n, dh)
+            normed = F.layer_norm(x, x.shape[-1:], None, None, self.eps) * weight  # (..., count, n, dh)
+            return normed if bias is None else normed + bias
         if self.kind == "rms":
             return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight  # (..., n, d)
         return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)  # (..., n, d)
+
+    def head(self, h: int) -> "Norm":
+        """The norm of head h's vectors: its own where each head has one, else this one."""
+        if self.weight.dim() == 1:
+            return self
+        return Norm(self.kind, self.weight[h], None if self.bias is None else self.bias[h], self.eps)
 
 
 @dataclass

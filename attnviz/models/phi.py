@@ -4,10 +4,13 @@ head turned by position.
 Phi: a parallel block with one norm, x + attn(norm(x)) + mlp(norm(x)); W_o is `dense`; a GELU MLP (fc1, fc2); biases
 everywhere, the output matrix's included. StableLM: a SwiGLU MLP (gate, up, down), q/k/v biases where use_qkv_bias, and
 a parallel block with one norm where use_parallel_residual, else Llama's two. Both turn the first
-partial_rotary_factor of each head's dimensions. Their per-head LayerNorms of q and k (qk_layernorm) are not read.
+partial_rotary_factor of each head's dimensions. With qk_layernorm, each head's query and key are LayerNormed before
+the turn: by one norm over dh that every head shares in Phi (with a bias), by each head's own in StableLM (without).
 """
 
 from __future__ import annotations
+
+import torch
 
 from attnviz.models.engine import Architecture, Block, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
@@ -20,8 +23,6 @@ PREFIXES = ("model.", "")
 
 def architecture(config: dict) -> Architecture:
     kind = config["model_type"]
-    if config.get("qk_layernorm"):
-        raise Unsupported("per-head LayerNorms of q and k (qk_layernorm)")
     activation = config.get("hidden_act", "gelu_new" if kind == "phi" else "silu")
     if activation not in ("gelu_new", "gelu", "gelu_pytorch_tanh", "gelu_fast", "silu", "relu"):
         raise Unsupported(f"the activation {activation!r}")
@@ -53,6 +54,15 @@ def build(config: dict, tensors: Tensors) -> Built:
     def norm(name: str) -> Norm:
         return Norm("layer", tensors.get(f"{name}.weight", (d,)), tensors.get(f"{name}.bias", (d,)), eps)
 
+    def head_norm(name: str, count: int) -> Norm | None:
+        """qk_layernorm: Phi's one LayerNorm over each head's dh, with a bias; StableLM's one per head, without."""
+        if not config.get("qk_layernorm"):
+            return None
+        if phi:
+            return Norm("layer", tensors.get(f"{name}.weight", (dh,)), tensors.get(f"{name}.bias", (dh,)), eps)
+        weight = torch.stack([tensors.get(f"{name}.norms.{h}.weight", (dh,)) for h in range(count)])  # (count, dh)
+        return Norm("layer", weight, None, eps)
+
     blocks = []
     for i in range(arch.layers):
         p = f"layers.{i}."
@@ -70,7 +80,9 @@ def build(config: dict, tensors: Tensors) -> Built:
             w_down, b_down = linear(p + "mlp.down_proj", ff, d, False)
         first = norm(p + "input_layernorm")
         second = first if arch.parallel else norm(p + "post_attention_layernorm")  # a parallel block norms once
-        blocks.append(Block(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, first, second, w_up, b_up, w_down, b_down, w_gate))
+        blocks.append(Block(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, first, second, w_up, b_up, w_down, b_down, w_gate,
+                            query_norm=head_norm(p + "self_attn.q_layernorm", arch.heads),
+                            key_norm=head_norm(p + "self_attn.k_layernorm", arch.kv_heads)))
     embeddings = tensors.get("embed_tokens.weight", (arch.vocab, d))
     tied = config.get("tie_word_embeddings", False) and not tensors.has("lm_head.weight")
     head = embeddings if tied else tensors.get("lm_head.weight", (arch.vocab, d))

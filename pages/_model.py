@@ -213,8 +213,11 @@ EXAMPLE_KEY = "48213"
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def example_document(name: str) -> long.Haystack:
-    """The example pass-key document for model `name`: the needle halfway. Long text and the lesson share it."""
-    return long.haystack(model(name), EXAMPLE_PIECES, 0.5, EXAMPLE_KEY)
+    """The example pass-key document for model `name`: the needle halfway, within the model's context (MiniLM reads
+    512 pieces). Long text and the lesson share it."""
+    chosen = model(name)
+    context = getattr(getattr(chosen, "arch", None), "context", EXAMPLE_PIECES)
+    return long.haystack(chosen, min(EXAMPLE_PIECES, context), 0.5, EXAMPLE_KEY)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Reading the example pass-key document…")

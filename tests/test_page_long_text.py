@@ -91,6 +91,15 @@ def test_bad_link_values_fall_back_and_say_so(params):
         assert "offers no model called" in messages(at)
 
 
+def test_an_encoder_whose_context_is_shorter_than_the_example_scans_an_example_that_fits():
+    at = run_page("long_text.py", {"model": "minilm", "zoom": "1,2"})  # a key block after the query block: an encoder's
+    assert not at.exception, at.exception
+    scan = at.session_state["long_scan"][1]
+    assert 400 < len(scan) <= 512  # MiniLM reads 512 pieces, special ones included
+    overview = components(at)["overview"]
+    assert overview["causal"] is False and overview["tile"]["keys"] == [256, 384]  # read in an encoder
+
+
 def test_a_text_past_the_models_context_says_so_and_keeps_it():
     at = run_page("long_text.py")
     at.text_area(key="long_text").input("dog " * 9000).run()

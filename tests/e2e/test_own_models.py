@@ -15,7 +15,7 @@ from driver import (atlases, choose, click_head, exceptions, settle, shown_value
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import tiny_models  # noqa: E402
 
-FAMILIES = ("llama", "bert", "opt", "t5")
+FAMILIES = ("llama", "bert", tiny_models.OUTSIDE, "t5")  # OUTSIDE: a decoder transformers computes (GPT-J)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_the_picker_opens_a_configured_decoder_and_a_link_reproduces_its_head(ow
     page.goto(f"{own_server}/decoder?text=the+dog+was")
     page.wait_for_selector(".av-atlas canvas", timeout=120_000)
     settle(page)
-    assert picker_options(page) == ["smollm2", "llama (yours)", "opt (yours)"]  # decoders only, built-in first
+    assert picker_options(page) == ["smollm2", "llama (yours)", "gptj (yours)"]  # decoders only, built-in first
     choose(page, "Model", "llama (yours)")
     assert url_has(page, "model=llama")
     page.wait_for_function("() => document.querySelector('.av-atlas').attnviz.heads === 8", timeout=60_000)
@@ -97,7 +97,7 @@ def test_an_encoder_decoder_shows_its_three_kinds_and_a_transformers_model_says_
     settle(page)
     causal = wait_for_heatmap(page, lambda t: t["view"]["mask"] == "causal" and len(t["y"]) == len(t["w"][0]))
     assert all(w == 0 for i, row in enumerate(causal["w"]) for j, w in enumerate(row) if j > i)
-    page.goto(f"{own_server}/decoder?model=opt&text=the+cat+sat&parts=1&steps=1")
+    page.goto(f"{own_server}/decoder?model=gptj&text=the+cat+sat&parts=1&steps=1")
     page.wait_for_selector(".av-atlas canvas", timeout=120_000)
     settle(page)
     text = page.get_by_test_id("stMain").inner_text()

@@ -269,7 +269,7 @@ def scan(arch: engine.Architecture, weights: engine.Weights, pieces: Pieces, nam
         raise ValueError(f"a scan's step ({size}) must be a multiple of its block ({block}).")
     total, done = arch.layers * math.ceil(n / size), 0
 
-    def step():
+    def advance():
         nonlocal done
         done += 1
         if progress is not None:
@@ -281,7 +281,7 @@ def scan(arch: engine.Architecture, weights: engine.Weights, pieces: Pieces, nam
         x = engine.embed(arch, weights, torch.tensor(pieces.ids, device=device), positions)  # (n, d)
         for i, layer_weights in enumerate(weights.blocks):
             summaries = Summaries(arch.heads, n, block, top, device)
-            x, query, key, normaliser = scan_layer(arch, layer_weights, i, x, positions, size, summaries, step)
+            x, query, key, normaliser = scan_layer(arch, layer_weights, i, x, positions, size, summaries, advance)
             found.append(summaries.on_host())
             queries.append(engine.to_host(query, torch.float32))
             keys.append(engine.to_host(key, torch.float32))

@@ -241,12 +241,6 @@ def clicked_point(chart_key: str) -> list[float] | None:
     return _numbers(points[0]) if points else None
 
 
-def selected_points(chart_key: str) -> list[list[float]]:
-    """The numbers of every point a chart's selection holds (a click's one, a drag's box of them)."""
-    found = (_numbers(point) for point in st.session_state[chart_key].selection.points)
-    return [numbers for numbers in found if numbers]
-
-
 def clicked(chart_key: str) -> int | None:
     """The position a click on a chart's point carries (its customdata, or the first item of it)."""
     point = clicked_point(chart_key)

@@ -10,6 +10,8 @@ with them), so a transformer adds where each word is.
 from __future__ import annotations
 
 import functools
+import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -28,21 +30,73 @@ def sinusoidal(n: int, d: int, base: float = BASE) -> torch.Tensor:
     return pe.float()
 
 
-def rotary_angles(positions: torch.Tensor, d: int, base: float = BASE) -> torch.Tensor:
-    """(n, d // 2) the angle p·θ_i of each position and pair, θ_i = base^(-2i/d)."""
-    return positions.to(torch.float64)[:, None] * _theta(d, float(base), positions.device)  # (n, d // 2)
+SCALINGS = ("default", "linear", "llama3", "yarn")
+
+
+@dataclass(frozen=True)
+class Rope:
+    """RoPE stretched past the context a model was trained on (`original` pieces), as transformers' rope_type names it:
+    - "linear": every θ_i divided by `factor`;
+    - "llama3" (Llama 3.1): θ_i divided by `factor` where its wavelength 2π/θ_i is over original / `low`, kept where
+      it is under original / `high`, blended between;
+    - "yarn" (YaRN, Peng et al. 2023): the same blend, its ramp set by how many turns (`high` = β_fast, `low` = β_slow)
+      pair i makes over `original` pieces; and cos and sin times `attention`, so every score times attention².
+    """
+    base: float = BASE
+    kind: str = "default"
+    factor: float = 1.0
+    original: int = 0
+    low: float = 1.0
+    high: float = 4.0
+    attention: float = 1.0
+    truncate: bool = True
+
+    def __format__(self, spec: str) -> str:
+        return format(self.base, spec)
+
+    def theta(self, d: int, device: torch.device) -> torch.Tensor:
+        """(d // 2,) float64 θ_i of pairs i of a head's d turned dimensions."""
+        theta = self.base ** (-torch.arange(0, d // 2, dtype=torch.float64, device=device) * 2 / d)  # (d // 2,)
+        if self.kind == "linear":
+            return theta / self.factor  # (d // 2,)
+        if self.kind == "llama3":
+            wavelength = 2 * math.pi / theta  # (d // 2,)
+            share = ((self.original / wavelength - self.low) / (self.high - self.low)).clamp(0, 1)  # (d // 2,) 1 = kept
+            return share * theta + (1 - share) * theta / self.factor  # (d // 2,)
+        if self.kind == "yarn":
+            kept = 1 - self._ramp(d).to(device)  # (d // 2,) 1 where pair i turns as trained
+            return theta * kept + theta / self.factor * (1 - kept)  # (d // 2,)
+        return theta
+
+    def _ramp(self, d: int) -> torch.Tensor:
+        """(d // 2,) YaRN's ramp over the pairs: 0 up to the pair that turns β_fast times in `original` pieces, 1 from
+        the one that turns β_slow times, linear between."""
+        def pair(turns: float) -> float:
+            return d * math.log(self.original / (turns * 2 * math.pi)) / (2 * math.log(self.base))
+        low, high = pair(self.high), pair(self.low)
+        if self.truncate:
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, d - 1)
+        high = high + 0.001 if low == high else high
+        return ((torch.arange(d // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)  # (d // 2,)
+
+
+def rotary_angles(positions: torch.Tensor, d: int, base: float | Rope = BASE) -> torch.Tensor:
+    """(n, d // 2) the angle p·θ_i of each position and pair, θ_i = base^(-2i/d) (a Rope's, where it is stretched)."""
+    return positions.to(torch.float64)[:, None] * _theta(d, base, positions.device)  # (n, d // 2)
 
 
 @functools.lru_cache(maxsize=64)
-def _theta(d: int, base: float, device: torch.device) -> torch.Tensor:
-    """(d // 2,) θ_i = base^(-2i/d), float64; the same for every layer and step of a model, so made once."""
-    return base ** (-torch.arange(0, d // 2, dtype=torch.float64, device=device) * 2 / d)
+def _theta(d: int, base: float | Rope, device: torch.device) -> torch.Tensor:
+    """(d // 2,) θ_i, float64; the same for every layer and step of a model, so made once."""
+    return (base if isinstance(base, Rope) else Rope(float(base))).theta(d, device)  # (d // 2,)
 
 
-def turns(positions: torch.Tensor, d: int, base: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """(cos, sin) (n, d // 2) each of the angles rotate() turns rows at `positions` by."""
+def turns(positions: torch.Tensor, d: int, base: float | Rope, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cos, sin) (n, d // 2) each of the angles rotate() turns rows at `positions` by (times YaRN's attention factor)."""
     angle = rotary_angles(positions, d, base)  # (n, d // 2)
-    return torch.cos(angle).to(dtype), torch.sin(angle).to(dtype)
+    scale = base.attention if isinstance(base, Rope) else 1.0
+    return (torch.cos(angle) * scale).to(dtype), (torch.sin(angle) * scale).to(dtype)
 
 
 PAIRINGS = ("adjacent", "halves")

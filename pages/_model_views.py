@@ -11,7 +11,7 @@ import torch
 from attnviz import effects, figures, heads, models, qkspace
 from attnviz.attention import scaled_dot_parts
 from attnviz.export import Matrix
-from attnviz.positions import cosine_similarity, rotary_angles, rotary_similarity
+from attnviz.positions import Rope, cosine_similarity, rotary_angles, rotary_similarity
 from attnviz.selfattention import temperature_grid
 from attnviz.models.engine import alibi_slopes, shaped_parts
 from attnviz.models.files import ENGINE_FAMILIES
@@ -364,10 +364,13 @@ def positions(model: models.Model, result: models.Run) -> None:
         if d < model.head_dim:
             st.caption(f"{model.name} turns the first {d} of each head's {model.head_dim} dimensions; the rest are "
                        "left as they are, and play no part below.")
+        if isinstance(base, Rope) and base.kind != "default":
+            st.caption(f"{model.name} stretches RoPE ({base.kind}, ×{base.factor:g}): its θ_i are base^(−2i/d) rescaled "
+                       "as that rule says, and the tables below use the rescaled θ_i.")
         table = np.cos(rotary_angles(torch.arange(n), d, base).numpy())  # (n, d // 2)
         similarity, cols, corner = rotary_similarity(n, d, base), [f"pair {i}" for i in range(d // 2)], "position \\ pair"
         st.latex(r"q_p, k_p \text{ turned pair by pair by } p\,\theta_i,\ \theta_i = %g^{-2i/%d},\ \cos(p\,\theta_i): %d \times %d"
-                 % (base, d, n, d // 2))
+                 % (float(getattr(base, "base", base)), d, n, d // 2))
         title = "cos(p·θ_i): how far pair i of row p is turned"
         how = r"\tfrac{1}{%d}\sum_i \cos((m-n)\,\theta_i)" % (d // 2)
     st.latex(r"\mathrm{similarity}(m, n) = " + how + r",\ %d \times %d" % (n, n))

@@ -251,14 +251,47 @@ def test_a_family_setting_the_engine_lacks_goes_through_transformers_and_says_wh
     folder = tmp_path / "scaled"
     shutil.copytree(folders["llama"], folder)
     config = json.loads((folder / "config.json").read_text())
-    config["rope_parameters"] = {"rope_type": "linear", "factor": 2.0, "rope_theta": 5000.0}
+    config["rope_parameters"] = {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 5000.0}
     (folder / "config.json").write_text(json.dumps(config))
     model = models.load(folder, device="cpu")
-    assert model.computed_by == "transformers" and "RoPE of type 'linear'" in model.note
+    assert model.computed_by == "transformers" and "RoPE of type 'dynamic'" in model.note
     run = model.run(SENTENCES["cat"])
     with torch.no_grad():
         out = reference(folder, "llama")(torch.tensor([run.pieces.ids]), output_attentions=True)
     assert np.abs(run.weights - torch.stack(out.attentions)[:, 0].numpy()).max() <= 1e-4
+
+
+STRETCHED = {  # trained on 8 pieces, so that the sentences run past it and every rule changes some pair's θ_i
+    "linear": {"rope_type": "linear", "factor": 2.0},
+    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 8},
+    "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8},
+    "yarn, its own betas and attention factor": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8,
+                                                 "beta_fast": 8, "beta_slow": 0.5, "attention_factor": 1.3},
+}
+
+
+@pytest.mark.parametrize("how", STRETCHED)
+def test_a_stretched_rope_is_computed_by_the_engine_as_transformers_computes_it(folders, tmp_path, how):
+    import shutil
+
+    folder = tmp_path / "stretched"
+    shutil.copytree(folders["llama"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["rope_parameters"] = {**STRETCHED[how], "rope_theta": 5000.0}
+    (folder / "config.json").write_text(json.dumps(config))
+    model, plain = models.load(folder, device="cpu"), models.load(folders["llama"], device="cpu")
+    assert model.computed_by == "attnviz" and "stretched" in " ".join(model.notes)
+    run = model.run(SENTENCES["dog"])
+    with torch.no_grad():
+        out = reference(folder, "llama")(torch.tensor([run.pieces.ids]), output_attentions=True)
+    assert np.abs(run.weights - torch.stack(out.attentions)[:, 0].numpy()).max() <= 1e-4
+    assert np.abs(run.next_logits - out.logits[0, -1].numpy()).max() <= 1e-3
+    assert np.abs(run.weights - plain.run(SENTENCES["dog"]).weights).max() > 1e-3  # the stretch shows
+    written, prompt = model.generate(SENTENCES["cat"], 3), model.tokenize(SENTENCES["cat"]).ids  # from the K/V cache
+    with torch.no_grad():
+        made = reference(folder, "llama").generate(torch.tensor([prompt]), max_new_tokens=3, do_sample=False, num_beams=1)
+    assert written.new_ids and written.new_ids == made[0, len(prompt):].tolist()[:len(written.new_ids)]
 
 
 def test_an_encoder_decoder_gives_its_three_kinds_of_attention(folders):

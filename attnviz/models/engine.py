@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from attnviz.attention import AttentionResult, Parts, Scorer, cpu_threads, grouped_attend, scaled_dot_scores
-from attnviz.positions import rotate, turns
+from attnviz.positions import Rope, rotate, turns
 
 ACTIVATIONS = {
     "gelu": lambda x: F.gelu(x),  # exact (erf), BERT's "gelu"
@@ -52,14 +52,14 @@ class Architecture:
     activation: str  # a key of ACTIVATIONS
     gated: bool  # the feed-forward is act(x W_gate) ∘ (x W_up), then W_down (SwiGLU)
     padding_index: int | None = None  # RoBERTa: positions count from padding_index + 1, and a padding piece sits at it
-    rope_base: float = 10000.0
+    rope_base: float | Rope = 10000.0  # a Rope where the model stretches RoPE past its trained length
     rope_pairs: str = "halves"  # attnviz.positions.rotate's pairing
     windows: tuple[int | None, ...] = ()  # per layer: a sliding window, or None: a decoder's query reads its last w
     # pieces; an encoder's, the pieces within w either side (ModernBERT's local layers)
     token_type: bool = False  # BERT adds segment A's embedding to every piece
     rotary_dims: int | None = None  # GPT-NeoX, Phi-3: only each head's first rotary_dims dimensions are turned
     parallel: bool = False  # GPT-NeoX: attention and MLP read the same input, x + attn(norm₁(x)) + mlp(norm₂(x))
-    rope_bases: tuple[float | None, ...] = ()  # per layer: its RoPE base, None where it has no positions (SmolLM3's
+    rope_bases: tuple[float | Rope | None, ...] = ()  # per layer: its RoPE base, None where it has no positions (SmolLM3's
     # NoPE layers); () for rope_base on every layer. Gemma 3 turns its local layers by one base, its global by another
     embed_scale: float = 1.0  # Gemma: the embeddings times √d; Granite: its embedding_multiplier
     score_cap: float | None = None  # Gemma 2: each score s becomes cap·tanh(s / cap) before the mask and softmax
@@ -67,7 +67,7 @@ class Architecture:
     top_experts: int = 0  # a mixture of experts (Mixtral, Qwen3-MoE): the experts each piece is sent to
     renormalise_experts: bool = True  # their router probabilities rescaled to sum to 1 (Mixtral; Qwen3-MoE's norm_topk_prob)
 
-    def base(self, layer: int) -> float | None:
+    def base(self, layer: int) -> float | Rope | None:
         """Layer `layer`'s RoPE base, or None where it turns nothing (learned positions, a NoPE layer)."""
         if self.positions != "rotary":
             return None
@@ -697,10 +697,17 @@ def notes(arch: Architecture, weights: Weights) -> list[str]:
         many = len(flat) > 1
         said.append(f"Layer{'s' if many else ''} {', '.join(str(i) for i in flat)} turn{'' if many else 's'} no position (no "
                     "RoPE): there a head tells pieces apart by what they hold, and order only through the causal mask.")
-    turned = sorted({b for b in bases if b is not None})
+    turned = sorted({getattr(b, "base", b) for b in bases if b is not None})
     if len(turned) > 1:
         said.append("Its layers turn q and k by different RoPE bases (" + ", ".join(f"{b:g}" for b in turned)
                     + "): slow turns on its global layers, fast ones on its sliding-window layers.")
+    stretched = {b for b in bases if isinstance(b, Rope) and b.kind != "default"}
+    if stretched:
+        said.append("Its RoPE is stretched to read past the length it was first trained on ("
+                    + ", ".join(sorted(f"{b.kind}, ×{b.factor:g}" for b in stretched)) + "): its slow pairs turn slower "
+                    "still, so the same distance turns q and k less than the bare base would."
+                    + "".join(f" YaRN also multiplies every score by {b.attention ** 2:.4g}." for b in stretched
+                              if b.attention != 1))
     windowed = [i for i, w in enumerate(arch.windows) if w]
     if windowed and len(windowed) < arch.layers:
         reach = max(arch.windows[i] for i in windowed)

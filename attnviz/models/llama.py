@@ -24,29 +24,61 @@ import torch
 from attnviz.models.engine import Architecture, Block, Norm, Weights
 from attnviz.models.files import ModelError, Tensors, head_shape, setting
 from attnviz.models.model import Built, Unsupported
+from attnviz.positions import SCALINGS, Rope
 
 MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3", "olmo2", "granite", "mixtral", "qwen3_moe")
 WINDOWED_LAYERS = ("qwen2", "qwen3", "qwen3_moe", "smollm3")  # a window on the layers layer_types names only
 PREFIXES = ("model.", "")
 
 
-def rope_base(config: dict) -> float:
-    """θ's base: rope_parameters (transformers 5) or rope_theta; a scaled RoPE (Llama 3's, YaRN, …) is Unsupported."""
+def rope_base(config: dict) -> float | Rope:
+    """θ's base: rope_parameters (transformers 5) or rope_theta; a Rope where it is stretched (linear, Llama 3's,
+    YaRN); a RoPE that changes with the text's length (dynamic, longrope) is Unsupported."""
     rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
     kind = rope.get("rope_type", rope.get("type", "default"))
-    if kind != "default":
+    base = float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
+    if kind == "default":
+        return base
+    if kind not in SCALINGS:
         raise Unsupported(f"RoPE of type {kind!r}")
-    return float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
+    given = {key: value for key, value in rope.items() if value is not None}
+    trained = config.get("original_max_position_embeddings") or given.get("original_max_position_embeddings") \
+        or config.get("max_position_embeddings", 2048)  # a top-level setting first, as transformers reads Phi-3's
+    given = {"factor": config.get("max_position_embeddings", trained) / trained, "beta_slow": 1.0, "beta_fast": 32.0,
+             **given, "original_max_position_embeddings": trained}
+    factor, trained = number(given, "factor", 1.0), int(number(given, "original_max_position_embeddings", 1))
+    if kind == "llama3":
+        return Rope(base, kind, factor, trained, number(given, "low_freq_factor", 1.0),
+                    number(given, "high_freq_factor", 4.0))
+    if kind == "yarn":
+        return Rope(base, kind, factor, trained, number(given, "beta_slow", 1.0), number(given, "beta_fast", 32.0),
+                    yarn_attention(given, factor), bool(given.get("truncate", True)))
+    return Rope(base, kind, factor)
+
+
+def yarn_attention(rope: dict, factor: float) -> float:
+    """YaRN's factor on cos and sin: attention_factor as given, else 0.1·ln(factor) + 1 (DeepSeek's mscale ratio where
+    both are given)."""
+    if rope.get("attention_factor") is not None:
+        return number(rope, "attention_factor", 1.0)
+
+    def scale(m: float) -> float:
+        return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
+    if rope.get("mscale") and rope.get("mscale_all_dim"):
+        return scale(float(rope["mscale"])) / scale(float(rope["mscale_all_dim"]))
+    return scale(1.0)
 
 
 def bases_by_type(config: dict, types: list[str], full: tuple[str, float], local: tuple[str, float]
-                  ) -> tuple[float, tuple[float, ...]]:
+                  ) -> tuple[float | Rope, tuple[float | Rope, ...]]:
     """(the global layers' RoPE base, each layer's) for a model that turns its global and sliding layers by different
     bases (Gemma 3, ModernBERT): rope_parameters by layer type (transformers 5), or the older settings `full` and
-    `local`, (key, default) each; a scaled RoPE is Unsupported (rope_base)."""
+    `local`, (key, default) each; a stretched RoPE as rope_base reads it (Gemma 3 stretches its global layers')."""
     rope = config.get("rope_parameters") or {}
     if "full_attention" in rope:
-        by_type = {kind: rope_base({"rope_parameters": rope.get(kind, {})}) for kind in ("full_attention", "sliding_attention")}
+        length = {key: config[key] for key in ("max_position_embeddings", "original_max_position_embeddings") if key in config}
+        by_type = {kind: rope_base({**length, "rope_parameters": rope.get(kind, {})})
+                   for kind in ("full_attention", "sliding_attention")}
     else:
         scaling = {"rope_scaling": config.get("rope_scaling")} if config.get("rope_scaling") else {}
         by_type = {"full_attention": rope_base({"rope_theta": config.get(full[0], full[1]), **scaling}),

@@ -148,10 +148,12 @@ def removed(output: torch.Tensor, how: str) -> torch.Tensor:
 
 
 def renormalised(weights: torch.Tensor, blocked: torch.Tensor) -> torch.Tensor:
-    """weights (..., m, k) with the `blocked` cells (broadcast) at 0 and each row summing to 1 again: softmax over the
-    keys left. A row with nothing left is all 0, as a fully masked row is."""
+    """weights (..., m, k) with the `blocked` cells (broadcast) at 0 and each row renormalised: softmax over the keys
+    left and, where the model has one, its learned sink, whose share 1 − Σ α stays in the sum. A row with nothing left
+    is all 0, as a fully masked row is."""
     kept = weights.masked_fill(blocked, 0.0)  # (..., m, k)
-    total = kept.sum(-1, keepdim=True)  # (..., m, 1)
+    left = 1 - weights.sum(-1, keepdim=True)  # (..., m, 1) a learned sink's share; rounding without one
+    total = kept.sum(-1, keepdim=True) + torch.where(left > 1e-5, left, 0.0)  # (..., m, 1)
     return torch.where(total > 0, kept / total.clamp_min(torch.finfo(kept.dtype).tiny), kept)
 
 

@@ -111,7 +111,8 @@ def weights_under_view(scores: np.ndarray, view: dict) -> tuple[np.ndarray, np.n
     """(weights, allowed), each (Tq, Tk): what the browser's heatmap draws from `scores` (Tq, Tk), or from (H, Tq, Tk)
     combined over heads as the view's `over` says (mean or max), under the view's τ (`temp`), `hard`, `mask` and
     hidden keys (`hide`), and the layer's own sliding window where the view names one (`window`, `window_both`),
-    computed by the engine's normalised_weights. The app's downloads and the notebook widgets' `weights` are these."""
+    computed by the engine's normalised_weights. With `sink`, the last column is a head's learned sink (gpt-oss), which
+    every row reads under every mask. The app's downloads and the notebook widgets' `weights` are these."""
     causal, hides = MASK_RULES[view.get("mask", "none")]
     hidden = [j for j in view.get("hide", []) if 0 <= j < scores.shape[-1]] if hides else []
     mask = key_mask(scores.shape[-1], hidden) if hidden else None  # (1, Tk) True where a key may be attended to
@@ -121,6 +122,12 @@ def weights_under_view(scores: np.ndarray, view: dict) -> tuple[np.ndarray, np.n
         keys = torch.arange(scores.shape[-1])[None, :]  # (1, Tk)
         inside = (rows - keys).abs() <= window if view.get("window_both") else keys > rows - window  # (Tq, Tk)
         mask = inside if mask is None else mask & inside
+    if view.get("sink"):
+        rows = torch.arange(scores.shape[-2])[:, None] + view.get("row_start", 0)  # (Tq, 1)
+        keys = torch.arange(scores.shape[-1])[None, :]  # (1, Tk)
+        if causal:
+            mask, causal = (keys <= rows) if mask is None else mask & (keys <= rows), False  # (Tq, Tk)
+        mask = None if mask is None else mask | (keys == scores.shape[-1] - 1)  # (Tq, Tk) the sink under every mask
     weights, allowed = normalised_weights(torch.from_numpy(np.ascontiguousarray(scores, dtype=np.float32)), mask=mask,
                                           is_causal=causal, temperature=view.get("temp", 1.0), hard=view.get("hard", False))
     if weights.dim() == 3:  # (H, Tq, Tk); one mask for every head

@@ -217,10 +217,15 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
     window = layer_window(model, layer - 1) if kind in (None, "self") else None
     # the layer's sliding window is part of the model's own mask, under every mask chosen
     own = dict(window=window, window_both=not model.arch.causal) if window else {}
-    shown, allowed = on_screen(scores, {**view, **own})  # (Tq, Tk) each
-    title = f"Layer {layer}, head {head}: {rows} queries × {cols} keys"
+    drawn, drawn_keys = scores, key_labels
+    sink = learned_sink(model, layer - 1, head - 1) if kind in (None, "self") else None
+    if sink is not None:  # the sink's logit as one more column, which every row reads: its share drawn beside the pieces
+        drawn = np.concatenate([scores, np.full((rows, 1), sink, dtype=scores.dtype)], 1)  # (Tq, Tk + 1)
+        drawn_keys, own = [*(key_labels or labels), SINK_LABEL], {**own, "sink": True}
+    shown, allowed = on_screen(drawn, {**view, **own})  # (Tq, Tk) each, (Tq, Tk + 1) with a sink
+    title = f"Layer {layer}, head {head}: {rows} queries × {cols} keys" + (" and its sink" if sink is not None else "")
     data = figures.interactive_heatmap(
-        scores, labels, key_labels, row_oov=unknown, view=view, title=title, taus=temperature_grid(), file="attnviz_head",
+        drawn, labels, drawn_keys, row_oov=unknown, view=view, title=title, taus=temperature_grid(), file="attnviz_head",
         bars_limit=LINES_LIMIT, **screen_sizes(),
         overflow="The scores divided by τ are larger than float32 can hold, so the softmax has no answer. Choose a larger τ.",
     )
@@ -228,9 +233,11 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
         data["masks"] = {"causal": "causal", "causal_keys": "causal, hide keys"}
     data.update(own)
     interactive_heatmap(data, key="live_head", clean=lambda sent: coerce(sent, schema))
-    downloads(st, "head_map", lambda: figures.attention_heatmap(shown, labels, key_labels, scores=scores, row_oov=unknown,
+    whole = shown
+    downloads(st, "head_map", lambda: figures.attention_heatmap(whole, labels, drawn_keys, scores=drawn, row_oov=unknown,
                                                                 scale=view["scale"], palette=view["palette"], title=title),
-              Matrix(shown, labels, key_labels or labels), image_help="PNG or SVG: the buttons above the heatmap.")
+              Matrix(whole, labels, drawn_keys or labels), image_help="PNG or SVG: the buttons above the heatmap.")
+    shown, allowed = shown[:, :cols], allowed[:, :cols]  # (Tq, Tk) the pieces' own
     st.caption(("The model's weights are those at τ = 1 under its own mask; " if attention.causal else
                 "The model's weights are those at τ = 1 with no mask; ")
                + "the controls above the heatmap show what τ, hard attention or a mask would make of the same scores, "
@@ -238,7 +245,10 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
                + (" Under “causal, hide keys”, click a key's label to hide it (an attention sink's first piece, say): "
                   "each row is renormalised over the keys left." if attention.causal else "")
                + (f" This layer reads a sliding window ({window_text(model, window)}), part of its own mask under "
-                  "every choice." if window else ""))
+                  "every choice." if window else "")
+               + (f" The last column, {SINK_LABEL}, is the share of each row that the head's learned sink takes "
+                  f"(its logit s = {sink:.4g} in every row's softmax, under every mask): the pieces get the rest."
+                  if sink is not None else ""))
     if result.scores_are_logs:
         st.caption("Computed by transformers: the scores are ln α, which the softmax turns back into the model's own "
                    "weights (a row's scores are known up to a constant the softmax removes).")
@@ -254,6 +264,16 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
                    st.session_state.query, tau=view["temp"], hard=view["hard"], names=names, schema=schema)
     why_section(model, result, layer, head, labels, shown, schema)
     return shown
+
+
+SINK_LABEL = "∅ sink"
+
+
+def learned_sink(model: models.Model, layer: int, head: int) -> float | None:
+    """Head `head` of layer `layer`'s (from 0) learned sink logit, where the model's heads have one (gpt-oss)."""
+    blocks = getattr(getattr(model, "weights", None), "blocks", None)
+    sink = blocks[layer].sink if blocks is not None and getattr(model, "arch", None) is not None and model.arch.sinks else None
+    return None if sink is None else float(sink[head])
 
 
 def layer_window(model: models.Model, layer: int) -> int | None:

@@ -398,3 +398,40 @@ def test_the_names_earlier_readmes_documented_still_work_and_warn_with_their_rep
         ids, probs = decoder.logit_lens(model, run.hidden[-2:])
     expected_ids, expected_probs = model.logit_lens(run.hidden[-2:])
     assert np.array_equal(ids, expected_ids) and np.array_equal(probs, expected_probs)
+
+
+def test_a_learned_sinks_share_is_drawn_as_a_column_of_its_own(tmp_path, monkeypatch):
+    """gpt-oss on the Decoder page: the chosen head's heatmap gets one more key, ∅ sink, whose score is the head's sink
+    logit as transformers holds it; the softmax over a causal row and that column gives the engine's weights, the
+    column the rest of each row; the page says so in a sentence."""
+    import sys
+
+    import transformers as T
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import tiny_models
+    from pages._model import offered
+
+    folder = tiny_models.build("gpt_oss", tmp_path)
+    monkeypatch.setenv("ATTNVIZ_MODELS", str(folder))
+    offered.clear()
+    try:
+        at, _ = decoder_page({"model": "gpt_oss", "text": "the cat sat on the mat", "layer": "2", "head": "3"})
+    finally:
+        offered.clear()
+    assert not at.exception
+    model = models.load(folder, device="cpu")
+    engine = model.run("the cat sat on the mat")
+    n = len(engine.pieces)
+    head = live(at, 1)
+    assert head["cols"][-1] == "∅ sink" and head["m"] == n + 1 and head["sink"] is True
+    sink = T.AutoModelForCausalLM.from_pretrained(str(folder)).model.layers[1].self_attn.sinks[2].item()
+    np.testing.assert_allclose(head["scores"][:, n], sink, atol=1e-6)
+    logits = np.where(np.tril(np.ones((n, n), bool)), head["scores"][:, :n], -np.inf)
+    logits = np.concatenate([logits, head["scores"][:, n:]], 1)  # (n, n + 1): the sink read by every row
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    np.testing.assert_allclose(weights[:, :n], engine.weights[1, 2], atol=1e-5)
+    assert (weights[:, n] > 0).all() and weights[:, n].max() > 0.5  # the sink takes a share of every row, most of one
+    said = " ".join(c.value for c in at.caption)
+    assert "learned sink" in said and "∅ sink" in said

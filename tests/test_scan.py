@@ -297,7 +297,11 @@ def test_every_familys_scan_equals_transformers_on_a_sentence(family, tmp_path):
     for layer in range(scan.layers):
         for head in range(scan.heads):
             assert np.abs(scan.tile(layer, head, slice(0, n), slice(0, n)) - expected[layer, head]).max() <= 1e-5
-    assert np.abs(scan.overview - summaries(expected, 16, 3)["overview"]).max() <= 1e-5
+    written = summaries(expected, 16, 3)
+    assert np.abs(scan.overview - written["overview"]).max() <= 1e-5
+    assert np.abs(scan.top_weights - written["top_weights"]).max() <= 1e-5
+    share = np.clip(1 - expected.sum(-1), 1e-30, 1)  # (L, H, n) gpt-oss's learned sink's share, ~0 without one
+    assert np.abs(scan.entropy - (written["entropy"] - share * np.log(share))).max() <= 1e-3  # the sink one more outcome
     if logits is None:  # ModernBERT, an encoder with local layers: no next piece
         assert scan.next_logits is None
     else:

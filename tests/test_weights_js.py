@@ -210,3 +210,37 @@ def test_a_layers_sliding_window_is_the_same_in_the_browser_the_engine_and_the_d
         assert np.abs(np.asarray(got["weights"]).reshape(n, n) - weights).max() <= 1e-6, view
         arch = base if view["mask"] == "causal" else replace(base, kind="encoder", windows=(view["window"],))
         assert np.array_equal(allowed, engine.allowed_keys(arch, 0, torch.arange(n), n).numpy()), view
+
+
+def test_a_learned_sink_column_is_the_same_in_the_browser_the_downloads_and_the_engine(glove, tmp_path):
+    """gpt-oss's learned sink drawn as one more column: the browser's weights (n, n + 1), the downloads' mirror
+    (weights_under_view with sink) and the engine's softmax with the sink (engine.sunk_softmax, its share 1 − Σ α)
+    agree; the sink column is read under the causal mask, a window and hidden keys, and a hard row may pick it."""
+    from attnviz.models import engine
+    from attnviz.selfattention import weights_under_view
+
+    x = vectors(glove, DOG)  # (16, 50)
+    scores = (x @ x.T / np.sqrt(x.shape[1])).numpy()  # (16, 16)
+    n, sink = scores.shape[0], float(np.median(np.diag(scores)))  # above some rows' best score, below others'
+    drawn = np.concatenate([scores, np.full((n, 1), sink, np.float32)], 1)  # (n, n + 1)
+    views = [{"mask": "causal"}, {"mask": "causal", "temp": 0.5, "window": 3}, {"mask": "causal_keys", "hide": [0]},
+             {"mask": "causal", "hard": True}, {"mask": "none", "temp": 3.0}]
+    payload = [{"scores": drawn.tolist(), "n": n, "m": n + 1,
+                "options": {"tau": v.get("temp", 1.0), "hard": v.get("hard", False), "causal": v["mask"] != "none",
+                            "hidden": v.get("hide", []), "window": v.get("window", 0), "sink": True}} for v in views]
+    (tmp_path / "cases.json").write_text(json.dumps(payload))
+    subprocess.run([NODE, str(ROOT / "tests" / "js" / "parity.mjs"), str(tmp_path / "cases.json"), str(tmp_path / "out.json")],
+                   check=True, capture_output=True, text=True)
+    results = json.loads((tmp_path / "out.json").read_text())
+    causal = np.tril(np.ones((n, n), bool))  # (n, n)
+    for view, got in zip(views, results):
+        weights, allowed = weights_under_view(drawn, {**view, "sink": True})  # (n, n + 1) each
+        assert np.abs(np.asarray(got["weights"]).reshape(n, n + 1) - weights).max() <= 1e-6, view
+        assert allowed[:, n].all() and np.allclose(weights.sum(-1), 1, atol=1e-6), view
+    plain, _ = weights_under_view(drawn, {"mask": "causal", "sink": True})
+    masked = torch.from_numpy(np.where(causal, scores, -np.inf))[None]  # (1, n, n)
+    theirs = engine.sunk_softmax(masked, torch.tensor([sink]))[0].numpy()  # (n, n) the engine's, sink column dropped
+    assert np.abs(plain[:, :n] - theirs).max() <= 1e-6 and np.allclose(plain[:, n], 1 - theirs.sum(-1), atol=1e-6)
+    hard = np.asarray(results[3]["weights"]).reshape(n, n + 1)
+    best = np.where(causal, scores, -np.inf).max(-1)  # (n,) each row's strongest piece
+    assert np.array_equal(hard[:, n] == 1, best < sink) and 0 < (best < sink).sum() < n  # hard rows go to the sink

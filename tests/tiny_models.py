@@ -55,9 +55,10 @@ def byte_level_tokenizer(folder: Path, *, bos: str | None = None) -> int:
     return tokenizer.get_vocab_size()
 
 
-def _save(model, folder: Path, *, norms: bool = False, centre: float = 1.0) -> Path:
+def _save(model, folder: Path, *, norms: bool = False, centre: float = 1.0, sinks: float = 0.0) -> Path:
     """`model` with random weights saved in `folder`; with `norms`, every norm's weight random too (centre + N(0, 0.1)),
-    so that a norm the engine left out or put in the wrong place would show. Gemma's norms scale by 1 + w: centre 0."""
+    so that a norm the engine left out or put in the wrong place would show. Gemma's norms scale by 1 + w: centre 0.
+    gpt-oss's learned sinks are N(`sinks`, 1), so that they take a share that shows."""
     import torch
 
     torch.manual_seed(0)
@@ -71,6 +72,8 @@ def _save(model, folder: Path, *, norms: bool = False, centre: float = 1.0) -> P
                 p.normal_(0, 0.1)
             elif norms:
                 p.normal_(centre, 0.1)
+            if name.endswith(".sinks"):
+                p.normal_(sinks, 1.0)
     model.save_pretrained(str(folder))
     return folder
 
@@ -202,12 +205,17 @@ def newer_decoder(family: str, folder: Path, shared: dict) -> Path:
         config = T.MixtralConfig(**shared, num_local_experts=4, num_experts_per_tok=2, rope_theta=4444.0,
                                  tie_word_embeddings=False)
         kind = T.MixtralForCausalLM
+    elif family == "gpt_oss":  # learned sinks, YaRN, windows on layers 0 and 2, 4 clamped SwiGLU experts, 2 per piece
+        config = T.GptOssConfig(**shared, head_dim=6, num_local_experts=4, num_experts_per_tok=2, sliding_window=4,
+                                swiglu_limit=1.0, rope_parameters={"rope_type": "yarn", "factor": 4.0, "rope_theta": 3000.0,
+                                                                   "original_max_position_embeddings": 8})
+        kind = T.GptOssForCausalLM
     else:  # qwen3_moe: experts on layers 0 and 2, a dense MLP on layer 1, top-2 probabilities as they are
         config = T.Qwen3MoeConfig(**shared, head_dim=6, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=12,
                                   norm_topk_prob=False, mlp_only_layers=[1], rope_theta=6666.0,
                                   tie_word_embeddings=False)
         kind = T.Qwen3MoeForCausalLM
-    return _save(kind(config), folder, norms=True, centre=0.0 if family.startswith("gemma") else 1.0)
+    return _save(kind(config), folder, norms=True, centre=0.0 if family.startswith("gemma") else 1.0, sinks=1.0)
 
 
 def other_decoder(family: str, folder: Path) -> Path:
@@ -235,10 +243,10 @@ def other_decoder(family: str, folder: Path) -> Path:
     return _save(T.StableLmForCausalLM(config), folder, norms=True)
 
 
-NEW_DECODERS = ("gemma", "gemma2", "gemma3_text", "olmo2", "smollm3", "granite", "mixtral", "qwen3_moe", "gpt_bigcode",
-                "phi", "stablelm", "bloom", "opt")
+NEW_DECODERS = ("gemma", "gemma2", "gemma3_text", "olmo2", "smollm3", "granite", "mixtral", "qwen3_moe", "gpt_oss",
+                "gpt_bigcode", "phi", "stablelm", "bloom", "opt")
 LLAMA_LIKE = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3_text", "olmo2", "smollm3",
-              "granite", "mixtral", "qwen3_moe")
+              "granite", "mixtral", "qwen3_moe", "gpt_oss")
 ENGINE = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "modernbert", "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox",
           *NEW_DECODERS)
 OTHERS = (OUTSIDE, "t5")

@@ -114,6 +114,7 @@ export class Heatmap {
       this.full = headWeights(this.scores, heads, n, count, {
         tau: v.temp, hard: v.hard, causal: rule.causal, hidden: rule.hides ? v.hide : [], rowStart,
         window: this.data.window || 0, windowBoth: Boolean(this.data.window_both), // the layer's own sliding window
+        sink: Boolean(this.data.sink), // the last column: a learned sink, read under every mask
       }, this.over()); // (n, M): every key of the rows, so a window's rows are normalised over the whole sentence
       const cut = (flat) => columns(flat, n, count, start, m); // (n, M) → (n, m) the drawn columns
       this.result = this.windowed()

@@ -13,9 +13,10 @@ const f32 = Math.fround;
  * The keys query `i` may attend to: not after it under the causal mask, not hidden, and within the layer's own
  * sliding window where it has one (`window` w > 0: a decoder's query reads its last w pieces, j > i − w; an encoder's,
  * `windowBoth`, the pieces within w either side, |i − j| ≤ w). `rowStart` is the position of row 0 when the rows are a
- * window of a longer sentence's queries (the keys are always every key, from position 0).
+ * window of a longer sentence's queries (the keys are always every key, from position 0). With `sink`, the last key is
+ * a head's learned sink (gpt-oss), which every query reads under every mask.
  */
-export function allowedKeys(i, m, { causal = false, hidden = [], rowStart = 0, window = 0, windowBoth = false } = {}) {
+export function allowedKeys(i, m, { causal = false, hidden = [], rowStart = 0, window = 0, windowBoth = false, sink = false } = {}) {
   const hiddenSet = hidden instanceof Set ? hidden : new Set(hidden);
   const allowed = new Uint8Array(m); // (Tk,)
   const q = rowStart + i;
@@ -23,6 +24,7 @@ export function allowedKeys(i, m, { causal = false, hidden = [], rowStart = 0, w
     const outside = window > 0 && (windowBoth ? Math.abs(q - j) > window : j <= q - window);
     allowed[j] = (causal && j > q) || hiddenSet.has(j) || outside ? 0 : 1;
   }
+  if (sink) allowed[m - 1] = 1;
   return allowed;
 }
 
@@ -41,7 +43,7 @@ export function maskRule(mask) {
  *           overflow: rows whose S/τ left float32's range so that the softmax has no answer }.
  */
 export function attentionWeights(scores, n, m, { tau = 1, hard = false, causal = false, hidden = [], rowStart = 0, window = 0,
-  windowBoth = false } = {}) {
+  windowBoth = false, sink = false } = {}) {
   if (!(tau > 0)) throw new RangeError(`τ must be positive, got ${tau}`);
   const hiddenSet = new Set(hidden);
   const weights = new Float64Array(n * m); // (n, m)
@@ -52,7 +54,7 @@ export function attentionWeights(scores, n, m, { tau = 1, hard = false, causal =
   const overflow = [];
   for (let i = 0; i < n; i++) {
     const row = i * m;
-    const keys = allowedKeys(i, m, { causal, hidden: hiddenSet, rowStart, window, windowBoth });
+    const keys = allowedKeys(i, m, { causal, hidden: hiddenSet, rowStart, window, windowBoth, sink });
     allowed.set(keys, row);
     let any = false;
     for (let j = 0; j < m; j++) {

@@ -30,6 +30,7 @@ ACTIVATIONS = {
     "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
     "gelu_fast": lambda x: F.gelu(x, approximate="tanh"),
     "relu": F.relu,
+    "quick_gelu": lambda x: x * torch.sigmoid(1.702 * x),  # gpt-oss's gate: x·σ(αx), α = 1.702
     "silu": F.silu,
     "swish": F.silu,
 }
@@ -66,6 +67,8 @@ class Architecture:
     alibi: bool = False  # BLOOM: no positions in the stream; each score gets −m_h·(i − j), a slope m_h per head
     top_experts: int = 0  # a mixture of experts (Mixtral, Qwen3-MoE): the experts each piece is sent to
     renormalise_experts: bool = True  # their router probabilities rescaled to sum to 1 (Mixtral; Qwen3-MoE's norm_topk_prob)
+    gate_limit: float | None = None  # gpt-oss: the gate clamped to at most this, the up projection to ±this, plus 1
+    sinks: bool = False  # gpt-oss: each head has a learned sink (Block.sink), so its weights sum to less than 1
 
     def base(self, layer: int) -> float | Rope | None:
         """Layer `layer`'s RoPE base, or None where it turns nothing (learned positions, a NoPE layer)."""
@@ -148,6 +151,9 @@ class Block:
     attention_out_norm: Norm | None = None  # Gemma 2 and 3, OLMo 2: the attention's update normed before the residual
     mlp_out_norm: Norm | None = None  # likewise the MLP's
     router: torch.Tensor | None = None  # (d, E) a mixture of experts' router: the piece's logits over the experts
+    router_bias: torch.Tensor | None = None  # (E,) gpt-oss; its experts' biases are b_gate, b_up (E, d_ff), b_down (E, d)
+    sink: torch.Tensor | None = None  # (H,) gpt-oss: each head's learned sink, a logit in every row's softmax with no
+    # value, so a row's weights over the pieces sum to 1 − the sink's share
 
 
 @dataclass
@@ -332,8 +338,12 @@ def feed_forward(arch: Architecture, block: Block, h: torch.Tensor) -> torch.Ten
 def mlp(arch: Architecture, h: torch.Tensor, w_gate, b_gate, w_up, b_up, w_down, b_down) -> torch.Tensor:
     act = ACTIVATIONS[arch.activation]
     up = _linear(h, w_up, b_up)  # (m, d_ff)
-    hidden = act(_linear(h, w_gate, b_gate)) * up if arch.gated else act(up)  # (m, d_ff)
-    return _linear(hidden, w_down, b_down)  # (m, d)
+    if not arch.gated:
+        return _linear(act(up), w_down, b_down)  # (m, d)
+    gate = _linear(h, w_gate, b_gate)  # (m, d_ff)
+    if arch.gate_limit is not None:  # gpt-oss's clamped SwiGLU
+        gate, up = gate.clamp(max=arch.gate_limit), up.clamp(-arch.gate_limit, arch.gate_limit) + 1  # (m, d_ff) each
+    return _linear(act(gate) * up, w_down, b_down)  # (m, d)
 
 
 def mixture(arch: Architecture, block: Block, h: torch.Tensor) -> torch.Tensor:
@@ -341,15 +351,19 @@ def mixture(arch: Architecture, block: Block, h: torch.Tensor) -> torch.Tensor:
     probability, softmax(h W_router), and gets their outputs weighted by those probabilities (rescaled to sum to 1
     where the family does)."""
     flat = h.reshape(-1, h.shape[-1])  # (t, d)
-    probs = torch.softmax((flat @ block.router).float(), -1)  # (t, E)
+    probs = torch.softmax(_linear(flat, block.router, block.router_bias).float(), -1)  # (t, E)
     share, chosen = probs.topk(arch.top_experts, -1)  # (t, k) each
-    if arch.renormalise_experts:
+    if arch.renormalise_experts:  # gpt-oss's softmax over the top logits is the same
         share = share / share.sum(-1, keepdim=True)  # (t, k)
     out = torch.zeros_like(flat)  # (t, d)
+
+    def of(t: torch.Tensor | None, expert: int) -> torch.Tensor | None:
+        return None if t is None else t[expert]
+
     for expert in chosen.unique().tolist():
         rows, slot = (chosen == expert).nonzero(as_tuple=True)  # (r,) each
-        gate = block.w_gate[expert] if block.w_gate is not None else None
-        y = mlp(arch, flat[rows], gate, None, block.w_up[expert], None, block.w_down[expert], None)  # (r, d)
+        y = mlp(arch, flat[rows], of(block.w_gate, expert), of(block.b_gate, expert), block.w_up[expert],
+                of(block.b_up, expert), block.w_down[expert], of(block.b_down, expert))  # (r, d)
         out.index_add_(0, rows, y * share[rows, slot, None].to(y.dtype))
     return out.view_as(h)
 
@@ -368,13 +382,16 @@ def layer(arch: Architecture, block: Block, index: int, x: torch.Tensor, positio
     key = new_key if key is None else torch.cat([key.expand(*new_key.shape[:-2], -1, -1), new_key], -2)  # (..., KV, c + m, dh)
     value = new_value if value is None else torch.cat([value.expand(*new_value.shape[:-2], -1, -1), new_value], -2)
     if out is not None and arch.causal and len(positions) > CAUSAL_BLOCK and key.shape[-2] == len(positions):
-        a = causal_attend(arch, index, query, key, value, positions, out)  # (H, m, m), in out
+        a = causal_attend(arch, index, query, key, value, positions, out, block.sink)  # (H, m, m), in out
     else:
         mask = allowed_keys(arch, index, positions, key.shape[-2])  # (m, c + m) or None
         if real is not None:
             padding = real[:, None, None, :]  # (B, 1, 1, m) broadcast over heads and queries
             mask = padding if mask is None else mask & padding  # (B, 1, m, m)
-        a = grouped_attend(query, key, value, scoring=scorer(arch, positions), mask=mask, need_scores=False, out=out)  # (..., H, m, c + m)
+        if block.sink is not None:
+            a = sink_attend(arch, query, key, value, positions, mask, block.sink, out)  # (..., H, m, c + m)
+        else:
+            a = grouped_attend(query, key, value, scoring=scorer(arch, positions), mask=mask, need_scores=False, out=out)  # (..., H, m, c + m)
     if intervention is not None:
         a = intervene(intervention, index, a, value, positions)
     y, attended, middle, mlp = rest_of_layer(arch, block, x, a.output)  # (..., m, d) each
@@ -514,11 +531,11 @@ CAUSAL_BLOCK = 128  # a long causal run's queries are taken this many rows at a 
 
 
 def causal_attend(arch: Architecture, index: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                  positions: torch.Tensor, out: torch.Tensor):
+                  positions: torch.Tensor, out: torch.Tensor, sink: torch.Tensor | None = None):
     """grouped_attend of a causal layer over n pieces, its weights written into out (H, n, n), by blocks of
     CAUSAL_BLOCK query rows: a block's scores are computed against the keys up to its last row only, so the upper
     triangle, which the mask would zero, costs neither the scores' nor αV's arithmetic. The same numbers as
-    grouped_attend with the causal mask."""
+    grouped_attend with the causal mask (and as sink_attend, with each head's learned `sink` (H,))."""
     heads, n, dh = query.shape
     group = heads // arch.kv_heads
     scaled = query / math.sqrt(dh)  # (H, n, dh) as the scaled-dot scorer scales it
@@ -534,12 +551,36 @@ def causal_attend(arch: Architecture, index: int, query: torch.Tensor, key: torc
         first = 0 if window else start  # without a window only the block's own keys can lie ahead of a query
         allowed = allowed_keys(arch, index, positions[rows], seen, first)  # (r, seen − first)
         scores[..., first:].masked_fill_(~allowed, float("-inf"))
-        weights = torch.softmax(scores, -1)  # (H, r, seen)
+        weights = sunk_softmax(scores, sink)  # (H, r, seen)
         out[:, rows, :seen] = weights
         out[:, rows, seen:] = 0.0
         outputs.append(grouped_values(weights, value[:, :seen]))  # (H, r, dh)
     allowed = torch.ones((), dtype=torch.bool, device=query.device).expand(out.shape)
     return AttentionResult(None, out, torch.cat(outputs, 1), allowed)  # weights (H, n, n), output (H, n, dh)
+
+
+def sunk_softmax(scores: torch.Tensor, sink: torch.Tensor | None) -> torch.Tensor:
+    """(..., H, m, k) the softmax of each row of scores (..., H, m, k); with a learned sink (H,) (gpt-oss), over the row
+    and its head's sink logit together, the sink's column then dropped, as transformers computes it."""
+    if sink is None:
+        return torch.softmax(scores, -1)
+    column = sink.to(scores.dtype)[:, None, None].expand(*scores.shape[:-1], 1)  # (..., H, m, 1)
+    return torch.softmax(torch.cat([scores, column], -1), -1)[..., :-1]  # (..., H, m, k)
+
+
+def sink_attend(arch: Architecture, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, positions: torch.Tensor,
+                mask: torch.Tensor | None, sink: torch.Tensor, out: torch.Tensor | None = None) -> AttentionResult:
+    """grouped_attend of queries (..., H, m, dh) at `positions` over keys and values (..., KV, k, dh), where each head
+    has a learned sink (H,): weights (..., H, m, k), in `out` where given, that sum to 1 − the sink's share."""
+    heads, m, dh = query.shape[-3:]
+    stacked = (query / math.sqrt(dh)).reshape(*query.shape[:-3], arch.kv_heads, heads // arch.kv_heads * m, dh)  # (..., KV, G·m, dh)
+    scores = shaped(arch, (stacked @ key.transpose(-2, -1)).view(*query.shape[:-1], key.shape[-2]), positions)  # (..., H, m, k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))  # (..., H, m, k)
+    weights = sunk_softmax(scores, sink)  # (..., H, m, k)
+    weights = out.copy_(weights) if out is not None else weights
+    allowed = (mask if mask is not None else torch.ones((), dtype=torch.bool, device=query.device)).expand(weights.shape)
+    return AttentionResult(None, weights, grouped_values(weights, value), allowed)  # output (..., H, m, dh)
 
 
 def intervene(intervention: Intervention, index: int, a, value: torch.Tensor, positions: torch.Tensor):
@@ -686,6 +727,10 @@ def notes(arch: Architecture, weights: Weights) -> list[str]:
         said.append("It adds no position to the stream: ALiBi lowers each score by m_h·(i − j), the distance back times "
                     "a slope of each head's own, so the scores shown include that bias and a head's weights fall off "
                     "with distance at its own rate.")
+    if arch.sinks:
+        said.append("Each head has a learned sink: a logit of its own in every row's softmax that reads no piece and "
+                    "adds nothing, so a row's weights over the pieces sum to 1 minus the sink's share, and a head can "
+                    "look nowhere. The heatmaps draw that share as a column of its own, ∅ sink.")
     if arch.score_cap:
         said.append(f"Its scores are soft-capped: each q·k/√d_k becomes {arch.score_cap:g}·tanh(s / {arch.score_cap:g}) "
                     f"before the softmax, so none passes ±{arch.score_cap:g}; the scores shown are the capped ones.")

@@ -77,6 +77,8 @@ def head_formula(model: Model, tau: bool = False) -> str:
     scale = r"\sqrt{%d}%s" % (model.head_dim, r"\,\tau" if tau else "")
     mask = r" + M_{\text{causal}}" if model.kind == "decoder" else ""
     arch = getattr(model, "arch", None)
+    if arch is not None and arch.sinks:  # a learned sink: one more logit in every row, its column dropped after
+        mask += r",\ %s" % (r"s_h / \tau" if tau else "s_h")
     if arch is not None and (arch.alibi or arch.score_cap):  # the score shaped after q·k/√d_k
         score = shaped_latex(arch, r"\frac{%s\,%s^\top}{\sqrt{%d}}" % (q, k, model.head_dim))
         return r"\alpha = \mathrm{softmax}\Big(%s%s\Big)" % (r"\tfrac{1}{\tau}\big(%s\big)" % score if tau else score, mask)
@@ -119,8 +121,10 @@ def head_steps(run: Run, layer: int, head: int) -> list[Step]:
     slope = r",\ m_h = %.6g" % float(alibi_slopes(arch.heads)[head]) if arch.alibi else ""
     out.append(Step("Scaled scores", r"S = %s,\ d_k = %d%s\ " % (shaped_latex(arch, r"\frac{QK^\top}{\sqrt{d_k}}"), d_k, slope)
                     + shape_latex(scores), scores, "tokens", "tokens", symbol="S"))
-    masked = r" + M_{\text{causal}}" if arch.causal else ""
-    out.append(Step("Weights", r"\alpha = \mathrm{softmax}_{\text{row}}(S%s)\ " % masked + shape_latex(weights), weights, "tokens",
+    masked = (r" + M_{\text{causal}}" if arch.causal else "") + (r",\ s_h" if arch.sinks else "")
+    out.append(Step("Weights" + (" (the head's learned sink s_h is one more logit in each row; its share is left out, so "
+                                 "a row sums to less than 1)" if arch.sinks else ""),
+                    r"\alpha = \mathrm{softmax}_{\text{row}}(S%s)\ " % masked + shape_latex(weights), weights, "tokens",
                     "tokens", bounded=True, symbol="α"))
     head_output = trace.head_output[head].numpy()  # (n, dv)
     out.append(Step("This head's output", r"O^{(h)} = \alpha V\ " + shape_latex(head_output), head_output, "tokens", "dims",

@@ -30,8 +30,8 @@ class Scan:
     """What a scan keeps of a model's attention over `pieces` (n of them). Layers and heads count from 0.
 
     overview (L, H, B, B), B = ⌈n / block⌉: the mean, over the queries of block a, of Σ_{k in block b} α[q, k]; each
-    row sums to 1. sink (L, H): the mean over queries q ≥ 1 of α[q, 0]. entropy (L, H, n): each query's −Σ_k α log α,
-    in nats. top_keys, top_weights (L, H, n, top): each query's strongest keys, strongest first. next_logits
+    row sums to 1 (to 1 − the share of a learned sink, gpt-oss's). sink (L, H): the mean over queries q ≥ 1 of α[q, 0].
+    entropy (L, H, n): each query's −Σ_k α log α, in nats (a learned sink counted as one more outcome). top_keys, top_weights (L, H, n, top): each query's strongest keys, strongest first. next_logits
     (vocab,): a decoder's logits at the last position, else None. tile(layer, head, queries, keys): exact weights."""
 
     model: str
@@ -149,13 +149,16 @@ class Summaries:
         return best.values[..., :1]  # (H, r, 1)
 
     def add(self, start: int, exps: torch.Tensor, shifted: torch.Tensor, total: torch.Tensor,
-            normaliser: torch.Tensor) -> None:
+            normaliser: torch.Tensor, sink: torch.Tensor | None = None) -> None:
         """The rest from the block's e^{s′} (H, r, k), s′ = s − max its scores less each row's largest (H, r, k;
-        overwritten), each row's Z′ = Σ e^{s′} (H, r, 1), so that α = e^{s′} / Z′, and its log-sum-exp (H, r)."""
+        overwritten), each row's Z′ = Σ e^{s′} (H, r, 1), so that α = e^{s′} / Z′, and its log-sum-exp (H, r). A learned
+        sink's s′ (H, r, 1), where the model has one, is in Z′; the entropy counts it as one more outcome."""
         heads, r, k = exps.shape
         rows = slice(start, start + r)
         inverse = 1.0 / total  # (H, r, 1)
         entropy = torch.log(total[..., 0]) - shifted.mul_(exps).sum(-1) * inverse[..., 0]  # (H, r): log Z′ − Σ α s′
+        if sink is not None:
+            entropy -= (torch.exp(sink) * sink * inverse)[..., 0]  # (H, r): the sink's α s′ too
         self.entropy[:, rows] = entropy
         strongest = torch.exp(self._top_scores.double() - normaliser[..., None])  # (H, r, top′)
         self.top_weights[:, rows, : strongest.shape[-1]] = strongest
@@ -191,12 +194,13 @@ def hide(arch: engine.Architecture, index: int, start: int, rows: torch.Tensor, 
 
 
 def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                  positions: torch.Tensor, size: int, visit=None, summaries: Summaries | None = None
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+                  positions: torch.Tensor, size: int, visit=None, summaries: Summaries | None = None,
+                  sink: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Layer `index`'s attention of queries (H, n, dh), already scaled by 1/√dh, over keys and values (KV, n, dh), taken
     `size` queries at a time: (αV (H, n, dh), each query's log-sum-exp (H, n)). `summaries`, where given, are filled
     block by block; `visit(start, exps, total)` sees each block's e^{s − max} (H, r, k), k the keys it may read up to its
-    last query, and their sums Z′ (H, r, 1), the weights being α = exps / Z′, before they are dropped.
+    last query, and their sums Z′ (H, r, 1), the weights being α = exps / Z′, before they are dropped. A learned `sink`
+    (H,) (gpt-oss) joins each Z′ as one more e^{s′}, with no value, so the weights sum to 1 − its share.
 
     The keys are padded to whole chunks of CHUNK (weight 0), and every block's scores and exponentials are written into
     the same two buffers: a fresh H × size × n tensor a block costs more in page faults than the exponential does."""
@@ -221,13 +225,15 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
         shifted = scores.sub_(top)  # (H, r, k)
         exps = torch.exp(shifted, out=exps_buffer[: heads * r * k].view(heads, r, k))  # (H, r, k)
         total = exps.sum(-1, keepdim=True)  # (H, r, 1); α = e^{s′} / Z′, never divided out in full
+        sunk = None if sink is None else sink.to(top.dtype)[:, None, None] - top  # (H, r, 1) the sink's s′
+        total = total if sunk is None else total + torch.exp(sunk)  # (H, r, 1)
         normaliser = top[..., 0].double() + torch.log(total[..., 0].double())  # (H, r), float64: see Scan.tile
         normalisers.append(normaliser)
         if visit is not None:
             visit(start, exps[..., :seen], total)
         outputs.append(engine.grouped_values(exps, value[:, :k]) / total)  # (H, r, dh)
         if summaries is not None:
-            summaries.add(start, exps, shifted, total, normaliser)  # overwrites the shifted scores
+            summaries.add(start, exps, shifted, total, normaliser, sunk)  # overwrites the shifted scores
     return torch.cat(outputs, 1), torch.cat(normalisers, 1)  # (H, n, dh), (H, n)
 
 
@@ -241,7 +247,7 @@ def blocked_layer(arch: engine.Architecture, block: engine.Block, index: int, x:
     query, key, value = engine.project(arch, block, h, positions, index)  # (H, n, dh), (KV, n, dh) × 2
     query = query / math.sqrt(query.shape[-1])  # (H, n, dh) as the scaled-dot scorer scales it
     output, normalisers = attend_blocks(arch, index, query, key, value, positions, size, visit,
-                                        summaries)  # (H, n, dh), (H, n)
+                                        summaries, block.sink)  # (H, n, dh), (H, n)
     if intervention is not None:
         changed = intervention.head_output(index, output)  # (H, n, dh) or None
         output = output if changed is None else changed

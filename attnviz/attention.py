@@ -422,7 +422,15 @@ def _normalise(logits: torch.Tensor, hard: bool, in_place: bool) -> torch.Tensor
         # On contiguous rows the CPU kernel reads a whole row before it writes it, so its output may alias
         # its input. (Not on strided input: a scorer may return a transposed view.)
         return torch.ops.aten._softmax.out(logits, -1, False, out=logits)  # (..., Tq, Tk)
-    return torch.softmax(logits, dim=-1)  # (..., Tq, Tk)
+    return softmax(logits)  # (..., Tq, Tk)
+
+
+def softmax(logits: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dimension; half-precision logits (a bf16 model on a GPU) are exponentiated and summed in
+    float32, as transformers does, and the weights given back in their dtype."""
+    if logits.dtype in (torch.float16, torch.bfloat16):
+        return torch.softmax(logits, dim=-1, dtype=torch.float32).to(logits.dtype)  # (..., k)
+    return torch.softmax(logits, dim=-1)  # (..., k)
 
 
 def entropy(weights: torch.Tensor) -> torch.Tensor:

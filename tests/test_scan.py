@@ -143,6 +143,31 @@ def test_on_cuda_every_summary_and_tile_equals_transformers_eager_attention(fami
         assert np.abs(scan.next_logits - logits).max() <= 1e-4
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on a lent one, README: GPU)")
+def test_on_cuda_gpt_oss_runs_scans_and_writes_as_transformers_does(tmp_path):
+    """The engine's newest mechanisms on a GPU: gpt-oss's learned sinks (weights summing to less than 1, in a run, in
+    the scan's normalisers and from the K/V cache), YaRN and its clamped experts, against transformers on the CPU."""
+    import transformers as T
+
+    folder = tiny_models.build("gpt_oss", tmp_path)
+    model = models.load(folder, device="cuda")
+    text = f"{tiny_models.SENTENCES['dog']}. {tiny_models.SENTENCES['cat']}"
+    run = model.run(text)
+    expected, logits = eager(folder, "gpt_oss", run.pieces.ids)  # (L, H, n, n), (vocab,)
+    assert np.abs(run.weights - expected).max() <= 1e-4 and np.abs(run.next_logits - logits).max() <= 1e-3
+    assert run.weights.sum(-1).min() < 0.5  # the sinks take their share there too
+    scan = model.scan(text, block=16, top=3)
+    n = len(scan)
+    for layer in range(scan.layers):
+        assert np.abs(scan.tile(layer, 1, slice(0, n), slice(0, n)) - expected[layer, 1]).max() <= 1e-5
+    assert np.abs(scan.overview - summaries(expected, 16, 3)["overview"]).max() <= 1e-5
+    written, prompt = model.generate(tiny_models.SENTENCES["cat"], 4), model.tokenize(tiny_models.SENTENCES["cat"]).ids
+    module = T.AutoModelForCausalLM.from_pretrained(str(folder), attn_implementation="eager").eval()
+    with torch.no_grad():
+        made = module.generate(torch.tensor([prompt]), max_new_tokens=4, do_sample=False, num_beams=1)[0, len(prompt):]
+    assert written.new_ids and written.new_ids == made.tolist()[:len(written.new_ids)]
+
+
 def test_several_blocks_a_step_as_on_a_gpu_give_the_same_scan(folders):
     from attnviz.models import scan as scanning
 

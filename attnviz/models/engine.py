@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnviz.attention import AttentionResult, Parts, Scorer, cpu_threads, grouped_attend, scaled_dot_scores
+from attnviz.attention import AttentionResult, Parts, Scorer, cpu_threads, grouped_attend, scaled_dot_scores, softmax
 from attnviz.positions import Rope, rotate, turns
 
 ACTIVATIONS = {
@@ -100,6 +100,13 @@ class Architecture:
         return self.kind == "decoder"
 
 
+def rms(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """x (..., d) / RMS(x), before the norm's weight: in float32 for a half-precision x, as transformers computes it,
+    then back in x's dtype."""
+    h = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x  # (..., d)
+    return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)  # (..., d)
+
+
 @dataclass
 class Norm:
     kind: str  # "layer" or "rms"
@@ -111,11 +118,11 @@ class Norm:
         if self.weight.dim() == 2:  # each head's own, over x (..., count, n, dh)
             weight, bias = self.weight[:, None], None if self.bias is None else self.bias[:, None]  # (count, 1, dh)
             if self.kind == "rms":
-                return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * weight  # (..., count, n, dh)
+                return rms(x, self.eps) * weight  # (..., count, n, dh)
             normed = F.layer_norm(x, x.shape[-1:], None, None, self.eps) * weight  # (..., count, n, dh)
             return normed if bias is None else normed + bias
         if self.kind == "rms":
-            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight  # (..., n, d)
+            return rms(x, self.eps) * self.weight  # (..., n, d)
         return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)  # (..., n, d)
 
     def head(self, h: int) -> "Norm":
@@ -563,9 +570,9 @@ def sunk_softmax(scores: torch.Tensor, sink: torch.Tensor | None) -> torch.Tenso
     """(..., H, m, k) the softmax of each row of scores (..., H, m, k); with a learned sink (H,) (gpt-oss), over the row
     and its head's sink logit together, the sink's column then dropped, as transformers computes it."""
     if sink is None:
-        return torch.softmax(scores, -1)
+        return softmax(scores)  # (..., H, m, k)
     column = sink.to(scores.dtype)[:, None, None].expand(*scores.shape[:-1], 1)  # (..., H, m, 1)
-    return torch.softmax(torch.cat([scores, column], -1), -1)[..., :-1]  # (..., H, m, k)
+    return softmax(torch.cat([scores, column], -1))[..., :-1]  # (..., H, m, k)
 
 
 def sink_attend(arch: Architecture, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, positions: torch.Tensor,

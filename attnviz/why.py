@@ -25,7 +25,7 @@ from attnviz.models import engine
 from attnviz.models.engine import Norm, output_matrices
 from attnviz.positions import turns
 
-BIAS, EMBEDDINGS = "bias", "embeddings"
+BIAS, EMBEDDINGS, RELATIVE = "bias", "embeddings", "relative position"
 
 
 class PartsError(ValueError):
@@ -38,8 +38,9 @@ class ScoreParts:
 
     score: the model's pre-softmax score, q·k/√d_h before any mask (with ALiBi's bias, or a soft cap, where the family
     has one). query_names, key_names: "embeddings", "L{layer}H{head}" for each earlier head's output, "L{layer} MLP",
-    "bias" for everything constant; layers and heads count from 0. table (len(query_names), len(key_names)): each cell
-    one query-side part against one key-side part; table.sum() == score. ALiBi's bias −m_h (i − j), a constant, sits
+    "bias" for everything constant, "relative position" for DeBERTa's relative terms (relative_sides); layers and heads
+    count from 0. table (len(query_names), len(key_names)): each cell one query-side part against one key-side part;
+    table.sum() == score. ALiBi's bias −m_h (i − j), a constant, sits
     in the (bias, bias) cell; a soft cap, which is not linear, scales every cell by cap·tanh(s/cap) / s."""
 
     layer: int
@@ -206,7 +207,10 @@ def score_parts_of(model, run, layer: int, head: int, query: int, key: int) -> S
         names, q = projected(model, run, layer, head, torch.tensor([query]), "query")  # (C, 1, dh)
         _, k = projected(model, run, layer, head, torch.tensor([key]), "key")  # (C, 1, dh)
         q, k = q[:, 0], k[:, 0]  # (C, dh) each
-        table = (q @ k.T / math.sqrt(model.arch.head_dim)).numpy()  # (C, C)
+        names, q, k, apart = relative_sides(model, layer, head, query, key, names, q, k)  # (C′, dh) each
+        table = (q @ k.T / math.sqrt(model.arch.head_dim)).numpy()  # (C′, C′)
+        if apart:
+            table[-1, -1] = 0.0  # DeBERTa's two position vectors never meet in a score
     s = float(table.sum())
     shaped = float(engine.shaped(model.arch, torch.tensor([[s]], dtype=torch.float64), torch.tensor([query]), head,
                                  key)[0, 0])
@@ -216,6 +220,24 @@ def score_parts_of(model, run, layer: int, head: int, query: int, key: int) -> S
     elif shaped != s:  # ALiBi's bias, a constant
         table[1, 1] += shaped - s
     return ScoreParts(layer, head, query, key, run.pieces.labels(), shaped, names, list(names), table)
+
+
+def relative_sides(model, layer: int, head: int, query: int, key: int, names: list[str], q: torch.Tensor,
+                   k: torch.Tensor) -> tuple[list[str], torch.Tensor, torch.Tensor, bool]:
+    """DeBERTa's relative terms as one more part on each side, RELATIVE: on the key side the layer's key P^k_δ for
+    the distance δ = bucket(query − key), which every query-side part meets (content → position); on the query side
+    its query P^q_δ, which meets every key-side part (position → content). Their own cell is no term of the score
+    (score_parts_of zeroes it). Other models' sides as they are."""
+    block = model.weights.blocks[layer]
+    if not engine.relative(block):
+        return names, q, k, False
+    arch, dh = model.arch, model.arch.head_dim
+    index = int(engine.relative_index(arch, torch.tensor([query]), torch.tensor([key]))[0, 0])
+    rows = []
+    for table in (block.position_query, block.position_key):
+        row = torch.zeros(dh, dtype=torch.float64) if table is None else engine.of_head(table, head, dh)[index].double().cpu()
+        rows.append(row[None])  # (1, dh)
+    return [*names, RELATIVE], torch.cat([q, rows[0]]), torch.cat([k, rows[1]]), True
 
 
 def value_parts(model, text, layer: int, head: int, query: int) -> dict[str, float]:

@@ -13,7 +13,7 @@ from attnviz.attention import scaled_dot_parts
 from attnviz.export import Matrix
 from attnviz.positions import Rope, cosine_similarity, rotary_angles, rotary_similarity
 from attnviz.selfattention import temperature_grid
-from attnviz.models.engine import alibi_slopes, shaped_parts
+from attnviz.models.engine import alibi_slopes, relative_index, relative_parts, shaped_parts
 from attnviz.models.files import ENGINE_FAMILIES
 from attnviz.models.generate import MAX_STEPS
 from attnviz.urlstate import Param, boolean, choice, coerce, encode_bool, int_range
@@ -259,7 +259,11 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
     q, k = trace.query[head - 1], trace.key[(head - 1) // model.group]  # (n, dh) each: this head's, its group's
     rope = model.positions == "rotary"
     names = ("q = R_p(xW_q + b_q)", "k = R_p(xW_k + b_k)") if rope else ("q = xW_q + b_q", "k = xW_k + b_k")
-    inside_a_score(lambda i, j: shaped_parts(model.arch, head - 1, i, j, scaled_dot_parts(q[i], k[j])), scores, shown,
+    def parts(i: int, j: int):  # q·k/√d_k taken apart, then the family's own steps: DeBERTa's relative terms, ALiBi, a cap
+        return shaped_parts(model.arch, head - 1, i, j, relative_parts(model.arch, trace, head - 1, i, j,
+                                                                          scaled_dot_parts(q[i], k[j])))
+
+    inside_a_score(parts, scores, shown,
                    allowed, labels, unknown,
                    st.session_state.query, tau=view["temp"], hard=view["hard"], names=names, schema=schema)
     why_section(model, result, layer, head, labels, shown, schema)
@@ -373,6 +377,9 @@ def positions(model: models.Model, result: models.Run) -> None:
     if model.positions == "alibi":
         alibi_view(model, n, names)
         return
+    if model.positions == "relative":
+        relative_view(model, n, names)
+        return
     if model.positions == "learned":
         table = model.weights.positions[model.arch.position_rows(n)].float().cpu().numpy()  # (n, d)
         similarity, cols, corner = cosine_similarity(table), figures.dims(table.shape[1]), "position \\ dimension"
@@ -401,6 +408,23 @@ def positions(model: models.Model, result: models.Run) -> None:
           key="learned_similarity", matrix=Matrix(similarity, names, names, corner="position \\ position"))
     st.caption("Near positions come out alike, far ones less so. The pieces label their positions; neither table "
                "depends on them.")
+
+
+def relative_view(model: models.Model, n: int, names: list[str]) -> None:
+    """DeBERTa's positions: none in the stream; each score reads a key and a query made for the bucketed distance."""
+    arch = model.arch
+    span = arch.relative_span
+    distance = (relative_index(arch, torch.arange(n), torch.arange(n)) - span).numpy().astype(np.float32)  # (n, n)
+    st.latex(r"a_{ij} = \frac{q_i \cdot k_j + q_i \cdot P^k_{\delta} + k_j \cdot P^q_{\delta}}{\sqrt{%d}},\quad "
+             r"\delta = \mathrm{bucket}(i - j) \in [-%d, %d]" % (model.head_dim, span, span - 1))
+    far = arch.relative_buckets // 2 if arch.relative_buckets > 0 else None
+    st.caption(f"{model.name} adds no position to the stream: each layer has a key P^k_δ and a query P^q_δ for each "
+               f"distance δ, made from one table of {2 * span} relative embeddings. "
+               + (f"Distances up to {far} back or ahead are their own; farther ones share log-spaced buckets, so far "
+                  "pieces look alike." if far else "Each distance is its own, up to the table's reach."))
+    chart(st, figures.matrix_heatmap(distance, names, names, title="δ(i, j): the bucketed distance each score reads",
+                                     width="half"), key="relative_distance",
+          matrix=Matrix(distance, names, names, corner="query \\ key"))
 
 
 def alibi_view(model: models.Model, n: int, names: list[str]) -> None:

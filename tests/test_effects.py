@@ -25,12 +25,12 @@ from attnviz import effects, models  # noqa: E402
 from attnviz.models.engine import Intervention  # noqa: E402
 from bench.bench_effects import naive_head_effects  # noqa: E402  the plain way: one forward per head
 
-ENCODERS = ("bert", "electra", "modernbert")
+ENCODERS = ("bert", "electra", "modernbert", "deberta-v2")
 FAMILIES = ("gpt2", "llama", *ENCODERS, "qwen3", "phi3", "gpt_neox", *tiny_models.NEW_DECODERS)  # GPT-2's Conv1D, Llama's
 # grouped K/V (8 heads on 2), BERT's post-norm encoder, Qwen3's normed queries and keys, Phi-3's fused projections,
 # GPT-NeoX's parallel residual, Gemma's caps and norms of the updates, SmolLM3's layer without positions, experts,
 # ELECTRA's narrow embeddings, GPT-BigCode's one key/value head, Phi's parallel block with one norm, ModernBERT's
-# local layers reading either side
+# local layers reading either side, DeBERTa's relative terms
 TEXT = SENTENCES["cat"]
 
 
@@ -187,7 +187,11 @@ def test_knockout_equals_transformers_with_a_4d_mask(family, folders, loaded, mo
     # OPT counts its positions from a 2D mask: given here, as the 4D mask has none
     positions = dict(position_ids=torch.arange(n)[None]) if family == "opt" else {}
     with torch.no_grad():
-        out = module(torch.tensor([ids]), attention_mask=mask, output_attentions=True, **positions)
+        if family == "deberta-v2":  # its model multiplies the embeddings by a 2D mask: a 3D one goes to its encoder
+            hidden = module.embeddings(input_ids=torch.tensor([ids]))  # (1, n, d)
+            out = module.encoder(hidden, allowed[None].long(), output_attentions=True)
+        else:
+            out = module(torch.tensor([ids]), attention_mask=mask, output_attentions=True, **positions)
     assert np.abs(run.weights - torch.stack(out.attentions)[:, 0].numpy()).max() <= 1e-4
     assert (run.weights[:, :, n - 1, 1] == 0).all()
     if family not in ENCODERS:

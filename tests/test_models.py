@@ -120,6 +120,8 @@ def test_scores_are_qk_over_root_dk_and_give_the_weights(family, folders):
             if family == "bloom":  # ALiBi: −m_h (i − j), m_h read off transformers' bias m_h·j at j = 1
                 slope = alibi[head, 0, 1].item()
                 by_hand = by_hand - slope * (np.arange(n)[:, None] - np.arange(n)[None, :])
+            if family == "deberta-v2":  # its two relative terms, from transformers' modules and distance buckets
+                by_hand = by_hand + deberta_terms(reference(folders[family], family), layer, head, q, k, n)
             assert np.allclose(run.head_scores(layer, head), by_hand, atol=1e-5)
             logits = np.where(allowed, by_hand, -np.inf)
             if family in SINKS:  # the head's learned sink, as transformers holds it, one more logit in each row
@@ -130,6 +132,27 @@ def test_scores_are_qk_over_root_dk_and_give_the_weights(family, folders):
             assert np.allclose(softmax, run.weights[layer, head], atol=1e-5)
             assert np.all(run.weights[layer, head][~allowed] == 0)
     assert np.allclose(run.scores[1, 2], run.head_scores(1, 2))
+
+
+def deberta_terms(module, layer: int, head: int, q: np.ndarray, k: np.ndarray, n: int) -> np.ndarray:
+    """(n, n) DeBERTa's content → position and position → content terms written out from transformers' own modules
+    and its build_relative_position: q (n, dh) is attnviz's, whose W_q holds 1/√3 (three terms), so the first term
+    is over √dh and the second, from transformers' unscaled P^q, over √(3·dh)."""
+    from transformers.models.deberta_v2.modeling_deberta_v2 import build_relative_position
+
+    config, attention = module.config, module.encoder.layer[layer].attention.self
+    dh = q.shape[1]
+    with torch.no_grad():
+        table = module.encoder.get_rel_embedding()  # (2k, d), LayerNormed
+        key_rows = attention.pos_key_proj(table)[:, head * dh:(head + 1) * dh].numpy()  # (2k, dh)
+        query_rows = attention.pos_query_proj(table)[:, head * dh:(head + 1) * dh].numpy()  # (2k, dh)
+    span = attention.pos_ebd_size
+    dummy = torch.zeros(1, n, 1)
+    delta = build_relative_position(dummy, dummy, config.position_buckets, config.max_relative_positions)[0].numpy()  # (n, n)
+    index = np.clip(delta + span, 0, 2 * span - 1)  # (n, n)
+    content = np.take_along_axis(q @ key_rows.T, index, 1) / np.sqrt(dh)  # (n, n) q_i · P^k_δ(i,j)
+    position = np.take_along_axis(k @ query_rows.T, index.T, 1).T / np.sqrt(3 * dh)  # (n, n) k_j · P^q_δ(i,j)
+    return content + position
 
 
 def test_the_odd_shapes_are_what_the_configs_say(folders):

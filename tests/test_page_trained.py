@@ -110,3 +110,49 @@ def test_the_query_key_space_of_a_head_and_a_clicked_query():
     weights = sorted((float(t.split()[-1]) for t in strongest["text"]), reverse=True)
     np.testing.assert_allclose(weights, np.sort(row)[::-1][:3], atol=5e-3)
     assert not any("queries and" in c.proto.spec for c in run_page("trained.py", {"text": text}).get("plotly_chart"))
+
+
+def test_a_deberta_on_the_page_shows_its_three_terms_its_distances_and_why_here(tmp_path, monkeypatch):
+    """DeBERTa-v3's shape on the Trained model page: the chosen head's scores are the engine's sums of three terms
+    (which give its weights), the neuron view adds the two relative terms to q·k/√d_h to reach that score, the
+    positions view draws the bucketed distance δ(i, j) that transformers computes, and the page says why."""
+    import sys
+
+    import torch
+    from transformers.models.deberta_v2.modeling_deberta_v2 import build_relative_position
+
+    from attnviz import models
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    import tiny_models
+    from pages._model import offered
+
+    folder = tiny_models.build("deberta-v2", tmp_path)
+    monkeypatch.setenv("ATTNVIZ_MODELS", str(folder))
+    text = tiny_models.SENTENCES["dog"]
+    offered.clear()
+    try:
+        at = run_page("trained.py", {"model": "deberta-v2", "text": text, "layer": "2", "head": "2", "query": "12",
+                                     "key": "3", "parts": "1", "learned": "1"})
+    finally:
+        offered.clear()
+    assert not at.exception
+    run = models.load(folder, device="cpu").run(text)
+    n = len(run.pieces)
+    head = live(at, 1)
+    np.testing.assert_allclose(head["scores"], run.head_scores(1, 1), atol=1e-5)
+    np.testing.assert_allclose(softmax(head["scores"]), run.weights[1, 1], atol=1e-5)
+    line = next(x.value.strip("$\n") for x in at.latex if "P^k_{" in x.value and "a_{12,3}" in x.value)
+    *_, summed, score = line.split("=")
+    terms = [float(t) for t in summed.split()]  # s, then the two relative terms, signed
+    assert len(terms) == 3 and float(score) == pytest.approx(float(run.head_scores(1, 1)[12, 3]), abs=1e-4)
+    assert sum(terms) == pytest.approx(float(score), abs=1e-4) and min(abs(t) for t in terms[1:]) > 1e-4
+    trace = run.traces[1]
+    content = float(trace.query[1][12].double() @ trace.key[1][3].double()) / np.sqrt(run.architecture.head_dim)
+    assert terms[0] == pytest.approx(content, abs=1e-4)  # s = q·k/√d_h, the content term alone
+    drawn = decode(spec_titled(at, "δ(i, j)")["data"][0]["z"])
+    dummy = torch.zeros(1, n, 1)
+    expected = build_relative_position(dummy, dummy, 8, 40)[0].numpy()  # (n, n) transformers' buckets
+    assert np.array_equal(np.asarray(drawn, dtype=float).reshape(n, n), expected) and np.abs(expected).max() > 4
+    said = " ".join(c.value for c in at.caption)
+    assert "disentangled" in said and "log-spaced buckets" in said

@@ -72,7 +72,7 @@ def eager(folder: Path, family: str, ids: list[int]) -> tuple[np.ndarray, np.nda
     """transformers' eager attentions (L, H, n, n) on the same weights, and a decoder's last logits (vocab,)."""
     import transformers as T
 
-    encoder = family in ("bert", "modernbert")
+    encoder = family in ("bert", "modernbert", "deberta-v2")
     auto = T.AutoModel if encoder else T.AutoModelForCausalLM
     module = auto.from_pretrained(str(folder), attn_implementation="eager").eval()
     with torch.no_grad():
@@ -307,11 +307,11 @@ def test_the_strongest_keys_through_chunk_maxima_equal_a_topk_over_every_key(whe
     assert torch.equal(largest[..., 0], scores.amax(-1))
 
 
-@pytest.mark.parametrize("family", ("qwen3", "phi3", "gpt_neox", "modernbert", *tiny_models.NEW_DECODERS))
+@pytest.mark.parametrize("family", ("qwen3", "phi3", "gpt_neox", "modernbert", "deberta-v2", *tiny_models.NEW_DECODERS))
 def test_every_familys_scan_equals_transformers_on_a_sentence(family, tmp_path):
     """The families the long-text test above leaves out, each with its own mechanism (q/k norms, partial rotary, a
     parallel residual, soft caps, norms of the updates, per-layer RoPE bases, a layer without positions, experts,
-    ALiBi, an encoder's window either side), on a
+    ALiBi, an encoder's window either side, DeBERTa's relative terms, gpt-oss's sinks), on a
     two sentences in blocks of 16 queries: every tile and the next-piece logits against transformers."""
     folder = tiny_models.build(family, tmp_path)
     model = models.load(folder, device="cpu")

@@ -119,11 +119,12 @@ def test_every_cell_equals_the_parts_read_from_transformers_hooks(family, folder
     assert np.abs(found.table).max() > 1e-2 and (np.abs(found.table) > 1e-6).sum() > 10  # many parts take part
 
 
-@pytest.mark.parametrize("family", ["bert", "gemma2", "bloom", "olmo2", "qwen3", "phi", "stablelm"])
+@pytest.mark.parametrize("family", ["bert", "gemma2", "bloom", "olmo2", "qwen3", "phi", "stablelm", "deberta-v2"])
 def test_the_table_sums_to_the_score_the_model_computes_in_every_kind_of_family(family, folders, tmp_path):
     """Post-norm BERT (every part through each later LayerNorm), Gemma 2's norms of each update and soft cap, BLOOM's
     ALiBi, OLMo 2's whole-query norm, Qwen3's per-head query and key norms, Phi's shared q/k LayerNorm with its bias,
-    StableLM's own LayerNorm for each head: the table sums to the model's score."""
+    StableLM's own LayerNorm for each head, DeBERTa's two relative terms (one more part on each side): the table sums
+    to the model's score."""
     folder = folders.get(family) or tiny_models.build(family, tmp_path)
     model = models.load(folder, device="cpu")
     run = model.run(TEXT)
@@ -132,7 +133,11 @@ def test_the_table_sums_to_the_score_the_model_computes_in_every_kind_of_family(
         found = effects.score_parts(model, TEXT, layer, head, query, key)
         expected = float(run.head_scores(layer, head)[query, key])
         assert found.table.sum() == pytest.approx(expected, abs=1e-4) and found.score == pytest.approx(expected, abs=1e-4)
-    assert len(found.query_names) == 2 + model.heads + 1  # layer 1 reads the embeddings, bias, layer 0's heads, its MLP
+    relative = family == "deberta-v2"  # and its relative position, a part of each side
+    assert len(found.query_names) == 2 + model.heads + 1 + relative  # layer 1 reads the embeddings, bias, layer 0's heads, its MLP
+    if relative:
+        assert found.query_names[-1] == "relative position" and found.table[-1, -1] == 0
+        assert min(abs(found.query_shares()["relative position"]), abs(found.key_shares()["relative position"])) > 1e-3
 
 
 def test_the_strongest_parts_fold_the_rest_into_other_and_keep_the_sum(folders):

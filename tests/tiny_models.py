@@ -91,7 +91,7 @@ def build(family: str, root: Path) -> Path:
     torch.manual_seed(0)
     folder = root / family
     folder.mkdir(parents=True, exist_ok=True)
-    if family in ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "modernbert"):
+    if family in ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "modernbert", "deberta-v2"):
         roberta = family in ("roberta", "xlm-roberta")
         vocab = wordpiece_tokenizer(folder, roberta=roberta)
         if family == "electra":  # embeddings of 16, widened to the layers' 24
@@ -104,6 +104,13 @@ def build(family: str, root: Path) -> Path:
                                         intermediate_size=40, max_position_embeddings=80, local_attention=6,
                                         pad_token_id=0, attention_bias=True, mlp_bias=True, norm_bias=True, **ends)
             return _save(T.ModernBertModel(config), folder, norms=True)
+        if family == "deberta-v2":  # v3's shape: both relative terms, log buckets past 4 back, no absolute positions
+            config = T.DebertaV2Config(vocab_size=vocab, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
+                                       intermediate_size=40, max_position_embeddings=80, relative_attention=True,
+                                       pos_att_type=["p2c", "c2p"], position_buckets=8, max_relative_positions=40,
+                                       position_biased_input=False, type_vocab_size=0, norm_rel_ebd="layer_norm",
+                                       pad_token_id=0)
+            return _save(T.DebertaV2Model(config), folder, norms=True)
         if family == "xlm-roberta":
             config = T.XLMRobertaConfig(vocab_size=vocab, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
                                         intermediate_size=40, max_position_embeddings=80, pad_token_id=1)
@@ -247,6 +254,6 @@ NEW_DECODERS = ("gemma", "gemma2", "gemma3_text", "olmo2", "smollm3", "granite",
                 "gpt_bigcode", "phi", "stablelm", "bloom", "opt")
 LLAMA_LIKE = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3_text", "olmo2", "smollm3",
               "granite", "mixtral", "qwen3_moe", "gpt_oss")
-ENGINE = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "modernbert", "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox",
+ENGINE = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "modernbert", "deberta-v2", "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox",
           *NEW_DECODERS)
 OTHERS = (OUTSIDE, "t5")

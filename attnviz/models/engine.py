@@ -69,6 +69,9 @@ class Architecture:
     renormalise_experts: bool = True  # their router probabilities rescaled to sum to 1 (Mixtral; Qwen3-MoE's norm_topk_prob)
     gate_limit: float | None = None  # gpt-oss: the gate clamped to at most this, the up projection to ±this, plus 1
     sinks: bool = False  # gpt-oss: each head has a learned sink (Block.sink), so its weights sum to less than 1
+    relative_span: int = 0  # DeBERTa: k, its relative distances bucketed into 2k rows (Block.position_key, position_query)
+    relative_buckets: int = -1  # DeBERTa's position_buckets: distances past half of it go by log buckets (-1: none)
+    relative_max: int = -1  # DeBERTa's max_relative_positions, where the log buckets end
 
     def base(self, layer: int) -> float | Rope | None:
         """Layer `layer`'s RoPE base, or None where it turns nothing (learned positions, a NoPE layer)."""
@@ -161,6 +164,8 @@ class Block:
     router_bias: torch.Tensor | None = None  # (E,) gpt-oss; its experts' biases are b_gate, b_up (E, d_ff), b_down (E, d)
     sink: torch.Tensor | None = None  # (H,) gpt-oss: each head's learned sink, a logit in every row's softmax with no
     # value, so a row's weights over the pieces sum to 1 − the sink's share
+    position_key: torch.Tensor | None = None  # (2k, H·dh) DeBERTa: a key for each relative distance (content → position)
+    position_query: torch.Tensor | None = None  # (2k, H·dh) and a query for each (position → content)
 
 
 @dataclass
@@ -210,9 +215,11 @@ class Trace:
     attention_out: torch.Tensor  # (n, d) the attention's update: the heads' outputs through W_o, plus b_o
     middle: torch.Tensor  # (n, d) the stream the MLP's update is added to: x + attention_out (normed, post-norm)
     mlp_out: torch.Tensor  # (n, d) the MLP's update
+    position_key: torch.Tensor | None = None  # DeBERTa: the layer's Block.position_key, position_query (the model's own)
+    position_query: torch.Tensor | None = None
 
     def to(self, device: torch.device, non_blocking: bool = False) -> Trace:
-        return Trace(*(t.to(device, non_blocking=non_blocking) for t in vars(self).values()))
+        return Trace(**{name: None if t is None else t.to(device, non_blocking=non_blocking) for name, t in vars(self).items()})
 
     def head(self, arch: Architecture, head: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(query, key, value) of query head `head`, (n, dh) each: its key and value are its group's."""
@@ -221,7 +228,9 @@ class Trace:
 
     @property
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in vars(self).values())
+        """What the run holds: DeBERTa's position keys and queries are the model's, not counted."""
+        own = [t for name, t in vars(self).items() if not name.startswith("position_")]
+        return sum(t.numel() * t.element_size() for t in own)
 
 
 class Intervention:
@@ -388,21 +397,22 @@ def layer(arch: Architecture, block: Block, index: int, x: torch.Tensor, positio
     query, new_key, new_value = project(arch, block, h, positions, index)  # (..., H, m, dh), (..., KV, m, dh) × 2
     key = new_key if key is None else torch.cat([key.expand(*new_key.shape[:-2], -1, -1), new_key], -2)  # (..., KV, c + m, dh)
     value = new_value if value is None else torch.cat([value.expand(*new_value.shape[:-2], -1, -1), new_value], -2)
-    if out is not None and arch.causal and len(positions) > CAUSAL_BLOCK and key.shape[-2] == len(positions):
+    if out is not None and arch.causal and len(positions) > CAUSAL_BLOCK and key.shape[-2] == len(positions) \
+            and not relative(block):
         a = causal_attend(arch, index, query, key, value, positions, out, block.sink)  # (H, m, m), in out
     else:
         mask = allowed_keys(arch, index, positions, key.shape[-2])  # (m, c + m) or None
         if real is not None:
             padding = real[:, None, None, :]  # (B, 1, 1, m) broadcast over heads and queries
             mask = padding if mask is None else mask & padding  # (B, 1, m, m)
-        if block.sink is not None:
-            a = sink_attend(arch, query, key, value, positions, mask, block.sink, out)  # (..., H, m, c + m)
+        if block.sink is not None or relative(block):
+            a = explicit_attend(arch, block, query, key, value, positions, mask, out)  # (..., H, m, c + m)
         else:
             a = grouped_attend(query, key, value, scoring=scorer(arch, positions), mask=mask, need_scores=False, out=out)  # (..., H, m, c + m)
     if intervention is not None:
         a = intervene(intervention, index, a, value, positions)
     y, attended, middle, mlp = rest_of_layer(arch, block, x, a.output)  # (..., m, d) each
-    return y, a, Trace(h, query, key, value, a.output, attended, middle, mlp)
+    return y, a, Trace(h, query, key, value, a.output, attended, middle, mlp, block.position_key, block.position_query)
 
 
 def rest_of_layer(arch: Architecture, block: Block, x: torch.Tensor, output: torch.Tensor):
@@ -517,6 +527,28 @@ def shaped_parts(arch: Architecture, head: int, query: int, key: int, parts: Par
     return dataclasses.replace(parts, then=step, shaped=score)
 
 
+def relative_parts(arch: Architecture, trace: Trace, head: int, query: int, key: int, parts: Parts) -> Parts:
+    """The neuron view's Parts of one score of a DeBERTa layer: its content term q·k/√d_h = s, taken apart as any
+    score is, then its two relative terms, content → position q_i·P^k_δ/√d_h and position → content k_j·P^q_δ/√d_h,
+    δ = relative_index(i, j), in `then`; `shaped` is the score, the three summed."""
+    if not relative(trace):
+        return parts
+    q, k = trace.query[head, query:query + 1], trace.key[arch.kv_head(head), key:key + 1]  # (1, dh) each
+    position_key, position_query = heads_of(trace, head)  # (2k, dh) each, or None
+    delta = int(relative_index(arch, torch.tensor([query]), torch.tensor([key]))[0, 0]) - arch.relative_span
+    root = math.sqrt(q.shape[-1])
+    names, values = [], []
+    index = delta + arch.relative_span
+    if position_key is not None:
+        names.append(r"\frac{q_{%d} \cdot P^k_{\delta=%d}}{\sqrt{%d}}" % (query, delta, q.shape[-1]))
+        values.append(float(q[0].double() @ position_key[index].double()) / root)
+    if position_query is not None:
+        names.append(r"\frac{k_{%d} \cdot P^q_{\delta=%d}}{\sqrt{%d}}" % (key, delta, q.shape[-1]))
+        values.append(float(k[0].double() @ position_query[index].double()) / root)
+    step = r"a = s + " + " + ".join(names) + r" = %.6g %s" % (parts.total, " ".join(f"{v:+.6g}" for v in values))
+    return dataclasses.replace(parts, then=step, shaped=parts.total + sum(values))
+
+
 def scorer(arch: Architecture, positions: torch.Tensor) -> Scorer | str:
     """The scorer of every layer for queries at `positions` (m,): q·k/√d_k, shaped where the family shapes it."""
     if not (arch.alibi or arch.score_cap):
@@ -542,7 +574,7 @@ def causal_attend(arch: Architecture, index: int, query: torch.Tensor, key: torc
     """grouped_attend of a causal layer over n pieces, its weights written into out (H, n, n), by blocks of
     CAUSAL_BLOCK query rows: a block's scores are computed against the keys up to its last row only, so the upper
     triangle, which the mask would zero, costs neither the scores' nor αV's arithmetic. The same numbers as
-    grouped_attend with the causal mask (and as sink_attend, with each head's learned `sink` (H,))."""
+    grouped_attend with the causal mask (and as explicit_attend, with each head's learned `sink` (H,))."""
     heads, n, dh = query.shape
     group = heads // arch.kv_heads
     scaled = query / math.sqrt(dh)  # (H, n, dh) as the scaled-dot scorer scales it
@@ -575,19 +607,64 @@ def sunk_softmax(scores: torch.Tensor, sink: torch.Tensor | None) -> torch.Tenso
     return softmax(torch.cat([scores, column], -1))[..., :-1]  # (..., H, m, k)
 
 
-def sink_attend(arch: Architecture, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, positions: torch.Tensor,
-                mask: torch.Tensor | None, sink: torch.Tensor, out: torch.Tensor | None = None) -> AttentionResult:
-    """grouped_attend of queries (..., H, m, dh) at `positions` over keys and values (..., KV, k, dh), where each head
-    has a learned sink (H,): weights (..., H, m, k), in `out` where given, that sum to 1 − the sink's share."""
+def explicit_attend(arch: Architecture, block: Block, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                    positions: torch.Tensor, mask: torch.Tensor | None, out: torch.Tensor | None = None) -> AttentionResult:
+    """grouped_attend of queries (..., H, m, dh) at `positions` over keys and values (..., KV, k, dh), its scores and
+    softmax written out, for what grouped_attend has no place for: DeBERTa's relative terms added to each score
+    (relative_terms), gpt-oss's learned sink (H,) in each row's softmax, so that the weights (..., H, m, k), in `out`
+    where given, sum to 1 − the sink's share."""
     heads, m, dh = query.shape[-3:]
     stacked = (query / math.sqrt(dh)).reshape(*query.shape[:-3], arch.kv_heads, heads // arch.kv_heads * m, dh)  # (..., KV, G·m, dh)
     scores = shaped(arch, (stacked @ key.transpose(-2, -1)).view(*query.shape[:-1], key.shape[-2]), positions)  # (..., H, m, k)
+    if relative(block):
+        keys = torch.arange(key.shape[-2], device=key.device)  # (k,)
+        scores = scores + relative_terms(arch, block.position_key, block.position_query, query, key, positions, keys)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))  # (..., H, m, k)
-    weights = sunk_softmax(scores, sink)  # (..., H, m, k)
+    weights = sunk_softmax(scores, block.sink)  # (..., H, m, k)
     weights = out.copy_(weights) if out is not None else weights
     allowed = (mask if mask is not None else torch.ones((), dtype=torch.bool, device=query.device)).expand(weights.shape)
     return AttentionResult(None, weights, grouped_values(weights, value), allowed)  # output (..., H, m, dh)
+
+
+def relative(block) -> bool:
+    """Whether a layer (a Block or a Trace) adds DeBERTa's relative terms to its scores."""
+    return block.position_key is not None or block.position_query is not None
+
+
+def relative_index(arch: Architecture, rows: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """(r, c) the row of DeBERTa's 2k relative rows that query position i reads for key position j: the distance
+    i − j, bucketed (near ones as they are, far ones by log buckets up to relative_max), plus k, within 0 … 2k − 1.
+    The buckets in float32, as transformers computes them: a ceil on a log is where float64 could land elsewhere."""
+    distance = rows[:, None] - keys[None, :]  # (r, c) i − j, whole numbers
+    buckets, top, span = arch.relative_buckets, arch.relative_max, arch.relative_span
+    if buckets > 0 and top > 0:
+        mid = buckets // 2
+        far = torch.where((distance < mid) & (distance > -mid), torch.full_like(distance, mid - 1), distance.abs())  # (r, c)
+        logged = torch.ceil(torch.log(far / mid) / torch.log(torch.tensor((top - 1) / mid)) * (mid - 1)) + mid  # (r, c)
+        distance = torch.where(far <= mid, distance.to(logged.dtype), logged * distance.sign()).long()  # (r, c)
+    return (distance + span).clamp(0, 2 * span - 1)  # (r, c)
+
+
+def relative_terms(arch: Architecture, position_key: torch.Tensor | None, position_query: torch.Tensor | None,
+                   query: torch.Tensor, key: torch.Tensor, rows: torch.Tensor, keys: torch.Tensor,
+                   scaled: bool = False) -> torch.Tensor:
+    """(..., H, r, c) DeBERTa's two relative terms of each score, over √dh as the content term is: content → position,
+    q_i · P_k[δ(i, j)], and position → content, k_j · P_q[δ(i, j)], δ = relative_index, for queries (..., H, r, dh) at
+    positions `rows` (r,) and keys (..., H, c, dh) at `keys` (c,). `scaled`: the queries are over √dh already (a scan's)."""
+    heads, dh = query.shape[-3], query.shape[-1]
+    index = relative_index(arch, rows.to(query.device), keys.to(query.device))  # (r, c)
+    root = math.sqrt(dh)
+    terms = 0
+    if position_key is not None:
+        by_distance = query @ position_key.view(-1, heads, dh).transpose(0, 1).transpose(-2, -1)  # (..., H, r, 2k)
+        content = by_distance.gather(-1, index.expand(*by_distance.shape[:-1], -1))  # (..., H, r, c)
+        terms = content if scaled else content / root
+    if position_query is not None:
+        by_distance = key @ position_query.view(-1, heads, dh).transpose(0, 1).transpose(-2, -1)  # (..., H, c, 2k)
+        position = by_distance.gather(-1, index.T.expand(*by_distance.shape[:-1], -1)).transpose(-2, -1)  # (..., H, r, c)
+        terms = terms + position / root
+    return terms
 
 
 def intervene(intervention: Intervention, index: int, a, value: torch.Tensor, positions: torch.Tensor):
@@ -734,6 +811,11 @@ def notes(arch: Architecture, weights: Weights) -> list[str]:
         said.append("It adds no position to the stream: ALiBi lowers each score by m_h·(i − j), the distance back times "
                     "a slope of each head's own, so the scores shown include that bias and a head's weights fall off "
                     "with distance at its own rate.")
+    if arch.relative_span:
+        said.append("Its scores are disentangled: each is q_i·k_j plus q_i·P^k_δ (the query against a key made for the "
+                    "distance δ = i − j) plus k_j·P^q_δ (the key against a query made for it), over √d_h, δ bucketed "
+                    f"(log buckets past {arch.relative_buckets // 2 if arch.relative_buckets > 0 else arch.relative_span}"
+                    " back). The scores shown are the sums; the neuron view shows the three terms.")
     if arch.sinks:
         said.append("Each head has a learned sink: a logit of its own in every row's softmax that reads no piece and "
                     "adds nothing, so a row's weights over the pieces sum to 1 minus the sink's share, and a head can "
@@ -790,4 +872,22 @@ def scores(arch: Architecture, trace: Trace, head: int | None = None) -> torch.T
     else:
         query, key = trace.query, trace.key.repeat_interleave(group, dim=0)  # (H, n, dh) each
     raw = (query / math.sqrt(query.shape[-1])) @ key.transpose(-2, -1)  # (n, n) or (H, n, n)
-    return shaped(arch, raw, torch.arange(raw.shape[-2]), head)
+    rows = torch.arange(raw.shape[-2])  # (n,)
+    if relative(trace):
+        every = (trace.query, trace.key) if head is None else (trace.query[head:head + 1], trace.key[head:head + 1])
+        terms = relative_terms(arch, *heads_of(trace, head), *every, rows, rows)  # (H or 1, n, n)
+        raw = raw + (terms if head is None else terms[0])
+    return shaped(arch, raw, rows, head)
+
+
+def heads_of(trace: Trace, head: int | None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """A trace's DeBERTa position keys and queries (2k, H·dh), or only head `head`'s columns, (2k, dh)."""
+    if head is None:
+        return trace.position_key, trace.position_query
+    dh = trace.query.shape[-1]
+    return tuple(None if t is None else of_head(t, head, dh) for t in (trace.position_key, trace.position_query))
+
+
+def of_head(table: torch.Tensor, head: int, dh: int) -> torch.Tensor:
+    """(rows, dh) head `head`'s columns of a (rows, H·dh) table."""
+    return table[:, head * dh:(head + 1) * dh]

@@ -35,9 +35,9 @@ class ModelError(ValueError):
 
 
 # What attnviz's engine computes, as the messages name it (attnviz.models.FAMILIES lists each model_type).
-ENGINE_FAMILIES = ("BERT-like (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA), ModernBERT, GPT-2, GPT-BigCode, Llama-like (Llama, "
-                   "Mistral, Qwen2, Qwen3, Phi-3, SmolLM3, OLMo 2, Granite, Mixtral, Qwen3-MoE), Gemma (1, 2, 3), Phi, "
-                   "StableLM, BLOOM, OPT, GPT-NeoX and gpt-oss models")
+ENGINE_FAMILIES = ("BERT-like (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA), ModernBERT, DeBERTa-v2 and -v3, GPT-2, "
+                   "GPT-BigCode, Llama-like (Llama, Mistral, Qwen2, Qwen3, Phi-3, SmolLM3, OLMo 2, Granite, Mixtral, "
+                   "Qwen3-MoE), Gemma (1, 2, 3), Phi, StableLM, BLOOM, OPT, GPT-NeoX and gpt-oss models")
 
 
 def a_or_an(word: str) -> str:

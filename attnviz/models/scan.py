@@ -47,6 +47,8 @@ class Scan:
     queries: list[torch.Tensor]  # per layer (H, n, dh) on the CPU, scaled by 1/√dh and turned by position
     keys: list[torch.Tensor]  # per layer (KV, n, dh) on the CPU
     normalisers: np.ndarray  # (L, H, n) float64: each query's log Σ_k e^{score}, over the keys it may read
+    relative: list[tuple[torch.Tensor | None, torch.Tensor | None]] | None = None  # DeBERTa: each layer's position keys
+    # and queries (2k, H·dh) on the CPU, for its scores' relative terms
 
     @property
     def layers(self) -> int:
@@ -70,7 +72,14 @@ class Scan:
         arch = self.architecture
         query = self.queries[layer][head, rows.start:rows.stop].double()  # (r, dh)
         key = self.keys[layer][arch.kv_head(head), cols.start:cols.stop].double()  # (c, dh)
-        scores = engine.shaped(arch, query @ key.T, torch.arange(rows.start, rows.stop), head, cols.start)  # (r, c)
+        scores = query @ key.T  # (r, c)
+        if self.relative is not None:  # DeBERTa's two relative terms
+            position_key, position_query = (None if t is None else engine.of_head(t, head, arch.head_dim).double()
+                                            for t in self.relative[layer])
+            scores += engine.relative_terms(arch, position_key, position_query, query[None], key[None],
+                                            torch.arange(rows.start, rows.stop), torch.arange(cols.start, cols.stop),
+                                            scaled=True)[0]  # (r, c)
+        scores = engine.shaped(arch, scores, torch.arange(rows.start, rows.stop), head, cols.start)  # (r, c)
         weights = torch.exp(scores - torch.from_numpy(self.normalisers[layer, head, rows.start:rows.stop])[:, None])
         allowed = engine.allowed_keys(arch, layer, torch.arange(rows.start, rows.stop), cols.stop)  # (r, stop) or None
         if allowed is not None:
@@ -195,19 +204,22 @@ def hide(arch: engine.Architecture, index: int, start: int, rows: torch.Tensor, 
 
 def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                   positions: torch.Tensor, size: int, visit=None, summaries: Summaries | None = None,
-                  sink: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                  sink: torch.Tensor | None = None, block: engine.Block | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Layer `index`'s attention of queries (H, n, dh), already scaled by 1/√dh, over keys and values (KV, n, dh), taken
     `size` queries at a time: (αV (H, n, dh), each query's log-sum-exp (H, n)). `summaries`, where given, are filled
     block by block; `visit(start, exps, total)` sees each block's e^{s − max} (H, r, k), k the keys it may read up to its
     last query, and their sums Z′ (H, r, 1), the weights being α = exps / Z′, before they are dropped. A learned `sink`
-    (H,) (gpt-oss) joins each Z′ as one more e^{s′}, with no value, so the weights sum to 1 − its share.
+    (H,) (gpt-oss) joins each Z′ as one more e^{s′}, with no value, so the weights sum to 1 − its share. DeBERTa's
+    relative terms, where the layer's `block` has them, join each score.
 
     The keys are padded to whole chunks of CHUNK (weight 0), and every block's scores and exponentials are written into
     the same two buffers: a fresh H × size × n tensor a block costs more in page faults than the exponential does."""
     heads, n, dh = query.shape
     group = heads // arch.kv_heads
     width = n + (-n % CHUNK)
-    key_t = torch.nn.functional.pad(key, (0, 0, 0, width - n)).transpose(-2, -1).contiguous()  # (KV, dh, width)
+    padded = torch.nn.functional.pad(key, (0, 0, 0, width - n))  # (KV, width, dh)
+    key_t = padded.transpose(-2, -1).contiguous()  # (KV, dh, width)
+    keys = torch.arange(width, device=key.device)  # (width,)
     value = torch.nn.functional.pad(value, (0, 0, 0, width - n))  # (KV, width, dh)
     scores_buffer = query.new_empty(heads * min(size, n) * width)  # (H·size·width,)
     exps_buffer = torch.empty_like(scores_buffer)  # (H·size·width,)
@@ -219,6 +231,9 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
         scores = scores_buffer[: heads * r * k].view(heads, r, k)  # (H, r, k)
         stacked = query[:, start:stop].reshape(arch.kv_heads, group * r, dh)  # (KV, G·r, dh)
         torch.bmm(stacked, key_t[:, :, :k], out=scores.view(arch.kv_heads, group * r, k))  # (H, r, k)
+        if block is not None and engine.relative(block):
+            scores += engine.relative_terms(arch, block.position_key, block.position_query, query[:, start:stop],
+                                            padded[:, :k], positions[start:stop], keys[:k], scaled=True)  # (H, r, k)
         engine.shaped(arch, scores, positions[start:stop])
         hide(arch, index, start, positions[start:stop], scores, n)
         top = summaries.strongest(start, scores) if summaries is not None else scores.amax(-1, keepdim=True)  # (H, r, 1)
@@ -247,7 +262,7 @@ def blocked_layer(arch: engine.Architecture, block: engine.Block, index: int, x:
     query, key, value = engine.project(arch, block, h, positions, index)  # (H, n, dh), (KV, n, dh) × 2
     query = query / math.sqrt(query.shape[-1])  # (H, n, dh) as the scaled-dot scorer scales it
     output, normalisers = attend_blocks(arch, index, query, key, value, positions, size, visit,
-                                        summaries, block.sink)  # (H, n, dh), (H, n)
+                                        summaries, block.sink, block)  # (H, n, dh), (H, n)
     if intervention is not None:
         changed = intervention.head_output(index, output)  # (H, n, dh) or None
         output = output if changed is None else changed
@@ -300,5 +315,7 @@ def scan(arch: engine.Architecture, weights: engine.Weights, pieces: Pieces, nam
     def stacked(what: str) -> np.ndarray:  # (L, ...) of each layer's summary
         return np.stack([getattr(layer, what) for layer in found])
 
+    relative = [tuple(None if t is None else t.float().cpu() for t in (b.position_key, b.position_query))
+                for b in weights.blocks] if arch.relative_span else None
     return Scan(name, pieces, block, stacked("overview"), stacked("sink"), stacked("entropy"), stacked("top_keys"),
-                stacked("top_weights"), next_logits, arch, queries, keys, np.stack(normalisers))
+                stacked("top_weights"), next_logits, arch, queries, keys, np.stack(normalisers), relative)

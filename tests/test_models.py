@@ -327,6 +327,27 @@ def test_a_stretched_rope_is_computed_by_the_engine_as_transformers_computes_it(
     assert written.new_ids and written.new_ids == made[0, len(prompt):].tolist()[:len(written.new_ids)]
 
 
+def test_gemma3_with_its_vision_tower_is_read_as_its_text_model_by_the_engine(tmp_path):
+    """Gemma 3 4B and larger ship as gemma3, a vision tower beside the text model: the engine reads the text model
+    (text_config, the weights under model.language_model.), its global layer's stretched RoPE included, and gives
+    transformers' weights, logits and greedy pieces on text."""
+    import transformers as T
+
+    folder = tiny_models.build("gemma3", tmp_path)
+    model = models.load(folder, device="cpu")
+    assert model.computed_by == "attnviz" and any("stretched" in note for note in model.notes)
+    module = T.Gemma3ForConditionalGeneration.from_pretrained(str(folder), attn_implementation="eager").eval()
+    run = model.run(SENTENCES["dog"])
+    with torch.no_grad():
+        out = module(input_ids=torch.tensor([run.pieces.ids]), output_attentions=True)
+    assert np.abs(run.weights - torch.stack(out.attentions)[:, 0].numpy()).max() <= 1e-4
+    assert np.abs(run.next_logits - out.logits[0, -1].numpy()).max() <= 1e-3
+    written, prompt = model.generate(SENTENCES["cat"], 3), model.tokenize(SENTENCES["cat"]).ids
+    with torch.no_grad():
+        made = module.generate(input_ids=torch.tensor([prompt]), max_new_tokens=3, do_sample=False, num_beams=1)
+    assert written.new_ids and written.new_ids == made[0, len(prompt):].tolist()[:len(written.new_ids)]
+
+
 def test_an_encoder_decoder_gives_its_three_kinds_of_attention(folders):
     import transformers as T
 

@@ -155,6 +155,8 @@ def build(family: str, root: Path) -> Path:
         return _save(T.Qwen2ForCausalLM(config), folder)
     if family in ("gpt_bigcode", "phi", "stablelm", "bloom"):
         return other_decoder(family, folder)
+    if family == "gemma3":
+        return gemma3_with_vision(folder)
     if family == "gpt_neox":  # Pythia's: a parallel residual, a quarter of each head turned by position
         vocab = byte_level_tokenizer(folder)
         config = T.GPTNeoXConfig(vocab_size=vocab, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
@@ -223,6 +225,25 @@ def newer_decoder(family: str, folder: Path, shared: dict) -> Path:
                                   tie_word_embeddings=False)
         kind = T.Qwen3MoeForCausalLM
     return _save(kind(config), folder, norms=True, centre=0.0 if family.startswith("gemma") else 1.0, sinks=1.0)
+
+
+def gemma3_with_vision(folder: Path) -> Path:
+    """Gemma 3 as its 4B and larger ship: a vision tower beside the text model (model_type gemma3, text_config),
+    here with Gemma 3's stretched RoPE on its global layer (linear, ×4), as those checkpoints have (×8)."""
+    import transformers as T
+
+    vocab = byte_level_tokenizer(folder)
+    text = dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=3, num_attention_heads=8, num_key_value_heads=2,
+                head_dim=6, intermediate_size=40, max_position_embeddings=128, query_pre_attn_scalar=10, sliding_window=4,
+                layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                rope_parameters={"full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 5555.0},
+                                 "sliding_attention": {"rope_type": "default", "rope_theta": 77.0}},
+                hidden_activation="gelu_pytorch_tanh", bos_token_id=None, eos_token_id=0, pad_token_id=None)
+    vision = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=20, image_size=28,
+                  patch_size=14)
+    config = T.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4, image_token_index=vocab - 1,
+                            boi_token_index=vocab - 2, eoi_token_index=vocab - 3)
+    return _save(T.Gemma3ForConditionalGeneration(config), folder, norms=True, centre=0.0)
 
 
 def other_decoder(family: str, folder: Path) -> Path:

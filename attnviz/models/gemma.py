@@ -8,6 +8,8 @@ likewise, and alternates sliding-window layers with global ones. Gemma 3 keeps t
 head's query and key, and turns its local (sliding) layers by one RoPE base and its global layers by another.
 Gemma 2 and 3 scale scores by query_pre_attn_scalar^(-1/2) where Llama uses head_dim^(-1/2): where they differ, the
 ratio is folded into W_q (Gemma 2) or the query norm's weight (Gemma 3), so the engine's q·k/√dh is their score.
+Gemma 3 with its vision tower (gemma3, as Gemma 3 4B and larger ship) is read as its text model: text_config, and the
+weights under its language model's prefix; the tower is left unread.
 """
 
 from __future__ import annotations
@@ -19,9 +21,23 @@ from attnviz.models.files import ModelError, Tensors, head_shape, setting
 from attnviz.models.llama import Reader, bases_by_type, number, rope_base, scaled
 from attnviz.models.model import Built, Unsupported
 
-MODEL_TYPES = ("gemma", "gemma2", "gemma3_text")
-PREFIXES = ("model.", "")
+MODEL_TYPES = ("gemma", "gemma2", "gemma3_text", "gemma3")
+# Gemma 3 with its vision tower (gemma3): its text model's weights under model.language_model. (transformers 5) or
+# language_model.model. (earlier saves); the text alone under model.
+PREFIXES = ("model.language_model.", "language_model.model.", "model.", "")
 PATTERN = {"gemma2": 2, "gemma3_text": 6}  # one global layer in every PATTERN, the last, where layer_types is not given
+
+
+def text_model(config: dict) -> dict:
+    """The text model's settings: Gemma 3 with its vision tower (gemma3) holds them in text_config, which the engine
+    reads as a gemma3_text (its images are not read: attnviz reads text); the others' own."""
+    if config["model_type"] != "gemma3":
+        return config
+    text = config.get("text_config")
+    if not isinstance(text, dict):
+        raise ModelError("config.json's gemma3 model has no text_config.")
+    tied = {"tie_word_embeddings": config["tie_word_embeddings"]} if "tie_word_embeddings" in config else {}
+    return {**text, **tied, "model_type": "gemma3_text"}
 
 
 def layer_types(config: dict, layers: int) -> list[str]:
@@ -45,6 +61,7 @@ def bases(config: dict, types: list[str]) -> tuple[float, tuple[float, ...]]:
 
 
 def architecture(config: dict) -> Architecture:
+    config = text_model(config)
     kind = config["model_type"]
     activation = config.get("hidden_act" if kind == "gemma" else "hidden_activation") or "gelu_pytorch_tanh"
     if activation not in ("gelu_pytorch_tanh", "gelu", "silu", "relu"):
@@ -71,6 +88,7 @@ def architecture(config: dict) -> Architecture:
 
 
 def build(config: dict, tensors: Tensors) -> Built:
+    config = text_model(config)
     arch = architecture(config)
     kind = config["model_type"]
     d, dh, ff = arch.d_model, arch.head_dim, setting(config, "intermediate_size")
@@ -106,7 +124,8 @@ def build(config: dict, tensors: Tensors) -> Built:
                             w_gate=w_gate, query_norm=query_norm,
                             key_norm=read.norm(p + "self_attn.k_norm", dh) if head_norms else None, **norms))
     embeddings = tensors.get("embed_tokens.weight", (arch.vocab, d))
-    head = tensors.get("lm_head.weight", (arch.vocab, d)) if tensors.has("lm_head.weight") else embeddings
+    head = next((tensors.get(name, (arch.vocab, d)) for name in ("lm_head.weight", "language_model.lm_head.weight")
+                 if tensors.has(name)), embeddings)
     cap = config.get("final_logit_softcapping") if kind == "gemma2" else None
     return Built(arch, Weights(embeddings=embeddings, blocks=blocks, final_norm=read.norm("norm", d), unembed=head.T,
                                logit_cap=number(config, "final_logit_softcapping", 30.0) if cap is not None else None))

@@ -183,30 +183,6 @@ def test_several_blocks_a_step_as_on_a_gpu_give_the_same_scan(folders):
         scanning.scan(model.arch, model.weights, pieces, "m", block=BLOCK, step=150)
 
 
-@pytest.mark.parametrize("family", ("mistral", "bloom", "gpt_oss", "deberta-v2"))
-def test_a_scan_taken_a_key_value_group_of_heads_at_a_time_equals_one_taken_whole(family, tmp_path, monkeypatch):
-    """On the CPU a large step is taken one key/value group of heads at a time (scan.CPU_STEP_BYTES): forced on every
-    step here, it gives the same scan as all heads at once, with grouped heads (Mistral), ALiBi's per-head slopes
-    (BLOOM), learned sinks (gpt-oss) and DeBERTa's relative terms, and the tiles still equal transformers'."""
-    from attnviz.models import scan as scanning
-
-    folder = tiny_models.build(family, tmp_path)
-    model = models.load(folder, device="cpu")
-    text = f"{tiny_models.SENTENCES['dog']}. {tiny_models.SENTENCES['cat']}"
-    whole = model.scan(text, block=16, top=3)
-    assert scanning.head_steps(model.arch, 16, 64, torch.device("cpu"), True) == [slice(0, model.heads)]
-    monkeypatch.setattr(scanning, "CPU_STEP_BYTES", 0)
-    assert len(scanning.head_steps(model.arch, 16, 64, torch.device("cpu"), True)) == model.arch.kv_heads > 1
-    grouped = model.scan(text, block=16, top=3)
-    for name in ("overview", "sink", "entropy", "top_weights", "normalisers"):
-        assert np.abs(getattr(whole, name) - getattr(grouped, name)).max() <= 1e-6, name
-    named = whole.top_weights > 0
-    assert np.array_equal(whole.top_keys[named], grouped.top_keys[named])
-    expected, _ = eager(folder, family, grouped.pieces.ids)  # (L, H, n, n)
-    n = len(grouped)
-    assert np.abs(grouped.tile(1, model.heads - 1, slice(0, n), slice(0, n)) - expected[1, -1]).max() <= 1e-5
-
-
 def test_a_tile_is_any_block_and_its_rows_are_the_whole_rows_slice(folders):
     model = models.load(folders["mistral"], device="cpu")
     scan = model.scan(long_text(model, 700), block=BLOCK)

@@ -475,11 +475,11 @@ def through(arch: Architecture, weights: Weights, x: torch.Tensor | None, positi
     return x
 
 
-def shaped(arch: Architecture, scores: torch.Tensor, rows: torch.Tensor, head: int | None = None, first: int = 0,
-           heads: slice = slice(None)) -> torch.Tensor:
+def shaped(arch: Architecture, scores: torch.Tensor, rows: torch.Tensor, head: int | None = None, first: int = 0
+           ) -> torch.Tensor:
     """Scores q·k/√d_k as the family shapes them before the mask and softmax, in place where no gradient is taken:
-    every head's (..., H, r, k) (or those of `heads`), or one head's (..., r, k) where `head` is given, of the queries
-    at positions `rows` (r,) against keys first … first + k − 1. ALiBi (BLOOM) adds −m_h·(i − j), a penalty growing with the distance back,
+    every head's (..., H, r, k), or one head's (..., r, k) where `head` is given, of the queries at positions `rows`
+    (r,) against keys first … first + k − 1. ALiBi (BLOOM) adds −m_h·(i − j), a penalty growing with the distance back,
     m_h a slope per head; Gemma 2's soft cap then keeps each score within ±cap, cap·tanh(s / cap)."""
     if not (arch.alibi or arch.score_cap):
         return scores
@@ -488,7 +488,7 @@ def shaped(arch: Architecture, scores: torch.Tensor, rows: torch.Tensor, head: i
         keys = torch.arange(first, first + scores.shape[-1], device=scores.device)  # (k,)
         distance = (keys[None, :] - rows.to(scores.device)[:, None]).to(scores.dtype)  # (r, k) j − i
         slopes = alibi_slopes(arch.heads).to(scores.device, scores.dtype)  # (H,)
-        bias = slopes[head] * distance if head is not None else slopes[heads, None, None] * distance  # (r, k) or (H, r, k)
+        bias = slopes[head] * distance if head is not None else slopes[:, None, None] * distance  # (r, k) or (H, r, k)
         scores = scores.add_(bias) if in_place else scores + bias
     if arch.score_cap:
         cap = arch.score_cap
@@ -657,11 +657,11 @@ def relative_terms(arch: Architecture, position_key: torch.Tensor | None, positi
     root = math.sqrt(dh)
     terms = 0
     if position_key is not None:
-        by_distance = query @ position_key.reshape(-1, heads, dh).transpose(0, 1).transpose(-2, -1)  # (..., H, r, 2k)
+        by_distance = query @ position_key.view(-1, heads, dh).transpose(0, 1).transpose(-2, -1)  # (..., H, r, 2k)
         content = by_distance.gather(-1, index.expand(*by_distance.shape[:-1], -1))  # (..., H, r, c)
         terms = content if scaled else content / root
     if position_query is not None:
-        by_distance = key @ position_query.reshape(-1, heads, dh).transpose(0, 1).transpose(-2, -1)  # (..., H, c, 2k)
+        by_distance = key @ position_query.view(-1, heads, dh).transpose(0, 1).transpose(-2, -1)  # (..., H, c, 2k)
         position = by_distance.gather(-1, index.T.expand(*by_distance.shape[:-1], -1)).transpose(-2, -1)  # (..., H, r, c)
         terms = terms + position / root
     return terms

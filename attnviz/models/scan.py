@@ -23,8 +23,6 @@ BLOCK = 128  # queries a step, and the overview's block of keys
 TOP = 8  # each query's strongest keys kept
 CHUNK = 64  # keys a chunk, in the search for each query's strongest keys
 GPU_QUERIES = 512  # queries a step on a GPU, a multiple of the block: larger products keep it busy (bench_scan_gpu.py)
-CPU_STEP_BYTES = 16 * 2**20  # on the CPU, a step's scores past this size are taken one key/value group of heads at a
-# time, so that the passes over them run in the cache (bench_scan.py: 1.7× faster at 8,192 keys, the same at 1,024)
 
 
 @dataclass(eq=False)
@@ -145,43 +143,42 @@ class Summaries:
             setattr(self, name, getattr(self, name).numpy())
         return self
 
-    def strongest(self, start: int, scores: torch.Tensor, which: slice = slice(None)) -> torch.Tensor:
-        """Each query's `top` strongest keys from the block's scores (h, r, k) of the heads `which`, k a multiple of CHUNK;
-        returns each row's largest score (h, r, 1), the softmax's shift. Exact without a top-k over all k keys: a key
-        among a row's `top` strongest lies in one of the `top` chunks of CHUNK keys with the largest maxima."""
+    def strongest(self, start: int, scores: torch.Tensor) -> torch.Tensor:
+        """Each query's `top` strongest keys from the block's scores (H, r, k), k a multiple of CHUNK; returns each
+        row's largest score (H, r, 1), the softmax's shift. Exact without a top-k over all k keys: a key among a row's
+        `top` strongest lies in one of the `top` chunks of CHUNK keys with the largest maxima."""
         heads, r, k = scores.shape
         chunked = scores.view(heads, r, k // CHUNK, CHUNK)  # (H, r, C, CHUNK)
         chunks = chunked.amax(-1).topk(min(self.top, k // CHUNK), -1).indices  # (H, r, t)
         candidates = chunked.gather(2, chunks[..., None].expand(-1, -1, -1, CHUNK))  # (H, r, t, CHUNK)
         best = candidates.flatten(-2).topk(min(self.top, chunks.shape[-1] * CHUNK), -1)  # (H, r, top′ ≤ top)
         keys = chunks.gather(-1, best.indices // CHUNK) * CHUNK + best.indices % CHUNK  # (H, r, top′)
-        self.top_keys[which, start:start + r, : keys.shape[-1]] = keys
+        self.top_keys[:, start:start + r, : keys.shape[-1]] = keys
         self._top_scores = best.values
         return best.values[..., :1]  # (H, r, 1)
 
     def add(self, start: int, exps: torch.Tensor, shifted: torch.Tensor, total: torch.Tensor,
-            normaliser: torch.Tensor, sink: torch.Tensor | None = None, which: slice = slice(None)) -> None:
+            normaliser: torch.Tensor, sink: torch.Tensor | None = None) -> None:
         """The rest from the block's e^{s′} (H, r, k), s′ = s − max its scores less each row's largest (H, r, k;
         overwritten), each row's Z′ = Σ e^{s′} (H, r, 1), so that α = e^{s′} / Z′, and its log-sum-exp (H, r). A learned
-        sink's s′ (H, r, 1), where the model has one, is in Z′; the entropy counts it as one more outcome. H is the
-        count of the heads `which`, those these are of."""
+        sink's s′ (H, r, 1), where the model has one, is in Z′; the entropy counts it as one more outcome."""
         heads, r, k = exps.shape
         rows = slice(start, start + r)
         inverse = 1.0 / total  # (H, r, 1)
         entropy = torch.log(total[..., 0]) - shifted.mul_(exps).sum(-1) * inverse[..., 0]  # (H, r): log Z′ − Σ α s′
         if sink is not None:
             entropy -= (torch.exp(sink) * sink * inverse)[..., 0]  # (H, r): the sink's α s′ too
-        self.entropy[which, rows] = entropy
+        self.entropy[:, rows] = entropy
         strongest = torch.exp(self._top_scores.double() - normaliser[..., None])  # (H, r, top′)
-        self.top_weights[which, rows, : strongest.shape[-1]] = strongest
+        self.top_weights[:, rows, : strongest.shape[-1]] = strongest
         count = self.overview.shape[-1]
         for a in range(0, r, self.block):  # each block of the overview's queries in this block of queries
             b = min(r, a + self.block)
             shares = (inverse[:, a:b].transpose(-2, -1) @ exps[:, a:b])[:, 0]  # (H, k): Σ over its queries of α
             by_block = torch.nn.functional.pad(shares, (0, -k % self.block)).view(heads, -1, self.block).sum(-1)  # (H, ⌈k / block⌉)
-            self.overview[which, (start + a) // self.block, : by_block.shape[-1]] = by_block[:, :count] / (b - a)
+            self.overview[:, (start + a) // self.block, : by_block.shape[-1]] = by_block[:, :count] / (b - a)
         first = (exps[..., 0] * inverse[..., 0])[:, 1 if start == 0 else 0:]  # (H, r or r − 1): α[q, 0], q ≥ 1
-        self.first[which] += first.sum(-1)
+        self.first += first.sum(-1)
 
     @property
     def sink(self) -> np.ndarray:
@@ -226,45 +223,33 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
     value = torch.nn.functional.pad(value, (0, 0, 0, width - n))  # (KV, width, dh)
     scores_buffer = query.new_empty(heads * min(size, n) * width)  # (H·size·width,)
     exps_buffer = torch.empty_like(scores_buffer)  # (H·size·width,)
-    outputs = query.new_empty(heads, n, dh)  # (H, n, dh)
-    normalisers = torch.empty(heads, n, dtype=torch.float64, device=query.device)  # (H, n)
+    outputs, normalisers = [], []
     for start in range(0, n, size):
         stop = min(n, start + size)
         r, seen = stop - start, stop if arch.causal else n  # the keys any query of the block may read
         k = seen + (-seen % CHUNK)
-        for hs in head_steps(arch, r, k, query.device, visit is None):
-            kv, h = slice(hs.start // group, hs.stop // group), hs.stop - hs.start
-            scores = scores_buffer[: h * r * k].view(h, r, k)  # (h, r, k)
-            stacked = query[hs, start:stop].reshape(kv.stop - kv.start, group * r, dh)  # (kv, G·r, dh)
-            torch.bmm(stacked, key_t[kv, :, :k], out=scores.view(kv.stop - kv.start, group * r, k))  # (h, r, k)
-            if block is not None and engine.relative(block):
-                tables = (None if t is None else t[:, hs.start * dh:hs.stop * dh] for t in (block.position_key, block.position_query))
-                scores += engine.relative_terms(arch, *tables, query[hs, start:stop], padded[kv, :k], positions[start:stop],
-                                                keys[:k], scaled=True)  # (h, r, k)
-            engine.shaped(arch, scores, positions[start:stop], heads=hs)
-            hide(arch, index, start, positions[start:stop], scores, n)
-            top = summaries.strongest(start, scores, hs) if summaries is not None else scores.amax(-1, keepdim=True)  # (h, r, 1)
-            shifted = scores.sub_(top)  # (h, r, k)
-            exps = torch.exp(shifted, out=exps_buffer[: h * r * k].view(h, r, k))  # (h, r, k)
-            total = exps.sum(-1, keepdim=True)  # (h, r, 1); α = e^{s′} / Z′, never divided out in full
-            sunk = None if sink is None else sink[hs].to(top.dtype)[:, None, None] - top  # (h, r, 1) the sink's s′
-            total = total if sunk is None else total + torch.exp(sunk)  # (h, r, 1)
-            normaliser = top[..., 0].double() + torch.log(total[..., 0].double())  # (h, r), float64: see Scan.tile
-            normalisers[hs, start:stop] = normaliser
-            if visit is not None:
-                visit(start, exps[..., :seen], total)
-            outputs[hs, start:stop] = engine.grouped_values(exps, value[kv, :k]) / total  # (h, r, dh)
-            if summaries is not None:
-                summaries.add(start, exps, shifted, total, normaliser, sunk, hs)  # overwrites the shifted scores
-    return outputs, normalisers  # (H, n, dh), (H, n)
-
-
-def head_steps(arch: engine.Architecture, r: int, k: int, device: torch.device, split: bool) -> list[slice]:
-    """The heads a block of r queries over k keys is taken in: all at once, or on the CPU, where the block's scores
-    are over CPU_STEP_BYTES (and no visitor needs every head at once, `split`), one key/value group of heads at a time."""
-    if not split or device.type != "cpu" or arch.heads * r * k * 4 <= CPU_STEP_BYTES:
-        return [slice(0, arch.heads)]
-    return [slice(g * arch.group, (g + 1) * arch.group) for g in range(arch.kv_heads)]
+        scores = scores_buffer[: heads * r * k].view(heads, r, k)  # (H, r, k)
+        stacked = query[:, start:stop].reshape(arch.kv_heads, group * r, dh)  # (KV, G·r, dh)
+        torch.bmm(stacked, key_t[:, :, :k], out=scores.view(arch.kv_heads, group * r, k))  # (H, r, k)
+        if block is not None and engine.relative(block):
+            scores += engine.relative_terms(arch, block.position_key, block.position_query, query[:, start:stop],
+                                            padded[:, :k], positions[start:stop], keys[:k], scaled=True)  # (H, r, k)
+        engine.shaped(arch, scores, positions[start:stop])
+        hide(arch, index, start, positions[start:stop], scores, n)
+        top = summaries.strongest(start, scores) if summaries is not None else scores.amax(-1, keepdim=True)  # (H, r, 1)
+        shifted = scores.sub_(top)  # (H, r, k)
+        exps = torch.exp(shifted, out=exps_buffer[: heads * r * k].view(heads, r, k))  # (H, r, k)
+        total = exps.sum(-1, keepdim=True)  # (H, r, 1); α = e^{s′} / Z′, never divided out in full
+        sunk = None if sink is None else sink.to(top.dtype)[:, None, None] - top  # (H, r, 1) the sink's s′
+        total = total if sunk is None else total + torch.exp(sunk)  # (H, r, 1)
+        normaliser = top[..., 0].double() + torch.log(total[..., 0].double())  # (H, r), float64: see Scan.tile
+        normalisers.append(normaliser)
+        if visit is not None:
+            visit(start, exps[..., :seen], total)
+        outputs.append(engine.grouped_values(exps, value[:, :k]) / total)  # (H, r, dh)
+        if summaries is not None:
+            summaries.add(start, exps, shifted, total, normaliser, sunk)  # overwrites the shifted scores
+    return torch.cat(outputs, 1), torch.cat(normalisers, 1)  # (H, n, dh), (H, n)
 
 
 def blocked_layer(arch: engine.Architecture, block: engine.Block, index: int, x: torch.Tensor, positions: torch.Tensor,

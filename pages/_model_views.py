@@ -4,6 +4,8 @@ step-by-step walk. The Trained model and Decoder pages draw them for the model t
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import streamlit as st
 import torch
@@ -311,7 +313,8 @@ def why_view(model: models.Model, result: models.Run, layer: int, head: int, lab
     if model.kind == "decoder" and key > query:
         st.info(f"Key #{key} comes after query #{query}, which a decoder never reads: choose a key up to the query.")
         return
-    found = effects.score_parts_of(model, result, layer - 1, head - 1, query, key)
+    found, values = why_parts(model.name, run_digest(result, layer - 1, head - 1, query), layer - 1, head - 1, query,
+                              key, model, result)
     rows, cols, table = found.strongest(6)
     st.write(f"Query #{query} **{md_escape(labels[query])}** against key #{key} **{md_escape(labels[key])}**: score "
              f"{found.score:.4g}. Each part of the stream is put through the layer's norm (its scale frozen at the "
@@ -330,7 +333,6 @@ def why_view(model: models.Model, result: models.Run, layer: int, head: int, lab
     measured = measured_types(model.name)
     st.write(found.sentence(measured.scores if measured is not None else None)
              + " Layers and heads count from 0 here, as in the library.")
-    values = effects.value_parts_of(model, result, layer - 1, head - 1, query)
     strongest = sorted(values.items(), key=lambda item: -abs(item[1]))[:5]
     st.write(f"**What wrote the values it mixes at query #{query}**: each part's share z_c·z / ‖z‖² of the head's "
              "output z = Σ_j α_j v_j (the shares sum to 1): "
@@ -342,6 +344,22 @@ def why_view(model: models.Model, result: models.Run, layer: int, head: int, lab
         st.dataframe({kind_name: [f"L{l}H{h} {v:.2f}" for l, h, v in top_feeders(feeding[kind], layer - 1, head - 1)]
                       for kind_name, kind in (("query (Q)", "q"), ("key (K)", "k"), ("value (V)", "v"))},
                      hide_index=True)
+
+
+def run_digest(result: models.Run, layer: int, head: int, query: int) -> str:
+    """What a layer's score and value parts depend on in a run: the stream it reads and the query's weights."""
+    digest = hashlib.blake2b(np.ascontiguousarray(result.hidden[layer]).tobytes(), digest_size=16)
+    digest.update(np.ascontiguousarray(result.weights[layer, head, query]).tobytes())
+    return digest.hexdigest()
+
+
+@st.cache_resource(max_entries=16, show_spinner="Taking the score apart …")
+def why_parts(name: str, digest: str, layer: int, head: int, query: int, key: int, _model: models.Model,
+              _result: models.Run) -> tuple[effects.ScoreParts, dict[str, float]]:
+    """The score's parts and the values' shares (effects.score_parts_of, value_parts_of), once for a run's cell: a
+    rerun of the page (a slider moved, another figure clicked) does not take them apart again."""
+    return (effects.score_parts_of(_model, _result, layer, head, query, key),
+            effects.value_parts_of(_model, _result, layer, head, query))
 
 
 def top_feeders(scores: np.ndarray, layer: int, head: int, count: int = 5) -> list[tuple[int, int, float]]:

@@ -397,8 +397,7 @@ def layer(arch: Architecture, block: Block, index: int, x: torch.Tensor, positio
     query, new_key, new_value = project(arch, block, h, positions, index)  # (..., H, m, dh), (..., KV, m, dh) × 2
     key = new_key if key is None else torch.cat([key.expand(*new_key.shape[:-2], -1, -1), new_key], -2)  # (..., KV, c + m, dh)
     value = new_value if value is None else torch.cat([value.expand(*new_value.shape[:-2], -1, -1), new_value], -2)
-    if out is not None and arch.causal and len(positions) > CAUSAL_BLOCK and key.shape[-2] == len(positions) \
-            and not relative(block):
+    if out is not None and arch.causal and len(positions) > CAUSAL_BLOCK and key.shape[-2] == len(positions):
         a = causal_attend(arch, index, query, key, value, positions, out, block.sink)  # (H, m, m), in out
     else:
         mask = allowed_keys(arch, index, positions, key.shape[-2])  # (m, c + m) or None
@@ -535,10 +534,9 @@ def relative_parts(arch: Architecture, trace: Trace, head: int, query: int, key:
         return parts
     q, k = trace.query[head, query:query + 1], trace.key[arch.kv_head(head), key:key + 1]  # (1, dh) each
     position_key, position_query = heads_of(trace, head)  # (2k, dh) each, or None
-    delta = int(relative_index(arch, torch.tensor([query]), torch.tensor([key]))[0, 0]) - arch.relative_span
-    root = math.sqrt(q.shape[-1])
+    index = int(relative_index(arch, torch.tensor([query]), torch.tensor([key]))[0, 0])  # the row both terms read
+    delta, root = index - arch.relative_span, math.sqrt(q.shape[-1])  # the bucketed distance i − j
     names, values = [], []
-    index = delta + arch.relative_span
     if position_key is not None:
         names.append(r"\frac{q_{%d} \cdot P^k_{\delta=%d}}{\sqrt{%d}}" % (query, delta, q.shape[-1]))
         values.append(float(q[0].double() @ position_key[index].double()) / root)
@@ -874,7 +872,7 @@ def scores(arch: Architecture, trace: Trace, head: int | None = None) -> torch.T
     raw = (query / math.sqrt(query.shape[-1])) @ key.transpose(-2, -1)  # (n, n) or (H, n, n)
     rows = torch.arange(raw.shape[-2])  # (n,)
     if relative(trace):
-        every = (trace.query, trace.key) if head is None else (trace.query[head:head + 1], trace.key[head:head + 1])
+        every = (query, key) if head is None else (query[None], key[None])  # (H or 1, n, dh) each
         terms = relative_terms(arch, *heads_of(trace, head), *every, rows, rows)  # (H or 1, n, n)
         raw = raw + (terms if head is None else terms[0])
     return shaped(arch, raw, rows, head)

@@ -31,7 +31,8 @@ class Scan:
 
     overview (L, H, B, B), B = ⌈n / block⌉: the mean, over the queries of block a, of Σ_{k in block b} α[q, k]; each
     row sums to 1 (to 1 − the share of a learned sink, gpt-oss's). sink (L, H): the mean over queries q ≥ 1 of α[q, 0].
-    entropy (L, H, n): each query's −Σ_k α log α, in nats (a learned sink counted as one more outcome). top_keys, top_weights (L, H, n, top): each query's strongest keys, strongest first. next_logits
+    entropy (L, H, n): each query's −Σ_k α log α, in nats (a learned sink counted as one more outcome). top_keys,
+    top_weights (L, H, n, top): each query's strongest keys, strongest first. next_logits
     (vocab,): a decoder's logits at the last position, else None. tile(layer, head, queries, keys): exact weights."""
 
     model: str

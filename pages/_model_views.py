@@ -261,6 +261,7 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
     q, k = trace.query[head - 1], trace.key[(head - 1) // model.group]  # (n, dh) each: this head's, its group's
     rope = model.positions == "rotary"
     names = ("q = R_p(xW_q + b_q)", "k = R_p(xW_k + b_k)") if rope else ("q = xW_q + b_q", "k = xW_k + b_k")
+
     def parts(i: int, j: int):  # q·k/√d_k taken apart, then the family's own steps: DeBERTa's relative terms, ALiBi, a cap
         return shaped_parts(model.arch, head - 1, i, j, relative_parts(model.arch, trace, head - 1, i, j,
                                                                           scaled_dot_parts(q[i], k[j])))

@@ -51,9 +51,6 @@ class Rope:
     attention: float = 1.0
     truncate: bool = True
 
-    def __format__(self, spec: str) -> str:
-        return format(self.base, spec)
-
     def theta(self, d: int, device: torch.device) -> torch.Tensor:
         """(d // 2,) float64 θ_i of pairs i of a head's d turned dimensions."""
         theta = self.base ** (-torch.arange(0, d // 2, dtype=torch.float64, device=device) * 2 / d)  # (d // 2,)

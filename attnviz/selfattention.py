@@ -117,14 +117,12 @@ def weights_under_view(scores: np.ndarray, view: dict) -> tuple[np.ndarray, np.n
     hidden = [j for j in view.get("hide", []) if 0 <= j < scores.shape[-1]] if hides else []
     mask = key_mask(scores.shape[-1], hidden) if hidden else None  # (1, Tk) True where a key may be attended to
     window = view.get("window") or 0  # the layer's own sliding window, as the browser applies it (weights.mjs)
+    rows = torch.arange(scores.shape[-2])[:, None] + view.get("row_start", 0)  # (Tq, 1) the queries' positions
+    keys = torch.arange(scores.shape[-1])[None, :]  # (1, Tk)
     if window:
-        rows = torch.arange(scores.shape[-2])[:, None] + view.get("row_start", 0)  # (Tq, 1)
-        keys = torch.arange(scores.shape[-1])[None, :]  # (1, Tk)
         inside = (rows - keys).abs() <= window if view.get("window_both") else keys > rows - window  # (Tq, Tk)
         mask = inside if mask is None else mask & inside
     if view.get("sink"):
-        rows = torch.arange(scores.shape[-2])[:, None] + view.get("row_start", 0)  # (Tq, 1)
-        keys = torch.arange(scores.shape[-1])[None, :]  # (1, Tk)
         if causal:
             mask, causal = (keys <= rows) if mask is None else mask & (keys <= rows), False  # (Tq, Tk)
         mask = None if mask is None else mask | (keys == scores.shape[-1] - 1)  # (Tq, Tk) the sink under every mask

@@ -2,6 +2,7 @@
 figures, the interactive heatmap's data, messages), and the formulas written out."""
 
 import base64
+import contextlib
 import re
 import json
 import urllib.parse
@@ -16,6 +17,25 @@ PAGES = sorted(p.name for p in (ROOT / "pages").glob("*.py") if not p.name.start
 
 
 SELF = str(ROOT / "pages" / "self_attention.py")
+
+
+@contextlib.contextmanager
+def own_model(family: str, folder: Path, monkeypatch):
+    """A tiny `family` model (tests/tiny_models) built in `folder` and offered by the server as its own (ATTNVIZ_MODELS),
+    the offered models read afresh before and after: yields its folder."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    import tiny_models
+    from pages._model import offered
+
+    built = tiny_models.build(family, folder)
+    monkeypatch.setenv("ATTNVIZ_MODELS", str(built))
+    offered.clear()
+    try:
+        yield built
+    finally:
+        offered.clear()
 
 
 TIMEOUT = 60

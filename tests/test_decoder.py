@@ -404,21 +404,12 @@ def test_a_learned_sinks_share_is_drawn_as_a_column_of_its_own(tmp_path, monkeyp
     """gpt-oss on the Decoder page: the chosen head's heatmap gets one more key, ∅ sink, whose score is the head's sink
     logit as transformers holds it; the softmax over a causal row and that column gives the engine's weights, the
     column the rest of each row; the page says so in a sentence."""
-    import sys
-
     import transformers as T
 
-    sys.path.insert(0, str(Path(__file__).parent))
-    import tiny_models
-    from pages._model import offered
+    from page_support import own_model
 
-    folder = tiny_models.build("gpt_oss", tmp_path)
-    monkeypatch.setenv("ATTNVIZ_MODELS", str(folder))
-    offered.clear()
-    try:
+    with own_model("gpt_oss", tmp_path, monkeypatch) as folder:
         at, _ = decoder_page({"model": "gpt_oss", "text": "the cat sat on the mat", "layer": "2", "head": "3"})
-    finally:
-        offered.clear()
     assert not at.exception
     model = models.load(folder, device="cpu")
     engine = model.run("the cat sat on the mat")

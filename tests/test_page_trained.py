@@ -112,30 +112,21 @@ def test_the_query_key_space_of_a_head_and_a_clicked_query():
     assert not any("queries and" in c.proto.spec for c in run_page("trained.py", {"text": text}).get("plotly_chart"))
 
 
-def test_a_deberta_on_the_page_shows_its_three_terms_its_distances_and_why_here(tmp_path, monkeypatch):
+def test_a_deberta_on_the_page_shows_its_three_terms_and_its_distances(tmp_path, monkeypatch):
     """DeBERTa-v3's shape on the Trained model page: the chosen head's scores are the engine's sums of three terms
     (which give its weights), the neuron view adds the two relative terms to q·k/√d_h to reach that score, the
     positions view draws the bucketed distance δ(i, j) that transformers computes, and the page says why."""
-    import sys
-
     import torch
     from transformers.models.deberta_v2.modeling_deberta_v2 import build_relative_position
 
     from attnviz import models
+    from page_support import own_model
+    from tiny_models import SENTENCES
 
-    sys.path.insert(0, str(ROOT / "tests"))
-    import tiny_models
-    from pages._model import offered
-
-    folder = tiny_models.build("deberta-v2", tmp_path)
-    monkeypatch.setenv("ATTNVIZ_MODELS", str(folder))
-    text = tiny_models.SENTENCES["dog"]
-    offered.clear()
-    try:
+    text = SENTENCES["dog"]
+    with own_model("deberta-v2", tmp_path, monkeypatch) as folder:
         at = run_page("trained.py", {"model": "deberta-v2", "text": text, "layer": "2", "head": "2", "query": "12",
                                      "key": "3", "parts": "1", "learned": "1"})
-    finally:
-        offered.clear()
     assert not at.exception
     run = models.load(folder, device="cpu").run(text)
     n = len(run.pieces)

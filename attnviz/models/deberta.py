@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from attnviz.models.engine import Architecture, Block, Norm, Weights
-from attnviz.models.files import ModelError, Tensors, head_shape, setting
+from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.model import Built, Unsupported
 
 MODEL_TYPES = ("deberta-v2",)
@@ -83,10 +83,7 @@ def build(config: dict, tensors: Tensors) -> Built:
     table = None
     if kinds:
         k = arch.relative_span
-        stored = tensors.get("encoder.rel_embeddings.weight", (2 * k, d)) if tensors.has("encoder.rel_embeddings.weight") \
-            else None
-        if stored is None:
-            raise ModelError("The checkpoint has no encoder.rel_embeddings.weight, which its relative attention reads.")
+        stored = tensors.get("encoder.rel_embeddings.weight", (2 * k, d))  # (2k, d); a ModelError where it lacks them
         normed = "layer_norm" in [t.strip() for t in str(config.get("norm_rel_ebd", "none")).lower().split("|")]
         table = norm("encoder.LayerNorm")(stored) if normed else stored  # (2k, d)
     shared = bool(config.get("share_att_key", False))

@@ -205,18 +205,19 @@ def hide(arch: engine.Architecture, index: int, start: int, rows: torch.Tensor, 
 
 def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                   positions: torch.Tensor, size: int, visit=None, summaries: Summaries | None = None,
-                  sink: torch.Tensor | None = None, block: engine.Block | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                  block: engine.Block | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Layer `index`'s attention of queries (H, n, dh), already scaled by 1/√dh, over keys and values (KV, n, dh), taken
     `size` queries at a time: (αV (H, n, dh), each query's log-sum-exp (H, n)). `summaries`, where given, are filled
     block by block; `visit(start, exps, total)` sees each block's e^{s − max} (H, r, k), k the keys it may read up to its
-    last query, and their sums Z′ (H, r, 1), the weights being α = exps / Z′, before they are dropped. A learned `sink`
-    (H,) (gpt-oss) joins each Z′ as one more e^{s′}, with no value, so the weights sum to 1 − its share. DeBERTa's
-    relative terms, where the layer's `block` has them, join each score.
+    last query, and their sums Z′ (H, r, 1), the weights being α = exps / Z′, before they are dropped. Where the
+    layer's `block` has them, a learned sink (H,) (gpt-oss) joins each Z′ as one more e^{s′}, with no value, so the
+    weights sum to 1 − its share, and DeBERTa's relative terms join each score.
 
     The keys are padded to whole chunks of CHUNK (weight 0), and every block's scores and exponentials are written into
     the same two buffers: a fresh H × size × n tensor a block costs more in page faults than the exponential does."""
     heads, n, dh = query.shape
     group = heads // arch.kv_heads
+    sink = None if block is None else block.sink  # (H,) or None
     width = n + (-n % CHUNK)
     padded = torch.nn.functional.pad(key, (0, 0, 0, width - n))  # (KV, width, dh)
     key_t = padded.transpose(-2, -1).contiguous()  # (KV, dh, width)
@@ -263,7 +264,7 @@ def blocked_layer(arch: engine.Architecture, block: engine.Block, index: int, x:
     query, key, value = engine.project(arch, block, h, positions, index)  # (H, n, dh), (KV, n, dh) × 2
     query = query / math.sqrt(query.shape[-1])  # (H, n, dh) as the scaled-dot scorer scales it
     output, normalisers = attend_blocks(arch, index, query, key, value, positions, size, visit,
-                                        summaries, block.sink, block)  # (H, n, dh), (H, n)
+                                        summaries, block)  # (H, n, dh), (H, n)
     if intervention is not None:
         changed = intervention.head_output(index, output)  # (H, n, dh) or None
         output = output if changed is None else changed

@@ -276,6 +276,11 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
 SINK_LABEL = "∅ sink"
 
 
+def row_sum(arch) -> str:
+    """What a row of weights sums to, in words, for a model's Architecture (None for one transformers computes)."""
+    return "sums to 1 minus its head's learned sink's share" if arch is not None and arch.sinks else "sums to 1"
+
+
 def learned_sink(model: models.Model, layer: int, head: int) -> float | None:
     """Head `head` of layer `layer`'s (from 0) learned sink logit, where the model's heads have one (gpt-oss)."""
     blocks = getattr(getattr(model, "weights", None), "blocks", None)

@@ -12,7 +12,8 @@ from attnviz.urlstate import Param, int_range, nearest
 from pages._common import bounded_text_box, save_url_state, scale_select
 from pages._model import generation, one_more, run
 from pages._model_page import flag, head_sections, keep_in_range, model_schema, open_model, pick_head, run_or_stop
-from pages._model_views import atlas, chosen_head, engine_only, head_types_section, lines, stopped_text, write_controls
+from pages._model_views import (atlas, chosen_head, engine_only, head_types_section, lines, row_sum, stopped_text,
+                                 write_controls)
 from pages._interactive import browser_figure, timeline
 from pages._present import downloads
 
@@ -114,7 +115,8 @@ def looks_back(result: models.Run, labels: list[str], layer: int) -> None:
     downloads(st, "decoder_last", lambda: figures.matrix_heatmap(rows, heads, labels, bounded=True, title=title),
               Matrix(rows, heads, labels, corner="head \\ key"), image_help="PNG or SVG: the buttons above the chart.")
     floats = model.layers * 2 * model.kv_heads * n * model.head_dim
-    st.caption(f"Each row sums to 1 over the {n} pieces so far (the layer is chosen under All heads). The K/V cache now "
+    st.caption(f"Each row {row_sum(getattr(model, 'arch', None))} over the {n} pieces so far (the layer is chosen under "
+               "All heads). The K/V cache now "
                f"holds {n} rows of K and V in each of the {model.layers} layers' {model.kv_heads} key/value heads "
                f"({model.layers} × 2 × {model.kv_heads} × {n} × {model.head_dim} floats, {floats * 4 / 2**20:.1f} MB); "
                "the next piece adds one row each.")

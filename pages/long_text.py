@@ -13,6 +13,7 @@ from attnviz.urlstate import Param, bounded_text, choice, encode_int_list, int_l
 from pages._common import bounded_text_box, load_url_state, save_url_state, stop
 from pages._interactive import head_atlas, head_overview, screen_sizes, shaded_document
 from pages._model import example_document, example_scan, load_or_stop, pick_model
+from pages._model_views import row_sum
 from pages._present import chart
 
 SCAN_BYTES = 512 * 2**20  # what a session's scan keeps, at most: with its transient work, a request stays within 1 GiB
@@ -105,7 +106,8 @@ if sort == "retrieval" and grid is None:
 head_atlas(drawn.scan_atlas(scan, (layer - 1, head - 1), sort, None if grid is None else grid.scores,
                             st.session_state.palette), key="long_atlas", on_open=open_head)
 st.caption("Each thumbnail is one head's overview: row a, column b is the mean over the queries of block a of their "
-           f"weight on the keys of block b (blocks of {scan.block} pieces; each row sums to 1, drawn with 1 = its row's "
+           f"weight on the keys of block b (blocks of {scan.block} pieces; each row {row_sum(scan.architecture)}, drawn "
+           "with 1 = its row's "
            "largest). Click a head to open it.")
 
 st.header(f"Layer {layer}, head {head}")

@@ -426,3 +426,4 @@ def test_a_learned_sinks_share_is_drawn_as_a_column_of_its_own(tmp_path, monkeyp
     assert (weights[:, n] > 0).all() and weights[:, n].max() > 0.5  # the sink takes a share of every row, most of one
     said = " ".join(c.value for c in at.caption)
     assert "learned sink" in said and "∅ sink" in said
+    assert "Each row sums to 1 minus its head's learned sink's share over" in said  # the last piece's rows, too

@@ -3,16 +3,16 @@ from pathlib import Path
 import streamlit as st
 from starlette.middleware import Middleware
 
-from pages._beacon import ViewBeacon
-from pages._present import presenting, settings  # imported here, so before the warm-up's imports compete with it
-from pages._warm import lifespan, wait_for_imports, while_loading
+from appkit.beacon import ViewBeacon
+from appkit.present import presenting, settings  # imported here, so before the warm-up's imports compete with it
+from appkit.warm import lifespan, wait_for_imports, while_loading
 
 FAVICON = str(Path(__file__).with_name("favicon.png"))
 
 if __name__ != "__main__":
     # `streamlit run app.py` imports this file to find this App and serves it; each session then runs the file as
     # its script (as __main__). The lifespan loads torch, gensim and GloVe in a thread as the server starts; the
-    # middleware takes a heatmap's paused view without a page run (pages/_beacon).
+    # middleware takes a heatmap's paused view without a page run (appkit/beacon).
     app = st.App(__file__, lifespan=lifespan, middleware=[Middleware(ViewBeacon)])
 else:
     # The tab's icon is a file of ours: a page's :material/ icon would be fetched from a font server as the favicon.

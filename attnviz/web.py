@@ -1,6 +1,6 @@
 """The browser's code, as the hosts load it. The figures are ES modules in attnviz/browser/ that import each other
 (`import { a, b as c } from "./x.mjs";`), so node's tests import them as they are. A host takes one module: the
-Streamlit components (pages/_interactive.py) their entry in browser/streamlit/, the notebook widgets (attnviz.notebook)
+Streamlit components (appkit/interactive.py) their entry in browser/streamlit/, the notebook widgets (attnviz.notebook)
 browser/anywidget.mjs. `bundle` joins an entry and everything it imports into one module's text, with no build step
 and no request to any other host: each file in a scope of its own, so two files may use the same name, and every
 helper exists once. No streamlit here."""

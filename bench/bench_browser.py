@@ -170,10 +170,10 @@ import attnviz, torch
 marks.append(time.perf_counter())
 import gensim.models
 marks.append(time.perf_counter())
-from pages._common import glove
+from appkit.common import glove
 kv = glove()
 marks.append(time.perf_counter())
-from pages._warm import _first_use
+from appkit.warm import _first_use
 _first_use(kv)
 marks.append(time.perf_counter())
 print(*(round(b - a, 2) for a, b in zip(marks, marks[1:])))

@@ -106,7 +106,7 @@ def new_sentence(rng: random.Random) -> str:
 
 async def control(session: Session, rng: random.Random, tokens: int, url: str) -> Run:
     """One paused change of the heatmap's view as the browser sends it: where the heatmap's data carries a beacon
-    (pages/_beacon), a POST of the view, which runs no page; else its state value, which reruns the heatmap's fragment;
+    (appkit/beacon), a POST of the view, which runs no page; else its state value, which reruns the heatmap's fragment;
     on a checkout without the browser-side heatmap, a click on the hard-attention toggle."""
     if session.has(COMPONENT):
         view = {"temp": rng.choice(TAUS), "hard": rng.random() < 0.3, "mask": rng.choice(["none", "causal"]), "hide": [],
@@ -241,7 +241,7 @@ def stop(replicas: list[Server], proxy: subprocess.Popen | None) -> None:
 def warm(url: str) -> None:
     """Sessions run until the server's warm-up has ended (a run draws no "Loading GloVe" chart), so its start is not
     measured: until then each run also pays Streamlit's full garbage collection over the objects the warm-up freezes
-    at its end (pages/_warm.py), about 150 ms of CPU per run on our 2-core machine."""
+    at its end (appkit/warm.py), about 150 ms of CPU per run on our 2-core machine."""
     async def once() -> bool:
         session, run = await Session.open(url, "text=the+dog+was+happy")
         await session.close()

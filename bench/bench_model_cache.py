@@ -1,4 +1,4 @@
-"""The server's model cache (pages/_model.model) with three models in turn, under a budget that holds two of them: the
+"""The server's model cache (appkit/model.model) with three models in turn, under a budget that holds two of them: the
 process's resident memory after each load, and after the least recently used is let go.
 
 Run: python bench/bench_model_cache.py [--budget 1.1GB]
@@ -58,7 +58,7 @@ def main() -> None:
         subprocess.run([sys.executable, __file__, "--make", str(folder)], check=True, capture_output=True)
         os.environ["ATTNVIZ_MODELS"] = str(folder)
         os.environ["ATTNVIZ_MODEL_BUDGET"] = args.budget
-        from pages import _model
+        from appkit import model as _model
 
         cache, _, _ = _model._models()
         print(f"bench_model_cache: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "

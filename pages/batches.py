@@ -8,9 +8,9 @@ from attnviz.encdec import bmm_items, pad_batch, padding_mask
 from attnviz.embeddings import embed, tokenize
 from attnviz.figures import SCALES, attention_heatmap, dims, matrix_heatmap
 from attnviz.urlstate import Param, bounded_text, choice, int_range
-from pages._common import clamp, glove, held, load_url_state, save_url_state, scale_select, stop
+from appkit.common import clamp, glove, held, load_url_state, save_url_state, scale_select, stop
 from attnviz.export import Matrix
-from pages._present import chart
+from appkit.present import chart
 
 MAX_SENTENCES, MAX_TOKENS, BATCH_CHARS = 8, 64, 5000
 SCHEMA = {

@@ -9,13 +9,13 @@ from attnviz import figures, models
 from attnviz.export import Matrix
 from attnviz.selfattention import DECODER_MASKS
 from attnviz.urlstate import Param, int_range, nearest
-from pages._common import bounded_text_box, save_url_state, scale_select
-from pages._model import generation, one_more, run
-from pages._model_page import flag, head_sections, keep_in_range, model_schema, open_model, pick_head, run_or_stop
-from pages._model_views import (atlas, chosen_head, engine_only, head_types_section, lines, row_sum, stopped_text,
+from appkit.common import bounded_text_box, save_url_state, scale_select
+from appkit.model import generation, one_more, run
+from appkit.model_page import flag, head_sections, keep_in_range, model_schema, open_model, pick_head, run_or_stop
+from appkit.model_views import (atlas, chosen_head, engine_only, head_types_section, lines, row_sum, stopped_text,
                                  write_controls)
-from pages._interactive import browser_figure, timeline
-from pages._present import downloads
+from appkit.interactive import browser_figure, timeline
+from appkit.present import downloads
 
 TEXT_CHARS = 4_000
 TEMPERATURES = [0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 0.8, 1.0, 1.2, 1.5, 2.0]

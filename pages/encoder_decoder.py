@@ -7,9 +7,9 @@ from attnviz.encdec import alignment, encoder_decoder, pad_batch
 from attnviz.embeddings import embed, tokenize
 from attnviz.figures import SCALES, attention_heatmap
 from attnviz.urlstate import Param, bounded_text, choice, int_range
-from pages._common import glove, load_url_state, save_url_state, scale_select, stop
+from appkit.common import glove, load_url_state, save_url_state, scale_select, stop
 from attnviz.export import Matrix
-from pages._present import chart
+from appkit.present import chart
 
 MAX_TOKENS, SENTENCE_CHARS = 64, 2000
 SCHEMA = {

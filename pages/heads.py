@@ -8,10 +8,10 @@ from attnviz.embeddings import embed, tokenize
 from attnviz.figures import HEAD_COLOURS, PALETTES, SCALES, attention_heatmap, interactive_heatmap, line_view
 from attnviz.selfattention import MASKS, Config, run, temperature_grid
 from attnviz.urlstate import Param, boolean, bounded_text, choice, coerce, encode_bool, encode_int_list, int_list, int_range, nearest
-from pages._common import clamp, clicked, glove, held, load_url_state, position, position_select, save_url_state, scale_select, stop
-from pages._interactive import interactive_heatmap as mount, screen_sizes, view_state, weights_on_screen
+from appkit.common import clamp, clicked, glove, held, load_url_state, position, position_select, save_url_state, scale_select, stop
+from appkit.interactive import interactive_heatmap as mount, screen_sizes, view_state, weights_on_screen
 from attnviz.export import Matrix
-from pages._present import chart, downloads
+from appkit.present import chart, downloads
 
 MAX_TOKENS, SENTENCE_CHARS = 64, 2000
 SCHEMA = {
@@ -23,7 +23,7 @@ SCHEMA = {
     "lmode": Param("identity", choice(["identity", "random"])),
     "lhead": Param(0, int_range(-1, len(HEAD_COLOURS) - 1)),  # one head to start: every word × every head is a hairball
     "scale": Param("row", choice(SCALES)),
-    # The head summary, drawn in the browser from every head's scores (pages/_interactive): what it shows.
+    # The head summary, drawn in the browser from every head's scores (appkit/interactive): what it shows.
     "over": Param("mean", choice(["mean", "max"])),
     "temp": Param(1.0, nearest(temperature_grid())),
     "hard": Param(False, boolean, encode_bool),

@@ -12,9 +12,9 @@ from attnviz.retrieval import (
 )
 from attnviz.selfattention import temperature_grid
 from attnviz.urlstate import Param, bounded_text, choice, nearest
-from pages._common import stop, glove, load_url_state, save_url_state
+from appkit.common import stop, glove, load_url_state, save_url_state
 from attnviz.export import Matrix
-from pages._present import chart
+from appkit.present import chart
 
 UPLOAD = "Your own records (CSV)"
 QUERY_CHARS = 200

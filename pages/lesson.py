@@ -5,14 +5,14 @@ Every step calls the same attnviz functions as the page it links to; the step is
 
 import streamlit as st
 
-from pages._common import load_url_state, save_url_state
-from pages._lesson_common import COMPARE_NAMES, SCHEMA, STEP_COUNT
-from pages._lesson_1_4 import exact_lookup, hard_retrieval, soft_retrieval, kernel_regression
-from pages._lesson_5_8 import similarity_functions, why_sqrt_d, self_attention, order_matters
-from pages._lesson_9_12 import projections, masks, encoder_decoder_step, batches_step
-from pages._lesson_13_16 import heads_step, trained_step, decoder_step, copy_step
-from pages._lesson_17_18 import off_step, importance_step, write_step, needle_step
-from pages._lesson_21 import why_step
+from appkit.common import load_url_state, save_url_state
+from appkit.lesson.common import COMPARE_NAMES, SCHEMA, STEP_COUNT
+from appkit.lesson.retrieval import exact_lookup, hard_retrieval, soft_retrieval, kernel_regression
+from appkit.lesson.scores import similarity_functions, why_sqrt_d, self_attention, order_matters
+from appkit.lesson.matrices import projections, masks, encoder_decoder_step, batches_step
+from appkit.lesson.models import heads_step, trained_step, decoder_step, copy_step
+from appkit.lesson.experiments import off_step, importance_step, write_step, needle_step
+from appkit.lesson.why import why_step
 
 WIDE = {encoder_decoder_step}  # steps whose figures take the page's width, under the text
 NARROW_TEXT = {masks}  # steps whose two figures side by side need a wider figure column

@@ -10,11 +10,11 @@ from attnviz.models import scan as scan_module
 from attnviz.models.files import ENGINE_FAMILIES
 from attnviz.figures import PALETTES, long as drawn, matrix_heatmap
 from attnviz.urlstate import Param, bounded_text, choice, encode_int_list, int_list, int_range
-from pages._common import bounded_text_box, load_url_state, save_url_state, stop
-from pages._interactive import head_atlas, head_overview, screen_sizes, shaded_document
-from pages._model import example_document, example_scan, load_or_stop, pick_model
-from pages._model_views import row_sum
-from pages._present import chart
+from appkit.common import bounded_text_box, load_url_state, save_url_state, stop
+from appkit.interactive import head_atlas, head_overview, screen_sizes, shaded_document
+from appkit.model import example_document, example_scan, load_or_stop, pick_model
+from appkit.model_views import row_sum
+from appkit.present import chart
 
 SCAN_BYTES = 512 * 2**20  # what a session's scan keeps, at most: with its transient work, a request stays within 1 GiB
 TEXT_CHARS = 200_000  # a model's whole context (SmolLM2's 8,192 pieces) is about 40,000 characters of English

@@ -10,9 +10,9 @@ from attnviz.attention import pick_device
 from attnviz.figures import SCALES, attention_heatmap, bandwidth_training, pooling_regression
 from attnviz.pooling import KERNELS, TRUE_FUNCTIONS, BandwidthFit, blobs, classify, fit_bandwidth, nadaraya_watson, salary_data
 from attnviz.urlstate import Param, boolean, choice, encode_bool, int_range, nearest
-from pages._common import load_url_state, save_url_state, scale_select
+from appkit.common import load_url_state, save_url_state, scale_select
 from attnviz.export import Matrix
-from pages._present import chart
+from appkit.present import chart
 
 BANDWIDTHS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0]
 SCHEMA = {

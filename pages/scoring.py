@@ -9,9 +9,9 @@ from attnviz.attention import FORMULAS, PARAMETERS, SCORING_NAMES, attend, make_
 from attnviz.figures import SCALES, attention_heatmap, variance_against_d
 from attnviz.pooling import dot_variance, softmax_entropy
 from attnviz.urlstate import Param, choice, int_range, nearest
-from pages._common import load_url_state, save_url_state, scale_select
+from appkit.common import load_url_state, save_url_state, scale_select
 from attnviz.export import Matrix
-from pages._present import chart
+from appkit.present import chart
 
 SAMPLES = [1000, 2000, 4000, 8000, 16000]
 SCHEMA = {

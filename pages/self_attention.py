@@ -6,11 +6,11 @@ from dataclasses import replace
 import numpy as np
 import streamlit as st
 
-from pages._common import clamp, held, newcomer_note, load_url_state, md_escape, position, position_select, save_url_state, scale_select, stop, word_vectors
+from appkit.common import clamp, held, newcomer_note, load_url_state, md_escape, position, position_select, save_url_state, scale_select, stop, word_vectors
 from attnviz.export import Matrix
-from pages._interactive import interactive_heatmap, screen_sizes, view_state
-from pages._present import chart, downloads
-from pages._explorer import (
+from appkit.interactive import interactive_heatmap, screen_sizes, view_state
+from appkit.present import chart, downloads
+from appkit.explorer import (
     FULL_LIMIT, INTERACTIVE_LIMIT, ZOOM_SIZES, Request, compare_downloads, compute, inside_a_score, live_compare,
     overflow_message, positions_section, problem, step_walk, view_parts, zoom_window,
 )
@@ -191,7 +191,7 @@ def clean_view(sent: dict) -> dict:
 @st.fragment
 def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Config, interactive: bool) -> None:
     """Everything drawn from the weights. With one head and no comparison, the browser computes the weights from the
-    raw scores and redraws on its own as τ, hard, the mask, the colour scale and the query change (pages/_interactive);
+    raw scores and redraws on its own as τ, hard, the mask, the colour scale and the query change (appkit/interactive);
     it reruns this fragment once the person pauses, so the link, the nearest words and the downloads follow. So does
     a long input's zoom window, below the server's overview, and Compare A | B. With several heads (the grid) τ, hard
     and the mask are widgets whose changes rerun this fragment, not the sidebar and the sentence box."""
@@ -256,7 +256,7 @@ def live_view(kv, vectors_name: str, computed, shown, config: Config, hidden: li
         bars_limit=BARS_LIMIT, **screen_sizes(),
     )
     # A pause reruns the page only for a view drawn here from τ, hard, the mask or the query: else it costs the
-    # server one small request (pages/_beacon), and the browser writes the link and builds the downloads.
+    # server one small request (appkit/beacon), and the browser writes the link and builds the downloads.
     server_views = st.session_state.near or st.session_state.parts or st.session_state.steps
     interactive_heatmap(data, key="live", clean=clean_view, schema=None if server_views else SCHEMA)
     if shown.view is None:  # S/τ left float32's range: the heatmap says so, and there is nothing more to show
@@ -330,7 +330,7 @@ def position_width(view) -> int:
 
 
 def compare_live(kv, vectors_name: str, raw: Request, request: Request) -> None:
-    """Compare A | B in the browser (pages/_explorer.live_compare): each side's raw scores, A's view (its τ, hard,
+    """Compare A | B in the browser (appkit/explorer.live_compare): each side's raw scores, A's view (its τ, hard,
     mask, hidden keys) and B's (b_temp, b_hard, b_mask), one colour scale, palette and query. Once the person pauses,
     the downloads of A, B and B − A, computed by the engine, hold what is drawn; then A's nearest words and walk."""
     state = st.session_state

@@ -9,12 +9,12 @@ from attnviz.embeddings import embed, tokenize
 from attnviz.export import Matrix
 from attnviz.selfattention import DECODER_MASKS, MASKS, Config, run as toy_run
 from attnviz.urlstate import Param, bounded_text, choice
-from pages._common import bounded_text_box, clicked, glove, position_select, save_url_state, scale_select
-from pages._model import generation, word_weights
-from pages._model_page import head_sections, model_schema, open_model, pick_head, run_or_stop
-from pages._interactive import timeline
-from pages._model_views import atlas, chosen_head, head_types_section, lines, stopped_text, write_controls
-from pages._present import chart
+from appkit.common import bounded_text_box, clicked, glove, position_select, save_url_state, scale_select
+from appkit.model import generation, word_weights
+from appkit.model_page import head_sections, model_schema, open_model, pick_head, run_or_stop
+from appkit.interactive import timeline
+from appkit.model_views import atlas, chosen_head, head_types_section, lines, stopped_text, write_controls
+from appkit.present import chart
 
 TEXT_CHARS = 20_000
 UNITS = {"pieces": "the model's pieces", "words": "words"}
@@ -148,7 +148,7 @@ else:
     bound = float(np.log(n_pieces)) if measure == "entropy" else 1.0
 
     def open_summary() -> None:
-        from pages._common import clicked_point
+        from appkit.common import clicked_point
 
         point = clicked_point("summary")
         if point and len(point) == 2:

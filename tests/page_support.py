@@ -27,7 +27,7 @@ def own_model(family: str, folder: Path, monkeypatch):
 
     sys.path.insert(0, str(ROOT / "tests"))
     import tiny_models
-    from pages._model import offered
+    from appkit.model import offered
 
     built = tiny_models.build(family, folder)
     monkeypatch.setenv("ATTNVIZ_MODELS", str(built))
@@ -60,7 +60,7 @@ def heatmap(at) -> dict:
 
 
 def live(at, index: int = 0) -> dict:
-    """The interactive heatmap's data (pages/_interactive): its raw scores decoded into an (n, m) array, or (n, M)
+    """The interactive heatmap's data (appkit/interactive): its raw scores decoded into an (n, m) array, or (n, M)
     for a zoom window's rows over every key (M = len(keys)). Figures of final numbers (a matrix, bars) are not counted."""
     sent = [json.loads(c.proto.json) for c in at.get("bidi_component")]
     data = [d for d in sent if d.get("kind") not in ("matrix", "bars")][index]
@@ -89,7 +89,7 @@ def page(params=None) -> AppTest:
 
 
 def held(widgets, name: str):
-    """The one widget that holds `name`: pages._common.held keys it "_<name>_<options id>"."""
+    """The one widget that holds `name`: appkit.common.held keys it "_<name>_<options id>"."""
     matches = [w for w in widgets if str(w.key).startswith(f"_{name}_")]
     assert len(matches) == 1, [w.key for w in widgets]
     return matches[0]

@@ -1,4 +1,4 @@
-"""pages/_beacon: a heatmap's paused view told to the server without a page run. What is posted is checked as a link's
+"""appkit/beacon: a heatmap's paused view told to the server without a page run. What is posted is checked as a link's
 values are, answered with the link, kept for the session's next run (which takes it into its session state, or into
 what another page showed), bounded in memory; a bad or long post gets a clear answer and changes nothing."""
 
@@ -10,7 +10,7 @@ import pytest
 from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
-from pages import _beacon
+from appkit import beacon as _beacon
 from attnviz.urlstate import Param, boolean, choice, encode_bool, int_range, nearest
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -217,7 +217,7 @@ def test_the_page_draws_the_chosen_head_sinks_and_the_next_word(model):
 def test_hiding_the_first_piece_renormalises_each_row_over_the_others(model):
     """"causal, hide keys" with the first key hidden: the engine's weights (what the downloads hold) are each row
     renormalised over the other keys up to the query; the first row has no other key and gets zeros."""
-    from pages._interactive import on_screen
+    from appkit.interactive import on_screen
 
     scores = model.run("When he saw his owner, the dog was").head_scores(4, 1)  # (n, n)
     view = {"mask": "causal_keys", "hide": [0], "temp": 1.0, "hard": False}

@@ -122,8 +122,8 @@ def test_a_text_past_the_effects_limit_gets_the_numbers():
 
 def test_lesson_17_turns_the_induction_head_off_beside_a_control(smollm2):
     from attnviz import heads
-    from pages._lesson_13_16 import COPY_CUT, COPY_PIECES
-    from pages._lesson_17_18 import CONTROL_SEED, control_head
+    from appkit.lesson.models import COPY_CUT, COPY_PIECES
+    from appkit.lesson.experiments import CONTROL_SEED, control_head
 
     at = page("lesson.py", {"step": "17", "copyseed": "0"})
     assert not at.exception
@@ -151,7 +151,7 @@ def drawn_row_labels(at, title: str) -> list[str]:
 
 
 def test_lesson_18_ranks_the_dog_sentences_pieces_beside_occlusion(smollm2):
-    from pages._lesson_17_18 import DOG_PREFIX
+    from appkit.lesson.experiments import DOG_PREFIX
 
     at = page("lesson.py", {"step": "18"})
     assert not at.exception
@@ -164,7 +164,7 @@ def test_lesson_18_ranks_the_dog_sentences_pieces_beside_occlusion(smollm2):
 
 @pytest.mark.slow
 def test_lesson_19_writes_greedy_and_sampled_and_says_where_they_part(smollm2):
-    from pages._lesson_17_18 import DOG_PREFIX, SAMPLER, WRITE_STEPS
+    from appkit.lesson.experiments import DOG_PREFIX, SAMPLER, WRITE_STEPS
 
     for seed in (0, 3):
         at = page("lesson.py", {"step": "19", "writeseed": str(seed)})
@@ -193,7 +193,7 @@ def test_lesson_21_takes_the_copying_heads_score_apart(smollm2):
     """Step 21: the induction head's score of the key it looks at most from the last piece, its parts as the library
     finds them, folded to the strongest; and a sentence saying whether the textbook story holds here."""
     from attnviz import heads
-    from pages._lesson_13_16 import COPY_CUT, COPY_PIECES
+    from appkit.lesson.models import COPY_CUT, COPY_PIECES
 
     at = page("lesson.py", {"step": "21", "copyseed": "0"})
     assert not at.exception

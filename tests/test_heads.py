@@ -285,7 +285,7 @@ def test_the_lessons_copy_step_draws_the_induction_head_on_the_repeat(smollm2):
 
     from streamlit.testing.v1 import AppTest
 
-    from pages._lesson_13_16 import COPY_CUT, COPY_PIECES
+    from appkit.lesson.models import COPY_CUT, COPY_PIECES
     from tests.test_decoder import z_of
 
     at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "pages" / "lesson.py"), default_timeout=300)
@@ -316,7 +316,7 @@ def test_the_lessons_copy_step_draws_the_induction_head_on_the_repeat(smollm2):
 def test_the_decoder_page_lists_the_top_heads_and_colours_the_atlas_by_a_score(smollm2):
     import base64
 
-    from pages._model import head_types
+    from appkit.model import head_types
     from tests.test_decoder import components, decoder_page
 
     heads.cached(smollm2)  # kept on disk by the model's content: the page reads them without measuring

@@ -46,7 +46,7 @@ def test_the_command_line_passes_the_options_to_streamlit(installed):
             "print(command(parser().parse_args(['--port', '8502', '--vectors', 'v.txt', '--vectors-format', 'glove'])))")
     line = subprocess.run([str(venv / "bin" / "python"), "-c", code], cwd=elsewhere, capture_output=True, text=True, check=True).stdout
     assert "'--server.port', '8502'" in line and "'--client.toolbarMode', 'viewer'" in line
-    assert "'--runner.postScriptGC', 'false'" in line  # the app collects garbage itself (pages/_warm.py)
+    assert "'--runner.postScriptGC', 'false'" in line  # the app collects garbage itself (appkit/warm.py)
     assert f"'--', '--vectors', '{elsewhere / 'v.txt'}', '--vectors-format', 'glove'" in line
 
 

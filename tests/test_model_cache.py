@@ -1,4 +1,4 @@
-"""pages/_model.model: the loaded models are kept together within the memory budget, the least recently used let go
+"""appkit/model.model: the loaded models are kept together within the memory budget, the least recently used let go
 first, and its memory with it (nothing else holds the model); sessions asking at once load a model once."""
 
 import threading
@@ -6,7 +6,7 @@ import weakref
 
 import pytest
 
-from pages import _model
+from appkit import model as _model
 
 
 @pytest.fixture

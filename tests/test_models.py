@@ -615,7 +615,7 @@ def test_each_mechanism_that_changes_a_picture_gets_its_sentence(folders):
 
 def offer(folder: Path, monkeypatch) -> None:
     """The pages offer the model in `folder` (ATTNVIZ_MODELS), the server's list of offers made again."""
-    from pages._model import offered
+    from appkit.model import offered
 
     monkeypatch.setenv("ATTNVIZ_MODELS", str(folder))
     offered.clear()  # a process-wide cache: another test's server may have filled it

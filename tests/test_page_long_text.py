@@ -108,7 +108,7 @@ def test_a_text_past_the_models_context_says_so_and_keeps_it():
     scan_button.click().run()
     assert not at.exception
     from attnviz.models.scan import most_pieces
-    from pages._model import model
+    from appkit.model import model
 
     limit = most_pieces(model("smollm2").arch, 512 * 2**20)  # the page's bound: a scan keeps at most 512 MiB
     assert limit < 8192 and f"reads at most {limit} pieces here" in messages(at) and "Shorten it" in messages(at)

@@ -49,7 +49,7 @@ def test_heads_page_sends_every_heads_scores_for_the_average_and_the_maximum():
     from attnviz.embeddings import embed, tokenize
     from attnviz.selfattention import Config, run
 
-    from pages._common import glove
+    from appkit.common import glove
 
     at = run_page("heads.py", {"text": "the cat sat on the mat", "heads": "3", "seed": "7"})
     assert not at.exception

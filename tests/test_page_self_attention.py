@@ -290,9 +290,9 @@ def test_greyed_out_controls_say_why():
 
 
 def test_the_downloads_of_a_browser_view_hold_the_weights_it_draws():
-    """pages/_interactive.weights_on_screen against the formula written out: softmax(S/τ) over the allowed keys, the
+    """appkit/interactive.weights_on_screen against the formula written out: softmax(S/τ) over the allowed keys, the
     one-hot argmax (ties to the first key), a causal mask, hidden keys, a row with every key hidden."""
-    from pages._interactive import weights_on_screen
+    from appkit.interactive import weights_on_screen
 
     rng = np.random.default_rng(5)
     scores = rng.normal(size=(6, 6)).astype(np.float32)  # (6, 6)
@@ -381,7 +381,7 @@ def test_trained_page_walk_and_comparison():
 
 @pytest.mark.slow  # several seconds of page runs: the full suite's, not the fast tier's
 def test_lesson_buttons_walk_the_steps():
-    from pages._lesson_common import STEP_COUNT
+    from appkit.lesson.common import STEP_COUNT
 
     at = run_page("lesson.py", {"step": str(STEP_COUNT - 1)})
     at.button(key="next").click().run()

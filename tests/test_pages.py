@@ -14,6 +14,12 @@ def test_app_runs_the_default_page():
     assert live(at)["n"] == 16
 
 
+def test_pages_holds_only_the_page_scripts_the_navigation_lists():
+    listed = {line.split('"')[1].removeprefix("pages/") for line in (ROOT / "app.py").read_text().splitlines()
+              if 'st.Page("pages/' in line}
+    assert {p.name for p in (ROOT / "pages").iterdir() if p.name != "__pycache__"} == listed
+
+
 @pytest.mark.parametrize("name", PAGES)
 def test_every_page_runs(name):
     at = AppTest.from_file(str(ROOT / "pages" / name), default_timeout=TIMEOUT).run()
@@ -94,7 +100,7 @@ SHARED_LINK = {"layer": "2", "head": "3", "scale": "max", "palette": "cividis", 
 @pytest.mark.parametrize("name", ["trained.py", "decoder.py"])
 def test_both_model_pages_read_and_keep_the_parameters_of_their_one_schema(name):
     from page_support import run_page
-    from pages._model_page import model_schema
+    from appkit.model_page import model_schema
 
     shared = model_schema(model="m", text="", text_chars=1, query=0, mask="none", masks=("none",))
     assert set(SHARED_LINK) <= set(shared)

@@ -1,11 +1,11 @@
-"""The server's warm-up (pages/_warm.py) freezes the long-lived objects even when its first figure fails, as it did
+"""The server's warm-up (appkit/warm.py) freezes the long-lived objects even when its first figure fails, as it did
 when a session arrived during it and the two threads' imports met half-way."""
 
 import gc
 
 import pytest
 
-from pages import _warm
+from appkit import warm as _warm
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 // Streamlit's host adapter: what a component sends back to Python. A heatmap whose data carries a `beacon` posts its
-// paused view to the server (pages/_beacon.py) instead of rerunning the page, and puts the link the server answers in
+// paused view to the server (appkit/beacon.py) instead of rerunning the page, and puts the link the server answers in
 // the address bar; without one, or if the post fails, the view goes back as a state value (one rerun).
 
 const posts = new Map(); // beacon token → { flying: posts not yet answered, seq: the last answer's number }

@@ -61,7 +61,7 @@ def _click_layer(weights, scores, row_names, col_names, row_start: int, col_star
         x=np.asarray(col_names, dtype=object)[cols.ravel()], y=np.asarray(row_names, dtype=object)[rows.ravel()],
         mode="markers", marker=CLICK_MARKER,
         # a typed array, sent as binary: as nested lists plotly validated every number (about 0.1 s at 64×64);
-        # a click returns a point's row of it as {"0": …, "1": …}, which pages/_common.clicked_point reads
+        # a click returns a point's row of it as {"0": …, "1": …}, which appkit/common.clicked_point reads
         customdata=np.stack(custom, -1).astype(np.float32), showlegend=False, name="cells",
         hovertemplate="query %{y}<br>key %{x}<br>weight: %{customdata[2]:.4~g}" + score_line + "<br>click: inspect this query<extra></extra>",
     )

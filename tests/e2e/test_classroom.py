@@ -10,7 +10,7 @@ import pytest
 from attnviz.embeddings import load_glove
 from driver import exceptions, plots, settle, shown_value, type_into, url_has
 from layout import assert_fits
-from pages._lesson_common import STEP_COUNT
+from appkit.lesson.common import STEP_COUNT
 
 LIVE_TITLE = """() => Array.from(document.querySelectorAll('.js-plotly-plot'), gd => gd.layout.title && gd.layout.title.text)
     .map(t => /Learning σ: step (\\d+) of 150/.exec(t || '')).filter(m => m).map(m => Number(m[1]))"""

@@ -69,7 +69,7 @@ def burst(page):
 
 
 def count_posts(page) -> list[str]:
-    """The views the page posts from now on to the server's view beacon (pages/_beacon: no page run)."""
+    """The views the page posts from now on to the server's view beacon (appkit/beacon: no page run)."""
     posted = []
     page.on("request", lambda r: posted.append(r.post_data) if r.method == "POST" and "/_attnviz/view" in r.url else None)
     return posted

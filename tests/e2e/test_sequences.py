@@ -79,7 +79,7 @@ def test_a_change_just_before_retyping_is_kept(server, page):
 
 
 def test_a_change_posted_while_the_new_sentence_runs_is_kept(server, page):
-    """The pause's post (pages/_beacon) reaches the server only after the run for a new sentence took the posted views:
+    """The pause's post (appkit/beacon) reaches the server only after the run for a new sentence took the posted views:
     the heatmap keeps the person's change over that run's view, and the link gets it, with the new sentence."""
     page.goto(f"{server}/?text=the+cat+sat")
     wait_for_heatmap(page, lambda t: len(t["y"]) == 3)

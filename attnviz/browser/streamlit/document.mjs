@@ -1,4 +1,4 @@
-// Streamlit's shaded-document component (pages/_interactive.py): a click on a piece is a trigger, one rerun.
+// Streamlit's shaded-document component (appkit/interactive.py): a click on a piece is a trigger, one rerun.
 import { mountDocument } from "../document.mjs";
 
 export default mountDocument;

@@ -1,4 +1,4 @@
-// Streamlit's heatmap component (pages/_interactive.py): a heatmap, Compare A | B, a matrix or bars, by its data.
+// Streamlit's heatmap component (appkit/interactive.py): a heatmap, Compare A | B, a matrix or bars, by its data.
 import { mount } from "../figures.mjs";
 import { awaiting, viewSender } from "../streamlit.mjs";
 

@@ -1,4 +1,4 @@
-// Streamlit's overview component (pages/_interactive.py): a click or a dragged box is a trigger, one rerun.
+// Streamlit's overview component (appkit/interactive.py): a click or a dragged box is a trigger, one rerun.
 import { mountOverview } from "../overview.mjs";
 
 export default mountOverview;

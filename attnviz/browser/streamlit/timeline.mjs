@@ -1,4 +1,4 @@
-// Streamlit's generation-timeline component (pages/_interactive.py): it sends nothing back.
+// Streamlit's generation-timeline component (appkit/interactive.py): it sends nothing back.
 import { mountTimeline } from "../timeline.mjs";
 
 export default mountTimeline;

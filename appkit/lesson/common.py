@@ -10,9 +10,9 @@ from attnviz.encdec import pad_batch
 from attnviz.retrieval import PRESETS
 from attnviz.selfattention import Config, temperature_grid
 from attnviz.urlstate import Param, boolean, bounded_text, choice, coerce, encode_bool, int_range, nearest
-from pages._common import glove, page_link
-from pages._explorer import Request, compare_downloads, live_compare
-from pages._interactive import screen_sizes
+from appkit.common import glove, page_link
+from appkit.explorer import Request, compare_downloads, live_compare
+from appkit.interactive import screen_sizes
 
 
 DOG = "When he saw his owner, the dog was happy, so he wagged his tail"

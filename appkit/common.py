@@ -21,14 +21,14 @@ from attnviz.embeddings import (
 )
 from attnviz.figures import SCALES
 from attnviz.urlstate import Param, encode_params, parse_params
-from pages import _beacon
-from pages._present import PRESENT
+from appkit import beacon
+from appkit.present import PRESENT
 
 GLOVE_LABEL = "GloVe 6B 50-d (built in, 400,000 words)"
 URL_TEXT_LIMIT = 2000  # characters; longer text is not put in the URL
 
 
-@st.cache_resource(show_spinner=False)  # loaded as the server starts (pages/_warm.py), under its own loading title
+@st.cache_resource(show_spinner=False)  # loaded as the server starts (appkit/warm.py), under its own loading title
 def glove() -> KeyedVectors:
     return load_glove()
 
@@ -122,7 +122,7 @@ def load_url_state(schema: dict[str, Param]) -> None:
     """
     page = page_id(schema)
     saved = st.session_state.setdefault(_SAVED, {})
-    for where, values in _beacon.take().items():  # views a heatmap's pause posted since the last run (pages/_beacon)
+    for where, values in beacon.take().items():  # views a heatmap's pause posted since the last run (appkit/beacon)
         if where == page and st.session_state.get(_CURRENT) == page:
             for name, value in values.items():
                 st.session_state[name] = value

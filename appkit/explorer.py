@@ -17,13 +17,13 @@ from attnviz.attention import Parts
 from attnviz.positions import cosine_similarity, permutation, rotary_angles, rotary_similarity, sinusoidal
 from attnviz.selfattention import Config, ScoresOverflow, Step, View, longest_rows, run, steps
 from attnviz.urlstate import Param
-from pages._common import VISIT, clamp, held, md_escape, position_select, save_url_state, widget_key
+from appkit.common import VISIT, clamp, held, md_escape, position_select, save_url_state, widget_key
 from attnviz.export import Matrix, matrices_zip
-from pages._interactive import interactive_heatmap, weights_on_screen
-from pages._present import chart, downloads
+from appkit.interactive import interactive_heatmap, weights_on_screen
+from appkit.present import chart, downloads
 
 FULL_LIMIT = 256  # above this many tokens: one head at a time, and a block overview plus a zoom window
-INTERACTIVE_LIMIT = 512  # up to this many tokens one head is drawn whole by the browser (pages/_interactive)
+INTERACTIVE_LIMIT = 512  # up to this many tokens one head is drawn whole by the browser (appkit/interactive)
 STEPS_LIMIT = 64  # the step-by-step walk draws n×n matrices up to this size
 ALL_STEPS = "All steps"
 WALK = "walk"  # the walk's open tab: its URL parameter and session-state name
@@ -121,7 +121,7 @@ def describe(config: Config) -> str:
 def live_compare(kv, a: Request, b: Request, views: tuple[dict, dict], *, key: str, clean: Callable[[dict], dict],
                  compact: bool = False, **options) -> list[Computed] | None:
     """A and B side by side, drawn in the browser from each side's raw scores (requests at τ = 1, no mask), each with
-    its own view (τ, hard, mask) on one colour scale, and B − A below where their tokens match (pages/_interactive).
+    its own view (τ, hard, mask) on one colour scale, and B − A below where their tokens match (appkit/interactive).
     With several heads a side draws its head average. `compact`: the lesson's smaller toolbars (figures.interactive_comparison).
     `options` go to figures.interactive_heatmap. Returns the two
     sides' computations, or None after saying why they cannot be drawn."""
@@ -288,7 +288,7 @@ def zoom_sizes(n: int, heads: int) -> list[int]:
 
 
 def zoom_window(raw: View, tokens: list[str], oov: list[bool], *, clean: Callable[[dict], dict], **options) -> tuple[slice, slice]:
-    """The long-input zoom: its size and position, and the window drawn in the browser (pages/_interactive) from its
+    """The long-input zoom: its size and position, and the window drawn in the browser (appkit/interactive) from its
     rows' scores over every key, so that τ, hard attention, the masks, the colour scale and the query redraw at once
     and each row is normalised over the whole sentence; only the window's rows are sent, never the n×n scores. Its
     axes are numbered by the sentence's own positions, and the chosen query is kept inside the window. `raw` holds

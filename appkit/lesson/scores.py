@@ -11,9 +11,9 @@ from attnviz.embeddings import tokenize
 from attnviz.export import Matrix
 from attnviz.pooling import dot_variance
 from attnviz.selfattention import Config, run
-from pages._common import clicked, position_select
-from pages._present import chart
-from pages._lesson_common import DIMS, FIGURE_COLUMN, MAX_TOKENS, draw_comparison, embedded_sentence, explore, sentence_input
+from appkit.common import clicked, position_select
+from appkit.present import chart
+from appkit.lesson.common import DIMS, FIGURE_COLUMN, MAX_TOKENS, draw_comparison, embedded_sentence, explore, sentence_input
 
 
 LESSON_SCORERS = ("dot", "scaled_dot", "additive", "gaussian")

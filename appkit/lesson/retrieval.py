@@ -11,9 +11,9 @@ from attnviz.export import Matrix
 from attnviz.pooling import TRUE_FUNCTIONS, nadaraya_watson, salary_data
 from attnviz.retrieval import exact_matches, retrieve, value_matrix
 from attnviz.selfattention import temperature_grid
-from pages._common import md_escape
-from pages._present import chart
-from pages._lesson_common import RECORDS, SIGMAS, explore
+from appkit.common import md_escape
+from appkit.present import chart
+from appkit.lesson.common import RECORDS, SIGMAS, explore
 
 
 def record_bars(figure, numbers: np.ndarray, query: str, keys: list[str], values: list[str], *, key: str, title: str,

@@ -10,9 +10,9 @@ from attnviz.embeddings import embed, tokenize
 from attnviz.encdec import bmm_items, encoder_decoder, pad_batch, padding_mask
 from attnviz.export import Matrix
 from attnviz.selfattention import Config, run, steps
-from pages._common import glove
-from pages._present import PRESENT, chart
-from pages._lesson_common import FIGURE_COLUMN, SOURCE, TARGET, batch, draw_comparison, embedded_sentence, explore, sentence_input
+from appkit.common import glove
+from appkit.present import PRESENT, chart
+from appkit.lesson.common import FIGURE_COLUMN, SOURCE, TARGET, batch, draw_comparison, embedded_sentence, explore, sentence_input
 
 
 def projections(text, figure):

@@ -6,7 +6,7 @@ HTTP request, about a millisecond of the server's time, against a rerun's 20 ms)
 view in it, which the browser puts in its address bar, and the view is kept until the session's next run takes it into
 its session state (load_url_state), so the next sentence, a page switch or a reload keeps it. Where a server-side view
 does depend on it (Self-attention's nearest words, Inside a score, the step walk), the heatmap reruns the page as
-before (pages/_interactive.interactive_heatmap's `beacon`).
+before (appkit/interactive.interactive_heatmap's `beacon`).
 
 What is posted is checked as a link's values are (attnviz.urlstate.coerce) against the page's URL schema, registered
 with the token the page sent the browser; the store is bounded (TOKENS_KEPT), so memory does not grow with sessions."""

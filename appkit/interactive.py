@@ -12,9 +12,9 @@ import streamlit as st
 
 from attnviz import figures, web
 from attnviz.selfattention import weights_under_view
-from pages import _beacon
-from pages._common import page_id
-from pages._present import CHART_FONT_PX, PRESENT
+from appkit import beacon
+from appkit.common import page_id
+from appkit.present import CHART_FONT_PX, PRESENT
 
 VIEW_KEYS = ("temp", "hard", "mask", "hide", "scale", "palette", "query", "over", "key")  # key: the cell taken apart
 COMPARE_KEYS = ("b_temp", "b_hard", "b_mask")  # Compare A | B: side B's τ, hard and mask
@@ -85,11 +85,11 @@ def interactive_heatmap(data: dict, *, key: str, clean, schema: dict | None = No
     """Mount the heatmap for `data` (figures.interactive_heatmap, or figures.interactive_comparison). When the browser
     sends a paused view, `clean` turns it into allowed values (as a link's values are), which go into session state
     before this fragment reruns. With the page's URL `schema`, a pause reruns nothing: the browser posts the view
-    (pages/_beacon) and writes the link itself, and the page's next run takes the view; for a page none of whose
+    (appkit/beacon) and writes the link itself, and the page's next run takes the view; for a page none of whose
     server-side views depends on the heatmap's view."""
     if schema is not None:
-        token = _beacon.token_for(key, page_id(schema), schema)
-        data = {**data, "beacon": {"url": _beacon.url(), "token": token, "taken": _beacon.taken(token)}}
+        token = beacon.token_for(key, page_id(schema), schema)
+        data = {**data, "beacon": {"url": beacon.url(), "token": token, "taken": beacon.taken(token)}}
     _heatmap(key=key, data=data, on_view_change=lambda: _adopt(key, clean), width="stretch")
 
 

@@ -9,9 +9,9 @@ import torch
 from attnviz import figures, models
 from attnviz.export import Matrix
 from attnviz.selfattention import Config, run
-from pages._model import model as loaded_model, run as model_run
-from pages._present import chart
-from pages._lesson_common import DOG, FIGURE_COLUMN, embedded_sentence, explore, sentence_input
+from appkit.model import model as loaded_model, run as model_run
+from appkit.present import chart
+from appkit.lesson.common import DOG, FIGURE_COLUMN, embedded_sentence, explore, sentence_input
 
 
 def heads_step(text, figure):
@@ -96,7 +96,7 @@ COPY_CUT = 3
 def copying_head(seed: int, shuffled: bool = False):
     """(SmolLM2, its induction scores, its strongest induction head (layer, head) from 0, step 16's probe, the run on
     it): what steps 16 and 21 draw."""
-    from pages._model import induction, probe_run
+    from appkit.model import induction, probe_run
 
     model = loaded_model("smollm2")
     scores, _ = induction("smollm2")

@@ -11,10 +11,10 @@ import streamlit as st
 from attnviz import effects, figures, models
 from attnviz.export import Matrix
 from attnviz.urlstate import Param, boolean, choice, encode_bool, int_range, nearest
-from pages._interactive import browser_figure, head_atlas, routes_graph
-from pages._model import effect_of
-from pages._model_views import engine_only
-from pages._present import PRESENT, downloads
+from appkit.interactive import browser_figure, head_atlas, routes_graph
+from appkit.model import effect_of
+from appkit.model_views import engine_only
+from appkit.present import PRESENT, downloads
 
 THRESHOLDS = figures.ROUTE_THRESHOLDS
 EFFECT_PIECES = 32  # the panel measures texts of up to this many pieces (SmolLM2 here: 13.6 s at 26 pieces, 45 s at 72)

@@ -7,11 +7,11 @@ import torch
 
 from attnviz import effects, figures, heads, long, models
 from attnviz.export import Matrix
-from pages._lesson_13_16 import COPY_CUT, COPY_PIECES
-from pages._common import md_escape
-from pages._lesson_common import FIGURE_COLUMN, explore
-from pages._model import effect_of, example_document, example_needle, generation, induction, model as loaded_model, probe_run
-from pages._present import chart
+from appkit.lesson.models import COPY_CUT, COPY_PIECES
+from appkit.common import md_escape
+from appkit.lesson.common import FIGURE_COLUMN, explore
+from appkit.model import effect_of, example_document, example_needle, generation, induction, model as loaded_model, probe_run
+from appkit.present import chart
 
 DOG_PREFIX = "When he saw his owner, the dog was"  # our notes' sentence up to its blank
 CONTROL_SEED = 7

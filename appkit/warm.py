@@ -58,7 +58,7 @@ def wait_for_imports() -> None:
 def _load() -> None:
     try:
         try:
-            from pages._common import glove  # the torch and gensim imports are most of the work
+            from appkit.common import glove  # the torch and gensim imports are most of the work
             import attnviz.models  # noqa: F401  the model pages' engine, and transformers' tokenizers
         finally:
             IMPORTED.set()  # on failure too: the sessions then import for themselves

@@ -5,10 +5,10 @@ import numpy as np
 
 from attnviz import effects, figures, heads, models
 from attnviz.export import Matrix
-from pages._common import md_escape
-from pages._lesson_13_16 import copying_head
-from pages._lesson_common import FIGURE_COLUMN, explore
-from pages._present import chart
+from appkit.common import md_escape
+from appkit.lesson.models import copying_head
+from appkit.lesson.common import FIGURE_COLUMN, explore
+from appkit.present import chart
 
 
 def why_step(text, figure):

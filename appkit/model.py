@@ -15,7 +15,7 @@ import streamlit as st
 from attnviz import effects, heads, long, models
 from attnviz.cache import ByteBudgetCache
 from attnviz.models.catalog import Offer, offers
-from pages._common import md_escape
+from appkit.common import md_escape
 
 RESULT_CACHE_BYTES = 256 * 2**20  # a 64-piece run of SmolLM2 is ~20 MB; one of 512 pieces (~410 MB) is not kept
 MODEL_KEY = "model"

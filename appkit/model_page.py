@@ -9,10 +9,10 @@ import streamlit as st
 from attnviz import figures, models
 from attnviz.selfattention import temperature_grid
 from attnviz.urlstate import Param, boolean, bounded_text, choice, encode_bool, encode_int_list, int_list, int_range, nearest
-from pages._common import load_url_state, stop
-from pages._effects import EFFECT_PARAMS, effects_section
-from pages._model import load_or_stop, pick_model, run
-from pages._model_views import HEAD_TYPE_PARAMS, WRITE_PARAMS, moved_section, positions, qk_space_section, walk
+from appkit.common import load_url_state, stop
+from appkit.effects_panel import EFFECT_PARAMS, effects_section
+from appkit.model import load_or_stop, pick_model, run
+from appkit.model_views import HEAD_TYPE_PARAMS, WRITE_PARAMS, moved_section, positions, qk_space_section, walk
 
 
 def flag(default: bool = False) -> Param:
@@ -33,7 +33,7 @@ def model_schema(*, model: str, text: str, text_chars: int, query: int, mask: st
         "learned": flag(),  # the model's positions are open
         "qk": flag(),  # the query–key space is open
         "qkq": Param(-1, int_range(-1, 10_000)),  # its chosen query: an index into its points; -1 none
-        # The chosen head's heatmap, drawn in the browser from its scores (pages/_interactive): what it shows.
+        # The chosen head's heatmap, drawn in the browser from its scores (appkit/interactive): what it shows.
         "query": Param(query, int_range(min(query, 0), models.MAX_PIECES - 1)),
         "key": Param(-1, int_range(-1, models.MAX_PIECES - 1)),  # the key whose score is taken apart; -1: the strongest
         "parts": flag(),  # "Inside a score" is open

@@ -11,7 +11,7 @@ FAVICON = str(Path(__file__).with_name("favicon.png"))
 
 if __name__ != "__main__":
     # `streamlit run app.py` imports this file to find this App and serves it; each session then runs the file as
-    # its script (as __main__). The lifespan loads torch, gensim and GloVe in a thread as the server starts; the
+    # its script (as __main__). The lifespan loads torch and GloVe in a thread as the server starts; the
     # middleware takes a heatmap's paused view without a page run (appkit/beacon).
     app = st.App(__file__, lifespan=lifespan, middleware=[Middleware(ViewBeacon)])
 else:
@@ -33,9 +33,6 @@ else:
     ]
     navigation = st.navigation(pages)
     settings()
-    loading = while_loading()
-    wait_for_imports()
-    try:
+    with while_loading():
+        wait_for_imports()
         navigation.run()
-    finally:
-        loading.empty()

@@ -7,15 +7,19 @@ import gc
 import logging
 import threading
 import time
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 
 import streamlit as st
 
 _LOGGER = logging.getLogger(__name__)
 COLLECT_SECONDS = 10.0  # the server's garbage collection: one full collection this often (see _collect)
 READY = threading.Event()  # set once the warm-up has ended (loaded; or failed, and the pages load GloVe themselves)
-IMPORTED = threading.Event()  # set once the warm-up thread has imported torch, gensim and the engine (or failed to)
+IMPORTED = threading.Event()  # set once the warm-up thread has imported torch and the engine and mapped GloVe (or failed to)
 STARTED = threading.Event()  # set when the lifespan starts the warm-up (never under AppTest, or a page run alone)
+FIRST_RUN = threading.Event()  # set when a session's first page run has ended
+KEYED = threading.Event()  # set once GloVe's KeyedVectors are built (or failed to be)
+FIRST_RUN_WAIT_SECONDS = 30.0  # with no browser by then, the KeyedVectors are built anyway
+_matrix = None  # GloVe's memory-mapped matrix, from the warm-up's start until the KeyedVectors are built
 IMPORT_WAIT_SECONDS = 120.0
 
 
@@ -27,9 +31,6 @@ async def lifespan(_app):
     # Else the server's first session runs in Streamlit's legacy pages/ mode: a link straight to /kv_database would
     # run that page without app.py (no menu, no page config) until some run called st.navigation.
     PagesManager.uses_pages_directory = False
-    import pandas  # noqa: F401  before any session: plotly and Streamlit import it lazily, from any thread
-    import plotly.io  # noqa: F401
-
     STARTED.set()
     threading.Thread(target=_load, name="attnviz-warm-up", daemon=True).start()
     threading.Thread(target=_collect, name="attnviz-collector", daemon=True).start()
@@ -47,7 +48,8 @@ def _collect(stop: threading.Event | None = None, seconds: float = COLLECT_SECON
 
 
 def wait_for_imports() -> None:
-    """A session's script waits here until the warm-up thread has imported torch, gensim and the engine. Two threads
+    """A session's script waits here until the warm-up thread has imported torch and the engine and mapped GloVe's
+    matrix (a run that went on without it would build the KeyedVectors itself, 1.5 s more). Two threads
     importing the same modules at once can hand one of them a module the other has only half made ("partially
     initialized module 'pandas' has no attribute 'Series'"); one thread imports them, the others wait. Without a
     warm-up (AppTest, a page run alone) it returns at once."""
@@ -56,17 +58,25 @@ def wait_for_imports() -> None:
 
 
 def _load() -> None:
+    global _matrix
     try:
         try:
-            from appkit.common import glove  # the torch and gensim imports are most of the work
+            # pandas first: plotly and Streamlit import it lazily, from any thread, and a session's script waits for
+            # IMPORTED before it draws anything that does. Imported here, not before the lifespan yields, so the
+            # server answers the first browser 0.3-0.5 s sooner.
+            import pandas  # noqa: F401
+            import plotly.io  # noqa: F401
+            import appkit.common  # noqa: F401  torch's import is most of the work
             import attnviz.models  # noqa: F401  the model pages' engine, and transformers' tokenizers
+            from attnviz.embeddings import GloveMatrix
+
+            _matrix = GloveMatrix.load()
         finally:
-            IMPORTED.set()  # on failure too: the sessions then import for themselves
-        kv = glove()
+            IMPORTED.set()  # on failure too: the sessions then import and load for themselves
         _one_blas_thread()
         for attempt in (1, 2):
             try:
-                _first_use(kv)
+                _first_use(_matrix)
                 break
             except Exception:  # noqa: BLE001  the warm-up only saves time: a failure must not stop the freeze below
                 # Sessions that arrived during the warm-up once imported pandas and plotly beside it and handed it a
@@ -74,13 +84,37 @@ def _load() -> None:
                 _LOGGER.warning("The warm-up's first figure failed (attempt %d)", attempt, exc_info=True)
                 time.sleep(1)
     finally:
-        # Streamlit collects garbage after every run (runner.postScriptGC). With torch, gensim, plotly and GloVe
+        # Streamlit collects garbage after every run (runner.postScriptGC). With torch, plotly and GloVe
         # loaded, a full collection walks ~300,000 objects that live as long as the server: about 150 ms of CPU held
         # under the GIL after each run, in which the server sends nothing. Frozen, they are no longer walked (a
         # collection then takes about 10 ms); they are still freed by reference counting if ever dropped. Frozen
         # whatever happened above: a failed warm-up once left every later run paying the full collection.
         gc.freeze()
         READY.set()
+    _build_keyed()
+
+
+def _build_keyed() -> None:
+    """gensim's KeyedVectors of GloVe (about 1.5 s: gensim's import, then the vectors added), built once the first
+    page has run, so that its heatmap does not wait for them nor share the CPU with them."""
+    global _matrix
+    try:
+        FIRST_RUN.wait(FIRST_RUN_WAIT_SECONDS)
+        from appkit.common import keyed_glove
+
+        keyed_glove()
+    except Exception:  # noqa: BLE001  the pages then build them themselves
+        _LOGGER.warning("The warm-up could not build GloVe's KeyedVectors", exc_info=True)
+    finally:
+        KEYED.set()
+        _matrix = None  # its mapped pages go back; runs still holding it keep it until they end
+        gc.freeze()
+
+
+def early_glove():
+    """GloVe's memory-mapped matrix (attnviz.embeddings.GloveMatrix) while the KeyedVectors are still being built;
+    None once they are, and where no warm-up runs (AppTest, a page run alone)."""
+    return None if KEYED.is_set() else _matrix
 
 
 def _one_blas_thread() -> None:
@@ -105,16 +139,19 @@ def _first_use(kv) -> None:
     figures.attention_heatmap(view.weights[0], tokens, scores=view.scores[0], clickable=True).to_plotly_json()
 
 
+@contextmanager
 def while_loading():
-    """Until the warm-up is done, an empty chart with a loading title: the browser fetches and compiles plotly.js
-    (4.7 MB) while the page waits for torch, gensim and GloVe, rather than after. Returns its slot, to clear once
-    the page has run. The slot is made on every run, empty once the warm-up is done, so the page's elements keep
-    their places: one that moved would be mounted anew, and a heatmap's change not yet sent would be lost with it."""
+    """Until the warm-up is done, a line that says what the page waits for. Text, not the empty plotly chart it once
+    was: that made the browser compile plotly.js (4.7 MB) while the first page's own heatmap, which needs none, was
+    being drawn (the cold start's first heatmap came 0.4-0.8 s later with it). The slot is made on every run, empty
+    once the warm-up is done, so the page's elements keep their places: one that moved would be mounted anew, and a
+    heatmap's change not yet sent would be lost with it. Cleared once the page has run, which also lets the warm-up
+    build GloVe's KeyedVectors (FIRST_RUN)."""
     slot = st.empty()
-    if READY.is_set():
-        return slot
-    slot.plotly_chart({"data": [{"type": "scatter", "x": [], "y": []}],
-                       "layout": {"title": {"text": "Loading GloVe and the attention engine…"}, "height": 80,
-                                  "xaxis": {"visible": False}, "yaxis": {"visible": False}}},
-                      config={"staticPlot": True})
-    return slot
+    if not READY.is_set():
+        slot.caption("Loading GloVe and the attention engine…")
+    try:
+        yield
+    finally:
+        slot.empty()
+        FIRST_RUN.set()

@@ -9,10 +9,12 @@ import unicodedata
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
-from gensim.models import KeyedVectors
+
+if TYPE_CHECKING:  # gensim's import takes about 1 s: made only where KeyedVectors are built
+    from gensim.models import KeyedVectors
 
 # 50 MB as Streamlit's uploader counts it (1 MB = 1,000,000 bytes, except on Windows where it allows 1,048,576):
 # the same files pass the browser and this check everywhere, and the messages say the same number.
@@ -36,13 +38,62 @@ def glove_files() -> tuple[Path, Path]:
 GLOVE_BLOCK_ROWS = 200_000
 
 
-def load_glove() -> KeyedVectors:
-    """The real GloVe 6B 50-d vectors (400,000 words), from the package's files; no download."""
+def glove_words(index_path: Path) -> list[str]:
+    """The word of each row of the GloVe matrix, from the package's parquet index."""
     import pyarrow.parquet as pq
 
-    matrix_path, index_path = glove_files()
     # ParquetFile.read, not read_table: read_table goes through pyarrow.dataset, which adds ~45 MiB.
-    words = pq.ParquetFile(index_path).read(columns=["index"], use_threads=False).column("index").to_pylist()
+    return pq.ParquetFile(index_path).read(columns=["index"], use_threads=False).column("index").to_pylist()
+
+
+class GloveMatrix:
+    """GloVe 6B 50-d as its package ships it: the .npy matrix memory-mapped (its pages read as rows are used) and the
+    word index. It answers what `embed` and `nearest_words` read of a KeyedVectors (`key_to_index`, `index_to_key`,
+    `vectors`, `norms`, `vector_size`, `word in`, `[word]`), so a first heatmap needs neither gensim's import (about
+    1 s) nor the KeyedVectors built (about 0.5 s). `load_glove` builds those, for what needs gensim."""
+
+    def __init__(self, vectors: np.ndarray, words: list[str]):
+        self.vectors = vectors  # (N, d)
+        self.index_to_key = words
+        self.key_to_index = {word: i for i, word in enumerate(words)}
+        self.vector_size = vectors.shape[1]
+        self._norms = None
+
+    @classmethod
+    def load(cls) -> "GloveMatrix":
+        matrix_path, index_path = glove_files()
+        # Copy-on-write: writeable for torch.from_numpy (nothing writes to it), never written back to the file.
+        return cls(np.load(matrix_path, mmap_mode="c", allow_pickle=False), glove_words(index_path))
+
+    @property
+    def norms(self) -> np.ndarray:
+        if self._norms is None:
+            # Row blocks copied C-ordered (the file is Fortran-ordered): the sums then run in the order of
+            # KeyedVectors.fill_norms over its C-ordered matrix, and give the same bits.
+            blocks = range(0, len(self.vectors), GLOVE_BLOCK_ROWS // 4)
+            self._norms = np.concatenate([np.linalg.norm(np.ascontiguousarray(self.vectors[start:start + GLOVE_BLOCK_ROWS // 4]),
+                                                         axis=1) for start in blocks])  # (N,)
+        return self._norms
+
+    def fill_norms(self) -> None:
+        self.norms  # noqa: B018  computed on first use
+
+    def __contains__(self, word: str) -> bool:
+        return word in self.key_to_index
+
+    def __getitem__(self, word: str) -> np.ndarray:
+        return np.array(self.vectors[self.key_to_index[word]])  # (d,) read from the mapped file
+
+    def __len__(self) -> int:
+        return len(self.index_to_key)
+
+
+def load_glove() -> KeyedVectors:
+    """The real GloVe 6B 50-d vectors (400,000 words), from the package's files; no download."""
+    from gensim.models import KeyedVectors
+
+    matrix_path, index_path = glove_files()
+    words = glove_words(index_path)
     kv = None
     # add_vectors makes three copies of what it is given (mask, astype, vstack). Giving it half the rows at a
     # time, read straight from the file, keeps the peak near 3.5 copies of the matrix, not five; smaller blocks
@@ -102,6 +153,8 @@ def load_vectors(path: str | os.PathLike, fmt: str | None = None, *, name: str |
     if fmt not in VECTOR_FORMATS:
         raise VectorFileError(f"Unknown vector format '{fmt}'. Choose one of: {', '.join(VECTOR_FORMATS)}.")
     check_header(path, fmt, name)
+    from gensim.models import KeyedVectors
+
     try:
         kv = KeyedVectors.load_word2vec_format(
             str(path), binary=fmt == "word2vec-bin", no_header=fmt == "glove", unicode_errors="replace"
@@ -148,6 +201,8 @@ def without_repeats(kv: KeyedVectors) -> KeyedVectors:
     keep = [i for i, word in enumerate(kv.index_to_key) if word is not None]
     repeats = len(kv.index_to_key) - len(keep)
     if repeats:
+        from gensim.models import KeyedVectors
+
         clean = KeyedVectors(kv.vector_size)
         clean.add_vectors([kv.index_to_key[i] for i in keep], kv.vectors[keep])
         kv = clean

@@ -4,12 +4,30 @@ import numpy as np
 import pytest
 
 from attnviz.embeddings import (
-    MAX_UPLOAD_BYTES, VectorFileError, embed, glove_files, load_uploaded, load_vectors, nearest_words,
+    MAX_UPLOAD_BYTES, GloveMatrix, VectorFileError, embed, glove_files, load_uploaded, load_vectors, nearest_words,
     npy_row_blocks, tokenize, vectors_from_settings,
 )
 
 DOG = "When he saw his owner, the dog was happy, so he wagged his tail"
 WORDS = {"cat": [1.0, 0.0, 0.5], "dog": [0.9, 0.1, 0.4], "café": [-1.0, 2.0, 0.25]}
+
+
+def test_the_mapped_glove_matrix_answers_as_the_keyed_vectors_do(glove):
+    """The first heatmap's GloVe (memory-mapped, no gensim) gives the KeyedVectors' words, vectors and norms, bit
+    for bit, so a page's numbers do not change when the KeyedVectors take over."""
+    matrix = GloveMatrix.load()
+    assert len(matrix) == len(glove) and matrix.vector_size == glove.vector_size
+    assert matrix.index_to_key == glove.index_to_key and isinstance(matrix.vectors, np.memmap)
+    rows = np.random.default_rng(0).integers(0, len(glove), 500)
+    assert np.array_equal(np.asarray(matrix.vectors[rows]), glove.vectors[rows])
+    assert np.array_equal(matrix.norms, glove.norms)
+    tokens = tokenize(DOG + " qzxvw")
+    for oov in ("zero", "random", "drop"):
+        a, b = embed(tokens, matrix, oov=oov, seed=5), embed(tokens, glove, oov=oov, seed=5)
+        assert a.tokens == b.tokens and a.oov == b.oov and np.array_equal(a.vectors, b.vectors)
+    near, keyed = nearest_words(matrix, glove["dog"] + glove["tail"], 8), nearest_words(glove, glove["dog"] + glove["tail"], 8)
+    assert [w for w, _ in near] == [w for w, _ in keyed]
+    assert np.allclose([c for _, c in near], [c for _, c in keyed], atol=1e-6)  # the product's sums run in another order
 
 
 def test_real_glove_has_400000_words(glove):

@@ -12,8 +12,10 @@ from appkit import warm as _warm
 def unfrozen():
     gc.unfreeze()
     _warm.READY.clear()
+    _warm.FIRST_RUN.set()  # no page to wait for: the KeyedVectors are built at once
     yield
     gc.unfreeze()  # this test process keeps collecting as usual
+    _warm.FIRST_RUN.clear()
 
 
 def test_a_failed_first_figure_still_freezes_and_sets_ready(unfrozen, monkeypatch):
@@ -29,6 +31,7 @@ def test_a_failed_first_figure_still_freezes_and_sets_ready(unfrozen, monkeypatc
     assert len(calls) == 2  # tried again once
     assert _warm.READY.is_set()
     assert gc.get_freeze_count() > 100_000  # torch, gensim, plotly and GloVe's objects
+    assert _warm.KEYED.is_set() and _warm.early_glove() is None  # the KeyedVectors are built whatever happened
 
 
 def test_a_second_try_that_works_is_enough(unfrozen, monkeypatch):
@@ -111,3 +114,48 @@ def test_the_warm_up_sets_imported_before_it_loads_glove(unfrozen, monkeypatch):
     monkeypatch.setattr(_warm, "_first_use", lambda kv: seen.append(_warm.IMPORTED.is_set()))
     _warm._load()
     assert seen == [True] and _warm.READY.is_set()
+
+
+WARM_UP = """
+import sys, threading
+import numpy as np
+from appkit import warm
+from appkit.common import glove
+from attnviz.embeddings import GloveMatrix, embed, tokenize
+
+seen = {}
+def first_use(kv):
+    seen["first"] = type(kv).__name__, "gensim" in sys.modules
+warm._first_use = first_use
+warm.STARTED.set()
+loading = threading.Thread(target=warm._load)
+loading.start()
+warm.wait_for_imports()  # as a session that arrives during the warm-up does
+early = glove()
+warm.READY.wait(120)
+print(*seen["first"], type(early).__name__, "gensim" in sys.modules)
+tokens = tokenize("the dog was happy qzxv")
+before = [embed(tokens, early, oov=oov, seed=3).vectors for oov in ("zero", "random", "drop")]
+warm.FIRST_RUN.set()  # the first page has run: the KeyedVectors are built behind it
+loading.join(120)
+late = glove()
+after = [embed(tokens, late, oov=oov, seed=3).vectors for oov in ("zero", "random", "drop")]
+print(type(late).__name__, warm.early_glove() is None, all(np.array_equal(a, b) for a, b in zip(before, after)))
+"""
+
+
+def test_the_first_heatmap_is_drawn_from_the_mapped_matrix_and_the_keyed_vectors_come_behind_it():
+    """Issue 51 D: the warm-up's first figure, and a page run before the first page has ended, get GloVe's matrix
+    memory-mapped, with gensim not yet imported; once a page has run, gensim's KeyedVectors are built and served,
+    giving the same vectors. A fresh process: this one has imported gensim long ago."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", WARM_UP], cwd=root, capture_output=True, text=True, timeout=300,
+                         env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    first, late = out.stdout.split("\n")[:2]
+    assert first.split() == ["GloveMatrix", "False", "GloveMatrix", "False"]
+    assert late.split() == ["KeyedVectors", "True", "True"]

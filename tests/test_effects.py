@@ -147,7 +147,7 @@ def test_every_heads_effect_in_one_call_equals_one_ablated_forward_per_head(fami
 def test_a_long_text_is_split_into_batches_with_the_same_effects(loaded, monkeypatch):
     model = loaded["llama"]
     whole = effects.head_effects(model, SENTENCES["dog"])
-    monkeypatch.setattr(effects, "COPY_ROWS", 1)  # one layer's copies a batch
+    monkeypatch.setattr(effects.ablation, "COPY_ROWS", 1)  # one layer's copies a batch (read where the batches are cut)
     assert effects.layer_chunks(model.layers, model.heads, 10) == [(0, 1), (1, 2), (2, 3)]
     assert np.abs(effects.head_effects(model, SENTENCES["dog"]) - whole).max() <= 1e-5
 

@@ -1,0 +1,148 @@
+"""Ablation: a head's output removed, or an edge knocked out, and what that does to the next piece."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from attnviz.models import engine
+from attnviz.models.run import Run
+from attnviz.effects.interventions import (
+    Ablation, CopyAblation, EffectsError, Knockout, check_heads, check_how, check_piece, engine_model, pairs, pieces_of,
+)
+
+COPY_ROWS = 8_192  # the most (copies × pieces) rows one batched layer computes: bounds a batch's memory
+
+
+def ablate(model, text: str, heads, how: str = "zero") -> Run:
+    """The run with the `heads` [(layer, head), …] removed before W_o: "zero" sets a head's output αV to 0, "mean"
+    replaces it by its mean over the run's positions. Carries every layer's weights and, for a decoder, `logits` at
+    every position (n, vocab)."""
+    model = engine_model(model, "ablating a head")
+    chosen = Ablation(check_heads(model, heads), check_how(how))
+    run = model.run_pieces(pieces_of(model, text), intervention=chosen)
+    return with_logits(model, run)
+
+
+def knock_out(model, text: str, edges, layers=None) -> Run:
+    """The run in which each query → key edge of `edges` [(query, key), …] is blocked in `layers` (every layer by
+    default): its weight set to 0 and the row renormalised over the keys left, as a mask (Geva et al. 2023)."""
+    model = engine_model(model, "knocking out an edge")
+    pieces = pieces_of(model, text)
+    n = len(pieces)
+    blocked = pairs(edges, "edge (query, key)", (n, n), f"the text has pieces 0 … {n - 1}")
+    if layers is not None:
+        layers = tuple(sorted({int(l) for l in layers}))
+        if not layers or not all(0 <= l < model.layers for l in layers):
+            raise EffectsError(f"Layers run 0 … {model.layers - 1}, got {list(layers)}.")
+    return with_logits(model, model.run_pieces(pieces, intervention=Knockout(blocked, layers)))
+
+
+def with_logits(model, run: Run) -> Run:
+    if model.kind == "decoder" and model.weights.unembed is not None:
+        run.logits = model.logits(run)  # (n, vocab)
+    return run
+
+
+# ---------------------------------------------------------------- every head's effect, at once
+
+
+def head_effects(model, text: str, how: str = "zero", *, piece: int | None = None) -> np.ndarray:
+    """(layers, heads) float32: what removing each head (one at a time, as `ablate`) does.
+
+    Decoder: log p(t | text) with the head ablated − log p(t | text) without, at the last position, t the clean run's
+    most likely next piece. Negative: the head helped that prediction; positive: it held it back.
+    Encoder: 1 − cos(h, h′) between the final vector of piece `piece` (default 0, [CLS] or the first piece) without
+    (h) and with (h′) the head ablated; 0: the head changed nothing there.
+
+    One call: each layer's ablated copies start from the clean run's input to that layer (the layers before it are
+    not computed again) and run on together, batched, through the layers after it."""
+    return every_head(model, text, how, piece=piece).effects
+
+
+@dataclass
+class EveryHead:
+    """Every head removed in turn (head_effects): the effects, and for a decoder the `top` pieces of the clean run's
+    next-piece distribution with their probabilities without (`clean`) and with each head removed (`ablated`)."""
+
+    effects: np.ndarray  # float32 (L, H)
+    top: np.ndarray | None = None  # int (k,) piece ids, most likely first
+    clean: np.ndarray | None = None  # float32 (k,)
+    ablated: np.ndarray | None = None  # float32 (L, H, k)
+    best: np.ndarray | None = None  # int (L, H) the most likely next piece with each head removed
+    best_p: np.ndarray | None = None  # float32 (L, H) its probability
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.effects, self.top, self.clean, self.ablated, self.best, self.best_p)
+                   if a is not None)
+
+
+def every_head(model, text, how: str = "zero", *, piece: int | None = None, top: int = 10) -> EveryHead:
+    """head_effects, with a decoder's next-piece probabilities of its `top` pieces under each head's removal."""
+    model = engine_model(model, "a head's effect")
+    how = check_how(how)
+    pieces = pieces_of(model, text)
+    clean = model.run_pieces(pieces)
+    n = len(pieces)
+    read = check_piece(piece, n, n - 1 if model.kind == "decoder" else 0)
+    final = torch.cat([staircase(model, clean, start, stop, how, read)
+                       for start, stop in layer_chunks(model.layers, model.heads, n)])  # (L·H, d) the read piece's
+    shape = (model.layers, model.heads)
+    if model.kind != "decoder":
+        reference = torch.from_numpy(clean.hidden[-1, read]).to(final)  # (d,)
+        final, reference = output_vector(model, final), output_vector(model, reference)  # ModernBERT's final norm
+        cosine = torch.nn.functional.cosine_similarity(final.double(), reference.double()[None], dim=-1)  # (L·H,)
+        return EveryHead((1 - cosine).cpu().numpy().reshape(shape).astype(np.float32))
+    with torch.inference_mode():
+        logp = torch.log_softmax(engine.logits(model.weights, final.to(model.dtype)).double(), -1)  # (L·H, vocab)
+    clean_logp = torch.log_softmax(torch.from_numpy(clean.next_logits).double(), -1)  # (vocab,)
+    best = torch.topk(clean_logp, min(top, len(clean_logp))).indices  # (k,)
+    target = int(best[0])
+    effects = (logp[:, target].cpu() - clean_logp[target]).numpy().reshape(shape).astype(np.float32)
+    ablated = logp[:, best.to(logp.device)].exp().cpu().numpy().reshape(*shape, -1).astype(np.float32)  # (L, H, k)
+    after = logp.max(-1)  # (L·H,) each copy's most likely piece and its log p
+    return EveryHead(effects, best.numpy(), clean_logp[best].exp().numpy().astype(np.float32), ablated,
+                     after.indices.cpu().numpy().reshape(shape), after.values.exp().cpu().numpy().reshape(shape).astype(np.float32))
+
+
+def layer_chunks(layers: int, heads: int, n: int) -> list[tuple[int, int]]:
+    """Ranges of layers whose ablated copies run as one batch, each batch within COPY_ROWS rows at its widest."""
+    per_chunk = max(1, COPY_ROWS // max(1, heads * n))
+    return [(start, min(layers, start + per_chunk)) for start in range(0, layers, per_chunk)]
+
+
+def staircase(model, clean: Run, start: int, stop: int, how: str, read: int) -> torch.Tensor:
+    """(copies, d) the final vector at position `read` of every copy that ablates one head of layers start … stop − 1:
+    at layer l the H copies that ablate its heads join the batch, taken from the clean input to layer l."""
+    arch, device = model.arch, model.device
+    n = clean.weights.shape[-1]
+
+    def join(i: int, x: torch.Tensor | None):  # before layer i: its H copies join, each ablating one of its heads
+        if i >= stop:
+            return x, None
+        fresh = torch.from_numpy(clean.hidden[i]).to(device, model.dtype).expand(arch.heads, -1, -1)  # (H, n, d)
+        first = 0 if x is None else len(x)
+        return (fresh if x is None else torch.cat([x, fresh])), CopyAblation(i, first, how)  # (B + H, n, d)
+
+    with torch.inference_mode():
+        x = engine.through(arch, model.weights, None, torch.arange(n, device=device), start=start, before=join,
+                           last_row=read if how == "zero" else None)  # (B, n or read + 1, d)
+        return x[:, read].float()  # (B, d)
+
+
+def log_prob(logits: np.ndarray, piece: int) -> float:
+    return float(torch.log_softmax(torch.from_numpy(logits).double(), -1)[piece])
+
+
+# ---------------------------------------------------------------- contributions and routes
+
+def output_vector(model, x: torch.Tensor) -> torch.Tensor:
+    """An encoder's output of its last stream x (..., d): after its final norm where it has one (ModernBERT), the
+    vector an encoder's effects compare."""
+    norm = model.weights.final_norm
+    if model.kind == "decoder" or norm is None:
+        return x
+    return norm(x.to(norm.weight.device, norm.weight.dtype)).to(x.dtype)

@@ -12,7 +12,7 @@ from attnviz import effects, figures, models
 from attnviz.export import Matrix
 from attnviz.urlstate import Param, boolean, choice, encode_bool, int_range, nearest
 from appkit.interactive import browser_figure, head_atlas, routes_graph
-from appkit.model import effect_of
+from appkit.model import contributions_of, every_head_of, importance_of, logit_attribution_of
 from appkit.model_views import engine_only
 from appkit.present import PRESENT, downloads
 
@@ -57,7 +57,7 @@ def effects_section(model: models.Model, name: str, text: str, result: models.Ru
             piece = right.selectbox("Piece whose final vector is read", list(range(n)), key="piece",
                                     format_func=lambda i: f"#{i} {labels[i]}")
         try:
-            found = effect_of(name, text, "heads", how, piece)
+            found = every_head_of(name, text, how, piece)
         except (effects.EffectsError, models.TextError) as error:
             st.info(str(error))
             return
@@ -129,7 +129,7 @@ def before_after(model, found: effects.EveryHead, layer: int, head: int, labels:
 
 def routes_panel(model, name: str, text: str, labels: list[str], layer: int, head: int, start: int) -> None:
     st.subheader(f"Routes: where “{labels[start]}”'s information comes from")
-    found = effect_of(name, text, "contributions")
+    found = contributions_of(name, text)
 
     def open_head(chosen: tuple[int, int]) -> None:
         st.session_state.layer, st.session_state.head = chosen[0] + 1, chosen[1] + 1
@@ -157,7 +157,7 @@ def _threshold(value) -> None:
 
 def logit_table(name: str, text: str, layer: int, head: int) -> None:
     st.subheader("Direct logit attribution")
-    found = effect_of(name, text, "logits")
+    found = logit_attribution_of(name, text)
     heads_count = found.heads.shape[1]
     order = np.argsort(-np.abs(found.heads).ravel())[:12]
     st.dataframe({
@@ -183,7 +183,7 @@ def logit_table(name: str, text: str, layer: int, head: int) -> None:
 
 def importance_panel(name: str, text: str, piece: int | None, decoder: bool) -> None:
     st.subheader("Is attention the explanation?")
-    found = effect_of(name, text, "importance", None, piece)
+    found = importance_of(name, text, piece)
     names = {k: v.split(" (")[0].split(" ‖")[0] for k, v in effects.MEASURES.items()}
     agreement = {k: found.agreement[k] for k in found.measures}
     rows = {k: f"{names[k]} (ρ {'—' if r is None else f'{r:.2f}'})" for k, r in agreement.items()}

@@ -124,18 +124,29 @@ def run(name: str, text: str, target: str | None = None, intervention=None) -> m
     return _results().get((name, text, target, intervention), lambda: model(name).run(text, target, intervention))
 
 
-def effect_of(name: str, text: str, what: str, how: str | None = "zero", extra=None):
-    """What attnviz.effects measures on `text`, shared by sessions like runs: "heads" (every head removed in turn,
-    effects.every_head; `extra` an encoder's piece), "contributions", "logits" (direct logit attribution),
-    "importance" (`extra` an encoder's piece)."""
-    chosen = model(name)
-    compute = {
-        "heads": lambda: effects.every_head(chosen, text, how, piece=extra),
-        "contributions": lambda: effects.contributions_of(chosen, run(name, text)),
-        "logits": lambda: effects.logit_attribution_of(chosen, run(name, text)),
-        "importance": lambda: effects.importance(chosen, text, piece=extra),
-    }[what]
-    return _results().get((name, text, "effects", what, how, extra), compute)
+def every_head_of(name: str, text: str, how: str, piece: int | None) -> effects.EveryHead:
+    """effects.every_head on `text` (every head removed in turn; `piece` an encoder's), shared by sessions like runs."""
+    return _results().get((name, text, "effects", "heads", how, piece),
+                          lambda: effects.every_head(model(name), text, how, piece=piece))
+
+
+def contributions_of(name: str, text: str) -> effects.Contributions:
+    """LM-TT's contributions and routes on `text` (effects.contributions_of), shared by sessions like runs."""
+    return _results().get((name, text, "effects", "contributions"),
+                          lambda: effects.contributions_of(model(name), run(name, text)))
+
+
+def logit_attribution_of(name: str, text: str) -> effects.LogitAttribution:
+    """Direct logit attribution on `text` (effects.logit_attribution_of), shared by sessions like runs."""
+    return _results().get((name, text, "effects", "logits"),
+                          lambda: effects.logit_attribution_of(model(name), run(name, text)))
+
+
+def importance_of(name: str, text: str, piece: int | None) -> effects.Importance:
+    """The six importance measures beside occlusion on `text` (effects.importance; `piece` an encoder's), shared by
+    sessions like runs."""
+    return _results().get((name, text, "effects", "importance", piece),
+                          lambda: effects.importance(model(name), text, piece=piece))
 
 
 def probe_run(name: str, length: int, seed: int, shuffled: bool, cut: int,

@@ -10,7 +10,7 @@ from attnviz.export import Matrix
 from appkit.lesson.models import COPY_CUT, COPY_PIECES
 from appkit.common import md_escape
 from appkit.lesson.common import FIGURE_COLUMN, explore
-from appkit.model import effect_of, example_document, example_needle, generation, induction, model as loaded_model, probe_run
+from appkit.model import example_document, example_needle, generation, importance_of, induction, model as loaded_model, probe_run
 from appkit.present import chart
 
 DOG_PREFIX = "When he saw his owner, the dog was"  # our notes' sentence up to its blank
@@ -80,7 +80,7 @@ def importance_step(text, figure):
     text.latex(r"\begin{gathered}o_j = |\log p(t) - \log p(t \mid \text{no } {\to}\, j)| \\ "
                r"\rho = \text{Spearman}(\text{measure}, o)\end{gathered}")
     try:
-        found = effect_of("smollm2", DOG_PREFIX, "importance", None, None)
+        found = importance_of("smollm2", DOG_PREFIX, None)
     except (models.ModelError, effects.EffectsError) as error:
         text.info(str(error))
         return

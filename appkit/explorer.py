@@ -12,24 +12,24 @@ import torch
 
 from attnviz import figures
 from attnviz.cache import ByteBudgetCache
-from attnviz.embeddings import Embedded, embed, tokenize
 from attnviz.attention import Parts
 from attnviz.positions import cosine_similarity, permutation, rotary_angles, rotary_similarity, sinusoidal
-from attnviz.selfattention import Config, ScoresOverflow, Step, View, longest_rows, run, steps
+from attnviz.selfattention import (  # noqa: F401  FULL_LIMIT, overflow_message and problem: the page's, from here
+    FULL_LIMIT, Config, Explored, Step, View, explore, overflow_message, problem, steps,
+)
 from attnviz.urlstate import Param
 from appkit.common import VISIT, clamp, held, md_escape, position_select, save_url_state, widget_key
 from attnviz.export import Matrix, matrices_zip
 from appkit.interactive import interactive_heatmap, weights_on_screen
 from appkit.present import chart, downloads
 
-FULL_LIMIT = 256  # above this many tokens: one head at a time, and a block overview plus a zoom window
 INTERACTIVE_LIMIT = 512  # up to this many tokens one head is drawn whole by the browser (appkit/interactive)
 STEPS_LIMIT = 64  # the step-by-step walk draws n×n matrices up to this size
 ALL_STEPS = "All steps"
 WALK = "walk"  # the walk's open tab: its URL parameter and session-state name
 ZOOM_SIZES = [8, 16, 32, 64, 128]  # the long-input zoom window's sizes
 ZOOM_FLOATS = 2**19  # the most scores a zoom window sends the browser (2 MiB of float32): 128 rows × 4,096 keys
-# Computed views of every session share this many bytes; one of 4,096 tokens with eight heads of 128 is ~130 MB.
+# Explored views of every session share this many bytes; one of 4,096 tokens with eight heads of 128 is ~130 MB.
 VIEW_CACHE_BYTES = 256 * 2**20
 
 
@@ -45,69 +45,18 @@ class Request:
     max_tokens: int
 
 
-@dataclass
-class Computed:
-    tokens: list[str]  # as tokenized, before the OOV policy
-    embedded: Embedded | None  # None: no tokens, or too many
-    view: View | None  # None: nothing to attend to, or the scores overflowed
-    overflow: ScoresOverflow | None = None
-
-    @property
-    def nbytes(self) -> int:
-        held_bytes = 0 if self.embedded is None else self.embedded.vectors.nbytes
-        return held_bytes + (0 if self.view is None else self.view.nbytes)
-
-
 @st.cache_resource
 def _views() -> ByteBudgetCache:
     return ByteBudgetCache(VIEW_CACHE_BYTES, lambda computed: computed.nbytes)
 
 
-def compute(kv, request: Request) -> Computed:
+def compute(kv, request: Request) -> Explored:
     """The view for `request`, from the shared byte-bounded cache or computed now."""
     return _views().get(request, lambda: _compute(kv, request))
 
 
-def _compute(kv, r: Request) -> Computed:
-    tokens = tokenize(r.sentence, drop_punctuation=r.drop_punctuation)
-    if not tokens or len(tokens) > r.max_tokens:
-        return Computed(tokens, None, None)
-    embedded = embed(tokens, kv, oov=r.oov, seed=r.config.seed)
-    if not embedded.tokens or (all(embedded.oov) and r.oov != "random"):  # "random" gives each unknown word a vector
-        return Computed(tokens, embedded, None)
-    try:
-        return Computed(tokens, embedded, run(embedded.vectors, r.config, keep_heads=len(embedded.tokens) <= FULL_LIMIT))
-    except ScoresOverflow as overflow:
-        return Computed(tokens, embedded, None, overflow)
-
-
-def overflow_message(computed: Computed, subject: str = "The scores") -> str:
-    """Why the softmax has no answer, naming the longest vectors. With `subject` "The scores divided by τ" it is said
-    ahead of time, for a view whose τ the browser changes (the scores themselves fit)."""
-    tokens = computed.embedded.tokens
-    rows, longest = (computed.overflow.rows, computed.overflow.longest) if computed.overflow else longest_rows(computed.embedded.vectors)
-    words = ", ".join(f"'{tokens[i]}'" for i in rows[:3])
-    return (f"{subject} are larger than float32 can hold (about 3.4e38), so the softmax has no answer. "
-            f"The longest vectors belong to {words} (length up to {longest:.3g}). Use vectors of ordinary "
-            "size (GloVe's are under 10 long), cosine scoring, or a larger temperature τ.")
-
-
-def problem(computed: Computed, max_tokens: int) -> tuple[str, bool] | None:
-    """Why a computed view cannot be drawn, as (message, whether it is an input error), or None."""
-    if not computed.tokens:
-        return "The sentence has no words or punctuation we can use. Type some words.", False
-    if len(computed.tokens) > max_tokens:
-        return f"The text has {len(computed.tokens):,} tokens; the limit is {max_tokens:,}. Shorten it and try again.", True
-    if computed.overflow:
-        return overflow_message(computed), True
-    if computed.view is None and not computed.embedded.tokens:
-        return ("None of these words are in the vocabulary, and the 'drop' policy leaves none. Try ordinary English "
-                "words, or the 'random' policy."), True
-    if computed.view is None:
-        return ("None of these words are in the vocabulary: as zero vectors every score would be 0 and every weight "
-                "1/n. Choose the 'random' policy for unknown words to give each a vector of its own, or try ordinary "
-                "English words."), True
-    return None
+def _compute(kv, r: Request) -> Explored:
+    return explore(r.sentence, kv, r.config, oov=r.oov, drop_punctuation=r.drop_punctuation, max_tokens=r.max_tokens)
 
 
 def describe(config: Config) -> str:
@@ -119,7 +68,7 @@ def describe(config: Config) -> str:
 
 
 def live_compare(kv, a: Request, b: Request, views: tuple[dict, dict], *, key: str, clean: Callable[[dict], dict],
-                 compact: bool = False, **options) -> list[Computed] | None:
+                 compact: bool = False, **options) -> list[Explored] | None:
     """A and B side by side, drawn in the browser from each side's raw scores (requests at τ = 1, no mask), each with
     its own view (τ, hard, mask) on one colour scale, and B − A below where their tokens match (appkit/interactive).
     With several heads a side draws its head average. `compact`: the lesson's smaller toolbars (figures.interactive_comparison).
@@ -149,7 +98,7 @@ def live_compare(kv, a: Request, b: Request, views: tuple[dict, dict], *, key: s
     return sides
 
 
-def word_order(sides: list[Computed], views: tuple[dict, dict], order: list[int]) -> None:
+def word_order(sides: list[Explored], views: tuple[dict, dict], order: list[int]) -> None:
     """B's words are A's in another order (B's word k is A's word π(k)): whether B's weights, as drawn, are A's with
     rows and columns reordered the same way, α_B = P α_A Pᵀ, measured. Without positions they are: self-attention
     cannot tell the orders apart."""
@@ -167,7 +116,7 @@ def word_order(sides: list[Computed], views: tuple[dict, dict], order: list[int]
         st.info(said + ": not equal, because A's and B's settings differ.")
 
 
-def compare_downloads(kv, a: Request, b: Request, palette: str, scale: str, *, key: str = "compare") -> list[Computed] | None:
+def compare_downloads(kv, a: Request, b: Request, palette: str, scale: str, *, key: str = "compare") -> list[Explored] | None:
     """Download menus of A, B and B − A, side by side, computed by the engine for `a` and `b` as the browser shows
     them (their τ, hard and mask in the requests' configs), on one colour scale. Returns the two computations, or
     None (and draws nothing) where a side has no weights (its S/τ left float32: the heatmap says so)."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from attnviz.embeddings import Embedded, embed, tokenize
 from attnviz.positions import rotate, sinusoidal
 from attnviz.attention import (
     FORMULAS, Scorer, attend, combine_heads, cpu_threads, entropy, key_mask, make_projections, make_scorer,
@@ -296,3 +297,69 @@ def temperature_grid() -> list[float]:
     """Log-spaced temperatures offered by the page: 0.01 … 100."""
     return [round(m * 10.0**e, 4) for e in range(-2, 2) for m in (1, 2, 5)] + [100.0]
 
+
+# ---------------------------------------------------------------- a sentence, start to end
+
+FULL_LIMIT = 256  # above this many tokens: one head at a time, and a block overview plus a zoom window
+
+
+@dataclass
+class Explored:
+    """A sentence through the explorer's pipeline (`explore`): its tokens, their vectors, and the attention over them."""
+
+    tokens: list[str]  # as tokenized, before the OOV policy
+    embedded: Embedded | None  # None: no tokens, or too many
+    view: View | None  # None: nothing to attend to, or the scores overflowed
+    overflow: ScoresOverflow | None = None
+
+    @property
+    def nbytes(self) -> int:
+        held_bytes = 0 if self.embedded is None else self.embedded.vectors.nbytes
+        return held_bytes + (0 if self.view is None else self.view.nbytes)
+
+
+def explore(sentence: str, kv, config: Config, *, oov: str = "zero", drop_punctuation: bool = False,
+            max_tokens: int = MAX_TOKENS) -> Explored:
+    """The Self-attention page's pipeline, for a notebook too: `sentence` tokenized, looked up in `kv` (KeyedVectors,
+    or GloVe's mapped matrix) under the `oov` policy, and attended under `config`. What cannot be drawn is kept as it
+    is, for `problem` to say why: no tokens, too many, no known word, or scores too large for the softmax. Every head
+    is kept up to FULL_LIMIT tokens; above it, the mean over the heads."""
+    tokens = tokenize(sentence, drop_punctuation=drop_punctuation)
+    if not tokens or len(tokens) > max_tokens:
+        return Explored(tokens, None, None)
+    embedded = embed(tokens, kv, oov=oov, seed=config.seed)
+    if not embedded.tokens or (all(embedded.oov) and oov != "random"):  # "random" gives each unknown word a vector
+        return Explored(tokens, embedded, None)
+    try:
+        return Explored(tokens, embedded, run(embedded.vectors, config, keep_heads=len(embedded.tokens) <= FULL_LIMIT))
+    except ScoresOverflow as overflow:
+        return Explored(tokens, embedded, None, overflow)
+
+
+def overflow_message(explored: Explored, subject: str = "The scores") -> str:
+    """Why the softmax has no answer, naming the longest vectors. With `subject` "The scores divided by τ" it is said
+    ahead of time, for a view whose τ the browser changes (the scores themselves fit)."""
+    tokens = explored.embedded.tokens
+    rows, longest = (explored.overflow.rows, explored.overflow.longest) if explored.overflow else longest_rows(explored.embedded.vectors)
+    words = ", ".join(f"'{tokens[i]}'" for i in rows[:3])
+    return (f"{subject} are larger than float32 can hold (about 3.4e38), so the softmax has no answer. "
+            f"The longest vectors belong to {words} (length up to {longest:.3g}). Use vectors of ordinary "
+            "size (GloVe's are under 10 long), cosine scoring, or a larger temperature τ.")
+
+
+def problem(explored: Explored, max_tokens: int) -> tuple[str, bool] | None:
+    """Why a explored view cannot be drawn, as (message, whether it is an input error), or None."""
+    if not explored.tokens:
+        return "The sentence has no words or punctuation we can use. Type some words.", False
+    if len(explored.tokens) > max_tokens:
+        return f"The text has {len(explored.tokens):,} tokens; the limit is {max_tokens:,}. Shorten it and try again.", True
+    if explored.overflow:
+        return overflow_message(explored), True
+    if explored.view is None and not explored.embedded.tokens:
+        return ("None of these words are in the vocabulary, and the 'drop' policy leaves none. Try ordinary English "
+                "words, or the 'random' policy."), True
+    if explored.view is None:
+        return ("None of these words are in the vocabulary: as zero vectors every score would be 0 and every weight "
+                "1/n. Choose the 'random' policy for unknown words to give each a vector of its own, or try ordinary "
+                "English words."), True
+    return None

@@ -133,3 +133,24 @@ def test_scores_past_float32_name_the_largest_inputs():
         run(x, Config(scoring="dot", temperature=0.01))
     assert error.value.rows[0] == 2 and error.value.longest == pytest.approx(math.sqrt(3) * 1e19)
     assert run(x, Config(scoring="cosine")).weights is not None  # cosine divides the lengths out first
+
+
+def test_explore_runs_the_pages_pipeline_and_problem_says_why_it_cannot(glove):
+    """The Self-attention page's pipeline, in the library: a sentence's weights equal softmax(QKᵀ/√d) written out over
+    its GloVe vectors, and each input it cannot draw gets its own message."""
+    from attnviz.selfattention import explore, problem
+
+    found = explore("The dog was happy", glove, Config())
+    x = torch.from_numpy(np.stack([glove[w] for w in ["the", "dog", "was", "happy"]]))  # (4, 50)
+    expected = torch.softmax(x @ x.T / math.sqrt(50), -1)  # (4, 4)
+    assert np.abs(found.view.weights[0] - expected.numpy()).max() < 1e-6 and problem(found, 10) is None
+    assert problem(explore("  ?! ", glove, Config(), drop_punctuation=True), 10)[0].startswith("The sentence has no words")
+    assert "the limit is 3" in problem(explore("one two three four", glove, Config(), max_tokens=3), 3)[0]
+    assert "'random' policy" in problem(explore("qzxv wvqz", glove, Config()), 10)[0]
+    assert "leaves none" in problem(explore("qzxv wvqz", glove, Config(), oov="drop"), 10)[0]
+    assert explore("qzxv wvqz", glove, Config(), oov="random").view is not None  # each unknown word a vector of its own
+    huge = {"big": np.full(50, 1e20, np.float32), "dog": glove["dog"]}
+    vectors = type("Vectors", (), {"key_to_index": huge, "vector_size": 50, "norms": None,
+                                   "__getitem__": lambda self, w: huge[w]})()
+    message, user_error = problem(explore("big dog", vectors, Config()), 10)
+    assert "larger than float32 can hold" in message and "'big'" in message and user_error

@@ -59,12 +59,9 @@ def next_word(greedy: bool) -> None:
         result = run(name, st.session_state.text)
     except (models.TextError, models.ModelError):
         return
-    probs = distribution(result)
-    if greedy:
-        chosen = int(probs.argmax())
-    else:
-        generator = torch.Generator().manual_seed(st.session_state.seed + len(result.pieces))
-        chosen = int(torch.multinomial(probs, 1, generator=generator))
+    chosen = models.next_piece(torch.from_numpy(result.next_logits), st.session_state.t, st.session_state.topk,
+                               st.session_state.topp, seed=None if greedy else st.session_state.seed,
+                               position=len(result.pieces))
     longer = one_more(name, st.session_state.text, chosen)
     if len(longer) <= TEXT_CHARS:  # the text box holds at most TEXT_CHARS characters
         st.session_state.text = longer
@@ -195,12 +192,7 @@ if st.toggle("Read every layer's prediction", key="lens",
              help="Each layer's hidden state through the final norm and the output matrix, only for the last positions "
                   "and only when asked.") and engine_only(model, "the logit lens"):
     start = max(0, n - LENS_POSITIONS)
-    ids, lens_probs = model.logit_lens(result.hidden[:, start:])  # (L + 1, shown, 1) each
-    pieces = model.reader.labels([int(i) for i in ids[..., 0].ravel()])
-    lens = [[f"{pieces[l * (n - start) + i]} {lens_probs[l, i, 0]:.2f}" for i in range(n - start)] for l in range(n_layers + 1)]
-    st.dataframe({"layer": ["embeddings", *layer_labels],
-                  **{f"#{start + i} {labels[start + i]}": [row[i] for row in lens] for i in range(n - start)}},
-                 hide_index=True)
+    st.dataframe(models.logit_lens_table(model, result, LENS_POSITIONS), hide_index=True)
     st.caption(f"The last {n - start} positions: what each layer's hidden state would predict next, read through the "
                "final norm and the output matrix, with its probability p = softmax(z) at T = 1 over every piece (the "
                "model's own, whatever the sampler above is set to); the last row is the model's own prediction.")

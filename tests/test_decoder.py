@@ -114,6 +114,27 @@ def test_the_logit_lens_of_the_last_layer_is_the_models_prediction(model):
     assert probs[-1, -1, 0] == pytest.approx(final, rel=1e-4)
 
 
+def test_the_logit_lens_table_holds_each_layers_prediction_and_its_probability(model):
+    result = model.run(SENTENCES[0])
+    ids, probs = model.logit_lens(result.hidden)  # (31, n, 1) each
+    n, labels = len(result.pieces), result.pieces.labels()
+    table = models.logit_lens_table(model, result, 3)
+    assert list(table) == ["layer", *(f"#{i} {labels[i]}" for i in range(n - 3, n))]
+    assert table["layer"] == ["embeddings", *map(str, range(1, 31))]
+    for column, i in zip(list(table)[1:], range(n - 3, n)):
+        assert table[column] == [f"{model.reader.labels([int(ids[l, i, 0])])[0]} {probs[l, i, 0]:.2f}" for l in range(31)]
+
+
+def test_next_piece_is_the_argmax_or_a_draw_seeded_by_the_seed_and_the_position():
+    logits = torch.tensor([2.0, 1.5, 1.0, 0.2, -1.0])  # (5,)
+    assert models.next_piece(logits, 0.7, 0, 0.95) == 0  # no seed: the most likely
+    probs = models.next_distribution(logits, 0.7, 0, 0.95)
+    drawn = [models.next_piece(logits, 0.7, 0, 0.95, seed=3, position=p) for p in range(40)]
+    expected = [int(torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(3 + p))) for p in range(40)]
+    assert drawn == expected and len(set(drawn)) > 1  # seeded per position, and really drawn
+    assert {models.next_piece(logits, 1.0, 2, 1.0, seed=s) for s in range(50)} == {0, 1}  # top-k 2 keeps two
+
+
 def test_bad_text_gets_a_reason(model):
     for text in ["", "   \n\t"]:
         with pytest.raises(models.TextError, match="Type a text"):

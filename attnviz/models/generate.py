@@ -106,6 +106,18 @@ def next_distribution(logits_row: torch.Tensor, temperature: float = 1.0, top_k:
     return kept / kept.sum()
 
 
+def next_piece(logits_row: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, *,
+               seed: int | None = None, position: int = 0) -> int:
+    """One next piece from logits (vocab,): the most likely where `seed` is None, else drawn from next_distribution
+    with a generator seeded by seed + position (the pieces read so far), so the same text, settings and seed give the
+    same piece, as a link replays it (the Decoder's two "Next word" buttons)."""
+    probs = next_distribution(logits_row, temperature, top_k, top_p)  # (vocab,)
+    if seed is None:
+        return int(probs.argmax())
+    generator = torch.Generator().manual_seed(int(seed) + int(position))
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
 def sampler_text(temperature: float, top_k: int = 0, top_p: float = 1.0, seed: int | None = None) -> str:
     """The sampler next_distribution draws from, in words ("T = 0.7, top-k 50, top-p 0.95, seed 3"); the seed only
     where it matters (T > 0)."""

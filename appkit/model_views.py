@@ -489,22 +489,11 @@ def qk_space_view(name: str, sentence: str, layer: int, head: int) -> None:
         return
     mine = run(name, sentence)
     texts = ([sentence] if len(mine.pieces) <= QK_PIECES else []) + list(qkspace.SENTENCES)
-    results = [run(name, text) for text in texts]
-    traces = [r.traces[layer - 1] for r in results]
-    heads_ = [t.head(results[0].architecture, head - 1) for t in traces]  # (query, key, value) of each text
-    query = np.concatenate([q.numpy() for q, _, _ in heads_])  # (N, dh)
-    key = np.concatenate([k.numpy() for _, k, _ in heads_])  # (N, dh)
-    names = [label for r in results for label in r.pieces.labels()]
-    which = np.concatenate([np.full(len(r.pieces), s) for s, r in enumerate(results)])  # (N,) sentence of each point
-    where = np.concatenate([np.arange(len(r.pieces)) for r in results])  # (N,) position in it
-    space = qkspace.joint_space(query, key)
+    points = qkspace.head_points([run(name, text) for text in texts], layer - 1, head - 1)
+    names, which, where = points.names, points.which, points.where
+    space = qkspace.joint_space(points.query, points.key)
     chosen = st.session_state.qkq if 0 <= st.session_state.qkq < len(names) else None
-    targets = []
-    if chosen is not None:
-        s, i = int(which[chosen]), int(where[chosen])
-        row = results[s].weights[layer - 1, head - 1, i]  # (n_s,) the model's own weights
-        start = int(np.flatnonzero(which == s)[0])
-        targets = [(start + int(j), float(row[j])) for j in np.argsort(-row, kind="stable")[:3]]
+    targets = points.strongest_keys(chosen) if chosen is not None else []
     first = len(texts) - len(qkspace.SENTENCES)  # 1 when the text is drawn (sentence 0), else 0
     st.caption(("Sentence 0 is your text. " if first else f"Your text has over {QK_PIECES} pieces, so it is left out. ")
                + "The built-in ones: " + " · ".join(f"{first + k}: {t}" for k, t in enumerate(qkspace.SENTENCES)))

@@ -52,3 +52,36 @@ def joint_space(query: np.ndarray, key: np.ndarray) -> Space:
     q, k, c = aligned(query, key)  # (N, d) each
     pca = PCA(n_components=2, svd_solver="full").fit(np.concatenate([q, k]))  # fitted on the 2N points
     return Space(pca.transform(q), pca.transform(k), pca.explained_variance_ratio_, c)
+
+
+@dataclass
+class Points:
+    """One head's queries and keys over several runs, in one list: each run's pieces in order."""
+
+    query: np.ndarray  # (N, d_h)
+    key: np.ndarray  # (N, d_h)
+    names: list[str]  # each point's piece
+    which: np.ndarray  # (N,) the run it comes from
+    where: np.ndarray  # (N,) its position in that run
+    weights: list[np.ndarray]  # each run's (n_s, n_s) weights of the head
+
+    def strongest_keys(self, chosen: int, top: int = 3) -> list[tuple[int, float]]:
+        """The `top` keys query point `chosen` weighs most in its own run, as (point, weight), strongest first."""
+        s, i = int(self.which[chosen]), int(self.where[chosen])
+        row = self.weights[s][i]  # (n_s,) the model's own weights
+        start = int(np.flatnonzero(self.which == s)[0])
+        return [(start + int(j), float(row[j])) for j in np.argsort(-row, kind="stable")[:top]]
+
+
+def head_points(runs: list, layer: int, head: int) -> Points:
+    """Layer `layer`'s head `head` (both from 0) over `runs` (attnviz.models.Run, of a model attnviz's engine
+    computes: their traces hold the queries and keys)."""
+    qkv = [run.traces[layer].head(run.architecture, head) for run in runs]  # (query, key, value) of each run
+    return Points(
+        query=np.concatenate([q.numpy() for q, _, _ in qkv]),  # (N, d_h)
+        key=np.concatenate([k.numpy() for _, k, _ in qkv]),  # (N, d_h)
+        names=[label for run in runs for label in run.pieces.labels()],
+        which=np.concatenate([np.full(len(run.pieces), s) for s, run in enumerate(runs)]),  # (N,)
+        where=np.concatenate([np.arange(len(run.pieces)) for run in runs]),  # (N,)
+        weights=[run.weights[layer, head] for run in runs],
+    )

@@ -35,3 +35,24 @@ def test_the_projection_is_pca_of_queries_and_keys_together():
     signs = np.sign((got * expected).sum(0))  # (2,) PCA may flip an axis
     np.testing.assert_allclose(got * signs, expected, atol=1e-9)
     np.testing.assert_allclose(space.explained, singular[:2] ** 2 / (singular**2).sum(), atol=1e-12)
+
+
+def test_head_points_gather_each_runs_queries_and_keys_in_order():
+    """The points of layer 2, head 4 over two texts: within each text, softmax(q·k/√d_h) of its points is the
+    model's own weights, and a query's strongest keys are those of its row, pointed to in the joint list."""
+    from attnviz import models
+    from attnviz.qkspace import head_points
+
+    minilm = models.load("minilm")
+    runs = [minilm.run(text) for text in ("The cat sat on the mat.", "She gave him the book because he asked.")]
+    points = head_points(runs, 2, 4)
+    sizes = [len(run.pieces) for run in runs]
+    assert points.query.shape == points.key.shape == (sum(sizes), 32) and len(points.names) == sum(sizes)
+    for s, run in enumerate(runs):
+        mine = points.which == s
+        q, k = points.query[mine], points.key[mine]  # (n_s, d_h) each
+        np.testing.assert_allclose(softmax_rows(q / np.sqrt(32), k), run.weights[2, 4], atol=1e-5)
+        assert points.names[int(np.flatnonzero(mine)[0])] == run.pieces.labels()[0]
+    chosen = sizes[0] + 3  # the second text's fourth piece
+    row = runs[1].weights[2, 4, 3]
+    assert points.strongest_keys(chosen) == [(sizes[0] + int(j), float(row[j])) for j in np.argsort(-row)[:3]]

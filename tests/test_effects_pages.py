@@ -123,7 +123,7 @@ def test_a_text_past_the_effects_limit_gets_the_numbers():
 def test_lesson_17_turns_the_induction_head_off_beside_a_control(smollm2):
     from attnviz import heads
     from appkit.lesson.models import COPY_CUT, COPY_PIECES
-    from appkit.lesson.experiments import CONTROL_SEED, control_head
+    from appkit.lesson.experiments import CONTROL_SEED
 
     at = page("lesson.py", {"step": "17", "copyseed": "0"})
     assert not at.exception
@@ -132,9 +132,14 @@ def test_lesson_17_turns_the_induction_head_off_beside_a_control(smollm2):
     probe = heads.probes(smollm2, 1, COPY_PIECES, 1000)[0]
     pieces = heads.cut_short(smollm2, probe, cut=COPY_CUT)
     expected = heads.repeats_predicted(smollm2, smollm2.run_pieces(pieces), probe.lead, COPY_PIECES)[2]
+    control = effects.control_head(head, smollm2.heads, CONTROL_SEED)
+    assert control != head
     p = [float(torch.softmax(torch.from_numpy(r.next_logits).double(), -1)[expected]) for r in (
         smollm2.run_pieces(pieces), effects.ablate(smollm2, pieces, [(layer, head)]),
-        effects.ablate(smollm2, pieces, [(layer, control_head(layer, head, smollm2.heads, CONTROL_SEED))]))]
+        effects.ablate(smollm2, pieces, [(layer, control)]))]
+    # The library's experiment (effects.turn_head_off), for a notebook, gives the same three numbers.
+    off = effects.turn_head_off(smollm2, layer, head, seed=1000, length=COPY_PIECES, cut=COPY_CUT, control_seed=CONTROL_SEED)
+    assert (off.control, off.repeat) == (control, expected) and np.allclose(off.p, p, atol=1e-6)
     said = next(m.value for m in at.markdown if m.value.startswith("With every head"))
     assert f"p = {p[0]:.2f}" in said and f"head {head + 1}: p = {p[1]:.2f}" in said and f"p = {p[2]:.2f}" in said
     assert p[1] < p[0]  # without the induction head the repeat is less likely

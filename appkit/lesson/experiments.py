@@ -3,7 +3,6 @@ off (with a head of the same layer as a control), the dog sentence's pieces rank
 model writing, greedy and sampled. Each step is one function of (text column, figure column)."""
 
 import numpy as np
-import torch
 
 from attnviz import effects, figures, heads, long, models
 from attnviz.export import Matrix
@@ -17,12 +16,6 @@ DOG_PREFIX = "When he saw his owner, the dog was"  # our notes' sentence up to i
 CONTROL_SEED = 7
 
 
-def control_head(layer: int, head: int, heads_count: int, seed: int) -> int:
-    """A head of the same layer other than `head`, drawn with `seed`: the control."""
-    others = [h for h in range(heads_count) if h != head]
-    return others[np.random.default_rng(seed).integers(len(others))]
-
-
 def off_step(text, figure):
     text.write("Step 16 found a head that looks at the piece after an earlier copy. Does the model **need** it? Turn it "
                "off: its output αV is set to 0 before W_o, and the model runs on. As a control, turn off another head "
@@ -34,29 +27,24 @@ def off_step(text, figure):
         model = loaded_model("smollm2")
         scores, _ = induction("smollm2")
         layer, head = (int(v) for v in np.unravel_index(np.argmax(scores["induction"]), scores["induction"].shape))
-        control = control_head(layer, head, model.heads, CONTROL_SEED + seed)
-        runs = {}
-        for label, removed in (("the model", None), (f"without layer {layer + 1}, head {head + 1}", head),
-                               (f"without layer {layer + 1}, head {control + 1} (control)", control)):
-            intervention = None if removed is None else effects.Ablation(((layer, removed),))
-            probe, runs[label] = probe_run("smollm2", COPY_PIECES, 1000 + seed, False, COPY_CUT, intervention)
+        control = effects.control_head(head, model.heads, CONTROL_SEED + seed)
+        runs = tuple(probe_run("smollm2", COPY_PIECES, 1000 + seed, False, COPY_CUT,
+                               None if removed is None else effects.Ablation(((layer, removed),)))
+                     for removed in (None, head, control))
     except (models.ModelError, heads.HeadsError) as error:
         text.info(str(error))
         return
-    clean = next(iter(runs.values()))
-    expected = heads.repeats_predicted(model, clean, probe.lead, COPY_PIECES)[2]
-    if expected is None:
+    off = effects.head_off(model, runs[0][0], tuple(run for _, run in runs), layer, head, control)
+    if off.repeat is None:
         text.info("This sequence's last piece has no piece after its first copy; pick another seed.")
         return
-    p = {label: float(torch.softmax(torch.from_numpy(r.next_logits).double(), -1)[expected]) for label, r in runs.items()}
-    hits = {label: heads.repeats_predicted(model, r, probe.lead, COPY_PIECES)[:2] for label, r in runs.items()}
-    names = list(p)
-    values = np.array([p[k] for k in names], np.float32)
-    repeat = model.reader.labels([expected])[0]
+    names = ["the model", f"without layer {layer + 1}, head {head + 1}", f"without layer {layer + 1}, head {control + 1} (control)"]
+    values = off.p
+    repeat = model.reader.labels([off.repeat])[0]
     chart(figure, figures.weight_bars(values, names, title=f"p(the repeat “{repeat}”) after the last piece",
                                       axis="probability", whole=True),
           key="lesson_off", matrix=Matrix(values[None].copy(), ["p(repeat)"], names, corner="\\ run"))
-    (clean_hits, total), (off_hits, _), (control_hits, _) = hits.values()
+    (clean_hits, total), (off_hits, _), (control_hits, _) = off.hits
     text.write(f"With every head, the model gives the repeat “{repeat}” p = {values[0]:.2f} and predicts the repeat "
                f"at {clean_hits} of {total} positions of the second copy. Without layer {layer + 1}, head {head + 1}: "
                f"p = {values[1]:.2f}, and {off_hits} of {total}. Without the control, head {control + 1}: "

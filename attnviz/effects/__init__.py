@@ -32,8 +32,8 @@ from attnviz.effects.interventions import (  # noqa: F401
     engine_model, pairs, pieces_of, removed, renormalised,
 )
 from attnviz.effects.ablation import (  # noqa: F401
-    COPY_ROWS, EveryHead, ablate, every_head, head_effects, knock_out, layer_chunks, log_prob, output_vector, staircase,
-    with_logits,
+    COPY_ROWS, EveryHead, HeadOff, ablate, control_head, every_head, head_effects, head_off, knock_out, layer_chunks,
+    log_prob, output_vector, staircase, turn_head_off, with_logits,
 )
 from attnviz.effects.routes import (  # noqa: F401
     CONTRIBUTION_FLOATS, PROXIMITY_EPS, Contributions, Route, contributions, contributions_of, head_vectors, shares,

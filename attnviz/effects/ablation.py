@@ -146,3 +146,50 @@ def output_vector(model, x: torch.Tensor) -> torch.Tensor:
     if model.kind == "decoder" or norm is None:
         return x
     return norm(x.to(norm.weight.device, norm.weight.dtype)).to(x.dtype)
+
+
+@dataclass
+class HeadOff:
+    """A head turned off beside a control head of its layer, on a random sequence repeated (lesson step 17): whether
+    the model still predicts the repeat. Indices count from 0."""
+
+    layer: int
+    head: int
+    control: int
+    repeat: int | None  # the piece that followed the last piece in the first copy (None: no piece did)
+    p: np.ndarray  # (3,) p(repeat) after the last piece: with every head, without `head`, without `control`
+    hits: list[tuple[int, int]]  # for the same three runs: second-copy positions whose top prediction is the repeat, of how many
+
+
+def control_head(head: int, heads: int, seed: int) -> int:
+    """A head of the same layer other than `head`, drawn with `seed`: the control."""
+    others = [h for h in range(heads) if h != head]
+    return others[np.random.default_rng(seed).integers(len(others))]
+
+
+def head_off(model, probe, runs: tuple[Run, Run, Run], layer: int, head: int, control: int) -> HeadOff:
+    """What turning `head` off did, from the runs of `probe`'s repeated pieces (attnviz.heads.Probe, cut short) with
+    every head, with `head` ablated and with `control` ablated (Ablation; `turn_head_off` makes them)."""
+    from attnviz.heads import repeats_predicted
+
+    repeat = repeats_predicted(model, runs[0], probe.lead, probe.length)[2]
+    hits = [repeats_predicted(model, run, probe.lead, probe.length)[:2] for run in runs]
+    p = np.array([float(torch.softmax(torch.from_numpy(run.next_logits).double(), -1)[repeat]) if repeat is not None
+                  else np.nan for run in runs], np.float32)  # (3,)
+    return HeadOff(layer, head, control, repeat, p, hits)
+
+
+def turn_head_off(model, layer: int, head: int, *, seed: int = 1000, length: int = 20, cut: int = 3,
+                  control_seed: int = 7) -> HeadOff:
+    """Lesson step 17 for any decoder attnviz computes: `length` random pieces repeated (seeded, the second copy
+    `cut` pieces short), run with every head, without layer `layer`'s head `head`, and without a control head of
+    the same layer drawn with `control_seed`."""
+    from attnviz.heads import cut_short, probes
+
+    model = engine_model(model, "turning a head off")
+    probe = probes(model, 1, length, seed)[0]
+    pieces = cut_short(model, probe, cut=cut)
+    control = control_head(head, model.heads, control_seed)
+    runs = tuple(with_logits(model, model.run_pieces(pieces, intervention=None if h is None else Ablation(((layer, h),))))
+                 for h in (None, head, control))
+    return head_off(model, probe, runs, layer, head, control)

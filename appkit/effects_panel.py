@@ -79,13 +79,12 @@ def effect_atlas(found: np.ndarray, model: models.Model, layer: int, head: int, 
         st.session_state.layer, st.session_state.head = chosen[0] + 1, chosen[1] + 1
         st.session_state.ablate = True
 
-    what = ("effect on the next piece: Δ log p" if decoder else f"effect on “{labels[piece]}”: 1 − cos")
-    weights = np.zeros((*found.shape, 1, 1), np.float32)  # one square a head: the thumbnails are its colour
     presenting = bool(st.session_state.get(PRESENT))
-    data = figures.atlas_data(weights, chosen=(layer - 1, head - 1), score=(what, found), colour="measure",
-                              signed=decoder, font_px=16 if presenting else figures.FONT_PX,
-                              palette=st.session_state.get("palette", "viridis"),
-                              title=f"Every head removed in turn: {what} (layers down, heads across, from 1)")
+    data, what = figures.effect_atlas_data(found, (layer - 1, head - 1), decoder=decoder,
+                                           removed=effects.HOWS[st.session_state.get("how", "zero")],
+                                           piece="" if decoder else labels[piece],
+                                           font_px=16 if presenting else figures.FONT_PX,
+                                           palette=st.session_state.get("palette", "viridis"))
     head_atlas(data, key="effect_atlas", on_open=ablate_head)
     order = np.argsort(found.ravel())
     strongest = order[:3] if decoder else order[::-1][:3]

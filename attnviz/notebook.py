@@ -386,11 +386,8 @@ class EffectsView(_Widget):
 
         self.found = measure.every_head(model, text, how)
         layers, heads = self.found.effects.shape
-        what = "effect on the next piece: Δ log p" if self.found.top is not None else "effect on piece 0: 1 − cos"
-        atlas = figures.atlas_data(np.zeros((layers, heads, 1, 1), np.float32), chosen=(layer, head),
-                                   score=(what, self.found.effects), colour="measure", signed=self.found.top is not None,
-                                   base=0, title=f"Every head removed in turn ({measure.HOWS[how]}): {what} (layers down, "
-                                                 "heads across, from 0)")
+        atlas, _ = figures.effect_atlas_data(self.found.effects, (layer, head), decoder=self.found.top is not None,
+                                             removed=measure.HOWS[how], piece="piece 0", base=0)
         before, after = {}, []
         if self.found.top is not None:
             names = model.reader.labels([int(i) for i in self.found.top])

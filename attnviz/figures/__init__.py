@@ -30,7 +30,9 @@ from attnviz.figures.heads import (  # noqa: F401
     score_parts, HEAD_COLOURS, LINE_ROW_PX, line_view, FADED, _add_lines, qk_space, ATLAS_BLOCKS, ATLAS_TILE_PX,
     ATLAS_HEIGHT_PX, _pick_layer, _outline, atlas_data, share_bars, layer_head_heatmap,
 )
-from attnviz.figures.effects import ROUTE_FLOOR, ROUTE_THRESHOLDS, route_steps, routes_data, importance_data  # noqa: F401
+from attnviz.figures.effects import (  # noqa: F401
+    ROUTE_FLOOR, ROUTE_THRESHOLDS, route_steps, routes_data, importance_data, effect_atlas_data,
+)
 from attnviz.figures.generation import timeline_data, payload_bytes  # noqa: F401
 from attnviz.figures.charts import (  # noqa: F401
     bars_data, weight_bars, SCATTER_PLOT_PX, LABEL_PLACES, place_labels, pca_scatter, entropy_against_tau, bandwidth_training,

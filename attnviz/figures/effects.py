@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 
+from attnviz.figures.heads import atlas_data
 from attnviz.figures.layout import FONT_PX, _finite
 from attnviz.figures.matrices import matrix_data
 
@@ -66,3 +67,18 @@ def importance_data(measures: dict[str, np.ndarray], names: dict[str, str], toke
                        axes=("measure", "piece"), scale="max", font_px=font_px, height=80 + 34 * len(measures),
                        file="attnviz_importance", whole_rows=True)
     return data, drawn
+
+
+def effect_atlas_data(effects: np.ndarray, chosen: tuple[int, int], *, decoder: bool, removed: str, piece: str = "",
+                      base: int = 1, **style) -> tuple[dict, str]:
+    """The head atlas of every head removed in turn (attnviz.effects.every_head), for the page and the notebook alike:
+    one square a head, coloured by its effect (L, H): a decoder's Δ log p on a diverging scale centred on 0, an
+    encoder's 1 − cos at `piece` from 0 to its largest. `removed` says how a head was removed (effects.HOWS), `base`
+    whether heads count from 1 (the app) or 0 (the library); `style` goes to atlas_data (font_px, palette). Returns
+    the data and the measure's name."""
+    what = "effect on the next piece: Δ log p" if decoder else f"effect on “{piece}”: 1 − cos"
+    blank = np.zeros((*effects.shape, 1, 1), np.float32)  # one square a head: the thumbnails are its colour
+    data = atlas_data(blank, chosen=chosen, score=(what, effects), colour="measure", signed=decoder, base=base,
+                      title=f"Every head removed in turn ({removed}): {what} (layers down, heads across, from {base})",
+                      **style)
+    return data, what

@@ -159,7 +159,7 @@ class Heatmap(_Widget):
         self._matrix = matrix
         data = figures.interactive_heatmap(matrix, list(tokens), None if keys is None else list(keys), view=_view(view),
                                            title=title, taus=temperature_grid(), overflow=OVERFLOW, file="attnviz_heatmap")
-        super().__init__(data=data, **_view(view))
+        super().__init__(data={**data, "kind": "single"}, **_view(view))
 
     def _scores(self) -> np.ndarray:
         return self._matrix
@@ -233,7 +233,7 @@ class ModelView(_Widget):
         title = f"Layer {self.names[0][layer]}, head {self.names[1][head]} (from 0)"
         data = figures.interactive_heatmap(self.run.head_scores(layer, head), attention.queries.labels(), keys, view=view,
                                            title=title, taus=temperature_grid(), overflow=OVERFLOW, file="attnviz_head")
-        data.update(layers=self.run.layers, heads_per_layer=self.run.heads, base=0)
+        data.update(kind="model", layers=self.run.layers, heads_per_layer=self.run.heads, base=0)
         if attention.causal:
             data["masks"] = {"causal": "causal", "causal_keys": "causal, hide keys"}
         return data
@@ -394,7 +394,7 @@ class EffectsView(_Widget):
             before = figures.bars_data(self.found.clean, names, title="Before: p(next piece)", axis="probability (T = 1)")
             after = [base64.b64encode(np.ascontiguousarray(row, "<f4").tobytes()).decode("ascii")
                      for row in self.found.ablated.reshape(layers * heads, -1)]
-        super().__init__(data={"title": "attnviz effects", "widget": "effects"}, effects_atlas=atlas, before=before, after=after,
+        super().__init__(data={"title": "attnviz effects", "kind": "effects"}, effects_atlas=atlas, before=before, after=after,
                          layer=layer, head=head)
 
     @property
@@ -439,7 +439,7 @@ class GenerationView(_Widget):
                                      head=head, sampler=sampler, base=0,
                                      title=f"{model.name} writes {len(self.generation.new_ids)} pieces ({sampler}), "
                                            f"layer {layer} (from 0)")
-        super().__init__(data={"title": data["title"], "widget": "timeline"}, timeline=data)
+        super().__init__(data={"title": data["title"], "kind": "timeline"}, timeline=data)
 
     @property
     def weights(self) -> np.ndarray:
@@ -487,7 +487,7 @@ class ScanView(_Widget):
         overview = figures.matrix_data(scan.overview[0, 0], spans, spans, title=f"each block's mean share over {n:,} pieces",
                                        what="mean share", axes=("queries", "keys"), scale="max", file="attnviz_scan")
         bundle = base64.b64encode(np.ascontiguousarray(scan.overview, "<f4").tobytes()).decode("ascii")
-        super().__init__(data={"title": f"attnviz scan of {n:,} pieces ({scan.model})", "widget": "scan"},
+        super().__init__(data={"title": f"attnviz scan of {n:,} pieces ({scan.model})", "kind": "scan"},
                          scan_atlas=atlas, overview=dict(overview, values=""), overviews=bundle, layer=layer, head=head)
 
     @property
@@ -518,7 +518,7 @@ class Compare(_Widget):
         sides = [{**a.data, "view": a.view, "file": "attnviz_a"}, {**b.data, "view": {**b.view}, "file": "attnviz_b"}]
         data = figures.interactive_comparison(*sides, same_tokens=same)
         names = [*VIEW_NAMES, "b_temp", "b_hard", "b_mask"]
-        super().__init__(data=data, view_names=names, b_temp=b.temp, b_hard=b.hard, b_mask=b.mask, **a.view)
+        super().__init__(data={**data, "kind": "compare"}, view_names=names, b_temp=b.temp, b_hard=b.hard, b_mask=b.mask, **a.view)
 
     @property
     def weights(self) -> tuple[np.ndarray, np.ndarray]:

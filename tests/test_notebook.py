@@ -240,7 +240,7 @@ def test_the_scan_view_carries_every_heads_overview_offline(tmp_path):
     text = long_text(model, 700)
     view = scan(model, text, block=64, layer=1, head=2, sort="sink")
     n, count = len(view.scan), -(-len(view.scan) // 64)
-    assert n > model.max_pieces and view.data["widget"] == "scan"
+    assert n > model.max_pieces and view.data["kind"] == "scan"
     bundle = np.frombuffer(base64.b64decode(view.overviews), "<f4").reshape(model.layers, model.heads, count, count)
     for layer, head in ((0, 0), (1, 2)):
         weights = view.scan.tile(layer, head, slice(0, n), slice(0, n))  # (n, n)

@@ -31,19 +31,23 @@ export function sendView(model, view, names) {
   return changed;
 }
 
-/** The heatmap's data with the model's view, and with one head's scores out of a model view's bundle of every head's
- * (`all_scores`: base64 float32 (L, H, n, m)) where the notebook has them, so a click on the atlas works offline too. */
+/** Compare A | B's data with the model's view: A's is the plain names, B's τ, hard and mask are b_temp, b_hard,
+ * b_mask; the rest is shared. */
+export function compareData(model) {
+  const data = model.get("data");
+  const a = viewOf(model, data.sides[0]);
+  const b = { ...a, temp: model.get("b_temp"), hard: model.get("b_hard"), mask: model.get("b_mask") };
+  return { ...data, sides: [{ ...data.sides[0], view: a }, { ...data.sides[1], view: b }] };
+}
+
+/** The heatmap's data with the model's view; for a model view (kind "model"), the chosen head's scores cut out of the
+ * bundle of every head's (`all_scores`: base64 float32 (L, H, n, m)) where the notebook sent it, so a click on the
+ * atlas works offline too. */
 export function heatmapData(model) {
   const data = model.get("data");
-  if (data.sides) {
-    // Compare A | B: A's view is the plain names, B's τ, hard and mask are b_temp, b_hard, b_mask; the rest is shared.
-    const a = viewOf(model, data.sides[0]);
-    const b = { ...a, temp: model.get("b_temp"), hard: model.get("b_hard"), mask: model.get("b_mask") };
-    return { ...data, sides: [{ ...data.sides[0], view: a }, { ...data.sides[1], view: b }] };
-  }
-  const chosen = { ...data, view: viewOf(model, data) };
+  const chosen = { ...data, kind: "single", view: viewOf(model, data) };
   const bundle = model.get("all_scores");
-  if (bundle && data.layers) {
+  if (data.kind === "model" && bundle) {
     const [layer, head] = [model.get("layer"), model.get("head")];
     const size = data.n * data.m;
     const all = bundle instanceof Float32Array ? bundle : bundleOf(bundle);
@@ -148,30 +152,19 @@ function renderTimeline({ model, el }) {
   return () => model.off("change:timeline", draw);
 }
 
-const WIDGETS = { effects: renderEffects, timeline: renderTimeline, scan: renderScan };
-
-/** The widget its data names (data.widget, set by attnviz.notebook), or the heatmap (one head, a model view, Compare). */
-function render({ model, el }) {
-  const widget = WIDGETS[(model.get("data") || {}).widget];
-  if (widget) return widget({ model, el });
+/** A heatmap whose view is the model's traitlets: one head (kind "single"), a model view's chosen head under its atlas
+ * ("model"), or Compare A | B ("compare"). */
+function renderHeatmap({ model, el }) {
+  const kind = model.get("data").kind;
   const names = model.get("view_names");
-  const atlasRoot = model.get("atlas") ? el.appendChild(document.createElement("div")) : null;
+  const atlasRoot = kind === "model" ? el.appendChild(document.createElement("div")) : null;
   const heatmapRoot = el.appendChild(document.createElement("div"));
   let queued = false;
   const draw = () => {
     queued = false;
-    if (atlasRoot) {
-      const atlas = { ...model.get("atlas"), chosen: [model.get("layer"), model.get("head")] };
-      mountAtlas({
-        data: atlas, parentElement: atlasRoot,
-        setTriggerValue: (name, [layer, head]) => {
-          model.set("layer", layer);
-          model.set("head", head);
-          model.save_changes();
-        },
-      });
-    }
-    mount({ data: heatmapData(model), parentElement: heatmapRoot, setStateValue: (name, view) => sendView(model, view, names) });
+    if (atlasRoot) mountChooser(model, "atlas", atlasRoot, () => {});
+    const data = kind === "compare" ? compareData(model) : heatmapData(model);
+    mount({ data, parentElement: heatmapRoot, setStateValue: (name, view) => sendView(model, view, names) });
   };
   const later = () => {
     if (queued) return; // several traitlets set at once redraw once
@@ -179,10 +172,24 @@ function render({ model, el }) {
     queueMicrotask(draw);
   };
   draw();
-  for (const name of [...names, "data", "atlas", "layer", "head", "all_scores"]) model.on(`change:${name}`, later);
+  const watched = [...names, "data", ...(kind === "model" ? ["atlas", "layer", "head", "all_scores"] : [])];
+  for (const name of watched) model.on(`change:${name}`, later);
   return () => {
-    for (const name of [...names, "data", "atlas", "layer", "head", "all_scores"]) model.off(`change:${name}`, later);
+    for (const name of watched) model.off(`change:${name}`, later);
   };
+}
+
+// Each widget by the kind its data names (attnviz.notebook sets it), as figures.mjs mounts a figure by its kind.
+const WIDGETS = {
+  single: renderHeatmap, model: renderHeatmap, compare: renderHeatmap,
+  effects: renderEffects, timeline: renderTimeline, scan: renderScan,
+};
+
+function render({ model, el }) {
+  const kind = model.get("data").kind;
+  const widget = WIDGETS[kind];
+  if (!widget) throw new Error(`attnviz: no widget of kind ${JSON.stringify(kind)}`);
+  return widget({ model, el });
 }
 
 export default { render };

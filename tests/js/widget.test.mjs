@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { heatmapData, sendView, viewOf } from "../../attnviz/browser/anywidget.mjs";
+import { compareData, heatmapData, sendView, viewOf } from "../../attnviz/browser/anywidget.mjs";
 
 function fakeModel(values) {
   const saved = [];
@@ -41,7 +41,7 @@ test("a view the heatmap sends sets the changed traitlets, then saves once", () 
 test("a model view cuts the chosen head's scores out of its bundle", () => {
   const [layers, heads, n, m] = [2, 3, 2, 2];
   const all = Float32Array.from({ length: layers * heads * n * m }, (_, i) => i);
-  const data = { view: VIEW, layers, heads_per_layer: heads, n, m, version: "v", scores: "", base: 0 };
+  const data = { kind: "model", view: VIEW, layers, heads_per_layer: heads, n, m, version: "v", scores: "", base: 0 };
   const model = fakeModel({ ...VIEW, data, all_scores: all, layer: 1, head: 2 });
   const drawn = heatmapData(model);
   assert.deepEqual(Array.from(drawn.scores), [20, 21, 22, 23]); // layer 1, head 2: block 1 · 3 + 2 = 5
@@ -50,12 +50,16 @@ test("a model view cuts the chosen head's scores out of its bundle", () => {
   assert.match(drawn.title, /^Layer 1, head 2 \(from 0\): 2 queries × 2 keys$/);
   const fromOne = heatmapData(fakeModel({ ...VIEW, data: { ...data, base: 1 }, all_scores: all, layer: 1, head: 2 }));
   assert.match(fromOne.title, /^Layer 2, head 3: 2 queries × 2 keys$/);
+  assert.equal(drawn.kind, "single"); // the figure mounted is one heatmap
+  // one head's heatmap (kind "single") keeps its own scores, whatever traitlets the model has
+  const single = heatmapData(fakeModel({ ...VIEW, data: { ...data, kind: "single", scores: "own" }, all_scores: all, layer: 1, head: 2 }));
+  assert.equal(single.scores, "own");
 });
 
 test("Compare's sides take A's view and B's own τ, hard and mask", () => {
-  const data = { sides: [{ view: VIEW }, { view: VIEW }] };
+  const data = { kind: "compare", sides: [{ view: VIEW }, { view: VIEW }] };
   const model = fakeModel({ ...VIEW, temp: 0.5, query: 2, data, b_temp: 3, b_hard: true, b_mask: "causal" });
-  const [a, b] = heatmapData(model).sides.map((side) => side.view);
+  const [a, b] = compareData(model).sides.map((side) => side.view);
   assert.equal(a.temp, 0.5);
   assert.equal(b.temp, 3);
   assert.equal(b.hard, true);

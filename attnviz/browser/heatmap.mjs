@@ -2,7 +2,8 @@
 // when τ, hard attention, the mask, the colour scale, the palette or the chosen query change (weights.mjs computes).
 // User text (tokens) is only ever set as textContent, never parsed as HTML. The host hears of the view once the person
 // pauses (SYNC_MS after the last change), through the setStateValue it gave (figures.mjs's mount).
-// Its parts are methods from heatmap_draw.mjs, heatmap_toolbar.mjs, heatmap_inspector.mjs and heatmap_export.mjs.
+// Its parts are objects it owns: Drawing (heatmap_draw.mjs), Toolbar (heatmap_toolbar.mjs), Inspector
+// (heatmap_inspector.mjs) and Export (heatmap_export.mjs). The heatmap keeps the state and hands each call on to its part.
 
 import { el, float32Of, short } from "./draw.mjs";
 import { CONTROLS, Drawing, MASK_NAMES, SYNC_MS } from "./heatmap_draw.mjs";
@@ -20,6 +21,10 @@ export class Heatmap {
    */
   constructor(root, options = {}) {
     this.root = root;
+    this.drawing = new Drawing(this);
+    this.tools = new Toolbar(this);
+    this.inspection = new Inspector(this);
+    this.exporter = new Export(this);
     this.owner = options.owner || null;
     this.controls = options.controls || CONTROLS;
     this.masks = options.masks || MASK_NAMES;
@@ -182,6 +187,112 @@ export class Heatmap {
     this.synced = state;
     this.setStateValue("view", { ...this.view });
   }
+
+  // ------------------------------------------------------------ the parts' calls, through the heatmap, so that a
+  // subclass (heatmap_matrix.mjs's Matrix) overrides a part's step (what, hoverLines, click, key) for every caller
+
+  // Drawing (its module's class), one of the heatmap's parts
+  layout(...args) {
+    return this.drawing.layout(...args);
+  }
+
+  draw(...args) {
+    return this.drawing.draw(...args);
+  }
+
+  what(...args) {
+    return this.drawing.what(...args);
+  }
+
+  drawCells(...args) {
+    return this.drawing.drawCells(...args);
+  }
+
+  cellImage(...args) {
+    return this.drawing.cellImage(...args);
+  }
+
+  paletteTable(...args) {
+    return this.drawing.paletteTable(...args);
+  }
+
+  drawColourBar(...args) {
+    return this.drawing.drawColourBar(...args);
+  }
+
+  drawOverlay(...args) {
+    return this.drawing.drawOverlay(...args);
+  }
+
+  drawBarTicks(...args) {
+    return this.drawing.drawBarTicks(...args);
+  }
+
+  expose(...args) {
+    return this.drawing.expose(...args);
+  }
+
+  cellAt(...args) {
+    return this.drawing.cellAt(...args);
+  }
+
+  hover(...args) {
+    return this.drawing.hover(...args);
+  }
+
+  hoverLines(...args) {
+    return this.drawing.hoverLines(...args);
+  }
+
+  // Toolbar (its module's class), one of the heatmap's parts
+  buildToolbar(...args) {
+    return this.tools.buildToolbar(...args);
+  }
+
+  select(...args) {
+    return this.tools.select(...args);
+  }
+
+  syncToolbar(...args) {
+    return this.tools.syncToolbar(...args);
+  }
+
+  click(...args) {
+    return this.tools.click(...args);
+  }
+
+  toggleHidden(...args) {
+    return this.tools.toggleHidden(...args);
+  }
+
+  key(...args) {
+    return this.tools.key(...args);
+  }
+
+  // Inspector (its module's class), one of the heatmap's parts
+  drawInspector(...args) {
+    return this.inspection.drawInspector(...args);
+  }
+
+  // Export (its module's class), one of the heatmap's parts
+  render(...args) {
+    return this.exporter.render(...args);
+  }
+
+  savePng(...args) {
+    return this.exporter.savePng(...args);
+  }
+
+  saveSvg(...args) {
+    return this.exporter.saveSvg(...args);
+  }
+
+  saveNumbers(...args) {
+    return this.exporter.saveNumbers(...args);
+  }
+
+  save(...args) {
+    return this.exporter.save(...args);
+  }
 }
 
-Object.assign(Heatmap.prototype, Drawing, Toolbar, Inspector, Export);

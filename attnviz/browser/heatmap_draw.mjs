@@ -1,5 +1,5 @@
-// The interactive heatmap's shared constants and helpers, and its drawing (methods that heatmap.mjs puts on the
-// Heatmap class): the layout of the figure (margins measured for the labels), the cells as one image, the colour bar,
+// The interactive heatmap's shared constants and helpers, and its drawing (a part that the Heatmap, heatmap.mjs,
+// owns): the layout of the figure (margins measured for the labels), the cells as one image, the colour bar,
 // the overlay's labels, titles and outlines as SVG text, the hover, and what is drawn for tests (expose).
 
 import { FONT, HIGHLIGHT, MASKED_RGB, canvasContext, el } from "./draw.mjs";
@@ -33,77 +33,82 @@ function labelFontPx(count, px, pitch, font, min) {
   return Math.max(min, Math.floor((font * px) / (count * pitch)));
 }
 
-export const Drawing = {
+export class Drawing {
+  /** A part of `heatmap` (heatmap.mjs), which keeps the state and hands each call on to its part. */
+  constructor(heatmap) {
+    this.heatmap = heatmap;
+  }
+
   /** Margins sized for the labels (measured), the plot area, and the label positions; false if unchanged. */
   layout() {
-    const d = this.data;
-    const width = Math.max(320, Math.floor(this.root.clientWidth || 700));
+    const d = this.heatmap.data;
+    const width = Math.max(320, Math.floor(this.heatmap.root.clientWidth || 700));
     const font = `${d.font_px}px ${FONT}`;
-    const ctx = this.canvas.getContext("2d");
+    const ctx = this.heatmap.canvas.getContext("2d");
     ctx.font = font;
     const widest = (count, label) => Math.max(0, ...Array.from({ length: count }, (_, i) => ctx.measureText(label(i)).width));
     const titlePx = Math.round(d.font_px * 1.4);
-    const left = Math.ceil(widest(d.n, (i) => this.rowLabel(i)) + titlePx + 16);
-    const bottom = Math.ceil(widest(d.m, (j) => this.colLabel(j)) + titlePx + 16);
+    const left = Math.ceil(widest(d.n, (i) => this.heatmap.rowLabel(i)) + titlePx + 16);
+    const bottom = Math.ceil(widest(d.m, (j) => this.heatmap.colLabel(j)) + titlePx + 16);
     const right = Math.ceil(14 + 20 + ctx.measureText("0.000").width + titlePx + 12);
     const top = d.title || d.heads > 1 ? Math.round(d.font_px * 2.6) : 12;
     const plot = { x: left, y: top, w: Math.max(40, width - left - right), h: Math.max(40, d.height - top - bottom) };
     const key = JSON.stringify([width, plot, d.version]);
-    if (key === this.laidOut) return false;
-    this.laidOut = key;
-    Object.assign(this, { width, font, plot });
-    this.colLabels = thinned(d.m, plot.w, d.label_px);
+    if (key === this.heatmap.laidOut) return false;
+    this.heatmap.laidOut = key;
+    Object.assign(this.heatmap, { width, font, plot });
+    this.heatmap.colLabels = thinned(d.m, plot.w, d.label_px);
     const fonts = [labelFontPx(d.n, plot.h, d.label_px, d.font_px, d.min_font_px), labelFontPx(d.m, plot.w, d.label_px, d.font_px, d.min_font_px)];
-    this.labelFonts = fonts.map((px) => (px < d.font_px ? `${px}px` : ""));
+    this.heatmap.labelFonts = fonts.map((px) => (px < d.font_px ? `${px}px` : ""));
     return true;
-  },
+  }
 
   draw() {
-    const d = this.data;
-    const v = this.view;
-    if (this.result.overflow.length && !v.hard) {
-      this.message.textContent = d.overflow_message;
-      this.figure.style.display = "none";
-      this.inspector.replaceChildren();
-      this.expose();
+    const d = this.heatmap.data;
+    const v = this.heatmap.view;
+    if (this.heatmap.result.overflow.length && !v.hard) {
+      this.heatmap.message.textContent = d.overflow_message;
+      this.heatmap.figure.style.display = "none";
+      this.heatmap.inspector.replaceChildren();
+      this.heatmap.expose();
       return;
     }
-    this.figure.style.display = "";
-    this.message.textContent = this.result.blocked.length
-      ? `${this.result.blocked.length} query row(s) have every key masked, so their weights and output are all zero (no NaN).`
+    this.heatmap.figure.style.display = "";
+    this.heatmap.message.textContent = this.heatmap.result.blocked.length
+      ? `${this.heatmap.result.blocked.length} query row(s) have every key masked, so their weights and output are all zero (no NaN).`
       : "";
-    this.colours = this.colourise();
-    this.drawCells();
-    this.drawOverlay();
-    this.drawInspector();
-    const combined = d.heads > 1 ? `, ${OVER_NAMES[this.over()]} over ${d.heads} heads` : "";
+    this.heatmap.colours = this.heatmap.colourise();
+    this.heatmap.drawCells();
+    this.heatmap.drawOverlay();
+    this.heatmap.drawInspector();
+    const combined = d.heads > 1 ? `, ${OVER_NAMES[this.heatmap.over()]} over ${d.heads} heads` : "";
     const count = (k, one, many) => `${k} ${k === 1 ? one : many}`;
-    this.figure.setAttribute("aria-label", `${this.what()}${combined}, ${count(d.n, "query", "queries")} × ${count(d.m, "key", "keys")}. Chosen query: ` +
-      `${d.rows[this.row()]} (position ${v.query}). Arrow keys move the query.` +
+    this.heatmap.figure.setAttribute("aria-label", `${this.heatmap.what()}${combined}, ${count(d.n, "query", "queries")} × ${count(d.m, "key", "keys")}. Chosen query: ` +
+      `${d.rows[this.heatmap.row()]} (position ${v.query}). Arrow keys move the query.` +
       (maskRule(v.mask).hides ? " Tab to a key's label and press Enter to hide or show it." : ""));
-    this.expose();
-  },
+    this.heatmap.expose();
+  }
 
   /** What the cells are, for the figure's accessible name. */
   what() {
-    return (this.data.side ? `${this.data.side}: ` : "") + "Attention weights";
-  },
+    return (this.heatmap.data.side ? `${this.heatmap.data.side}: ` : "") + "Attention weights";
+  }
 
   drawCells() {
-    const { plot } = this;
-    const ctx = canvasContext(this.canvas, this.figure, this.width, this.data.height);
-    ctx.drawImage(this.cellImage(), plot.x, plot.y, plot.w, plot.h);
-    this.drawColourBar(ctx);
-  },
+    const { plot } = this.heatmap;
+    const ctx = canvasContext(this.heatmap.canvas, this.heatmap.figure, this.heatmap.width, this.heatmap.data.height);
+    ctx.drawImage(this.heatmap.cellImage(), plot.x, plot.y, plot.w, plot.h);
+    this.heatmap.drawColourBar(ctx);
+  }
 
   /** The n×m cells as an image, one pixel per cell; drawn scaled, without smoothing. */
   cellImage() {
-    const { n, m } = this.data;
-    const table = this.paletteTable();
-    const { shown, zmax } = this.colours;
-    const allowed = this.result.allowed;
-    if (!this.image || this.image.width !== m || this.image.height !== n) this.image = new ImageData(m, n);
-    const pixels = this.image.data;
+    const { n, m } = this.heatmap.data;
+    const table = this.heatmap.paletteTable();
+    const { shown, zmax } = this.heatmap.colours;
+    const allowed = this.heatmap.result.allowed;
+    if (!this.heatmap.image || this.heatmap.image.width !== m || this.heatmap.image.height !== n) this.heatmap.image = new ImageData(m, n);
+    const pixels = this.heatmap.image.data;
     for (let k = 0; k < n * m; k++) {
       const c = allowed[k] ? 3 * Math.round(Math.min(1, Math.max(0, shown[k] / zmax)) * PALETTE_LEVELS) : -1;
       pixels[4 * k] = c < 0 ? MASKED_RGB[0] : table[c];
@@ -111,64 +116,64 @@ export const Drawing = {
       pixels[4 * k + 2] = c < 0 ? MASKED_RGB[2] : table[c + 2];
       pixels[4 * k + 3] = 255;
     }
-    const cells = this.cells || (this.cells = document.createElement("canvas"));
+    const cells = this.heatmap.cells || (this.heatmap.cells = document.createElement("canvas"));
     cells.width = m;
     cells.height = n;
-    cells.getContext("2d").putImageData(this.image, 0, 0);
+    cells.getContext("2d").putImageData(this.heatmap.image, 0, 0);
     return cells;
-  },
+  }
 
   /** The palette's colours at PALETTE_LEVELS + 1 evenly spaced points, as r, g, b bytes: looked up per cell. */
   paletteTable() {
-    const name = this.view.palette;
-    if (this.table && this.tableName === name) return this.table;
-    const stops = this.data.palettes[name];
-    this.table = new Uint8Array(3 * (PALETTE_LEVELS + 1));
-    for (let i = 0; i <= PALETTE_LEVELS; i++) this.table.set(paletteColour(stops, i / PALETTE_LEVELS), 3 * i);
-    this.tableName = name;
-    return this.table;
-  },
+    const name = this.heatmap.view.palette;
+    if (this.heatmap.table && this.heatmap.tableName === name) return this.heatmap.table;
+    const stops = this.heatmap.data.palettes[name];
+    this.heatmap.table = new Uint8Array(3 * (PALETTE_LEVELS + 1));
+    for (let i = 0; i <= PALETTE_LEVELS; i++) this.heatmap.table.set(paletteColour(stops, i / PALETTE_LEVELS), 3 * i);
+    this.heatmap.tableName = name;
+    return this.heatmap.table;
+  }
 
   drawColourBar(ctx) {
-    const { plot } = this;
-    const stops = this.data.palettes[this.view.palette];
+    const { plot } = this.heatmap;
+    const stops = this.heatmap.data.palettes[this.heatmap.view.palette];
     const x = plot.x + plot.w + 12;
     const gradient = ctx.createLinearGradient(0, plot.y + plot.h, 0, plot.y);
     for (const [position, rgb] of stops) gradient.addColorStop(position, `rgb(${rgb.join(",")})`);
     ctx.fillStyle = gradient;
     ctx.fillRect(x, plot.y, 14, plot.h);
-  },
+  }
 
   /** Axis labels, titles, the colour bar's ticks and title, and the chosen query's outline, as SVG text. */
   drawOverlay() {
-    const d = this.data;
-    const v = this.view;
-    const { plot } = this;
-    const svg = this.svg;
+    const d = this.heatmap.data;
+    const v = this.heatmap.view;
+    const { plot } = this.heatmap;
+    const svg = this.heatmap.svg;
     svg.replaceChildren();
-    svg.setAttribute("width", this.width);
+    svg.setAttribute("width", this.heatmap.width);
     svg.setAttribute("height", d.height);
-    svg.style.font = this.font;
+    svg.style.font = this.heatmap.font;
     const cellH = plot.h / d.n;
     const cellW = plot.w / d.m;
-    if (this.title()) svg.appendChild(el("svg:text", { x: plot.x, y: d.font_px * 1.6, class: "av-title" }, this.title()));
-    this.rowLabels = thinned(d.n, plot.h, d.label_px, this.row());
-    const [rowFont, colFont] = this.labelFonts;
-    for (const i of this.rowLabels) {
+    if (this.heatmap.title()) svg.appendChild(el("svg:text", { x: plot.x, y: d.font_px * 1.6, class: "av-title" }, this.heatmap.title()));
+    this.heatmap.rowLabels = thinned(d.n, plot.h, d.label_px, this.heatmap.row());
+    const [rowFont, colFont] = this.heatmap.labelFonts;
+    for (const i of this.heatmap.rowLabels) {
       const label = el("svg:text", { x: plot.x - 6, y: plot.y + (i + 0.5) * cellH, "text-anchor": "end",
-        "dominant-baseline": "central", class: "av-row" + (i === this.row() ? " av-chosen" : ""), "data-row": i },
-      this.rowLabel(i));
+        "dominant-baseline": "central", class: "av-row" + (i === this.heatmap.row() ? " av-chosen" : ""), "data-row": i },
+      this.heatmap.rowLabel(i));
       if (rowFont) label.style.fontSize = rowFont;
       svg.appendChild(label);
     }
     const hiding = maskRule(v.mask).hides;
     const hidden = new Set(hiding ? v.hide : []);
-    for (const j of this.colLabels) {
+    for (const j of this.heatmap.colLabels) {
       const x = plot.x + (j + 0.5) * cellW;
       const y = plot.y + plot.h + 6;
       const label = svg.appendChild(el("svg:text", { x, y, transform: `rotate(-90 ${x} ${y})`, "text-anchor": "end",
         "dominant-baseline": "central", class: "av-col" + (hidden.has(d.col_start + j) ? " av-hidden" : ""), "data-col": j },
-      this.colLabel(j)));
+      this.heatmap.colLabel(j)));
       if (colFont) label.style.fontSize = colFont;
       if (hiding) {  // a button for the keyboard: Enter or Space hides the key or shows it again
         label.setAttribute("tabindex", "0");
@@ -177,9 +182,9 @@ export const Drawing = {
         label.setAttribute("aria-label", `hide key #${d.col_start + j} ${d.cols[j]}`);
       }
     }
-    if (this.focusCol !== undefined) {  // the label that had focus before this redraw keeps it
-      const again = svg.querySelector(`[data-col="${this.focusCol}"]`);
-      this.focusCol = undefined;
+    if (this.heatmap.focusCol !== undefined) {  // the label that had focus before this redraw keeps it
+      const again = svg.querySelector(`[data-col="${this.heatmap.focusCol}"]`);
+      this.heatmap.focusCol = undefined;
       if (again) again.focus();
     }
     const titlePx = d.font_px * 1.4;
@@ -189,23 +194,23 @@ export const Drawing = {
     const qy = plot.y + plot.h / 2;
     svg.appendChild(el("svg:text", { x: qx, y: qy, transform: `rotate(-90 ${qx} ${qy})`, "text-anchor": "middle",
       "dominant-baseline": "central", class: "av-axis" }, rowAxis));
-    if (this.row() >= 0 && this.row() < d.n) {  // a matrix of final values may have no chosen row
-      svg.appendChild(el("svg:rect", { x: plot.x - 1, y: plot.y + this.row() * cellH - 1, width: plot.w + 2, height: cellH + 2,
+    if (this.heatmap.row() >= 0 && this.heatmap.row() < d.n) {  // a matrix of final values may have no chosen row
+      svg.appendChild(el("svg:rect", { x: plot.x - 1, y: plot.y + this.heatmap.row() * cellH - 1, width: plot.w + 2, height: cellH + 2,
         fill: "none", stroke: HIGHLIGHT, "stroke-width": 2, class: "av-outline" }));
     }
     const column = v.key - d.col_start; // the chosen cell, whose score the page takes apart
     if (Number.isInteger(v.key) && column >= 0 && column < d.m) {
-      svg.appendChild(el("svg:rect", { x: plot.x + column * cellW, y: plot.y + this.row() * cellH, width: cellW, height: cellH,
+      svg.appendChild(el("svg:rect", { x: plot.x + column * cellW, y: plot.y + this.heatmap.row() * cellH, width: cellW, height: cellH,
         fill: "none", stroke: "#ffffff", "stroke-width": 2, class: "av-cell-outline" }));
     }
-    this.drawBarTicks(svg);
-  },
+    this.heatmap.drawBarTicks(svg);
+  }
 
   drawBarTicks(svg) {
-    const { plot } = this;
-    const d = this.data;
-    const { top, zmax } = this.colours;
-    const scale = this.scale();
+    const { plot } = this.heatmap;
+    const d = this.heatmap.data;
+    const { top, zmax } = this.heatmap.colours;
+    const scale = this.heatmap.scale();
     const x = plot.x + plot.w + 12 + 14 + 4;
     const ticks = scale === "sqrt"
       ? [0, 0.01, 0.05, 0.1, 0.2, 0.5, 1].filter((t) => t <= top).concat([top]).map((t) => [Math.sqrt(t / top), t])
@@ -214,60 +219,60 @@ export const Drawing = {
       svg.appendChild(el("svg:text", { x, y: plot.y + plot.h * (1 - position), "dominant-baseline": "central",
         class: "av-tick" }, formatG(value, 3)));
     }
-    const tx = this.width - 6;
+    const tx = this.heatmap.width - 6;
     const ty = plot.y + plot.h / 2;
     svg.appendChild(el("svg:text", { x: tx, y: ty, transform: `rotate(-90 ${tx} ${ty})`, "text-anchor": "middle",
       class: "av-bar-title" }, colourBarTitle(scale, top, d.what || "weight")));
-  },
+  }
 
   /** What is drawn, for tests and benchmarks: read from the root element's `attnviz` property. */
   expose() {
-    const d = this.data;
-    const { weights, allowed, overflow } = this.result;
+    const d = this.heatmap.data;
+    const { weights, allowed, overflow } = this.heatmap.result;
     const rows = (flat) => Array.from({ length: d.n }, (_, i) => Array.from(flat.subarray(i * d.m, (i + 1) * d.m)));
-    this.root.attnviz = {
-      view: { ...this.view }, rows: d.rows, cols: d.cols, overflow: overflow.length > 0 && !this.view.hard,
-      weights: () => rows(weights), shown: () => (this.colours ? rows(this.colours.shown) : []), allowed: () => rows(allowed),
-      zmax: this.colours ? this.colours.zmax : null,
-      scores: () => rows(this.drawnScores), full: () => Array.from({ length: d.n }, (_, i) => Array.from(
-        this.full.weights.subarray(i * this.keyCount(), (i + 1) * this.keyCount()))), timings: this.timings, drawn: (this.drawn = (this.drawn || 0) + 1),
-      rowLabels: this.rowLabels, colLabels: this.colLabels,
+    this.heatmap.root.attnviz = {
+      view: { ...this.heatmap.view }, rows: d.rows, cols: d.cols, overflow: overflow.length > 0 && !this.heatmap.view.hard,
+      weights: () => rows(weights), shown: () => (this.heatmap.colours ? rows(this.heatmap.colours.shown) : []), allowed: () => rows(allowed),
+      zmax: this.heatmap.colours ? this.heatmap.colours.zmax : null,
+      scores: () => rows(this.heatmap.drawnScores), full: () => Array.from({ length: d.n }, (_, i) => Array.from(
+        this.heatmap.full.weights.subarray(i * this.heatmap.keyCount(), (i + 1) * this.heatmap.keyCount()))), timings: this.heatmap.timings, drawn: (this.heatmap.drawn = (this.heatmap.drawn || 0) + 1),
+      rowLabels: this.heatmap.rowLabels, colLabels: this.heatmap.colLabels,
       cellCentre: (i, j) => {
-        const box = this.figure.getBoundingClientRect();
-        return [box.left + this.plot.x + ((j + 0.5) * this.plot.w) / d.m, box.top + this.plot.y + ((i + 0.5) * this.plot.h) / d.n];
+        const box = this.heatmap.figure.getBoundingClientRect();
+        return [box.left + this.heatmap.plot.x + ((j + 0.5) * this.heatmap.plot.w) / d.m, box.top + this.heatmap.plot.y + ((i + 0.5) * this.heatmap.plot.h) / d.n];
       },
     };
-  },
+  }
 
   cellAt(event) {
-    const box = this.figure.getBoundingClientRect();
-    const { plot } = this;
+    const box = this.heatmap.figure.getBoundingClientRect();
+    const { plot } = this.heatmap;
     const x = event.clientX - box.left - plot.x;
     const y = event.clientY - box.top - plot.y;
     if (x < 0 || y < 0 || x >= plot.w || y >= plot.h) return null;
-    return [Math.floor((y / plot.h) * this.data.n), Math.floor((x / plot.w) * this.data.m)];
-  },
+    return [Math.floor((y / plot.h) * this.heatmap.data.n), Math.floor((x / plot.w) * this.heatmap.data.m)];
+  }
 
   hover(event) {
-    const cell = this.cellAt(event);
-    if (!cell) return (this.tip.style.display = "none");
+    const cell = this.heatmap.cellAt(event);
+    if (!cell) return (this.heatmap.tip.style.display = "none");
     const [i, j] = cell;
-    const d = this.data;
+    const d = this.heatmap.data;
     const k = i * d.m + j;
     const lines = [`query #${d.row_start + i} ${d.rows[i]}`, `key #${d.col_start + j} ${d.cols[j]}`];
-    lines.push(...this.hoverLines(k), "click: inspect this query");
-    this.tip.replaceChildren(...lines.map((line) => el("div", {}, line)));
-    const box = this.figure.getBoundingClientRect();
-    this.tip.style.display = "block";
-    this.tip.style.left = `${Math.min(event.clientX - box.left + 12, this.width - 220)}px`;
-    this.tip.style.top = `${event.clientY - box.top + 12}px`;
-  },
+    lines.push(...this.heatmap.hoverLines(k), "click: inspect this query");
+    this.heatmap.tip.replaceChildren(...lines.map((line) => el("div", {}, line)));
+    const box = this.heatmap.figure.getBoundingClientRect();
+    this.heatmap.tip.style.display = "block";
+    this.heatmap.tip.style.left = `${Math.min(event.clientX - box.left + 12, this.heatmap.width - 220)}px`;
+    this.heatmap.tip.style.top = `${event.clientY - box.top + 12}px`;
+  }
 
   /** The hover's numbers for cell k (flat index): the weight and the score, or each head's weight. */
   hoverLines(k) {
-    if (!this.result.allowed[k]) return ["masked: weight 0"];
-    if (this.data.heads === 1) return [`weight: ${formatG(this.result.weights[k], 4)}`, `score: ${formatG(this.drawnScores[k], 4)}`];
-    return [`${OVER_NAMES[this.over()]} over heads: ${formatG(this.result.weights[k], 4)}`,
-      "per head: " + this.result.heads.map((w) => formatG(w[k], 3)).join(" · ")];
-  },
-};
+    if (!this.heatmap.result.allowed[k]) return ["masked: weight 0"];
+    if (this.heatmap.data.heads === 1) return [`weight: ${formatG(this.heatmap.result.weights[k], 4)}`, `score: ${formatG(this.heatmap.drawnScores[k], 4)}`];
+    return [`${OVER_NAMES[this.heatmap.over()]} over heads: ${formatG(this.heatmap.result.weights[k], 4)}`,
+      "per head: " + this.heatmap.result.heads.map((w) => formatG(w[k], 3)).join(" · ")];
+  }
+}

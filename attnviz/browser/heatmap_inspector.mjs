@@ -1,4 +1,4 @@
-// The interactive heatmap (heatmap.mjs), its inspector part: methods that heatmap.mjs puts on the Heatmap class.
+// The interactive heatmap (heatmap.mjs), its inspector part: a part that the Heatmap (heatmap.mjs) owns.
 // The query inspector: the chosen query's weights as bars over the keys, and its entropy.
 
 import { el, short } from "./draw.mjs";
@@ -20,16 +20,21 @@ export function bars(items) {
   return list;
 }
 
-export const Inspector = {
+export class Inspector {
+  /** A part of `heatmap` (heatmap.mjs), which keeps the state and hands each call on to its part. */
+  constructor(heatmap) {
+    this.heatmap = heatmap;
+  }
+
   drawInspector() {
-    if (!this.inspects) return this.inspector.replaceChildren();
-    const d = this.data;
-    const v = this.view;
-    const i = this.row();
-    const count = this.keyCount(); // a window's query is inspected over every key of its row
-    const [labels, start] = this.windowed() ? [d.keys, 0] : [d.cols, d.col_start];
-    const row = this.full.weights.subarray(i * count, (i + 1) * count); // (M,)
-    const allowed = this.full.allowed.subarray(i * count, (i + 1) * count);
+    if (!this.heatmap.inspects) return this.heatmap.inspector.replaceChildren();
+    const d = this.heatmap.data;
+    const v = this.heatmap.view;
+    const i = this.heatmap.row();
+    const count = this.heatmap.keyCount(); // a window's query is inspected over every key of its row
+    const [labels, start] = this.heatmap.windowed() ? [d.keys, 0] : [d.cols, d.col_start];
+    const row = this.heatmap.full.weights.subarray(i * count, (i + 1) * count); // (M,)
+    const allowed = this.heatmap.full.allowed.subarray(i * count, (i + 1) * count);
     let keys = [...Array(count).keys()];
     if (count > d.bars_limit) {
       keys = keys.sort((a, b) => row[b] - row[a] || a - b).slice(0, d.bars_limit).sort((a, b) => a - b);
@@ -42,11 +47,11 @@ export const Inspector = {
       text: allowed[j] ? format(row[j]) : "masked" }))));
     const keysAllowed = allowed.reduce((a, b) => a + b, 0);
     const facts = el("div", { class: "av-facts" });
-    if (this.over() === "max") {
+    if (this.heatmap.over() === "max") {
       facts.appendChild(el("div", { class: "av-bound" }, "Rows need not sum to 1: each cell is its strongest head's weight, " +
         "so the row has no entropy to give."));
       panel.appendChild(facts);
-      this.inspector.replaceChildren(panel);
+      this.heatmap.inspector.replaceChildren(panel);
       return;
     }
     const h = entropy(row);
@@ -55,6 +60,6 @@ export const Inspector = {
       `H(α_i) = −Σ_j α_ij ln α_ij ≤ ln ${Math.max(keysAllowed, 1)} = ${Math.log(Math.max(keysAllowed, 1)).toFixed(3)} ` +
       "(0: all weight on one key; the bound: spread evenly over the allowed keys)"));
     panel.appendChild(facts);
-    this.inspector.replaceChildren(panel);
-  },
-};
+    this.heatmap.inspector.replaceChildren(panel);
+  }
+}

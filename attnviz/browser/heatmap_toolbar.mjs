@@ -1,110 +1,115 @@
-// The interactive heatmap (heatmap.mjs), its toolbar part: methods that heatmap.mjs puts on the Heatmap class.
+// The interactive heatmap (heatmap.mjs), its toolbar part: a part that the Heatmap (heatmap.mjs) owns.
 // The controls: the toolbar (τ, hard, mask, heads, colour scale, palette, downloads), and the pointer and keys.
 
 import { el } from "./draw.mjs";
 import { OVER_NAMES, SCALE_NAMES } from "./heatmap_draw.mjs";
 import { formatG, maskRule } from "./weights.mjs";
 
-export const Toolbar = {
+export class Toolbar {
+  /** A part of `heatmap` (heatmap.mjs), which keeps the state and hands each call on to its part. */
+  constructor(heatmap) {
+    this.heatmap = heatmap;
+  }
+
   buildToolbar() {
-    const d = this.data;
-    const has = (name) => this.controls.includes(name);
+    const d = this.heatmap.data;
+    const has = (name) => this.heatmap.controls.includes(name);
     const side = d.side ? ` (${d.side})` : ""; // Compare: which side a control belongs to
-    this.toolbar.replaceChildren();
-    this.tauInput = this.hardInput = this.maskInput = this.overInput = this.scaleInput = this.paletteInput = null;
+    this.heatmap.toolbar.replaceChildren();
+    this.heatmap.tauInput = this.heatmap.hardInput = this.heatmap.maskInput = this.heatmap.overInput = this.heatmap.scaleInput = this.heatmap.paletteInput = null;
     if (has("temp")) {
-      const tau = this.toolbar.appendChild(el("label", { class: "av-control" }, `${this.short ? "" : "Temperature "}τ${side} `));
-      this.tauInput = tau.appendChild(el("input", { type: "range", min: "0", max: String(d.taus.length - 1), step: "1",
+      const tau = this.heatmap.toolbar.appendChild(el("label", { class: "av-control" }, `${this.heatmap.short ? "" : "Temperature "}τ${side} `));
+      this.heatmap.tauInput = tau.appendChild(el("input", { type: "range", min: "0", max: String(d.taus.length - 1), step: "1",
         "aria-label": `Temperature τ (log scale)${side}` }));
-      this.tauText = tau.appendChild(el("span", { class: "av-value" }));
-      this.tauInput.addEventListener("input", (e) => this.change({ temp: d.taus[+this.tauInput.value] }, e.timeStamp));
+      this.heatmap.tauText = tau.appendChild(el("span", { class: "av-value" }));
+      this.heatmap.tauInput.addEventListener("input", (e) => this.heatmap.change({ temp: d.taus[+this.heatmap.tauInput.value] }, e.timeStamp));
     }
     if (has("hard")) {
-      const hard = this.toolbar.appendChild(el("label", { class: "av-control" }));
-      this.hardInput = hard.appendChild(el("input", { type: "checkbox" }));
-      hard.appendChild(document.createTextNode(this.short ? ` Hard${side}` : ` Hard attention (one-hot argmax)${side}`));
-      if (this.short) hard.title = "Hard attention: each query takes only its best key (one-hot argmax)";
-      this.hardInput.addEventListener("change", (e) => this.change({ hard: this.hardInput.checked }, e.timeStamp));
+      const hard = this.heatmap.toolbar.appendChild(el("label", { class: "av-control" }));
+      this.heatmap.hardInput = hard.appendChild(el("input", { type: "checkbox" }));
+      hard.appendChild(document.createTextNode(this.heatmap.short ? ` Hard${side}` : ` Hard attention (one-hot argmax)${side}`));
+      if (this.heatmap.short) hard.title = "Hard attention: each query takes only its best key (one-hot argmax)";
+      this.heatmap.hardInput.addEventListener("change", (e) => this.heatmap.change({ hard: this.heatmap.hardInput.checked }, e.timeStamp));
     }
-    if (has("mask")) this.maskInput = this.select(`Mask${side}`, this.masks, (value, e) => this.change({ mask: value }, e.timeStamp));
+    if (has("mask")) this.heatmap.maskInput = this.heatmap.select(`Mask${side}`, this.heatmap.masks, (value, e) => this.heatmap.change({ mask: value }, e.timeStamp));
     if (has("over") && d.heads > 1) {
-      this.overInput = this.select("Over heads", OVER_NAMES, (value, e) => this.change({ over: value }, e.timeStamp));
+      this.heatmap.overInput = this.heatmap.select("Over heads", OVER_NAMES, (value, e) => this.heatmap.change({ over: value }, e.timeStamp));
     }
     if (has("scale")) {
-      const scales = this.owner ? Object.fromEntries(Object.entries(SCALE_NAMES).filter(([s]) => s !== "row")) : SCALE_NAMES;
-      this.scaleInput = this.select("Colour scale", scales, (value, e) => this.change({ scale: value }, e.timeStamp));
+      const scales = this.heatmap.owner ? Object.fromEntries(Object.entries(SCALE_NAMES).filter(([s]) => s !== "row")) : SCALE_NAMES;
+      this.heatmap.scaleInput = this.heatmap.select("Colour scale", scales, (value, e) => this.heatmap.change({ scale: value }, e.timeStamp));
     }
     if (has("palette")) {
       const palettes = Object.fromEntries(Object.keys(d.palettes).map((p) => [p, p]));
-      this.paletteInput = this.select("Palette", palettes, (value, e) => this.change({ palette: value }, e.timeStamp));
+      this.heatmap.paletteInput = this.heatmap.select("Palette", palettes, (value, e) => this.heatmap.change({ palette: value }, e.timeStamp));
     }
-    const png = this.toolbar.appendChild(el("button", { type: "button", class: "av-button" }, "PNG (3×)"));
-    png.addEventListener("click", () => this.savePng());
-    const svg = this.toolbar.appendChild(el("button", { type: "button", class: "av-button" }, "SVG"));
-    svg.addEventListener("click", () => this.saveSvg());
+    const png = this.heatmap.toolbar.appendChild(el("button", { type: "button", class: "av-button" }, "PNG (3×)"));
+    png.addEventListener("click", () => this.heatmap.savePng());
+    const svg = this.heatmap.toolbar.appendChild(el("button", { type: "button", class: "av-button" }, "SVG"));
+    svg.addEventListener("click", () => this.heatmap.saveSvg());
     for (const [kind, label, title] of [["csv", "CSV", "the numbers drawn, as CSV"], ["npy", ".npy", "the numbers drawn, as float32 .npy (numpy.load)"]]) {
-      const button = this.toolbar.appendChild(el("button", { type: "button", class: "av-button", title }, label));
-      button.addEventListener("click", () => this.saveNumbers(kind));
+      const button = this.heatmap.toolbar.appendChild(el("button", { type: "button", class: "av-button", title }, label));
+      button.addEventListener("click", () => this.heatmap.saveNumbers(kind));
     }
-    this.syncToolbar();
-  },
+    this.heatmap.syncToolbar();
+  }
 
   select(label, options, onChange) {
-    const wrap = this.toolbar.appendChild(el("label", { class: "av-control" }, label + " "));
+    const wrap = this.heatmap.toolbar.appendChild(el("label", { class: "av-control" }, label + " "));
     const input = wrap.appendChild(el("select"));
     for (const [value, name] of Object.entries(options)) input.appendChild(el("option", { value }, name));
     input.addEventListener("change", (e) => onChange(input.value, e));
     return input;
-  },
+  }
 
   syncToolbar() {
-    const v = this.view;
-    if (this.tauInput) {
-      const index = this.data.taus.indexOf(v.temp);
-      this.tauInput.value = String(index < 0 ? this.data.taus.indexOf(1) : index);
-      this.tauText.textContent = `= ${formatG(v.temp, 4)}`;
+    const v = this.heatmap.view;
+    if (this.heatmap.tauInput) {
+      const index = this.heatmap.data.taus.indexOf(v.temp);
+      this.heatmap.tauInput.value = String(index < 0 ? this.heatmap.data.taus.indexOf(1) : index);
+      this.heatmap.tauText.textContent = `= ${formatG(v.temp, 4)}`;
     }
-    if (this.hardInput) this.hardInput.checked = v.hard;
-    if (this.maskInput) this.maskInput.value = v.mask;
-    if (this.overInput) this.overInput.value = this.over();
-    if (this.scaleInput) this.scaleInput.value = this.scale();
-    if (this.paletteInput) this.paletteInput.value = v.palette;
-  },
+    if (this.heatmap.hardInput) this.heatmap.hardInput.checked = v.hard;
+    if (this.heatmap.maskInput) this.heatmap.maskInput.value = v.mask;
+    if (this.heatmap.overInput) this.heatmap.overInput.value = this.heatmap.over();
+    if (this.heatmap.scaleInput) this.heatmap.scaleInput.value = this.heatmap.scale();
+    if (this.heatmap.paletteInput) this.heatmap.paletteInput.value = v.palette;
+  }
 
   click(event) {
     const target = event.target;
-    const first = this.data.row_start;
-    if (target.dataset && target.dataset.row !== undefined) return this.change({ query: first + +target.dataset.row }, event.timeStamp);
-    if (target.dataset && target.dataset.col !== undefined && maskRule(this.view.mask).hides) {
-      return this.toggleHidden(+target.dataset.col, event.timeStamp);
+    const first = this.heatmap.data.row_start;
+    if (target.dataset && target.dataset.row !== undefined) return this.heatmap.change({ query: first + +target.dataset.row }, event.timeStamp);
+    if (target.dataset && target.dataset.col !== undefined && maskRule(this.heatmap.view.mask).hides) {
+      return this.heatmap.toggleHidden(+target.dataset.col, event.timeStamp);
     }
-    const cell = this.cellAt(event);
+    const cell = this.heatmap.cellAt(event);
     if (!cell) return;
     // Where the page takes a score apart (its view has a `key`), the cell's key is chosen with its query.
-    const patch = "key" in this.view ? { query: first + cell[0], key: this.data.col_start + cell[1] } : { query: first + cell[0] };
-    this.change(patch, event.timeStamp);
-  },
+    const patch = "key" in this.heatmap.view ? { query: first + cell[0], key: this.heatmap.data.col_start + cell[1] } : { query: first + cell[0] };
+    this.heatmap.change(patch, event.timeStamp);
+  }
 
   /** Hide the drawn column j's key (its position in the sentence: col_start + j), or show it again. */
   toggleHidden(column, started) {
-    const j = this.data.col_start + column;
-    const hide = new Set(this.view.hide);
+    const j = this.heatmap.data.col_start + column;
+    const hide = new Set(this.heatmap.view.hide);
     hide.has(j) ? hide.delete(j) : hide.add(j);
-    this.change({ hide: [...hide].sort((a, b) => a - b) }, started);
-  },
+    this.heatmap.change({ hide: [...hide].sort((a, b) => a - b) }, started);
+  }
 
   key(event) {
     const col = event.target.dataset ? event.target.dataset.col : undefined;
-    if (col !== undefined && (event.key === "Enter" || event.key === " ") && maskRule(this.view.mask).hides) {
+    if (col !== undefined && (event.key === "Enter" || event.key === " ") && maskRule(this.heatmap.view.mask).hides) {
       event.preventDefault();
-      this.focusCol = +col;
-      return this.toggleHidden(+col, event.timeStamp);
+      this.heatmap.focusCol = +col;
+      return this.heatmap.toggleHidden(+col, event.timeStamp);
     }
     const moves = { ArrowUp: -1, ArrowLeft: -1, ArrowDown: 1, ArrowRight: 1, Home: -Infinity, End: Infinity };
     if (!(event.key in moves)) return;
     event.preventDefault();
-    const first = this.data.row_start;
-    const query = Math.min(first + this.data.n - 1, Math.max(first, this.view.query + moves[event.key]));
-    if (query !== this.view.query) this.change({ query }, event.timeStamp);
-  },
-};
+    const first = this.heatmap.data.row_start;
+    const query = Math.min(first + this.heatmap.data.n - 1, Math.max(first, this.heatmap.view.query + moves[event.key]));
+    if (query !== this.heatmap.view.query) this.heatmap.change({ query }, event.timeStamp);
+  }
+}

@@ -74,9 +74,11 @@ def _load() -> None:
         finally:
             IMPORTED.set()  # on failure too: the sessions then import and load for themselves
         _one_blas_thread()
+        from appkit.common import glove  # the mapped matrix; where it could not be mapped, the KeyedVectors
+
         for attempt in (1, 2):
             try:
-                _first_use(_matrix)
+                _first_use(glove())
                 break
             except Exception:  # noqa: BLE001  the warm-up only saves time: a failure must not stop the freeze below
                 # Sessions that arrived during the warm-up once imported pandas and plotly beside it and handed it a
@@ -108,6 +110,9 @@ def _build_keyed() -> None:
     finally:
         KEYED.set()
         _matrix = None  # its mapped pages go back; runs still holding it keep it until they end
+        # gensim's and the vectors' objects live as long as the server: frozen, like the warm-up's (see _load). The
+        # garbage of the first page's run is collected first, so that only what still lives is frozen.
+        gc.collect()
         gc.freeze()
 
 

@@ -1,6 +1,7 @@
-"""Lesson steps 17–19, what attention changes and what the model does with it: turning the copying head of step 16
-off (with a head of the same layer as a control), the dog sentence's pieces ranked six ways beside occlusion, and the
-model writing, greedy and sampled. Each step is one function of (text column, figure column)."""
+"""Lesson steps 17–20, what attention changes and what the model does with it: turning the copying head of step 16
+off (with a head of the same layer as a control; attnviz.effects.head_off), the dog sentence's pieces ranked six ways
+beside occlusion, the model writing, greedy and sampled, and a needle found in a long document. Each step is one
+function of (text column, figure column)."""
 
 import numpy as np
 

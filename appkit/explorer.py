@@ -14,7 +14,7 @@ from attnviz import figures
 from attnviz.cache import ByteBudgetCache
 from attnviz.attention import Parts
 from attnviz.positions import cosine_similarity, permutation, rotary_angles, rotary_similarity, sinusoidal
-from attnviz.selfattention import (  # noqa: F401  FULL_LIMIT, overflow_message and problem: the page's, from here
+from attnviz.selfattention import (
     FULL_LIMIT, Config, Explored, Step, View, explore, overflow_message, problem, steps,
 )
 from attnviz.urlstate import Param
@@ -29,7 +29,7 @@ ALL_STEPS = "All steps"
 WALK = "walk"  # the walk's open tab: its URL parameter and session-state name
 ZOOM_SIZES = [8, 16, 32, 64, 128]  # the long-input zoom window's sizes
 ZOOM_FLOATS = 2**19  # the most scores a zoom window sends the browser (2 MiB of float32): 128 rows × 4,096 keys
-# Explored views of every session share this many bytes; one of 4,096 tokens with eight heads of 128 is ~130 MB.
+# Computed views of every session share this many bytes; one of 4,096 tokens with eight heads of 128 is ~130 MB.
 VIEW_CACHE_BYTES = 256 * 2**20
 
 

@@ -70,9 +70,9 @@ class GloveMatrix:
         if self._norms is None:
             # Row blocks copied C-ordered (the file is Fortran-ordered): the sums then run in the order of
             # KeyedVectors.fill_norms over its C-ordered matrix, and give the same bits.
-            blocks = range(0, len(self.vectors), GLOVE_BLOCK_ROWS // 4)
-            self._norms = np.concatenate([np.linalg.norm(np.ascontiguousarray(self.vectors[start:start + GLOVE_BLOCK_ROWS // 4]),
-                                                         axis=1) for start in blocks])  # (N,)
+            rows = GLOVE_BLOCK_ROWS // 4
+            self._norms = np.concatenate([np.linalg.norm(np.ascontiguousarray(self.vectors[start:start + rows]), axis=1)
+                                          for start in range(0, len(self.vectors), rows)])  # (N,)
         return self._norms
 
     def fill_norms(self) -> None:

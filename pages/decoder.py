@@ -191,9 +191,8 @@ st.header("Logit lens")
 if st.toggle("Read every layer's prediction", key="lens",
              help="Each layer's hidden state through the final norm and the output matrix, only for the last positions "
                   "and only when asked.") and engine_only(model, "the logit lens"):
-    start = max(0, n - LENS_POSITIONS)
     st.dataframe(models.logit_lens_table(model, result, LENS_POSITIONS), hide_index=True)
-    st.caption(f"The last {n - start} positions: what each layer's hidden state would predict next, read through the "
+    st.caption(f"The last {min(n, LENS_POSITIONS)} positions: what each layer's hidden state would predict next, read through the "
                "final norm and the output matrix, with its probability p = softmax(z) at T = 1 over every piece (the "
                "model's own, whatever the sampler above is set to); the last row is the model's own prediction.")
 save_url_state(SCHEMA)

@@ -11,14 +11,14 @@ from attnviz.export import Matrix
 from appkit.interactive import interactive_heatmap, screen_sizes, view_state
 from appkit.present import chart, downloads
 from appkit.explorer import (
-    FULL_LIMIT, INTERACTIVE_LIMIT, ZOOM_SIZES, Request, compare_downloads, compute, inside_a_score, live_compare,
-    overflow_message, positions_section, problem, step_walk, view_parts, zoom_window,
+    INTERACTIVE_LIMIT, ZOOM_SIZES, Request, compare_downloads, compute, inside_a_score, live_compare, positions_section,
+    step_walk, view_parts, zoom_window,
 )
 from attnviz import figures
 from attnviz.attention import FORMULAS, PARAMETERS, SCORING_NAMES
 from attnviz.embeddings import OOV_POLICIES, nearest_words
 from attnviz.positions import POSITIONS
-from attnviz.selfattention import MASKS, Config, max_tokens_setting, temperature_grid
+from attnviz.selfattention import FULL_LIMIT, MASKS, Config, max_tokens_setting, overflow_message, problem, temperature_grid
 from attnviz.urlstate import Param, boolean, bounded_text, choice, coerce, encode_bool, encode_int_list, int_list, int_range, nearest
 
 MAX_TOKENS, MAX_TOKENS_PROBLEM = max_tokens_setting(os.environ.get("ATTNVIZ_MAX_TOKENS"))  # a setting: see README

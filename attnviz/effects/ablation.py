@@ -190,6 +190,6 @@ def turn_head_off(model, layer: int, head: int, *, seed: int = 1000, length: int
     probe = probes(model, 1, length, seed)[0]
     pieces = cut_short(model, probe, cut=cut)
     control = control_head(head, model.heads, control_seed)
-    runs = tuple(with_logits(model, model.run_pieces(pieces, intervention=None if h is None else Ablation(((layer, h),))))
+    runs = tuple(model.run_pieces(pieces, intervention=None if h is None else Ablation(((layer, h),)))
                  for h in (None, head, control))
     return head_off(model, probe, runs, layer, head, control)

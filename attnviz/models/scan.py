@@ -22,6 +22,8 @@ from attnviz.models.pieces import Pieces
 BLOCK = 128  # queries a step, and the overview's block of keys
 TOP = 8  # each query's strongest keys kept
 CHUNK = 64  # keys a chunk, in the search for each query's strongest keys
+FLOOR = -80.0  # s′ = s − its row's largest is taken as at least this: e^{-80} ≈ 2e-35, so that no e^{s′} is
+# subnormal, which on a CPU makes the exponential and the products that read it many times slower
 GPU_QUERIES = 512  # queries a step on a GPU, a multiple of the block: larger products keep it busy (bench_scan_gpu.py)
 
 
@@ -149,10 +151,11 @@ class Summaries:
         row's largest score (H, r, 1), the softmax's shift. Exact without a top-k over all k keys: a key among a row's
         `top` strongest lies in one of the `top` chunks of CHUNK keys with the largest maxima."""
         heads, r, k = scores.shape
-        chunked = scores.view(heads, r, k // CHUNK, CHUNK)  # (H, r, C, CHUNK)
-        chunks = chunked.amax(-1).topk(min(self.top, k // CHUNK), -1).indices  # (H, r, t)
-        candidates = chunked.gather(2, chunks[..., None].expand(-1, -1, -1, CHUNK))  # (H, r, t, CHUNK)
-        best = candidates.flatten(-2).topk(min(self.top, chunks.shape[-1] * CHUNK), -1)  # (H, r, top′ ≤ top)
+        count = k // CHUNK
+        chunks = scores.view(heads, r, count, CHUNK).amax(-1).topk(min(self.top, count), -1).indices  # (H, r, t)
+        rows = torch.arange(heads * r, device=scores.device).view(heads, r, 1) * count  # (H, r, 1) each row's first chunk
+        candidates = scores.view(-1, CHUNK).index_select(0, (chunks + rows).view(-1))  # (H·r·t, CHUNK)
+        best = candidates.view(heads, r, -1).topk(min(self.top, chunks.shape[-1] * CHUNK), -1)  # (H, r, top′ ≤ top)
         keys = chunks.gather(-1, best.indices // CHUNK) * CHUNK + best.indices % CHUNK  # (H, r, top′)
         self.top_keys[:, start:start + r, : keys.shape[-1]] = keys
         self._top_scores = best.values
@@ -186,12 +189,13 @@ class Summaries:
         return (self.first / max(self.n - 1, 1)).astype(np.float32)  # (H,), once numpy
 
 
-def hide(arch: engine.Architecture, index: int, start: int, rows: torch.Tensor, scores: torch.Tensor, n: int) -> None:
-    """Sets to a finite floor, in place, the scores (H, r, k) of keys that the block of queries at positions `rows`
-    (r,), starting at column `start`, may not read: those the mask hides and the padding keys at n and after. A finite
-    floor, not −∞: its weight is exactly 0, and 0 times it is 0 in Σ α s. Without a window, only the block's own
+def hide(arch: engine.Architecture, index: int, start: int, rows: torch.Tensor, scores: torch.Tensor, n: int,
+         floor: float | None = None) -> None:
+    """Sets to `floor`, in place, the entries (H, r, k) of the keys that the block of queries at positions `rows` (r,),
+    starting at column `start`, may not read (those the mask hides and the padding keys at n and after): their scores
+    to the dtype's lowest finite number (the default), or their e^{s′} to 0. Without a window, only the block's own
     columns can lie ahead of a query."""
-    floor = torch.finfo(scores.dtype).min
+    floor = torch.finfo(scores.dtype).min if floor is None else floor
     if not arch.causal:
         scores[..., n:] = floor
         allowed = engine.allowed_keys(arch, index, rows, scores.shape[-1])  # (r, k), or None without a window
@@ -239,8 +243,9 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
         engine.shaped(arch, scores, positions[start:stop])
         hide(arch, index, start, positions[start:stop], scores, n)
         top = summaries.strongest(start, scores) if summaries is not None else scores.amax(-1, keepdim=True)  # (H, r, 1)
-        shifted = scores.sub_(top)  # (H, r, k)
+        shifted = scores.sub_(top).clamp_(min=FLOOR)  # (H, r, k)
         exps = torch.exp(shifted, out=exps_buffer[: heads * r * k].view(heads, r, k))  # (H, r, k)
+        hide(arch, index, start, positions[start:stop], exps, n, 0.0)  # the hidden keys' e^{s′}: exactly 0
         total = exps.sum(-1, keepdim=True)  # (H, r, 1); α = e^{s′} / Z′, never divided out in full
         sunk = None if sink is None else sink.to(top.dtype)[:, None, None] - top  # (H, r, 1) the sink's s′
         total = total if sunk is None else total + torch.exp(sunk)  # (H, r, 1)

@@ -22,8 +22,8 @@ from attnviz.models.pieces import Pieces
 BLOCK = 128  # queries a step, and the overview's block of keys
 TOP = 8  # each query's strongest keys kept
 CHUNK = 64  # keys a chunk, in the search for each query's strongest keys
-FLOOR = -80.0  # s′ = s − its row's largest is taken as at least this: e^{-80} ≈ 2e-35, so that no e^{s′} is
-# subnormal, which on a CPU makes the exponential and the products that read it many times slower
+FLOOR = -80.0  # on a CPU, s′ = s − its row's largest is taken as at least this: e^{-80} ≈ 2e-35, so that no e^{s′} is
+# subnormal, and no input of exp lies past its fast range: either made those passes many times slower there
 GPU_QUERIES = 512  # queries a step on a GPU, a multiple of the block: larger products keep it busy (bench_scan_gpu.py)
 
 
@@ -230,6 +230,7 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
     scores_buffer = query.new_empty(heads * min(size, n) * width)  # (H·size·width,)
     exps_buffer = torch.empty_like(scores_buffer)  # (H·size·width,)
     outputs, normalisers = [], []
+    cpu = query.device.type == "cpu"  # where subnormals and exp's inputs far below 0 slow the passes (FLOOR)
     for start in range(0, n, size):
         stop = min(n, start + size)
         r, seen = stop - start, stop if arch.causal else n  # the keys any query of the block may read
@@ -243,9 +244,12 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
         engine.shaped(arch, scores, positions[start:stop])
         hide(arch, index, start, positions[start:stop], scores, n)
         top = summaries.strongest(start, scores) if summaries is not None else scores.amax(-1, keepdim=True)  # (H, r, 1)
-        shifted = scores.sub_(top).clamp_(min=FLOOR)  # (H, r, k)
+        shifted = scores.sub_(top)  # (H, r, k)
+        if cpu:
+            shifted.clamp_(min=FLOOR)  # (H, r, k)
         exps = torch.exp(shifted, out=exps_buffer[: heads * r * k].view(heads, r, k))  # (H, r, k)
-        hide(arch, index, start, positions[start:stop], exps, n, 0.0)  # the hidden keys' e^{s′}: exactly 0
+        if cpu:
+            hide(arch, index, start, positions[start:stop], exps, n, 0.0)  # the hidden keys' e^{s′}: exactly 0
         total = exps.sum(-1, keepdim=True)  # (H, r, 1); α = e^{s′} / Z′, never divided out in full
         sunk = None if sink is None else sink.to(top.dtype)[:, None, None] - top  # (H, r, 1) the sink's s′
         total = total if sunk is None else total + torch.exp(sunk)  # (H, r, 1)

@@ -22,6 +22,13 @@ PRESENTER_HEIGHT = 540  # px: in presenter mode the heatmap, below the text box 
 
 
 # Each component's JavaScript is its entry in attnviz/browser/streamlit/ with what it imports (attnviz.web.bundle).
+def _mount(component, data: dict, **kwargs) -> None:
+    """Mount `component` with `data` sent as a one-item list, which each entry unwraps (streamlit.mjs's unwrapped).
+    Streamlit looks among a dict's values for dataframes, and that imports pandas: 0.5 s of a cold start, whose first
+    page needs no pandas otherwise. A list goes as JSON."""
+    component(data=[data], width="stretch", **kwargs)
+
+
 _heatmap = st.components.v2.component("attnviz_heatmap", js=web.bundle("streamlit/heatmap.mjs"),
                                       css=web.css(), isolate_styles=False)
 
@@ -55,7 +62,7 @@ _atlas = st.components.v2.component("attnviz_atlas", js=web.bundle("streamlit/at
 def head_atlas(data: dict, *, key: str, on_open) -> None:
     """Mount the head atlas for `data` (figures.atlas_data); a click on a thumbnail calls on_open((layer, head)),
     counted from 0, before the page reruns."""
-    _atlas(key=key, data=data, on_head_change=lambda: _opened(key, on_open), width="stretch")
+    _mount(_atlas, data, key=key, on_head_change=lambda: _opened(key, on_open))
 
 
 def _opened(key: str, on_open) -> None:
@@ -71,14 +78,14 @@ _routes = st.components.v2.component("attnviz_routes", js=web.bundle("streamlit/
 def routes_graph(data: dict, *, key: str, on_open, on_threshold) -> None:
     """Mount the routes graph for `data` (figures.routes_data): a click on an edge calls on_open((layer, head)), from 0;
     the threshold, moved in the page, calls on_threshold(value) once released (for the link)."""
-    _routes(key=key, data=data, on_head_change=lambda: _opened(key, on_open),
-            on_threshold_change=lambda: on_threshold(st.session_state[key].get("threshold")), width="stretch")
+    _mount(_routes, data, key=key, on_head_change=lambda: _opened(key, on_open),
+           on_threshold_change=lambda: on_threshold(st.session_state[key].get("threshold")))
 
 
 def browser_figure(data: dict, *, key: str) -> None:
     """Mount a figure of final numbers drawn by the heatmap's code (figures.matrix_data, figures.bars_data): no view to
     sync back, and no plotly chart to redraw on every rerun."""
-    _heatmap(key=key, data=data, width="stretch")
+    _mount(_heatmap, data, key=key)
 
 
 def interactive_heatmap(data: dict, *, key: str, clean, schema: dict | None = None) -> None:
@@ -90,7 +97,7 @@ def interactive_heatmap(data: dict, *, key: str, clean, schema: dict | None = No
     if schema is not None:
         token = beacon.token_for(key, page_id(schema), schema)
         data = {**data, "beacon": {"url": beacon.url(), "token": token, "taken": beacon.taken(token)}}
-    _heatmap(key=key, data=data, on_view_change=lambda: _adopt(key, clean), width="stretch")
+    _mount(_heatmap, data, key=key, on_view_change=lambda: _adopt(key, clean))
 
 
 def _adopt(key: str, clean) -> None:
@@ -107,7 +114,7 @@ _timeline = st.components.v2.component("attnviz_timeline", js=web.bundle("stream
 def timeline(data: dict, *, key: str) -> None:
     """Mount the generation timeline for `data` (figures.timeline_data): scrubbing, play and the head shown run in the
     page and send nothing back, so they cost the server nothing."""
-    _timeline(key=key, data=data, width="stretch")
+    _mount(_timeline, data, key=key)
 
 
 _document = st.components.v2.component("attnviz_document", js=web.bundle("streamlit/document.mjs"),
@@ -122,7 +129,7 @@ def shaded_document(data: dict, *, key: str, on_query) -> None:
         if isinstance(query, int) and not isinstance(query, bool):
             on_query(query)
 
-    _document(key=key, data=data, on_query_change=picked, width="stretch")
+    _mount(_document, data, key=key, on_query_change=picked)
 
 
 _overview = st.components.v2.component("attnviz_overview", js=web.bundle("streamlit/overview.mjs"),
@@ -139,4 +146,4 @@ def head_overview(data: dict, *, key: str, on_region) -> None:
                 isinstance(v, int) and not isinstance(v, bool) for v in region):
             on_region(region)
 
-    _overview(key=key, data=data, on_region_change=picked, width="stretch")
+    _mount(_overview, data, key=key, on_region_change=picked)

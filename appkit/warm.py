@@ -61,12 +61,9 @@ def _load() -> None:
     global _matrix
     try:
         try:
-            # pandas first: plotly and Streamlit import it lazily, from any thread, and a session's script waits for
-            # IMPORTED before it draws anything that does. Imported here, not before the lifespan yields, so the
-            # server answers the first browser 0.3-0.5 s sooner.
-            import pandas  # noqa: F401
-            import plotly.io  # noqa: F401
-            import appkit.common  # noqa: F401  torch's import is most of the work
+            # Not pandas (0.5 s): the first page's first run needs none (its heatmap's data goes to the browser as a
+            # list, appkit.interactive), nor does anything here; a page that does imports it when it first needs it.
+            import appkit.common  # noqa: F401  torch's import is most of the work; plotly's too
             import attnviz.models  # noqa: F401  the model pages' engine, and transformers' tokenizers
             from attnviz.embeddings import GloveMatrix
 

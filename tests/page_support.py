@@ -19,6 +19,13 @@ PAGES = sorted(p.name for p in (ROOT / "pages").glob("*.py") if not p.name.start
 SELF = str(ROOT / "pages" / "self_attention.py")
 
 
+def component_data(element) -> dict:
+    """A browser figure's data as the page sent it (appkit.interactive sends it as a one-item list)."""
+    sent = json.loads(element.proto.json)
+    assert isinstance(sent, list) and len(sent) == 1, "a component's data goes as a one-item list (no pandas)"
+    return sent[0]
+
+
 @contextlib.contextmanager
 def own_model(family: str, folder: Path, monkeypatch):
     """A tiny `family` model (tests/tiny_models) built in `folder` and offered by the server as its own (ATTNVIZ_MODELS),
@@ -62,7 +69,7 @@ def heatmap(at) -> dict:
 def live(at, index: int = 0) -> dict:
     """The interactive heatmap's data (appkit/interactive): its raw scores decoded into an (n, m) array, or (n, M)
     for a zoom window's rows over every key (M = len(keys)). Figures of final numbers (a matrix, bars) are not counted."""
-    sent = [json.loads(c.proto.json) for c in at.get("bidi_component")]
+    sent = [component_data(c) for c in at.get("bidi_component")]
     data = [d for d in sent if d.get("kind") not in ("matrix", "bars")][index]
     width = len(data["keys"]) if "keys" in data else data["m"]
     return {**data, "scores": np.frombuffer(base64.b64decode(data["scores"]), "<f4").reshape(data["n"], width)}
@@ -135,7 +142,7 @@ def chart_data(at, index: int) -> list[dict]:
 
 def atlas_tiles(at) -> tuple[dict, np.ndarray]:
     """The browser atlas's data and its thumbnails (L, H, r, r) on 0 … 255, as the colour scale shows them."""
-    data = json.loads(at.get("bidi_component")[0].proto.json)
+    data = component_data(at.get("bidi_component")[0])
     tiles = np.frombuffer(base64.b64decode(data["blocks"]), np.uint8).reshape(data["layers"], data["heads"], data["r"], data["r"])
     return data, tiles
 
@@ -165,7 +172,7 @@ def link_params(at, label: str) -> dict:
 
 def compared(at) -> tuple[dict, dict, dict]:
     """The two sides of the interactive comparison, their raw scores decoded, and the whole data."""
-    sent = json.loads(at.get("bidi_component")[0].proto.json)
+    sent = component_data(at.get("bidi_component")[0])
     a, b = ({**side, "scores": np.frombuffer(base64.b64decode(side["scores"]), "<f4").reshape(side["n"], side["m"])}
             for side in sent["sides"])
     return a, b, sent

@@ -10,6 +10,8 @@ import pytest
 from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
+from page_support import component_data
+
 from appkit import beacon as _beacon
 from attnviz.urlstate import Param, boolean, choice, encode_bool, int_range, nearest
 
@@ -101,7 +103,7 @@ def test_the_middleware_answers_the_post_and_passes_the_rest_on(beacon):
 
 
 def live(at) -> dict:
-    return next(d for d in (json.loads(c.proto.json) for c in at.get("bidi_component")) if "scores" in d)
+    return next(d for d in (component_data(c) for c in at.get("bidi_component")) if "scores" in d)
 
 
 def test_the_next_run_takes_the_view_a_pause_posted_on_self_attention(glove):

@@ -177,9 +177,11 @@ def z_of(value) -> np.ndarray:
 def components(at) -> list[dict]:
     """The page's browser figures in order, each's numbers decoded: a heatmap's raw scores (n, m), a matrix's or bar
     chart's values, the atlas's thumbnails left as they are."""
+    from page_support import component_data
+
     out = []
     for element in at.get("bidi_component"):
-        data = json.loads(element.proto.json)
+        data = component_data(element)
         if data.get("kind") == "matrix":
             data["values"] = np.frombuffer(base64.b64decode(data["values"]), "<f4").reshape(data["n"], data["m"])
         elif data.get("kind") == "bars":

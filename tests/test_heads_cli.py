@@ -12,6 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import tiny_models  # noqa: E402
+from page_support import component_data  # noqa: E402
 
 from attnviz import heads, models  # noqa: E402
 
@@ -113,12 +114,12 @@ def test_a_page_draws_while_the_scores_are_measured_and_colours_the_atlas_when_t
     at.run()
     assert not at.exception and time.perf_counter() - started < 30
     assert any("Measuring every head of minilm" in str(p.proto.text) for p in at.get("progress"))
-    assert any(d.get("layers") == 6 for d in (__import__("json").loads(c.proto.json) for c in at.get("bidi_component")))
+    assert any(d.get("layers") == 6 for d in (component_data(c) for c in at.get("bidi_component")))
     deadline = time.perf_counter() + 240
     while time.perf_counter() < deadline and not list((tmp_path / "cache" / "heads").glob("*.npz")):
         time.sleep(0.5)
     time.sleep(1.0)
     at.run()
     assert not at.exception and not at.get("progress")
-    atlas = next(d for d in (__import__("json").loads(c.proto.json) for c in at.get("bidi_component")) if "measure" in d)
+    atlas = next(d for d in (component_data(c) for c in at.get("bidi_component")) if "measure" in d)
     assert atlas["measure"]["name"] == heads.SCORES["previous"] and atlas["score_bars"]

@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from page_support import component_data
+
 from attnviz.embeddings import VectorFileError, load_uploaded, load_vectors, npy_row_blocks
 from attnviz.retrieval import RecordError, parse_csv
 
@@ -65,7 +67,7 @@ def leaves(value):
 def live_scores(at) -> list[np.ndarray]:
     """The raw scores each interactive heatmap got, each side's for Compare (its tokens are plain text, set as text by
     the browser). The head atlas sends thumbnails, not scores, and no user text."""
-    sent = [json.loads(c.proto.json) for c in at.get("bidi_component")]
+    sent = [component_data(c) for c in at.get("bidi_component")]
     heatmaps = [side for data in sent for side in data.get("sides", [data])
                 if "blocks" not in side and side.get("kind") not in ("matrix", "bars")]
     return [np.frombuffer(base64.b64decode(data["scores"]), "<f4") for data in heatmaps]
@@ -107,7 +109,7 @@ def test_sentence_text(text, expect):
     at = run_page("self_attention.py", setup=lambda at: at.text_area(key="text").input(text).run())
     check(at, expect)
     if expect == DRAWN and "<" in text:
-        rows = json.loads(at.get("bidi_component")[0].proto.json)["rows"]
+        rows = component_data(at.get("bidi_component")[0])["rows"]
         assert any("<" in t for t in rows)  # plain text, which the browser sets as text (tests/e2e: no element appears)
 
 

@@ -668,14 +668,14 @@ def test_a_shaped_score_taken_apart_on_the_page_shows_its_sum_then_its_shaping(f
 def test_a_local_layer_of_modernbert_is_drawn_with_its_window_on_the_trained_model_page(folders, monkeypatch):
     """ModernBERT's layer 2 reads 3 pieces either side: the heatmap sends that window with the scores, the weights the
     page keeps (its downloads) are the model's own, the caption says so, and "Why here?" sums to the model's score."""
-    from page_support import run_page
+    from page_support import component_data, run_page
 
     offer(folders["modernbert"], monkeypatch)
     text = "The cat watched the dog from the old red sofa by the window"
     at = run_page("trained.py", {"model": "modernbert", "text": text, "layer": "2", "head": "2", "query": "9",
                                  "why": "1"})
     assert not at.exception and not at.error
-    data = json.loads(next(c.proto.json for c in at.get("bidi_component") if '"window"' in c.proto.json))
+    data = component_data(next(c for c in at.get("bidi_component") if '"window"' in c.proto.json))
     assert data["window"] == 3 and data["window_both"] is True
     assert any("This layer reads a sliding window (each piece reads the pieces within 3 either side)" in c.value
                for c in at.caption)

@@ -3,13 +3,12 @@ eager attention on the same pieces (SmolLM2), the link's view kept without the t
 model's context."""
 
 import base64
-import json
 
 import numpy as np
 import pytest
 import torch
 
-from page_support import messages, run_page
+from page_support import component_data, messages, run_page
 
 VIEW = {"layer": "20", "head": "9", "sort": "entropy", "zoom": "3,1", "query": "100"}
 
@@ -18,7 +17,7 @@ def components(at) -> dict[str, dict]:
     """The browser figures' data by kind: the atlas, the chosen head's overview and the shaded document."""
     found = {}
     for component in at.get("bidi_component"):
-        data = json.loads(component.proto.json)
+        data = component_data(component)
         kind = "atlas" if "blocks" in data else "overview" if "spans" in data else "document" if "pieces" in data else "other"
         found[kind] = data
     return found

@@ -159,3 +159,32 @@ def test_the_first_heatmap_is_drawn_from_the_mapped_matrix_and_the_keyed_vectors
     first, late = out.stdout.split("\n")[:2]
     assert first.split() == ["GloveMatrix", "False", "GloveMatrix", "False"]
     assert late.split() == ["KeyedVectors", "True", "True"]
+
+
+
+FIRST_PAGE = """
+import json, sys
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file("app.py", default_timeout=120)
+at.run()
+sent = [json.loads(c.proto.json)[0] for c in at.get("bidi_component")]
+print(json.dumps({"errors": len(at.exception), "scores": ["scores" in d for d in sent], "pandas": "pandas" in sys.modules}))
+"""
+
+
+def test_the_first_pages_first_run_needs_no_pandas():
+    """Issue 51 D: pandas' import is 0.5 s of a cold start, and the warm-up no longer makes it. The Self-attention
+    page's first run draws its heatmap without it: the component's data goes as a list, where a dict would have
+    Streamlit look for dataframes among its values, importing pandas. A fresh process, where nothing has imported it."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", FIRST_PAGE], cwd=root, capture_output=True, text=True, timeout=300,
+                         env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    assert found["errors"] == 0 and found["scores"] == [True]  # the heatmap was sent, with its raw scores
+    assert found["pandas"] is False

@@ -2,6 +2,11 @@
 // paused view to the server (appkit/beacon.py) instead of rerunning the page, and puts the link the server answers in
 // the address bar; without one, or if the post fails, the view goes back as a state value (one rerun).
 
+/** The component's arguments, its data unwrapped: Python sends it as a one-item list (appkit/interactive.py's _mount). */
+export function unwrapped(component) {
+  return { ...component, data: component.data[0] };
+}
+
 const posts = new Map(); // beacon token → { flying: posts not yet answered, seq: the last answer's number }
 
 /** Whether a view this heatmap posted is missing from the run that sent `data`: the post is still on its way, or

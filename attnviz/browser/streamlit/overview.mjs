@@ -1,4 +1,5 @@
 // Streamlit's overview component (appkit/interactive.py): a click or a dragged box is a trigger, one rerun.
 import { mountOverview } from "../overview.mjs";
+import { unwrapped } from "../streamlit.mjs";
 
-export default mountOverview;
+export default (component) => mountOverview(unwrapped(component));

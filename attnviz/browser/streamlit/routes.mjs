@@ -1,4 +1,5 @@
 // Streamlit's routes component (appkit/interactive.py): the threshold is a state value, an edge's head a trigger.
 import { mountRoutes } from "../routes.mjs";
+import { unwrapped } from "../streamlit.mjs";
 
-export default mountRoutes;
+export default (component) => mountRoutes(unwrapped(component));

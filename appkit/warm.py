@@ -48,8 +48,8 @@ def _collect(stop: threading.Event | None = None, seconds: float = COLLECT_SECON
 
 
 def wait_for_imports() -> None:
-    """A session's script waits here until the warm-up thread has imported torch and the engine and mapped GloVe's
-    matrix (a run that went on without it would build the KeyedVectors itself, 1.5 s more). Two threads
+    """A session's script waits here until the warm-up thread has imported torch and the engine, mapped GloVe's
+    matrix and drawn its first figure (a run that went on without it would build the KeyedVectors itself). Two threads
     importing the same modules at once can hand one of them a module the other has only half made ("partially
     initialized module 'pandas' has no attribute 'Series'"); one thread imports them, the others wait. Without a
     warm-up (AppTest, a page run alone) it returns at once."""
@@ -68,20 +68,13 @@ def _load() -> None:
             from attnviz.embeddings import GloveMatrix
 
             _matrix = GloveMatrix.load()
+            _one_blas_thread()
+            _first_figure()
         finally:
-            IMPORTED.set()  # on failure too: the sessions then import and load for themselves
-        _one_blas_thread()
-        from appkit.common import glove  # the mapped matrix; where it could not be mapped, the KeyedVectors
-
-        for attempt in (1, 2):
-            try:
-                _first_use(glove())
-                break
-            except Exception:  # noqa: BLE001  the warm-up only saves time: a failure must not stop the freeze below
-                # Sessions that arrived during the warm-up once imported pandas and plotly beside it and handed it a
-                # half-made module; they now wait for its imports (wait_for_imports). A second try stays, for safety.
-                _LOGGER.warning("The warm-up's first figure failed (attempt %d)", attempt, exc_info=True)
-                time.sleep(1)
+            # On failure too: the sessions then import and load for themselves. Only after the first figure: plotly
+            # reads pandas wherever sys.modules holds it, and a session importing pandas meanwhile (a page with a
+            # table) handed the figure a half-made module.
+            IMPORTED.set()
     finally:
         # Streamlit collects garbage after every run (runner.postScriptGC). With torch, plotly and GloVe
         # loaded, a full collection walks ~300,000 objects that live as long as the server: about 150 ms of CPU held
@@ -91,6 +84,18 @@ def _load() -> None:
         gc.freeze()
         READY.set()
     _build_keyed()
+
+
+def _first_figure() -> None:
+    from appkit.common import glove  # the mapped matrix; where it could not be mapped, the KeyedVectors
+
+    for attempt in (1, 2):
+        try:
+            _first_use(glove())
+            return
+        except Exception:  # noqa: BLE001  the warm-up only saves time: a failure must not stop the freeze after it
+            _LOGGER.warning("The warm-up's first figure failed (attempt %d)", attempt, exc_info=True)
+            time.sleep(1)
 
 
 def _build_keyed() -> None:

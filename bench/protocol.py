@@ -214,7 +214,7 @@ class Session:
         if element_type == "bidi_component":
             label = widget_id.rsplit("-", 1)[-1]  # its key: the page's name for it
             if element.WhichOneof("data") == "json":
-                self.data[label] = json.loads(element.json)
+                self.data[label] = json.loads(element.json)[0]  # a one-item list (appkit.interactive)
             known = self.widgets.get(widget_id)
             state = known.state if known else WidgetState(id=widget_id)  # sent once the component sets a value
         else:

@@ -18,7 +18,7 @@ def heatmap_data(session: Session) -> dict:
     """The data the Self-attention heatmap component received in the session's last run."""
     sent = [element for kind, element in session.elements if kind == "bidi_component"]
     assert sent, "the run drew no heatmap component"
-    return json.loads(sent[-1].json)
+    return json.loads(sent[-1].json)[0]  # a one-item list (appkit.interactive)
 
 
 def test_a_paused_view_and_a_new_sentence_over_the_protocol(server):

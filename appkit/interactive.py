@@ -21,7 +21,6 @@ COMPARE_KEYS = ("b_temp", "b_hard", "b_mask")  # Compare A | B: side B's τ, har
 PRESENTER_HEIGHT = 540  # px: in presenter mode the heatmap, below the text box and toolbar, fits a 1080-px screen
 
 
-# Each component's JavaScript is its entry in attnviz/browser/streamlit/ with what it imports (attnviz.web.bundle).
 def _mount(component, data: dict, **kwargs) -> None:
     """Mount `component` with `data` sent as a one-item list, which each entry unwraps (streamlit.mjs's unwrapped).
     Streamlit looks among a dict's values for dataframes, and that imports pandas: 0.5 s of a cold start, whose first
@@ -29,6 +28,7 @@ def _mount(component, data: dict, **kwargs) -> None:
     component(data=[data], width="stretch", **kwargs)
 
 
+# Each component's JavaScript is its entry in attnviz/browser/streamlit/ with what it imports (attnviz.web.bundle).
 _heatmap = st.components.v2.component("attnviz_heatmap", js=web.bundle("streamlit/heatmap.mjs"),
                                       css=web.css(), isolate_styles=False)
 

@@ -85,8 +85,10 @@ def one(which: str, n: int) -> dict:
         began = time.perf_counter()
         found.tile(15, 4, slice(start, start + 256), slice(max(0, start - 128), max(0, start - 128) + 256))
         tiles.append(time.perf_counter() - began)
+    from attnviz.models import fused
+
     return dict(which=which, seconds=seconds, cpu=cpu, loaded=loaded, peak=peak, tile_ms=[t * 1000 for t in tiles],
-                logits=found.next_logits[:5].tolist())
+                logits=found.next_logits[:5].tolist(), kernel=fused.library() is not None)
 
 
 def main() -> None:
@@ -112,6 +114,8 @@ def main() -> None:
     ours, theirs = results["attnviz"], results["transformers"]
     t_ours, t_theirs = [r["seconds"] for r in ours], [r["seconds"] for r in theirs]
     print(f"\nSmolLM2-135M, {args.pieces:,} random pieces; {args.runs} runs each, alternated, each in a fresh process:")
+    kernel = "its fused kernel" if all(r["kernel"] for r in ours) else "torch's passes alone (no kernel built)"
+    print(f"  the scan's passes over each block: {kernel}")
     print(f"  attnviz model.scan (block 128, top 8):             {statistics.median(t_ours):.2f} s "
           f"({', '.join(f'{v:.2f}' for v in t_ours)})")
     print(f"  transformers SDPA forward, no attentions, no cache: {statistics.median(t_theirs):.2f} s "

@@ -183,6 +183,28 @@ def test_several_blocks_a_step_as_on_a_gpu_give_the_same_scan(folders):
         scanning.scan(model.arch, model.weights, pieces, "m", block=BLOCK, step=150)
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("block", [BLOCK, 128])  # the overview from whole weights, and from the chunks' sums
+def test_the_fused_kernel_and_torchs_passes_give_the_same_scan(family, block, folders, monkeypatch):
+    """On a CPU the scan's passes over each block's scores run in one compiled kernel where it can be built
+    (attnviz.models.fused); without it, torch's kernels take them one by one. Both give the same scan."""
+    from attnviz.models import fused
+    from attnviz.models import scan as scanning
+
+    if fused.library() is None:
+        pytest.skip("no C compiler here to build the scan's kernel")
+    model = models.load(folders[family], device="cpu")
+    pieces = model.scan(long_text(model, 700)).pieces
+    kernel = scanning.scan(model.arch, model.weights, pieces, "m", block=block)
+    monkeypatch.setattr(fused, "usable", lambda scores: False)
+    passes = scanning.scan(model.arch, model.weights, pieces, "m", block=block)
+    for name in ("overview", "sink", "entropy", "top_weights", "normalisers"):
+        assert np.abs(getattr(kernel, name) - getattr(passes, name)).max() <= 1e-5, name
+    named = kernel.top_weights > 0  # hidden keys, tied at 0, in any order
+    assert np.array_equal(kernel.top_keys[named], passes.top_keys[named])
+    assert np.abs(kernel.tile(1, 2, slice(0, 300), slice(0, 300)) - passes.tile(1, 2, slice(0, 300), slice(0, 300))).max() <= 1e-5
+
+
 def test_a_tile_is_any_block_and_its_rows_are_the_whole_rows_slice(folders):
     model = models.load(folders["mistral"], device="cpu")
     scan = model.scan(long_text(model, 700), block=BLOCK)

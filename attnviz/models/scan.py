@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attnviz.models import engine
+from attnviz.models import engine, fused
 from attnviz.models.pieces import Pieces
 
 BLOCK = 128  # queries a step, and the overview's block of keys
@@ -157,29 +157,41 @@ class Summaries:
         candidates = scores.view(-1, CHUNK).index_select(0, (chunks + rows).view(-1))  # (H·r·t, CHUNK)
         best = candidates.view(heads, r, -1).topk(min(self.top, chunks.shape[-1] * CHUNK), -1)  # (H, r, top′ ≤ top)
         keys = chunks.gather(-1, best.indices // CHUNK) * CHUNK + best.indices % CHUNK  # (H, r, top′)
-        self.top_keys[:, start:start + r, : keys.shape[-1]] = keys
-        self._top_scores = best.values
-        return best.values[..., :1]  # (H, r, 1)
+        return self.note(start, best.values, keys)
 
-    def add(self, start: int, exps: torch.Tensor, shifted: torch.Tensor, total: torch.Tensor,
+    def note(self, start: int, best: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """Keeps a block's strongest scores (H, r, top′) and their keys, strongest first; returns each row's largest
+        (H, r, 1)."""
+        self.top_keys[:, start:start + best.shape[1], : keys.shape[-1]] = keys
+        self._top_scores = best
+        return best[..., :1]  # (H, r, 1)
+
+    def add(self, start: int, exps: torch.Tensor, sums: torch.Tensor, total: torch.Tensor, moment: torch.Tensor,
             normaliser: torch.Tensor, sink: torch.Tensor | None = None) -> None:
-        """The rest from the block's e^{s′} (H, r, k), s′ = s − max its scores less each row's largest (H, r, k;
-        overwritten), each row's Z′ = Σ e^{s′} (H, r, 1), so that α = e^{s′} / Z′, and its log-sum-exp (H, r). A learned
-        sink's s′ (H, r, 1), where the model has one, is in Z′; the entropy counts it as one more outcome."""
+        """The rest from the block's e^{s′} (H, r, k), s′ = s − each row's largest, their sums by chunk of CHUNK keys
+        (H, r, k / CHUNK), each row's Z′ = Σ e^{s′} (H, r, 1), so that α = e^{s′} / Z′, Σ e^{s′} s′ (H, r) and its
+        log-sum-exp (H, r). A learned sink's s′ (H, r, 1), where the model has one, is in Z′; the entropy counts it as
+        one more outcome."""
         heads, r, k = exps.shape
         rows = slice(start, start + r)
         inverse = 1.0 / total  # (H, r, 1)
-        entropy = torch.log(total[..., 0]) - shifted.mul_(exps).sum(-1) * inverse[..., 0]  # (H, r): log Z′ − Σ α s′
+        entropy = torch.log(total[..., 0]) - moment * inverse[..., 0]  # (H, r): log Z′ − Σ α s′
         if sink is not None:
             entropy -= (torch.exp(sink) * sink * inverse)[..., 0]  # (H, r): the sink's α s′ too
         self.entropy[:, rows] = entropy
         strongest = torch.exp(self._top_scores.double() - normaliser[..., None])  # (H, r, top′)
         self.top_weights[:, rows, : strongest.shape[-1]] = strongest
         count = self.overview.shape[-1]
+        chunked = self.block % CHUNK == 0  # the overview's blocks of keys are whole chunks: from the chunks' sums
         for a in range(0, r, self.block):  # each block of the overview's queries in this block of queries
             b = min(r, a + self.block)
-            shares = (inverse[:, a:b].transpose(-2, -1) @ exps[:, a:b])[:, 0]  # (H, k): Σ over its queries of α
-            by_block = torch.nn.functional.pad(shares, (0, -k % self.block)).view(heads, -1, self.block).sum(-1)  # (H, ⌈k / block⌉)
+            if chunked:
+                shares = (inverse[:, a:b].transpose(-2, -1) @ sums[:, a:b])[:, 0]  # (H, k / CHUNK)
+                width = self.block // CHUNK
+            else:
+                shares = (inverse[:, a:b].transpose(-2, -1) @ exps[:, a:b])[:, 0]  # (H, k): Σ over its queries of α
+                width = self.block
+            by_block = torch.nn.functional.pad(shares, (0, -shares.shape[-1] % width)).view(heads, -1, width).sum(-1)  # (H, ⌈k / block⌉)
             self.overview[:, (start + a) // self.block, : by_block.shape[-1]] = by_block[:, :count] / (b - a)
         first = (exps[..., 0] * inverse[..., 0])[:, 1 if start == 0 else 0:]  # (H, r or r − 1): α[q, 0], q ≥ 1
         self.first += first.sum(-1)
@@ -218,7 +230,9 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
     weights sum to 1 − its share, and DeBERTa's relative terms join each score.
 
     The keys are padded to whole chunks of CHUNK (weight 0), and every block's scores and exponentials are written into
-    the same two buffers: a fresh H × size × n tensor a block costs more in page faults than the exponential does."""
+    the same two buffers: a fresh H × size × n tensor a block costs more in page faults than the exponential does. On a
+    CPU, each block's passes over its scores (the strongest keys, the exponentials and their sums) run in one compiled
+    kernel where it can be built (fused.py), else one torch kernel a pass."""
     heads, n, dh = query.shape
     group = heads // arch.kv_heads
     sink = None if block is None else block.sink  # (H,) or None
@@ -243,14 +257,22 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
                                             padded[:, :k], positions[start:stop], keys[:k], scaled=True)  # (H, r, k)
         engine.shaped(arch, scores, positions[start:stop])
         hide(arch, index, start, positions[start:stop], scores, n)
-        top = summaries.strongest(start, scores) if summaries is not None else scores.amax(-1, keepdim=True)  # (H, r, 1)
-        shifted = scores.sub_(top)  # (H, r, k)
-        if cpu:
-            shifted.clamp_(min=FLOOR)  # (H, r, k)
-        exps = torch.exp(shifted, out=exps_buffer[: heads * r * k].view(heads, r, k))  # (H, r, k)
-        if cpu:
-            hide(arch, index, start, positions[start:stop], exps, n, 0.0)  # the hidden keys' e^{s′}: exactly 0
-        total = exps.sum(-1, keepdim=True)  # (H, r, 1); α = e^{s′} / Z′, never divided out in full
+        exps = exps_buffer[: heads * r * k].view(heads, r, k)  # (H, r, k)
+        if fused.usable(scores):
+            best, strongest, total, moment, sums = fused.block(scores, exps, summaries.top if summaries else 1, CHUNK,
+                                                               FLOOR)  # (H, r, top) × 2, (H, r, 1), (H, r), (H, r, k / CHUNK)
+            top = summaries.note(start, best, strongest) if summaries is not None else best  # (H, r, 1)
+        else:
+            top = summaries.strongest(start, scores) if summaries is not None else scores.amax(-1, keepdim=True)  # (H, r, 1)
+            shifted = scores.sub_(top)  # (H, r, k)
+            if cpu:
+                shifted.clamp_(min=FLOOR)  # (H, r, k)
+            torch.exp(shifted, out=exps)  # (H, r, k)
+            if cpu:
+                hide(arch, index, start, positions[start:stop], exps, n, 0.0)  # the hidden keys' e^{s′}: exactly 0
+            sums = exps.view(heads, r, -1, CHUNK).sum(-1)  # (H, r, k / CHUNK)
+            total = sums.sum(-1, keepdim=True)  # (H, r, 1); α = e^{s′} / Z′, never divided out in full
+            moment = None if summaries is None else shifted.mul_(exps).sum(-1)  # (H, r) Σ e^{s′} s′
         sunk = None if sink is None else sink.to(top.dtype)[:, None, None] - top  # (H, r, 1) the sink's s′
         total = total if sunk is None else total + torch.exp(sunk)  # (H, r, 1)
         normaliser = top[..., 0].double() + torch.log(total[..., 0].double())  # (H, r), float64: see Scan.tile
@@ -259,7 +281,7 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
             visit(start, exps[..., :seen], total)
         outputs.append(engine.grouped_values(exps, value[:, :k]) / total)  # (H, r, dh)
         if summaries is not None:
-            summaries.add(start, exps, shifted, total, normaliser, sunk)  # overwrites the shifted scores
+            summaries.add(start, exps, sums, total, moment, normaliser, sunk)
     return torch.cat(outputs, 1), torch.cat(normalisers, 1)  # (H, n, dh), (H, n)
 
 

@@ -1,0 +1,147 @@
+"""The scan's fused CPU kernel (fused.c): each row of a block's scores read once for its strongest keys and largest
+score, then once more from the cache for its exponentials, their sum, Σ e^{s′} s′ and each chunk's sum. On a CPU
+these are otherwise seven passes of torch's kernels over every score (scan.py), and they set the scan's speed.
+
+It is built with the machine's C compiler the first time a scan needs it (about 0.2 s), kept in attnviz's cache
+folder (ATTNVIZ_CACHE, else ~/.cache/attnviz; the system's temporary folder where that cannot be written) under a
+name that holds the source's, compiler's and processor's digest, and loaded with ctypes. It is taken on Linux on
+x86-64, where glibc's vector exponential makes it fast; elsewhere, with no compiler, when the build fails, or with
+ATTNVIZ_FUSED=0, the scan takes torch's passes, which give the same numbers (tests/test_fused.py, test_scan.py)."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import torch
+
+SOURCE = Path(__file__).with_name("fused.c")
+FLAGS = ("-O3", "-ffast-math", "-fopenmp", "-march=native", "-fPIC")
+SETTING = "ATTNVIZ_FUSED"  # "0": never build or use the kernel
+
+_lock = threading.Lock()
+_library: ctypes.CDLL | None = None
+_tried = False
+
+
+def _processor() -> str:
+    """What -march=native compiles for: the processor's flags, so that a cache folder shared between machines never
+    hands one a kernel built for another."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            return next((line for line in info if line.startswith("flags")), "")
+    except OSError:
+        return platform.processor()
+
+
+def openmp_runtimes() -> set[str]:
+    """The OpenMP runtimes loaded in this process (GNU's libgomp, or Intel's libiomp5, which serves the same calls)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            return {line.split()[-1] for line in maps if "/libgomp" in line or "/libiomp5" in line}
+    except OSError:
+        return set()
+
+
+def _compile(cc: str, target: Path) -> None:
+    """Builds the kernel into target, linked to torch's OpenMP runtime where torch has one loaded: its threads are
+    then the kernel's threads (the compiler's own libgomp would start a second set, to meet torch's on the cores)."""
+    runtime = sorted(openmp_runtimes())
+    with tempfile.TemporaryDirectory(dir=target.parent) as folder:  # then renamed: a whole file or none
+        built, objects = Path(folder) / target.name, Path(folder) / "fused.o"
+        run = dict(capture_output=True, timeout=120, check=True)
+        if runtime:
+            subprocess.run([cc, *FLAGS, "-c", "-o", str(objects), str(SOURCE)], **run)
+            subprocess.run([cc, "-shared", "-o", str(built), str(objects), runtime[0], "-lm"], **run)
+        else:
+            subprocess.run([cc, *FLAGS, "-shared", "-o", str(built), str(SOURCE), "-lm"], **run)
+        os.replace(built, target)
+
+
+def compiler() -> str | None:
+    """The C compiler: CC, else cc or gcc on PATH."""
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+
+
+def _own(folder: Path) -> bool:
+    """Whether only this user can write in folder: a kernel is loaded from nowhere another user could have put one."""
+    status = folder.stat()
+    return status.st_uid == os.getuid() and not status.st_mode & 0o022
+
+
+def _build() -> ctypes.CDLL | None:
+    if os.environ.get(SETTING) == "0" or platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return None
+    cc = compiler()
+    if cc is None:
+        return None
+    from attnviz.models.gguf import cache_root
+
+    try:
+        version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    key = [SOURCE.read_text(), " ".join(FLAGS), version, _processor(), *sorted(openmp_runtimes())]
+    name = f"fused-{hashlib.sha256(chr(0).join(key).encode()).hexdigest()[:16]}.so"
+    for folder in (cache_root() / "kernels", Path(tempfile.gettempdir()) / f"attnviz-kernels-{os.getuid()}"):
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not _own(folder):
+                continue
+            target = folder / name
+            if not target.exists():
+                _compile(cc, target)
+            library = ctypes.CDLL(str(target))
+            break
+        except (OSError, subprocess.SubprocessError):
+            continue
+    else:
+        return None
+    library.attnviz_block.argtypes = ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                                       ctypes.c_float, ctypes.c_float] + [ctypes.c_void_p] * 6 + [ctypes.c_int])
+    library.attnviz_block.restype = ctypes.c_int
+    return library
+
+
+def library() -> ctypes.CDLL | None:
+    """The loaded kernel, built on the first call; None where it cannot be had (see the module's note)."""
+    global _library, _tried
+    with _lock:
+        if not _tried:
+            _library, _tried = _build(), True
+    return _library
+
+
+def usable(scores: torch.Tensor) -> bool:
+    """Whether `scores` can go through the kernel: float32 on the CPU, contiguous, and the kernel built."""
+    return (scores.device.type == "cpu" and scores.dtype == torch.float32 and scores.is_contiguous()
+            and library() is not None)
+
+
+def block(scores: torch.Tensor, exps: torch.Tensor, top: int, chunk: int, floor: float):
+    """For scores (H, r, k), k a multiple of `chunk`, hidden keys at the lowest float: each row's `top` largest scores
+    and their keys, largest first ((H, r, top) float32 and int32), and with s′ = max(s − the row's largest, floor),
+    e^{s′} written into exps (H, r, k) (0 for a hidden key), Z′ = Σ e^{s′} (H, r, 1), Σ e^{s′} s′ (H, r) and each
+    chunk's Σ e^{s′} (H, r, k / chunk)."""
+    heads, r, k = scores.shape
+    if k % chunk or chunk % 16:
+        raise ValueError(f"the kernel reads whole chunks of a multiple of 16 keys: {k} keys, chunks of {chunk}")
+    top = min(top, k)
+    best = scores.new_empty((heads, r, top))  # (H, r, top)
+    keys = torch.empty((heads, r, top), dtype=torch.int32)  # (H, r, top)
+    total = scores.new_empty((heads, r, 1))  # (H, r, 1)
+    moment = scores.new_empty((heads, r))  # (H, r)
+    sums = scores.new_empty((heads, r, k // chunk))  # (H, r, k / chunk)
+    failed = library().attnviz_block(scores.data_ptr(), heads * r, k, chunk, top, floor, torch.finfo(torch.float32).min,
+                                     exps.data_ptr(), best.data_ptr(), keys.data_ptr(), total.data_ptr(),
+                                     moment.data_ptr(), sums.data_ptr(), torch.get_num_threads())
+    if failed:
+        raise MemoryError("the scan's kernel found no memory for its search of the strongest keys")
+    return best, keys, total, moment, sums

@@ -25,6 +25,22 @@ def test_the_library_works_when_installed(installed):
     assert out.stdout.strip() == "3.0"
 
 
+def test_the_installed_package_builds_the_scans_kernel_from_its_own_source(installed, tmp_path):
+    """fused.c ships in the package (package-data), so an installed attnviz builds the scan's CPU kernel."""
+    import os
+
+    from attnviz.models import fused
+
+    if fused.compiler() is None:
+        pytest.skip("no C compiler here to build the scan's kernel")
+    venv, elsewhere = installed
+    code = ("from attnviz.models import fused; print(fused.SOURCE); print(fused.library() is not None)")
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", code], cwd=elsewhere, capture_output=True, text=True,
+                         check=True, env={**os.environ, "ATTNVIZ_CACHE": str(tmp_path)}).stdout.splitlines()
+    assert out[0].startswith(str(venv)) and out == [out[0], "True"]
+    assert list((tmp_path / "kernels").glob("fused-*.so"))
+
+
 def test_the_command_has_help(installed):
     venv, elsewhere = installed
     out = subprocess.run([str(venv / "bin" / "attnviz"), "--help"], cwd=elsewhere, capture_output=True, text=True, check=True)

@@ -86,9 +86,9 @@ def _build() -> ctypes.CDLL | None:
 
     try:
         version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
+        key = [SOURCE.read_text(), " ".join(FLAGS), version, _processor(), *sorted(openmp_runtimes())]
     except (OSError, subprocess.SubprocessError):
         return None
-    key = [SOURCE.read_text(), " ".join(FLAGS), version, _processor(), *sorted(openmp_runtimes())]
     name = f"fused-{hashlib.sha256(chr(0).join(key).encode()).hexdigest()[:16]}.so"
     for folder in (cache_root() / "kernels", Path(tempfile.gettempdir()) / f"attnviz-kernels-{os.getuid()}"):
         try:

@@ -11,14 +11,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-typedef struct {
-    const float *scores;
-    float *exps, *best, *total, *moment, *sums;
-    int32_t *keys;
-    int64_t k, chunk, top, first, last;
-    float floor_, hidden;
-} job_t;
-
 /* The search for a row's strongest keys cuts its values into groups of 16 and keeps each group's largest: group g
    holds values 256·(g / 16) + g % 16 + 16·v, v = 0 … 15 (those below n), so that the maxima of 16 groups are one
    vector's lanes, each the largest of 16 vectors read in turn. */
@@ -68,11 +60,18 @@ static int64_t largest_within(const float *values, int64_t n, const int32_t *wit
     return held;
 }
 
+/* The room strongest() takes: each group's maximum, each group of groups' maximum, and the chosen maxima and
+   their two lists of groups (32-bit each), top apiece. */
+static int64_t room_size(int64_t k, int64_t top) {
+    const int64_t groups = LANES * ((k + SPAN - 1) / SPAN);
+    return groups + LANES * ((groups + SPAN - 1) / SPAN) + 3 * top;
+}
+
 /* A row's `top` strongest keys (k >= top, k a multiple of LANES), largest first. A key among them lies in one of the
    `top` groups with the largest maxima, and such a group in one of the `top` groups of groups with the largest
    maxima; so only those are searched, best first, and only values at least the least of the `top` maxima chosen
    (there are `top` values that large). Whatever the order of the scores (a head that reads the latest keys has them
-   rising), few values are put among the best. room: k / LANES + 2·LANES + k / SPAN + 3·top floats. */
+   rising), few values are put among the best. room: room_size(k, top) floats. */
 static void strongest(const float *s, int64_t k, int64_t top, float *best, int32_t *keys, float *room) {
     const int64_t groups = LANES * ((k + SPAN - 1) / SPAN), supers = LANES * ((groups + SPAN - 1) / SPAN);
     float *maxima = room, *super_maxima = maxima + groups, *chosen_best = super_maxima + supers;
@@ -98,7 +97,7 @@ int attnviz_block(const float *scores, int64_t count, int64_t k, int64_t chunk, 
     int failed = 0;
 #pragma omp parallel num_threads(threads < 1 ? 1 : threads) reduction(| : failed)
     {
-        float *room = malloc(sizeof(float) * (k / LANES + 2 * LANES + k / SPAN + 3 * top));
+        float *room = malloc(sizeof(float) * room_size(k, top));
         failed = room == 0;
 #pragma omp for schedule(static)
         for (int64_t row = 0; row < count; row++) {

@@ -256,7 +256,7 @@ def test_contributions_are_lm_tts_shares_written_out_on_a_one_layer_model(tmp_pa
     found = effects.contributions(model, "the dog was happy")
     block = model.weights.blocks[0]
     x = run.hidden[0].astype(np.float64)  # (n, d)
-    n, d, heads, dh = x.shape[0], 12, 2, 6
+    n, heads, dh = x.shape[0], 2, 6
     mean, var = x.mean(1, keepdims=True), x.var(1, keepdims=True)
     normed = (x - mean) / np.sqrt(var + 1e-5) * block.attention_norm.weight.numpy() + block.attention_norm.bias.numpy()
     value = normed @ block.w_value.numpy() + block.b_value.numpy()  # (n, d)

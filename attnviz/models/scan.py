@@ -191,7 +191,8 @@ class Summaries:
             else:
                 shares = (inverse[:, a:b].transpose(-2, -1) @ exps[:, a:b])[:, 0]  # (H, k): Σ over its queries of α
                 width = self.block
-            by_block = torch.nn.functional.pad(shares, (0, -shares.shape[-1] % width)).view(heads, -1, width).sum(-1)  # (H, ⌈k / block⌉)
+            padded = torch.nn.functional.pad(shares, (0, -shares.shape[-1] % width))  # (H, whole blocks · width)
+            by_block = padded.view(heads, -1, width).sum(-1)  # (H, ⌈k / block⌉)
             self.overview[:, (start + a) // self.block, : by_block.shape[-1]] = by_block[:, :count] / (b - a)
         first = (exps[..., 0] * inverse[..., 0])[:, 1 if start == 0 else 0:]  # (H, r or r − 1): α[q, 0], q ≥ 1
         self.first += first.sum(-1)
@@ -259,11 +260,13 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
         hide(arch, index, start, positions[start:stop], scores, n)
         exps = exps_buffer[: heads * r * k].view(heads, r, k)  # (H, r, k)
         if fused.usable(scores):
-            best, strongest, total, moment, sums = fused.block(scores, exps, summaries.top if summaries else 1, CHUNK,
-                                                               FLOOR)  # (H, r, top) × 2, (H, r, 1), (H, r), (H, r, k / CHUNK)
+            kept = summaries.top if summaries is not None else 1
+            # (H, r, top) × 2, (H, r, 1), (H, r), (H, r, k / CHUNK); exps written
+            best, strongest, total, moment, sums = fused.block(scores, exps, kept, CHUNK, FLOOR)
             top = summaries.note(start, best, strongest) if summaries is not None else best  # (H, r, 1)
         else:
-            top = summaries.strongest(start, scores) if summaries is not None else scores.amax(-1, keepdim=True)  # (H, r, 1)
+            top = (summaries.strongest(start, scores) if summaries is not None
+                   else scores.amax(-1, keepdim=True))  # (H, r, 1)
             shifted = scores.sub_(top)  # (H, r, k)
             if cpu:
                 shifted.clamp_(min=FLOOR)  # (H, r, k)

@@ -92,6 +92,8 @@ def test_the_kernel_runs_on_torchs_own_openmp_threads():
 
 
 def test_the_kernel_is_built_once_into_the_cache_and_a_missing_compiler_leaves_torchs_passes(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "temporary"))  # the fallback folder, here too
+    (tmp_path / "temporary").mkdir()
     monkeypatch.setenv(CACHE_SETTING, str(tmp_path))
     built = fused._build()
     assert built is not None
@@ -102,10 +104,9 @@ def test_the_kernel_is_built_once_into_the_cache_and_a_missing_compiler_leaves_t
     monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
     assert fused._build() is None
     monkeypatch.setenv("CC", "false")  # a compiler that fails
-    assert fused._build() is None and not list((tmp_path / "elsewhere").rglob("*.so"))
+    assert fused._build() is None
+    assert not list((tmp_path / "elsewhere").rglob("*.so")) and not list((tmp_path / "temporary").rglob("*.so"))
     monkeypatch.delenv("CC")
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "temporary"))
-    (tmp_path / "temporary").mkdir()
     (tmp_path / "a file").write_text("")
     monkeypatch.setenv(CACHE_SETTING, str(tmp_path / "a file"))  # a cache folder that cannot be made
     assert fused._build() is not None and len(list((tmp_path / "temporary").glob("attnviz-kernels-*/fused-*.so"))) == 1

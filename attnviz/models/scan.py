@@ -172,7 +172,7 @@ class Summaries:
         (H, r, k / CHUNK), each row's Z′ = Σ e^{s′} (H, r, 1), so that α = e^{s′} / Z′, Σ e^{s′} s′ (H, r) and its
         log-sum-exp (H, r). A learned sink's s′ (H, r, 1), where the model has one, is in Z′; the entropy counts it as
         one more outcome."""
-        heads, r, k = exps.shape
+        heads, r = exps.shape[:2]
         rows = slice(start, start + r)
         inverse = 1.0 / total  # (H, r, 1)
         entropy = torch.log(total[..., 0]) - moment * inverse[..., 0]  # (H, r): log Z′ − Σ α s′
@@ -182,15 +182,11 @@ class Summaries:
         strongest = torch.exp(self._top_scores.double() - normaliser[..., None])  # (H, r, top′)
         self.top_weights[:, rows, : strongest.shape[-1]] = strongest
         count = self.overview.shape[-1]
-        chunked = self.block % CHUNK == 0  # the overview's blocks of keys are whole chunks: from the chunks' sums
+        # the overview's blocks of keys from the chunks' sums where a block is whole chunks, else from each key's e^{s′}
+        summed, width = (sums, self.block // CHUNK) if self.block % CHUNK == 0 else (exps, self.block)
         for a in range(0, r, self.block):  # each block of the overview's queries in this block of queries
             b = min(r, a + self.block)
-            if chunked:
-                shares = (inverse[:, a:b].transpose(-2, -1) @ sums[:, a:b])[:, 0]  # (H, k / CHUNK)
-                width = self.block // CHUNK
-            else:
-                shares = (inverse[:, a:b].transpose(-2, -1) @ exps[:, a:b])[:, 0]  # (H, k): Σ over its queries of α
-                width = self.block
+            shares = (inverse[:, a:b].transpose(-2, -1) @ summed[:, a:b])[:, 0]  # (H, k / CHUNK or k): Σ_q α by column
             padded = torch.nn.functional.pad(shares, (0, -shares.shape[-1] % width))  # (H, whole blocks · width)
             by_block = padded.view(heads, -1, width).sum(-1)  # (H, ⌈k / block⌉)
             self.overview[:, (start + a) // self.block, : by_block.shape[-1]] = by_block[:, :count] / (b - a)

@@ -1,4 +1,5 @@
-"""A cache that holds at most a number of bytes, not a number of entries. No streamlit here.
+"""attnviz's caches: the folder on disk (cache_root), and a cache in memory that holds at most a number of bytes, not a
+number of entries. No streamlit here.
 
 A page's computed attention is 2 KB for a sentence and 130 MB for 4,096 tokens with eight heads, so a
 cache of "8 entries" could hold anything from nothing to gigabytes. This one evicts the least recently
@@ -7,9 +8,18 @@ used entries until the values it holds fit its budget.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any, Callable, Hashable
+
+CACHE_SETTING = "ATTNVIZ_CACHE"  # the environment variable that moves attnviz's disk cache
+
+
+def cache_root() -> Path:
+    """attnviz's folder on disk (de-quantized weights, head scores, compiled kernels, a class's SQLite store)."""
+    return Path(os.environ.get(CACHE_SETTING) or Path.home() / ".cache" / "attnviz")
 
 
 class ByteBudgetCache:

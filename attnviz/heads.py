@@ -506,7 +506,7 @@ def corpus_key(sentences: list[str] | None, probes: int, probe_pieces: int, seed
 def cache_path(model, sentences: list[str] | None = None, *, probes: int = PROBES, probe_pieces: int = PROBE_PIECES,
                seed: int = SEED, rows: str = "covered") -> Path:
     """Where the scores of `model` over this corpus are kept: ATTNVIZ_CACHE (default ~/.cache/attnviz)/heads/."""
-    from attnviz.models.gguf import cache_root
+    from attnviz.cache import cache_root
 
     name = "".join(c if c.isalnum() or c in "-_" else "_" for c in model.name)[:40]
     return cache_root() / "heads" / f"{name}-{model_key(model)}-{corpus_key(sentences, probes, probe_pieces, seed, rows)}.npz"

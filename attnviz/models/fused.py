@@ -82,7 +82,7 @@ def _build() -> ctypes.CDLL | None:
     cc = compiler()
     if cc is None:
         return None
-    from attnviz.models.gguf import cache_root
+    from attnviz.cache import cache_root
 
     try:
         version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout

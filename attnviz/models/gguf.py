@@ -22,18 +22,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attnviz.cache import CACHE_SETTING, cache_root  # noqa: F401 (gguf.cache_root: its old home)
 from attnviz.models.engine import Architecture, Block, Norm, Weights
 from attnviz.models.files import ModelError, check_budget, size_text
 from attnviz.models.model import Built
 
-CACHE_SETTING = "ATTNVIZ_CACHE"
 LAYER_NAMES = {"attention_norm": "attn_norm", "w_query": "attn_q", "w_key": "attn_k", "w_value": "attn_v",
                "w_out": "attn_output", "mlp_norm": "ffn_norm", "w_gate": "ffn_gate", "w_up": "ffn_up", "w_down": "ffn_down"}
 BIASES = {"b_query": "attn_q", "b_key": "attn_k", "b_value": "attn_v", "b_out": "attn_output"}
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_SETTING) or Path.home() / ".cache" / "attnviz")
 
 
 _DIGESTS: dict[tuple[str, int, int], str] = {}

@@ -1,0 +1,140 @@
+"""The class store's interface, the same tests against SQLite and a real redis-server."""
+
+import threading
+import time
+
+import pytest
+
+from attnviz.classroom import store as stores
+from attnviz.classroom.questions import Question
+from class_support import redis_server
+
+QUESTION = Question("s7-word", 7, "pick", "Which word?", ("a", "b", "c"), 1).full()
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    process, url = redis_server(tmp_path_factory.mktemp("redis"))
+    yield url
+    process.terminate()
+    process.wait(10)
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def make(request, tmp_path, redis_url_or_none):
+    """A function that opens the store under test (a second call: a second process's view of the same data)."""
+    if request.param == "sqlite":
+        path = tmp_path / "classes.sqlite"
+        opened = []
+        yield lambda: opened.append(stores.SQLiteStore(path)) or opened[-1]
+    else:
+        import redis
+
+        url = request.getfixturevalue("redis_url")
+        redis.Redis.from_url(url).flushdb()
+        opened = []
+        yield lambda: opened.append(stores.RedisStore(url)) or opened[-1]
+        for s in opened:
+            s.close()
+
+
+@pytest.fixture
+def redis_url_or_none():
+    return None
+
+
+def test_a_class_has_a_clear_code_and_a_long_secret(make):
+    store = make()
+    code, secret = store.create()
+    assert len(code) == 6 and set(code) <= set(stores.CODE_ALPHABET) and not set(code) & set("0O1IL2Z5S8B")
+    assert len(secret) >= 43  # 32 random bytes, base64: 256 bits
+    record = store.get(code.lower())  # a code typed in lower case finds the class
+    assert (record.state["step"], record.version, record.students) == (1, 0, 0)
+
+
+def test_only_the_secret_changes_the_class_and_each_change_counts(make):
+    store = make()
+    code, secret = store.create()
+    with pytest.raises(stores.ClassError) as refused:
+        store.act(code, "not the secret", step=5)
+    assert refused.value.status == 403 and store.get(code).state["step"] == 1
+    assert store.act(code, secret, step=5, view={"temp": 0.5}).version == 1
+    record = store.get(code)
+    assert record.state["step"] == 5 and record.state["view"] == {"temp": 0.5} and record.version == 1
+    with pytest.raises(stores.ClassError, match="Unknown field"):
+        store.act(code, secret, votes=1)
+
+
+def test_unknown_and_expired_codes_are_404(make):
+    store = make()
+    for code in ("ZZZZZZ", "AAAA", "", None, "ÄÄÄÄÄÄ"):
+        with pytest.raises(stores.ClassError) as error:
+            store.get(code)
+        assert error.value.status == 404
+    code, _ = store.create(now=time.time() - stores.LIFETIME - 1)  # started 12 hours ago
+    with pytest.raises(stores.ClassError, match="12 hours") as error:
+        store.get(code)
+    assert error.value.status == 404
+
+
+def test_answers_count_once_per_student_and_only_while_the_question_is_open(make):
+    store = make()
+    code, secret = store.create()
+    a, b = store.join(code), store.join(code)
+    with pytest.raises(stores.ClassError) as closed:
+        store.answer(code, a, "s7-word", 1)
+    assert closed.value.status == 409
+    store.act(code, secret, question=QUESTION)
+    store.answer(code, a, "s7-word", 0)
+    store.answer(code, a, "s7-word", 1)  # a changed mind replaces the first answer
+    store.answer(code, b, "s7-word", 2)
+    assert sorted(store.answers(code, "s7-word").values()) == [1, 2]
+    with pytest.raises(stores.ClassError) as stranger:
+        store.answer(code, "someone else's token", "s7-word", 1)
+    assert stranger.value.status == 403
+    store.act(code, secret, revealed=True)
+    with pytest.raises(stores.ClassError, match="revealed"):
+        store.answer(code, b, "s7-word", 1)
+    assert sorted(store.answers(code, "s7-word").values()) == [1, 2]
+    assert store.get(code).students == 2
+
+
+def test_a_second_process_sees_the_class_and_hears_its_changes(make):
+    """What a restarted server (SQLite) or another replica (Redis) finds: every answer kept, every change heard."""
+    first, second = make(), make()
+    heard = []
+    event = threading.Event()
+    second.listen(lambda code, version, seq: (heard.append((code, version)), event.set()))
+    code, secret = first.create()
+    student = first.join(code)
+    first.act(code, secret, question=QUESTION)
+    first.answer(code, student, "s7-word", 2)
+    assert second.answers(code, "s7-word") and second.get(code).state["question"]["id"] == "s7-word"
+    if isinstance(second, stores.RedisStore):  # SQLite's listeners are the writing process's own
+        assert event.wait(5) and any(c == code for c, _ in heard)
+    second.act(code, secret, step=9)
+    assert first.get(code).state["step"] == 9
+
+
+def test_the_caps_hold(make, monkeypatch):
+    store = make()
+    monkeypatch.setattr(stores, "MAX_CLASSES", 2)
+    monkeypatch.setattr(stores, "MAX_STUDENTS", 3)
+    code, _ = store.create()
+    store.create()
+    with pytest.raises(stores.ClassError, match="2 live classes") as many:
+        store.create()
+    assert many.value.status == 429
+    for _ in range(3):
+        store.join(code)
+    with pytest.raises(stores.ClassError, match="full") as full:
+        store.join(code)
+    assert full.value.status == 409 and store.get(code).students == 3
+
+
+def test_the_default_store_is_sqlite_in_the_cache_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNVIZ_CACHE", str(tmp_path))
+    monkeypatch.delenv(stores.STORE_SETTING, raising=False)
+    store = stores.open_store()
+    assert isinstance(store, stores.SQLiteStore) and store.path == tmp_path / "classes.sqlite"
+    assert store._db().execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -4,6 +4,7 @@ import streamlit as st
 from starlette.middleware import Middleware
 
 from appkit.beacon import ViewBeacon
+from attnviz.classroom.http import ClassRoutes
 from appkit.present import presenting, settings  # imported here, so before the warm-up's imports compete with it
 from appkit.warm import lifespan, wait_for_imports, while_loading
 
@@ -12,8 +13,9 @@ FAVICON = str(Path(__file__).with_name("favicon.png"))
 if __name__ != "__main__":
     # `streamlit run app.py` imports this file to find this App and serves it; each session then runs the file as
     # its script (as __main__). The lifespan loads torch and GloVe in a thread as the server starts; the
-    # middleware takes a heatmap's paused view without a page run (appkit/beacon).
-    app = st.App(__file__, lifespan=lifespan, middleware=[Middleware(ViewBeacon)])
+    # middleware takes a heatmap's paused view without a page run (appkit/beacon), and serves a live class's state,
+    # events and answers (attnviz.classroom.http).
+    app = st.App(__file__, lifespan=lifespan, middleware=[Middleware(ViewBeacon), Middleware(ClassRoutes)])
 else:
     # The tab's icon is a file of ours: a page's :material/ icon would be fetched from a font server as the favicon.
     st.set_page_config(page_title="attnviz", page_icon=FAVICON, layout="wide",

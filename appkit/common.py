@@ -153,12 +153,13 @@ def load_url_state(schema: dict[str, Param]) -> None:
         st.session_state[name] = value
 
 
-def save_url_state(schema: dict[str, Param], *, note: bool = True) -> None:
+def save_url_state(schema: dict[str, Param], *, note: bool = True, kept: dict[str, str] | None = None) -> None:
     """Mirror every control into the URL, so a copied link reproduces this view, and keep them for the
-    session (see load_url_state). `note`: say so where the text is too long for the link."""
+    session (see load_url_state). `note`: say so where the text is too long for the link. `kept`: other
+    parameters the link keeps (the class a student follows)."""
     values = {name: st.session_state.get(name, param.default) for name, param in schema.items()}
     st.session_state.setdefault(_SAVED, {})[page_id(schema)] = values
-    params = encode_params(values, schema)
+    params = {**(kept or {}), **encode_params(values, schema)}
     if st.session_state.get(PRESENT):
         params[PRESENT] = "1"
     if len(params.get("text", "")) > URL_TEXT_LIMIT:

@@ -1,10 +1,12 @@
-"""Lesson: the story of attention in twenty-one steps, one per screen, each a live figure with its formula.
+"""Lesson: the story of attention in twenty-one steps, one per screen, each a live figure with its formula, and a live
+class: the presenter's step on every student's page, a question per step, the concept quiz (appkit/classroom).
 
 Every step calls the same attnviz functions as the page it links to; the step is in the URL (?step=7).
 """
 
 import streamlit as st
 
+from appkit import classroom
 from appkit.common import load_url_state, save_url_state
 from appkit.lesson.common import COMPARE_NAMES, SCHEMA, STEP_COUNT
 from appkit.lesson.retrieval import exact_lookup, hard_retrieval, soft_retrieval, kernel_regression
@@ -55,7 +57,12 @@ def new_step() -> None:
         st.session_state[name] = SCHEMA[name].default
 
 
+if st.query_params.get(classroom.QUIZ) == "1":  # the concept quiz alone, from a link
+    classroom.solo_quiz()
+    st.stop()
+classroom.role()
 load_url_state(SCHEMA)
+class_slot = st.container()  # filled after the step: the presenter's questions come from the step's own numbers
 back, picker, forward_button = st.columns([1, 4, 1], vertical_alignment="bottom")
 back.button("Previous", icon=":material/arrow_back:", on_click=move, args=(-1,), disabled=st.session_state.step == 1,
             key="previous", width="stretch")
@@ -70,5 +77,7 @@ if draw in WIDE:
     text_column, figure_column = st.container(), st.container()
 else:
     text_column, figure_column = st.columns([1, 2] if draw in NARROW_TEXT else [2, 3], gap="large")
+st.session_state[classroom.OFFERED] = []
 draw(text_column, figure_column)
-save_url_state(SCHEMA)
+classroom.panel(class_slot, number, SCHEMA)
+save_url_state(SCHEMA, kept=classroom.kept_params())

@@ -11,6 +11,8 @@ from appkit.lesson.models import COPY_CUT, COPY_PIECES
 from appkit.common import md_escape
 from appkit.lesson.common import FIGURE_COLUMN, explore
 from appkit.model import example_document, example_needle, generation, importance_of, induction, model as loaded_model, probe_run
+from attnviz.classroom import questions
+from appkit.classroom import offer
 from appkit.present import chart
 
 DOG_PREFIX = "When he saw his owner, the dog was"  # our notes' sentence up to its blank
@@ -41,6 +43,7 @@ def off_step(text, figure):
         return
     names = ["the model", f"without layer {layer + 1}, head {head + 1}", f"without layer {layer + 1}, head {control + 1} (control)"]
     values = off.p
+    offer(questions.head_off(values))
     repeat = model.reader.labels([off.repeat])[0]
     chart(figure, figures.weight_bars(values, names, title=f"p(the repeat “{repeat}”) after the last piece",
                                       axis="probability", whole=True),
@@ -74,6 +77,7 @@ def importance_step(text, figure):
         text.info(str(error))
         return
     names = {k: v.split(" (")[0].split(" ‖")[0] for k, v in effects.MEASURES.items()}
+    offer(questions.importance(found.agreement, names))
     rows = {k: f"{names[k]} (ρ {'—' if r is None else f'{r:.2f}'})" for k, r in found.agreement.items()}
     data, drawn = figures.importance_data(found.measures, rows, found.tokens,
                                           title=f"Each piece's importance to the next piece “{found.target}”")
@@ -118,6 +122,7 @@ def write_step(text, figure):
     said = {name: model.tokenizer.decode(g.new_ids) for name, g in (("greedy", greedy), ("sampled", sampled))}
     text.markdown(f"Greedy: {DOG_PREFIX} **{md_escape(said['greedy'].strip())}**  \nSampled (seed {seed}): "
                   f"{DOG_PREFIX} **{md_escape(said['sampled'].strip())}**")
+    offer(questions.write(greedy.new_ids, sampled.new_ids))
     k = parting(greedy, sampled)
     if k is None:
         text.write(f"With seed {seed} the sampler drew the greedy piece at every step: at each one the most likely "
@@ -169,6 +174,7 @@ def needle_step(text, figure):
                "document goes into the K/V cache one block of queries at a time, and the model writes from there.")
     text.markdown(f"SmolLM2 writes: **{md_escape(written.text.strip())}**")
     scores = events / max(copied, 1)  # (L, H) this document's retrievals over the pieces copied
+    offer(questions.needle(events))
     strongest = long.strongest_heads(scores, NEEDLE_HEADS)
     values = np.array([scores[l, h] for l, h in strongest], np.float32)
     labels = [f"layer {l + 1}, head {h + 1}" for l, h in strongest]

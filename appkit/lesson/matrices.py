@@ -11,6 +11,8 @@ from attnviz.encdec import bmm_items, encoder_decoder, pad_batch, padding_mask
 from attnviz.export import Matrix
 from attnviz.selfattention import Config, run, steps
 from appkit.common import glove
+from attnviz.classroom import questions
+from appkit.classroom import offer
 from appkit.present import PRESENT, chart
 from appkit.lesson.common import FIGURE_COLUMN, SOURCE, TARGET, batch, draw_comparison, embedded_sentence, explore, sentence_input
 
@@ -29,6 +31,7 @@ def projections(text, figure):
     text.latex(r"\small (%d \times %d)(%d \times %d) + (1 \times %d) \to %d \times %d" % (n, d, d, dk, dk, n, dk))
     labels = figures.labels(embedded.tokens, embedded.oov)
     matrices = steps(view)[:4]  # X, Q, K, V
+    offer(questions.projections(n, d, matrices[1].matrix.shape))
     if st.session_state.get(PRESENT):  # Q, K, V in one row, X under them: two rows of 16 words at 16 px overflow 1080 px
         row = figure.columns(3)
         places = {1: (row[0], "third"), 2: (row[1], "third"), 3: (row[2], "third"), 0: (figure, FIGURE_COLUMN)}
@@ -53,6 +56,7 @@ def masks(text, figure):
         if embedded is not None:
             n = len(embedded.tokens)
             allowed = causal_mask(n, n).float().numpy()  # (n, n) 1 = may attend
+            offer(questions.masks(run(embedded.vectors, Config(mask="causal")).weights[0]))
             text.latex(r"M \in \{0,1\}^{T \times T} = %d \times %d" % (n, n))
             draw_comparison(st.session_state.text, Config(), Config(mask="causal"), figure)
             chart(text, figures.matrix_heatmap(allowed, embedded.tokens, embedded.tokens, width="third", height=440,
@@ -93,6 +97,9 @@ def encoder_decoder_step(text, figure):
     x_out, valid_out = pad_batch([target.vectors])
     views = encoder_decoder(x_in, valid_in, x_out, valid_out, scoring=scoring)
     t_in, t_out = len(source.tokens), len(target.tokens)
+    x_short, valid_short = pad_batch([target.vectors[:-1]])
+    shorter = encoder_decoder(x_in, valid_in, x_short, valid_short, scoring=scoring).cross  # (1, 1, T_out − 1, T_in)
+    offer(questions.encoder_decoder(views.cross.shape[-2], t_out, t_in, shorter.shape[-2]))
     text.latex(r"\text{mask } (B, 1, T_q, T_k):\ \text{encoder } (1, 1, %d, %d),\ \text{decoder } (1, 1, %d, %d),\ "
                r"\text{cross } (1, 1, %d, %d)" % (t_in, t_in, t_out, t_out, t_out, t_in))
     panels = figure.columns(3)
@@ -116,6 +123,7 @@ def batches_step(text, figure):
     item = text.select_slider("Batch item", list(range(B)), key="item")
     keys_t = x.transpose(1, 2)  # (B, d, T)
     product = bmm_items(x, keys_t)[item].numpy()  # (T, T)
+    offer(questions.batches(tuple(torch.bmm(x, keys_t).shape)))
     padded = tokens[item] + ["⟨pad⟩"] * (T - len(tokens[item]))
     gap = float((torch.bmm(x, keys_t)[item] - torch.from_numpy(product)).abs().max())
     text.caption(f"torch.bmm on the whole batch gives the same numbers for item {item}: largest difference {gap:.1e}.")

@@ -10,6 +10,8 @@ from attnviz import figures, models
 from attnviz.export import Matrix
 from attnviz.selfattention import Config, run
 from appkit.model import model as loaded_model, run as model_run
+from attnviz.classroom import questions
+from appkit.classroom import offer
 from appkit.present import chart
 from appkit.lesson.common import DOG, FIGURE_COLUMN, embedded_sentence, explore, sentence_input
 
@@ -24,6 +26,7 @@ def heads_step(text, figure):
         return
     heads = text.slider("Heads H", 1, 8, key="heads")
     view = run(embedded.vectors, Config(projection="random", heads=heads, d_k=16))
+    offer(questions.heads(view.weights))
     # Every head small (the patterns side by side), and the one chosen drawn with every word's label.
     chart(figure, figures.head_grid(view.weights, embedded.tokens, oov=embedded.oov, width=FIGURE_COLUMN, cols=5,
                                     labelled=False, panel_px=130), key="lesson_heads")
@@ -56,6 +59,7 @@ def trained_step(text, figure):
     head = right.selectbox("Head", list(range(1, 13)), key="head")
     labels = result.pieces.labels()
     weights = result.weights[layer - 1, head - 1]  # (n, n)
+    offer(questions.trained(weights, labels, len(labels) - 1, layer, head))
     chart(figure, figures.attention_heatmap(weights, labels, row_oov=result.pieces.unknown, title=f"Layer {layer}, head {head}",
                                             width=FIGURE_COLUMN),
           key="lesson_trained", matrix=Matrix(weights.copy(), labels, labels))
@@ -78,6 +82,7 @@ def decoder_step(text, figure):
         return
     probs = models.next_distribution(torch.from_numpy(result.next_logits)).numpy()  # (vocab,) softmax at T = 1
     top, names = models.top_pieces(loaded_model("smollm2"), probs, 8)
+    offer(questions.decoder(probs[top], names))
     chart(figure, figures.weight_bars(probs[top], names, title="The next piece: the 8 most likely (T = 1)", axis="probability"),
           key="lesson_decoder", matrix=Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"))
     labels = result.pieces.labels()
@@ -125,6 +130,7 @@ def copy_step(text, figure):
     labels = result.pieces.labels()
     pattern = heads.induction_pattern(ids)  # (n, n) the piece after an earlier copy of each piece
     on_pattern = heads.pattern_score(weights[None], pattern)
+    offer(questions.copy(weights, ids))
     chart(figure, figures.attention_heatmap(weights, labels, title=f"Layer {layer + 1}, head {head + 1}: the strongest "
                                             f"induction head (score {scores['induction'][layer, head]:.2f})",
                                             width=FIGURE_COLUMN, height=560, allowed=np.tril(np.ones(weights.shape, bool))),

@@ -12,6 +12,8 @@ from attnviz.pooling import TRUE_FUNCTIONS, nadaraya_watson, salary_data
 from attnviz.retrieval import exact_matches, retrieve, value_matrix
 from attnviz.selfattention import temperature_grid
 from appkit.common import md_escape
+from attnviz.classroom import questions
+from appkit.classroom import offer
 from appkit.present import chart
 from appkit.lesson.common import RECORDS, SIGMAS, explore
 
@@ -38,6 +40,7 @@ def exact_lookup(text, figure):
     query = text.text_input("Query", key="q", max_chars=40)
     keys, values, _ = surnames()
     found = exact_matches(query, keys, numeric=False)
+    offer(questions.exact_lookup(query, keys, values, found))
     if found:
         text.success(f"{md_escape(query)} → {md_escape(values[found[0]])}")
     else:
@@ -58,6 +61,7 @@ def hard_retrieval(text, figure):
     keys, values, matrix = surnames(without="Li")
     result = retrieve([query], keys, matrix, encoder="ngram", similarity="cosine", temperature=1.0)
     best = int(result.hard_weights[0].argmax())
+    offer(questions.hard_retrieval(query, keys, values, result.scores[0]))
     exact = md_escape(values[result.exact[0]]) if result.exact else "no answer"
     text.success(f"Exact: {exact}. Hard: {md_escape(keys[best])} → {md_escape(values[best])}")
     record_bars(figure, result.scores[0], query, keys, values, key="lesson_hard", title="Similarity a(q, k) of each key",
@@ -75,6 +79,7 @@ def soft_retrieval(text, figure):
     keys, values, matrix = surnames(without="Li")
     result = retrieve([st.session_state.q], keys, matrix, encoder="ngram", similarity="cosine", temperature=tau)
     weights = result.soft_weights[0]  # (N,)
+    offer(questions.soft_retrieval(result.scores[0]))
     spread = float(entropy(torch.from_numpy(weights)))
     text.latex(r"H(\alpha) = %.3f \le \ln %d = %.3f" % (spread, len(keys), np.log(len(keys))))
     text.caption("Entropy in nats: 0 for hard retrieval, ln N for the plain average.")
@@ -92,6 +97,7 @@ def kernel_regression(text, figure):
     text.latex(r"\alpha(q, x_j) = \mathrm{softmax}_j\Big(-\frac{(q - x_j)^2}{2\sigma^2}\Big)")
     sigma = text.select_slider("Bandwidth σ", SIGMAS, key="sigma")
     x, y = salary_data(40, 3000, "saturating", 0)
+    offer(questions.kernel_regression(x, y))
     grid = np.linspace(2.0, 4.0, 201)  # (G,)
     fitted, _ = nadaraya_watson(grid, x, y, "gaussian", sigma)
     prediction, weights = nadaraya_watson(np.array([3.5]), x, y, "gaussian", sigma)

@@ -7,11 +7,13 @@ import torch
 
 from attnviz import figures
 from attnviz.attention import FORMULAS, attend, make_scorer
-from attnviz.embeddings import tokenize
+from attnviz.embeddings import embed, tokenize
 from attnviz.export import Matrix
 from attnviz.pooling import dot_variance
 from attnviz.selfattention import Config, run
-from appkit.common import clicked, position_select
+from appkit.common import clicked, glove, position_select
+from attnviz.classroom import questions
+from appkit.classroom import offer
 from appkit.present import chart
 from appkit.lesson.common import DIMS, FIGURE_COLUMN, MAX_TOKENS, draw_comparison, embedded_sentence, explore, sentence_input
 
@@ -32,6 +34,7 @@ def similarity_functions(text, figure):
     rows, cols = [f"q{i}" for i in range(5)], [f"k{j}" for j in range(7)]
     results = [attend(query, key, torch.eye(7), scoring=make_scorer(name, 8, 8, seed=seed)) for name in LESSON_SCORERS]
     panels = [(name.replace("_", " "), r.weights.numpy(), r.scores.numpy()) for name, r in zip(LESSON_SCORERS, results)]  # (5, 7) each
+    offer(questions.similarity_functions([p[0] for p in panels], [p[1] for p in panels]))
     chart(figure, figures.panel_grid(panels, rows, cols, scale="absolute", width=FIGURE_COLUMN, cols=2, panel_px=200),
           key="lesson_scores", matrix=Matrix(np.concatenate([p[1] for p in panels]),
                                              [f"{name} {r}" for name, *_ in panels for r in rows], cols))
@@ -46,6 +49,9 @@ def why_sqrt_d(text, figure):
     text.latex(r"\mathrm{Var}(q^\top k) = d")
     text.latex(r"\Rightarrow\ \mathrm{Var}\big(q^\top k/\sqrt d\big) = 1")
     sentence = sentence_input(text)
+    words = tokenize(sentence)
+    if 1 <= len(words) <= MAX_TOKENS:
+        offer(questions.why_sqrt_d(embed(words, glove()).vectors))
     variance = variance_samples()  # (len(DIMS),)
     chart(text, figures.variance_against_d(DIMS, variance), key="lesson_variance",
           matrix=Matrix(variance[:, None], [str(d) for d in DIMS], ["variance"], corner="d \\ measured"))
@@ -72,6 +78,7 @@ def self_attention(text, figure):
     query = position_select(text, "Query word", embedded.tokens, "query")
     view = run(embedded.vectors, Config())
     weights = view.weights[0]  # (n, n)
+    offer(questions.self_attention(weights, embedded.tokens, query))
     chart(text, figures.weight_bars(weights[query], embedded.tokens, oov=embedded.oov, title=f"What {embedded.tokens[query]!r} looks at"),
           key="lesson_row", matrix=Matrix(weights[query][None].copy(), [embedded.tokens[query]], embedded.tokens))
 
@@ -103,6 +110,8 @@ def order_matters(text, figure):
         figure.info(f"Type a sentence of 2 to {MAX_TOKENS} words.")
         return
     config = Config(positions="sinusoidal" if with_positions else "none")
+    forward, backward = (run(embed(w, glove()).vectors, config).weights[0] for w in (words, words[::-1]))  # (n, n) each
+    offer(questions.order_matters(forward, backward, with_positions))
     draw_comparison(" ".join(words), config, config, figure, b_sentence=" ".join(reversed(words)))
     with text:
         explore("self_attention", "Self-attention", "Reorder your own sentence")

@@ -8,6 +8,8 @@ from attnviz.export import Matrix
 from appkit.common import md_escape
 from appkit.lesson.models import copying_head
 from appkit.lesson.common import FIGURE_COLUMN, explore
+from attnviz.classroom import questions
+from appkit.classroom import offer
 from appkit.present import chart
 
 
@@ -41,6 +43,7 @@ def why_step(text, figure):
                f"“{md_escape(labels[key])}”, weight {result.weights[layer, head, query, key]:.2f}, score "
                f"{found.score:.2f}. " + found.sentence(types))
     textbook = top_key.startswith("L") and "H" in top_key and previous[tuple(int(x) for x in top_key[1:].split("H"))] >= 0.3
+    offer(questions.why(textbook))
     text.write("The textbook story, that an earlier previous-piece head writes into each key which piece came before "
                "it, so the query finds the key whose predecessor matches it, "
                + ("is what the measurement finds here: the key side's largest part is such a head." if textbook else

@@ -15,6 +15,19 @@ export function el(tag, attrs = {}, text) {
   return node;
 }
 
+/** Tell the page that a person changed a heatmap's view (a presenter's page sends it to the class: classroom.mjs). */
+export function announce(root, view) {
+  root.dispatchEvent(new CustomEvent("attnviz:view", { bubbles: true, detail: { ...view } }));
+}
+
+/** The names of `view` that `current` has, with a query kept below `rows`: what a followed view may change. */
+export function followed(current, view, rows) {
+  const taken = {};
+  for (const [name, value] of Object.entries(view || {})) if (name in current) taken[name] = value;
+  if ("query" in taken) taken.query = Math.min(Math.max(Number(taken.query) || 0, 0), rows - 1);
+  return taken;
+}
+
 /** The bytes of Python's base64: the browser's own decoder where it has one (Chromium 140 and later), else atob's
  * characters copied in a plain loop (an atlas's megabyte took 46 ms through Uint8Array.from with a mapping function). */
 export function bytesOf(base64) {

@@ -5,7 +5,7 @@
 // Its parts are objects it owns: Drawing (heatmap_draw.mjs), Toolbar (heatmap_toolbar.mjs), Inspector
 // (heatmap_inspector.mjs) and Export (heatmap_export.mjs). The heatmap keeps the state and hands each call on to its part.
 
-import { el, float32Of, short } from "./draw.mjs";
+import { announce, el, float32Of, followed, short } from "./draw.mjs";
 import { CONTROLS, Drawing, MASK_NAMES, SYNC_MS } from "./heatmap_draw.mjs";
 import { Export } from "./heatmap_export.mjs";
 import { Inspector } from "./heatmap_inspector.mjs";
@@ -47,6 +47,15 @@ export class Heatmap {
     this.figure.addEventListener("keydown", (e) => this.key(e));
     this.resize = new ResizeObserver(() => this.layout() && this.draw());
     this.resize.observe(root);
+    if (!this.owner) root.attnvizFollow = (view) => this.follow(view);
+  }
+
+  /** A class's view (the presenter's), applied here without telling the host: a student's page follows it. */
+  follow(view) {
+    if (!this.data) return;
+    Object.assign(this.view, followed(this.view, view, this.data.row_start + this.data.n));
+    this.syncToolbar();
+    this.update(performance.now(), false);
   }
 
   // ------------------------------------------------------------ data and state
@@ -101,6 +110,7 @@ export class Heatmap {
     this.recompute();
     this.draw();
     if (byPerson) {
+      if (!this.owner) announce(this.root, this.view);
       // From the input event to the frame that shows the change: the task after that frame's rendering.
       requestAnimationFrame(() => setTimeout(() => this.timings.push(performance.now() - started), 0));
       clearTimeout(this.timer);

@@ -1,6 +1,6 @@
 // The interactive heatmap's Compare A | B: two Heatmaps side by side on one colour scale, and B − A (Difference).
 
-import { el } from "./draw.mjs";
+import { announce, el, followed } from "./draw.mjs";
 import { Heatmap } from "./heatmap.mjs";
 import { MASK_NAMES, SHARED, SYNC_MS } from "./heatmap_draw.mjs";
 import { difference, formatG, topWeight } from "./weights.mjs";
@@ -95,6 +95,18 @@ export class Compare {
       this.alignToolbars();
     });
     this.resize.observe(host);
+    host.attnvizFollow = (view) => this.follow(view);
+  }
+
+  /** A class's view (A's names, B's as b_temp, b_hard, b_mask), applied without telling the host. */
+  follow(view) {
+    if (!this.sides[0].data) return;
+    const [a, b] = this.sides;
+    const forB = Object.fromEntries(Object.entries(view || {}).filter(([name]) => name.startsWith("b_")).map(([name, v]) => [name.slice(2), v]));
+    Object.assign(a.view, followed(a.view, view, a.data.n));
+    Object.assign(b.view, followed(b.view, { ...("query" in (view || {}) ? { query: view.query } : {}), ...forB }, b.data.n));
+    this.sides.forEach((side) => side.syncToolbar());
+    this.redraw();
   }
 
   load(data, setStateValue) {
@@ -134,6 +146,7 @@ export class Compare {
   /** A change on one side: the shared names go to the other side too; everything is redrawn; Python hears after the pause. */
   changed(panel, patch, started) {
     Object.assign(panel.view, patch);
+    announce(this.host, this.state());
     const shared = Object.entries(patch).filter(([name]) => SHARED.includes(name));
     for (const side of this.sides) {
       if (side === panel) continue;

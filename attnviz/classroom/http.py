@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import threading
 import time
 from collections import OrderedDict, deque
@@ -26,7 +27,7 @@ from collections import OrderedDict, deque
 from attnviz.classroom import live
 from attnviz.classroom.questions import Question
 from attnviz.classroom.quiz import PHASES, QuizError, load as load_quiz
-from attnviz.classroom.store import MAX_STUDENTS, ClassError, ClassStore, open_store
+from attnviz.classroom.store import MAX_STUDENTS, ClassError, ClassStore, shared_store
 
 PATH = "/_attnviz/class"
 BODY_LIMIT = 4096  # bytes a POST may carry
@@ -74,8 +75,16 @@ class Broker:
         return live.public_state(self.store, self.store.get(code))
 
     async def poll(self) -> None:
+        ticks = 0
         while True:
-            await asyncio.sleep(POLL_S)
+            await asyncio.sleep(POLL_S / 4)
+            if server_exiting():  # end every stream, or the server would wait for them before it stops
+                for streams in self.streams.values():
+                    for stream in streams:
+                        stream.end()
+            ticks += 1
+            if ticks % 4:
+                continue
             for code in list(self.streams):
                 try:
                     record = await asyncio.to_thread(self.store.get, code)
@@ -107,7 +116,12 @@ class Stream:
         self.tally = tally
         self.version = None
         self.latest = None
+        self.ended = False
         self.ready = asyncio.Event()
+
+    def end(self) -> None:
+        self.ended = True
+        self.ready.set()
 
     def offer(self, state: dict | None) -> None:
         if state is not None and not self.tally and state["version"] == self.version:
@@ -152,7 +166,7 @@ class ClassRoutes:
     @property
     def store(self) -> ClassStore:
         if self._store is None:
-            self._store = open_store()
+            self._store = shared_store()
         return self._store
 
     def broker(self) -> Broker:
@@ -259,6 +273,9 @@ class ClassRoutes:
                     await send({"type": "http.response.body", "body": b": keepalive\n\n", "more_body": True})
                     continue
                 stream.ready.clear()
+                if stream.ended:  # the server is stopping: the page's EventSource reconnects to the next one
+                    await send({"type": "http.response.body", "body": b"retry: 1000\n\n", "more_body": False})
+                    return
                 state = stream.latest
                 if state is None:  # the class ended
                     await send({"type": "http.response.body", "body": b"event: ended\ndata: {}\n\n", "more_body": False})
@@ -304,6 +321,14 @@ def checked_changes(body: dict) -> dict:
             raise ClassError(400, f"Unknown field {name[:20]!r}.")
         changes[name] = value
     return changes
+
+
+def server_exiting() -> bool:
+    """Whether the server that runs this app was told to stop: uvicorn's signal handler belongs to its Server, whose
+    should_exit turns true, while it waits for open responses (these streams) to end before it stops."""
+    handler = signal.getsignal(signal.SIGTERM)
+    server = getattr(handler, "__self__", None)
+    return bool(getattr(server, "should_exit", False))
 
 
 async def disconnected(receive) -> None:

@@ -412,6 +412,20 @@ class RedisStore(ClassStore):
         self.redis.close()
 
 
+_shared: ClassStore | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_store() -> ClassStore:
+    """This process's one store (open_store()), for the app's pages and its HTTP routes alike: a change a page makes
+    reaches the event streams through the same listeners."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = open_store()
+        return _shared
+
+
 def open_store(setting: str | None = None) -> ClassStore:
     """The store `setting` (default: ATTNVIZ_CLASS_STORE) names: redis://… for Redis, else a SQLite file's path, or
     classes.sqlite in attnviz's cache folder."""

@@ -38,3 +38,4 @@ from attnviz.figures.charts import (  # noqa: F401
     bars_data, weight_bars, SCATTER_PLOT_PX, LABEL_PLACES, place_labels, pca_scatter, entropy_against_tau, bandwidth_training,
     pooling_regression, variance_against_d,
 )
+from attnviz.figures.classroom import quiz_figures  # noqa: F401,E402

@@ -1,0 +1,175 @@
+"""Each lesson step's questions: the truth against the step's computation written out (numpy, GloVe), and the quiz
+file's schema, scores and normalised gain."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from attnviz.classroom import questions as q
+from attnviz.classroom import quiz as quizzes
+from attnviz.embeddings import tokenize
+from attnviz.pooling import salary_data
+from attnviz.retrieval import PRESETS, retrieve, value_matrix
+
+DOG = "When he saw his owner, the dog was happy, so he wagged his tail"
+
+
+def softmax(s):
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def rows(glove, text):
+    words = tokenize(text)
+    return words, np.stack([glove[w] for w in words]).astype(np.float64)  # (n, 50)
+
+
+def test_steps_1_to_3_retrieval(glove):
+    records = PRESETS["Surnames → first names"][0]
+    keys, values = [k for k, _ in records], [v for _, v in records]
+    (exact,) = q.exact_lookup("Li", keys, values, [keys.index("Li")])
+    assert exact.options[int(exact.answer)] == "Li → Mu"
+    (none,) = q.exact_lookup("Lu", keys, values, [])
+    assert none.options[int(none.answer)] == "no record"
+    kept = [(k, v) for k, v in records if k != "Li"]
+    keys, values = [k for k, _ in kept], [v for _, v in kept]
+    result = retrieve(["Li"], keys, value_matrix(values, "text")[0], encoder="ngram", similarity="cosine", temperature=1.0)
+    (hard,) = q.hard_retrieval("Li", keys, values, result.scores[0])
+    assert hard.options[int(hard.answer)] == "Lipton → Zachary"  # "Li" is most like "Lipton"
+    cold, hot = q.soft_retrieval(result.scores[0])
+    assert cold.options[int(cold.answer)] == "all of it on the most similar key"
+    assert hot.options[int(hot.answer)] == "equal on every record"
+    (tied,) = q.soft_retrieval(np.array([0.5, 0.5, 0.1]))[:1]  # two best keys tie: neither takes it all
+    assert tied.options[int(tied.answer)] == "about as they are at τ = 1"
+
+
+def test_step_4_a_wide_kernel_predicts_the_mean():
+    x, y = salary_data(40, 3000, "saturating", 0)
+    (wide,) = q.kernel_regression(x, y)
+    assert wide.options[int(wide.answer)] == "the mean of all 40 salaries"
+
+
+def test_steps_5_to_8_against_the_formulas(glove):
+    sharp, flat = np.array([[0.97, 0.01, 0.02]]), np.array([[0.3, 0.4, 0.3]])
+    (peaked,) = q.similarity_functions(["flat", "sharp"], [flat, sharp])
+    assert peaked.answer == 1
+    words, x = rows(glove, DOG)
+    scale, total = q.why_sqrt_d(x)
+    plain, scaled = softmax(x @ x.T), softmax(x @ x.T / math.sqrt(50))
+    entropy = lambda w: float(-(w * np.log(np.maximum(w, 1e-300))).sum(-1).mean())  # noqa: E731
+    assert scale.options[int(scale.answer)] == ("more peaked than with √d" if entropy(plain) < entropy(scaled) else "flatter than with √d")
+    assert total.correct(1.0) and not total.correct(2.0) and total.kind == "number"
+    query = words.index("happy")
+    (word, row_sum) = q.self_attention(scaled, words, query)
+    assert word.answer == int(np.argmax(scaled[query])) and row_sum.correct(1.0)
+    assert word.options[query] == "happy" and "he (#2)" in word.options  # a repeated word names its position
+    back = scaled[::-1, ::-1].copy()  # the reversed sentence's weights without positions: P α Pᵀ
+    (same,) = q.order_matters(scaled, back, positions=False)
+    assert same.answer == 0
+    (other,) = q.order_matters(scaled, softmax(np.random.default_rng(0).normal(size=scaled.shape)), positions=True)
+    assert other.answer == 1
+
+
+def test_steps_9_to_13_shapes_and_counts():
+    (shape,) = q.projections(16, 50, (16, 4))
+    assert shape.options[int(shape.answer)] == "16 × 4"
+    n = 6
+    causal = np.tril(np.full((n, n), 1.0 / n))
+    (zeros,) = q.masks(causal)
+    assert zeros.answer == n * (n - 1) / 2 and zeros.correct(15) and not zeros.correct(14)
+    (rows_,) = q.encoder_decoder(7, 7, 7, 6)
+    assert rows_.answer == 0
+    (t,) = q.batches((3, 9, 9))
+    assert t.answer == 9
+    w = np.stack([np.full((4, 4), 0.25), np.eye(4)])
+    (head,) = q.heads(w)
+    assert head.answer == 1
+
+
+def test_steps_14_to_21_from_their_runs():
+    w = np.array([[1.0, 0, 0], [0.9, 0.1, 0], [0.2, 0.7, 0.1]])
+    (piece,) = q.trained(w, ["a", "b", "c"], 2, 1, 3)
+    assert piece.options[int(piece.answer)] == "b"
+    probs, names = np.array([0.1, 0.5, 0.2]), [" sad", " happy", " tired"]
+    (nxt,) = q.decoder(probs, names)
+    assert nxt.options[int(nxt.answer)] == " happy" and list(nxt.options) == [" happy", " sad", " tired"]
+    ids = [5, 6, 7, 5, 6, 7]
+    induction = np.zeros((6, 6))
+    induction[0, 0] = induction[1, 0] = induction[2, 0] = 1
+    induction[3, 1], induction[4, 2], induction[5, 0] = 1, 1, 1  # 3 → 1, 4 → 2: the piece after the first copy
+    (copy,) = q.copy(induction, ids)
+    assert copy.options[int(copy.answer)] == "at the piece after that piece's first occurrence"
+    (off,) = q.head_off(np.array([0.8, 0.1, 0.7]))
+    assert off.answer == 0
+    (agrees,) = q.importance({"raw": 0.2, "rollout": None, "grad": 0.6}, {"raw": "raw attention"})
+    assert agrees.options[int(agrees.answer)] == "grad" and len(agrees.options) == 2
+    (part,) = q.write([1, 2, 3, 4], [1, 2, 9, 4])
+    assert part.answer == 3 and q.write([1, 2], [1, 2]) == []
+    events = np.zeros((4, 5))
+    events[1, 2] = 3
+    (share,) = q.needle(events)
+    assert share.answer == 5.0 and share.correct(9.9) and not share.correct(10.1)
+    assert q.why(True)[0].answer == 0 and q.why(False)[0].answer == 1
+
+
+def test_an_answer_is_checked_against_its_question():
+    pick = q.Question("x", 1, "pick", "p", ("a", "b"), 1)
+    number = q.Question("y", 1, "number", "p", (), 1.0, 0.1)
+    for bad in (True, "1", None, 2, -1, 0.5, [1]):
+        with pytest.raises(ValueError):
+            pick.check(bad)
+    for bad in (float("nan"), float("inf"), 1e300, "3"):
+        with pytest.raises(ValueError):
+            number.check(bad)
+    assert pick.check(1.0) == 1 and number.check(3) == 3.0
+    assert "answer" not in pick.public() and pick.full()["answer"] == 1
+
+
+def test_the_built_in_quiz_covers_the_lesson_and_its_options_are_shuffled():
+    quiz = quizzes.load()
+    assert 10 <= len(quiz.items) <= 12
+    assert {"what τ does", "why scores are divided by √d", "a large weight is not importance"} <= {i.topic for i in quiz.items}
+    assert len({i.right for i in quiz.items}) > 1  # the file lists the right answer first; the pages do not
+    for item in quiz.items:
+        assert item.shown[item.right] == item.options[item.answer]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.update(schema="x"), "Field 'schema'"),
+    (lambda d: d["items"][2].pop("prompt"), "Item 3 ('hard-soft'): field 'prompt'"),
+    (lambda d: d["items"][0].update(answer=9), "Item 1 ('row-sum'): field 'answer'"),
+    (lambda d: d["items"][1].update(options=["only one"]), "Item 2 ('sqrt-d'): field 'options'"),
+    (lambda d: d["items"][3].update(id="row-sum"), "Item 4 ('row-sum'): field 'id' repeats"),
+    (lambda d: d["items"][4].update(colour="red"), "Item 5 ('tau'): unknown field 'colour'"),
+    (lambda d: d.update(items=[]), "Field 'items'"),
+])
+def test_a_malformed_quiz_file_names_the_item_and_the_field(change, message):
+    data = quizzes.load().to_dict()
+    change(data)
+    with pytest.raises(quizzes.QuizError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        quizzes.loads(json.dumps(data))
+    for bad in (b"\xff\xfe{", b"not json", b"[1, 2]", b"x" * (quizzes.FILE_LIMIT + 1)):
+        with pytest.raises(quizzes.QuizError):
+            quizzes.loads(bad)
+
+
+def test_the_normalised_gain_over_the_students_who_took_both():
+    quiz = quizzes.load()
+    right = {i.id: i.right for i in quiz.items}
+    wrong = {i.id: (i.right + 1) % len(i.options) for i in quiz.items}
+    ids = [i.id for i in quiz.items]
+    half = {k: (right if n < len(ids) // 2 else wrong)[k] for n, k in enumerate(ids)}
+    rows = [(f"quiz:pre:{k}", "s1", v) for k, v in wrong.items()]  # s1: 0% → 100%
+    rows += [(f"quiz:post:{k}", "s1", v) for k, v in right.items()]
+    rows += [(f"quiz:pre:{k}", "s2", v) for k, v in half.items()]  # s2: 50% → 50%
+    rows += [(f"quiz:post:{k}", "s2", v) for k, v in half.items()]
+    rows += [(f"quiz:pre:{k}", "s3", v) for k, v in right.items()]  # s3 took only the pre-test: not counted
+    found = quizzes.results(quiz, rows)
+    pre, post = (0 + 50) / 2, (100 + 50) / 2
+    assert found.matched == 2 and found.pre_mean == pytest.approx(pre) and found.post_mean == pytest.approx(post)
+    assert found.gain == pytest.approx((post - pre) / (100 - pre))
+    assert found.items[ids[0]] == (pytest.approx(2 / 3), 1.0)  # s2 and s3 right before; s1 and s2 after
+    assert quizzes.results(quiz, []).gain is None
+    assert quizzes.answers_csv(rows).splitlines()[0] == "question,student,answer"

@@ -143,25 +143,34 @@ def publish(record, held: dict, step: int, schema: dict) -> None:
     st.session_state[PUBLISHED] = (record.code, step, params)
 
 
+PRESENTER_PANEL_PX = 22  # the projector's type (appkit.present's PRESENTER_CSS)
+
+
 def presenter(where, record, held: dict) -> None:
+    """The projector's class panel: the join code, link and QR code, the live count and answers, the step's questions;
+    the quiz, the presenter link and leaving fold into an expander."""
     join, teach = links(record.code, held["secret"])
+    presenting = st.session_state.get(PRESENT)
     with where.container(border=True):
-        code_column, qr_column, live_column = st.columns([2, 1, 3], vertical_alignment="center")
-        code_column.markdown(f"### Join: **{record.code}**")
-        code_column.caption(f"Open {join} on a phone, or scan the code.")
-        qr_column.image(qr_png(join), width=180, caption="Scan to join")
+        code_column, qr_column, live_column = st.columns([2, 1, 4], vertical_alignment="center")
+        code_column.markdown(f"# {record.code}")
+        code_column.caption(f"Join code · {join}")
+        if urllib.parse.urlsplit(join).hostname in ("localhost", "127.0.0.1", "::1", "0.0.0.0"):
+            code_column.caption("Students' devices cannot reach this machine as localhost: start the app with "
+                                "`--server.address 0.0.0.0` and open it by this machine's network address.")
+        qr_column.image(qr_png(join), width=130 if presenting else 110)
         with live_column:
             _mount(_panel, {"role": "presenter", "code": record.code, "url": url(), "secret": held["secret"],
                             "step": record.state["step"], "params": record.state["params"],
-                            "font_px": CHART_FONT_PX if st.session_state.get(PRESENT) else 14}, key="class_live")
+                            "font_px": PRESENTER_PANEL_PX if presenting else 15}, key="class_live")
         questions(record, held)
-        quiz_controls(record, held)
-        with st.expander("Presenter link (keep it private)"):
-            st.caption("It reopens this class as its presenter on another device.")
+        with st.expander("The class: concept quiz, presenter link, leave", expanded=bool(record.state.get("quiz"))):
+            quiz_controls(record, held)
+            st.caption("The presenter link (keep it private) reopens this class as its presenter on another device.")
             st.code(teach, language=None)
-        st.button("Leave the class", key="class_leave", on_click=lambda: st.session_state.pop(ROLE, None),
-                  help="This screen stops driving the class; the class stays open for 12 hours, and the presenter link "
-                       "takes it back.")
+            st.button("Leave the class", key="class_leave", on_click=lambda: st.session_state.pop(ROLE, None),
+                      help="This screen stops driving the class; the class stays open for 12 hours, and the presenter "
+                           "link takes it back.")
 
 
 def act(code: str, secret: str, **changes) -> None:
@@ -177,6 +186,7 @@ def questions(record, held: dict) -> None:
     columns = st.columns(max(1, len(offered)) + 2)
     for i, question in enumerate(offered):
         columns[i].button(f"Ask: {md_escape(question.prompt)}", key=f"class_ask_{question.id}", width="stretch",
+                          help=md_escape(question.prompt),
                           on_click=act, args=(record.code, held["secret"]), kwargs={"question": question.full()},
                           type="primary" if open_question and open_question.id == question.id else "secondary")
     if open_question is not None:
@@ -195,22 +205,22 @@ def current_quiz() -> quizzes.Quiz:
 
 def quiz_controls(record, held: dict) -> None:
     phase = record.state.get("quiz")
-    with st.expander(f"Concept quiz{f': the {phase}-test is open' if phase else ''}", expanded=bool(phase)):
-        left, middle, right = st.columns(3)
-        for column, name in ((left, "pre"), (middle, "post")):
-            column.button(f"Open the {name}-test", key=f"class_quiz_{name}", disabled=phase == name, width="stretch",
-                          on_click=act, args=(record.code, held["secret"]),
-                          kwargs={"quiz": name, "quiz_items": current_quiz().to_dict(), "question": None})
-        right.button("Close the test", key="class_quiz_close", disabled=not phase, width="stretch",
-                     on_click=act, args=(record.code, held["secret"]), kwargs={"quiz": None})
-        upload = st.file_uploader("Your own quiz (JSON, docs/pages.md#teach-a-class)", type=["json"], key="class_quiz_file")
-        if upload is not None:
-            try:
-                st.session_state[QUIZ_FILE] = quizzes.loads(upload.getvalue()).to_dict()
-                st.caption(f"Your quiz: {len(current_quiz().items)} items.")
-            except quizzes.QuizError as error:
-                st.error(f"This quiz file cannot be used. {error}")
-        results(record)
+    st.markdown(f"**Concept quiz**{f': the {phase}-test is open' if phase else ''}")
+    left, middle, right = st.columns(3)
+    for column, name in ((left, "pre"), (middle, "post")):
+        column.button(f"Open the {name}-test", key=f"class_quiz_{name}", disabled=phase == name, width="stretch",
+                      on_click=act, args=(record.code, held["secret"]),
+                      kwargs={"quiz": name, "quiz_items": current_quiz().to_dict(), "question": None})
+    right.button("Close the test", key="class_quiz_close", disabled=not phase, width="stretch",
+                 on_click=act, args=(record.code, held["secret"]), kwargs={"quiz": None})
+    upload = st.file_uploader("Your own quiz (JSON: docs/pages.md#teach-a-class)", type=["json"], key="class_quiz_file")
+    if upload is not None:
+        try:
+            st.session_state[QUIZ_FILE] = quizzes.loads(upload.getvalue()).to_dict()
+            st.caption(f"Your quiz: {len(current_quiz().items)} items.")
+        except quizzes.QuizError as error:
+            st.error(f"This quiz file cannot be used. {error}")
+    results(record)
 
 
 def results(record) -> None:

@@ -220,10 +220,11 @@ export class ClassPanel {
       const most = Math.max(1, ...bars.map((b) => b.count));
       bars.forEach((bar, i) => {
         const row = box.appendChild(el("div", { class: "av-class-bar" }));
-        row.appendChild(el("span", { class: "av-class-label" }, bar.label));
+        const right = s.truth && s.question.kind !== "number" && i === s.truth.answer;
+        row.appendChild(el("span", { class: "av-class-label" }, right ? `✓ ${bar.label}` : bar.label));
         const fill = row.appendChild(el("span", { class: "av-class-fill" }));
         fill.style.width = `${(100 * bar.count) / most}%`;
-        if (s.truth && s.question.kind !== "number" && i === s.truth.answer) fill.classList.add("av-class-right");
+        if (right) fill.classList.add("av-class-right");
         row.appendChild(el("span", { class: "av-class-n" }, String(bar.count)));
       });
       if (s.truth) {

@@ -81,6 +81,9 @@ def test_steps_9_to_13_shapes_and_counts():
     assert zeros.answer == n * (n - 1) / 2 and zeros.correct(15) and not zeros.correct(14)
     (rows_,) = q.encoder_decoder(7, 7, 7, 6)
     assert rows_.answer == 0
+    weights = np.array([[0.5, 0.5, 0.0], [0.3, 0.7, 0.0], [0.4, 0.6, 0.0]])  # key 2 is padding
+    (pad,) = q.padding(weights, np.array([True, True, False]))
+    assert pad.answer == 0 and pad.correct(0) and not pad.correct(0.1)
     (t,) = q.batches((3, 9, 9))
     assert t.answer == 9
     w = np.stack([np.full((4, 4), 0.25), np.eye(4)])
@@ -106,7 +109,8 @@ def test_steps_14_to_21_from_their_runs():
     (agrees,) = q.importance({"raw": 0.2, "rollout": None, "grad": 0.6}, {"raw": "raw attention"})
     assert agrees.options[int(agrees.answer)] == "grad" and len(agrees.options) == 2
     (part,) = q.write([1, 2, 3, 4], [1, 2, 9, 4])
-    assert part.answer == 3 and q.write([1, 2], [1, 2]) == []
+    (same,) = q.write([1, 2], [1, 2])
+    assert part.answer == 3 and same.options[int(same.answer)] == "no"
     events = np.zeros((4, 5))
     events[1, 2] = 3
     (share,) = q.needle(events)

@@ -144,3 +144,16 @@ def test_lesson_needle_step_scores_the_heads_as_transformers_attentions_do(smoll
         layer, head = (int(v) for v in re.search(r"layer (\d+), head (\d+)", label).groups())
         assert abs(value - scores[layer - 1, head - 1]) <= 1e-6, label
     assert max(shown.values()) == pytest.approx(scores.max())
+
+
+@pytest.mark.parametrize("step", range(1, 22))
+def test_every_lesson_step_offers_a_class_question_whose_answer_is_an_option(step):
+    """A presenter can ask each of the 21 steps something (appkit.classroom.offer, called with the step's numbers)."""
+    params = {"step": str(step)} | ({"mask": "padding"} if step == 10 else {})
+    at = run_page("lesson.py", params)
+    assert not at.exception, at.exception
+    offered = at.session_state["_class_offered"]
+    assert offered and all(q.step == step for q in offered)
+    for question in offered:
+        assert question.kind == "number" or 0 <= question.answer < len(question.options)
+        assert "answer" not in question.public()

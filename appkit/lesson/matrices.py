@@ -81,6 +81,7 @@ def draw_batch_mask(text, figure) -> list[int]:
     result = attend(x, x, x, mask=padding_mask(valid, valid)[:, 0])  # weights (B, T, T)
     padded = tokens[1] + ["⟨pad⟩"] * (T - len(tokens[1]))
     weights = result.weights[1].numpy()  # (T, T)
+    offer(questions.padding(weights, valid[1].numpy()))
     chart(figure, figures.attention_heatmap(weights, padded, title=f"Sentence 1, padded to {T}: padding columns get 0", scale="max",
                                             width=FIGURE_COLUMN),
           key="lesson_padded", matrix=Matrix(weights, padded, padded))

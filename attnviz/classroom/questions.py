@@ -192,6 +192,14 @@ def masks(causal_weights: np.ndarray) -> list[Question]:
                      explain=f"Every cell above the diagonal: n(n − 1)/2 = {n * (n - 1) // 2}.")]
 
 
+def padding(weights: np.ndarray, valid: np.ndarray) -> list[Question]:
+    """weights (T, T) of one padded sentence and valid (T,): the largest weight a real word gives a padding key."""
+    w, real = np.asarray(weights), np.asarray(valid, bool)
+    largest = float(w[np.ix_(real, ~real)].max()) if (~real).any() else 0.0
+    return [Question("s10-padding", 10, "number", "What weight does a real word give to a padding position?", (),
+                     largest, 0.001, explain="Exactly 0: the padding mask sets those scores to −∞ before the softmax.")]
+
+
 CROSS_OPTIONS = ("one per target word (the decoder's queries)", "one per source word (the encoder's keys)")
 
 
@@ -288,7 +296,8 @@ def importance(agreement: dict[str, float | None], names: dict[str, str]) -> lis
 def write(greedy_ids: list[int], sampled_ids: list[int]) -> list[Question]:
     parting = next((k for k, (a, b) in enumerate(zip(greedy_ids, sampled_ids)) if a != b), None)
     if parting is None:
-        return []
+        return [Question("s19-same", 19, "choice", "Do the greedy and the sampled text differ anywhere?", ("yes", "no"),
+                         1, explain="Not with this seed: the sampler drew the most likely piece at every step.")]
     return [Question("s19-part", 19, "number", "At which step do the greedy and the sampled text first choose "
                      "different pieces?", (), float(parting + 1), 0,
                      explain=f"Step {parting + 1}: before it the sampler drew the most likely piece each time.")]

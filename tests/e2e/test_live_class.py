@@ -125,3 +125,65 @@ def test_a_presenter_drives_three_students_who_answer_and_see_the_reveal(browser
         for c in contexts:
             c.close()
         process.terminate()
+
+
+ONE_HOT = """() => { const roots = Array.from(document.querySelectorAll('.av-compare .av-root'));
+    if (!roots.length || !roots[0].attnviz) return null;
+    return roots[0].attnviz.weights().every(row => Math.max(...row) === 1); }"""
+
+
+def start_class(page, url: str, step: int) -> str:
+    page.goto(f"{url}/lesson?present=1&step={step}")
+    settle(page)
+    page.get_by_role("button", name="Start a class").click()
+    settle(page)
+    return re.search(r"/lesson\?class=([A-Z0-9]{6})", page.get_by_text("Join code").first.inner_text()).group(1)
+
+
+def take_quiz(page, phase: str, answers: dict) -> None:
+    page.locator(".av-class-quiz").wait_for(timeout=20_000)
+    for item, index in answers.items():
+        page.locator(f'input[name="quiz-{phase}-{item}"][value="{index}"]').check()
+    page.get_by_role("button", name="Send my answers").click()
+    page.get_by_text(f"Sent: {len(answers)} of").wait_for(timeout=10_000)
+
+
+def test_the_presenters_heatmap_view_reaches_the_students_and_the_quiz_measures_the_gain(browser, classroom):
+    from attnviz.classroom import quiz as quizzes
+
+    url, _, _ = classroom
+    contexts = [browser.new_context(viewport={"width": 1280, "height": 800}) for _ in range(3)]
+    try:
+        teacher, *students = [c.new_page() for c in contexts]
+        code = start_class(teacher, url, 6)  # step 6: Compare A | B, drawn in the browser
+        for page in students:
+            page.goto(f"{url}/lesson?class={code}")
+            following(page, 6)
+            assert wait_for(page, ONE_HOT, lambda v: v is not None) is False  # soft weights to begin with
+        teacher.locator(".av-compare .av-root").first.locator("label.av-control", has_text="Hard").locator("input").check()
+        for page in students:  # applied in each student's page, with no rerun
+            assert wait_for(page, ONE_HOT, lambda v: v is True)
+        assert state(url, code)["view"]["hard"] is True
+
+        quiz = quizzes.load()
+        right = {item.id: item.right for item in quiz.items}
+        wrong = {item.id: (item.right + 1) % len(item.options) for item in quiz.items}
+        teacher.get_by_text("The class: concept quiz").click()
+        teacher.get_by_role("button", name="Open the pre-test").click()
+        settle(teacher)
+        take_quiz(students[0], "pre", wrong)  # 0 % before
+        take_quiz(students[1], "pre", right)  # 100 % before
+        teacher.get_by_role("button", name="Open the post-test").click()
+        settle(teacher)
+        take_quiz(students[0], "post", right)
+        take_quiz(students[1], "post", right)
+        teacher.get_by_role("button", name="Close the test").click()
+        settle(teacher)
+        # pre 50 %, post 100 % over the 2 who took both: ⟨g⟩ = (100 − 50) / (100 − 50) = 1
+        teacher.get_by_text("Normalised gain ⟨g⟩ = 1.00 over the 2 students").wait_for(timeout=20_000)
+        assert teacher.get_by_role("button", name="Answers (CSV, anonymous)").count() == 1
+        for page in [teacher, *students]:
+            assert exceptions(page) == []
+    finally:
+        for c in contexts:
+            c.close()

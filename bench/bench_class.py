@@ -97,7 +97,8 @@ class Class:
     def __init__(self):
         self.sent: dict[int, float] = {}  # version → when the presenter's POST was sent
         self.follow: list[float] = []  # seconds, per student per change
-        self.answers: dict[str, list[float]] = {}  # question → each accepted answer's POST start, in order of answer
+        self.answers: dict[str, list[float]] = {}  # question → each accepted answer's POST start
+        self.first: dict[str, dict[str, float]] = {}  # question → student → their first accepted answer's POST start
         self.answer_latency: list[float] = []
         self.projector: list[tuple[float, str, int]] = []  # (time, question id, answered)
         self.posted: dict[str, set[str]] = {}  # question → students whose answer got a 200
@@ -153,6 +154,7 @@ async def class_student(url: str, code: str, k: int, klass: Class, stop_at: floa
                 status, answer = await request(url, "POST", f"{base}/answer",
                                                {"student": token, "question": qid, "value": choice})
                 if status == 200:
+                    klass.first.setdefault(qid, {}).setdefault(token, started)
                     klass.posted.setdefault(qid, set()).add(token)
                     klass.answers.setdefault(qid, []).append(started)
                 else:
@@ -161,12 +163,11 @@ async def class_student(url: str, code: str, k: int, klass: Class, stop_at: floa
 
 
 def answer_latencies(klass: Class) -> list[float]:
-    """Each question's n-th distinct answer against the first projector event counting n answers."""
+    """Each question's n-th student to answer against the first projector event that counts n students."""
     out = []
-    for qid, posted in klass.answers.items():
-        firsts = sorted(posted)[:len(klass.posted.get(qid, ()))]  # one per student: the first of each counts
+    for qid, firsts in klass.first.items():
         shown = [(at, n) for at, q, n in klass.projector if q == qid]
-        for n, started in enumerate(sorted(firsts), 1):
+        for n, started in enumerate(sorted(firsts.values()), 1):
             seen = next((at for at, count in shown if count >= n), None)
             if seen is not None:
                 out.append(seen - started)

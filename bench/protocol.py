@@ -84,6 +84,7 @@ class Session:
     def __init__(self, socket, query: str):
         self.socket, self.query = socket, query
         self.page = ""  # the page's script hash, learnt from the server's navigation message
+        self.cookie = ""  # a balancer's cookie, sent with the page's POSTs
         self.widgets: dict[str, Widget] = {}
         self.cache: dict[str, ForwardMsg] = {}
         self.elements: list[tuple[str, object]] = []  # (type, element) of the last run, for the caller to inspect
@@ -96,6 +97,10 @@ class Session:
         socket = await websockets.connect(stream, subprotocols=["streamlit"], max_size=None, open_timeout=timeout,
                                           ping_interval=None)
         session = cls(socket, query)
+        # A balancer's cookie (HAProxy's ATTNVIZ_REPLICA, set on the websocket's handshake): the page's own POSTs carry
+        # it, as a browser's do, so they reach the replica that holds the session.
+        cookies = socket.response.headers.get_all("Set-Cookie") if socket.response else []
+        session.cookie = "; ".join(c.split(";", 1)[0] for c in cookies)
         return session, await session.rerun(timeout=timeout)
 
     async def close(self) -> None:
@@ -139,7 +144,8 @@ class Session:
         try:
             async with asyncio.timeout(timeout):
                 reader, writer = await asyncio.open_connection(host, int(port or 80))
-                writer.write(f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+                cookie = f"Cookie: {self.cookie}\r\n" if self.cookie else ""
+                writer.write(f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n{cookie}"
                              f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
                 await writer.drain()
                 answer = await reader.read()

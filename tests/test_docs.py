@@ -86,7 +86,12 @@ def test_torchs_cpu_build_is_its_own_step_from_its_own_index_alone():
     assert lines == ["--index-url https://download.pytorch.org/whl/cpu", f"{torch}+cpu"]
     assert not any("extra-index-url" in (ROOT / name).read_text() for name in ("requirements.txt", "requirements-dev.txt"))
     readme = (ROOT / "README.md").read_text()
-    assert "pip install -r requirements-torch-cpu.txt" in readme.split("```")[0]  # said before the app's command
+    # --no-deps: where PyTorch's index serves torch alone, its dependencies (filelock, …) must come from PyPI, in the
+    # next step; every command that installs the file says so (a step without it failed on "filelock").
+    assert "pip install --no-deps -r requirements-torch-cpu.txt" in readme.split("```")[0]  # said before the app's command
+    for path in (ROOT / "README.md", ROOT / "docs" / "gpu.md", ROOT / "requirements-torch-cpu.txt"):
+        for command in re.findall(r"pip install[^`\n]*requirements-torch-cpu\.txt", path.read_text()):
+            assert "--no-deps" in command, (path.name, command)
     install = readme[readme.index("## Install the package"):]
     assert install.index("requirements-torch-cpu.txt") < install.index('pip install -c requirements.txt')
 

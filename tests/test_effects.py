@@ -439,3 +439,18 @@ def test_bad_input_gets_a_clear_message(folders, loaded):
         effects.importance(model, "a")
     with pytest.raises(effects.EffectsError, match="No piece"):
         effects.head_effects(loaded["bert"], TEXT, piece=500)
+
+
+def test_a_control_head_is_drawn_among_the_untyped_heads():
+    ids = [5, 6, 7, 5, 6, 7]
+    n = len(ids)
+    uniform = np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None]  # (n, n) no type
+    previous = np.eye(n, k=-1)
+    previous[0, 0] = 1
+    sink = np.zeros((n, n))
+    sink[:, 0] = 1
+    weights = np.stack([uniform, previous, sink, uniform])  # (4, n, n)
+    assert effects.typed_heads(weights, ids) == {1, 2}
+    drawn = {effects.control_head(0, 4, seed, {1, 2}) for seed in range(50)}
+    assert drawn == {3}  # neither the head turned off nor a typed one
+    assert effects.control_head(0, 3, 0, {1, 2}) in {1, 2}  # every other head typed: drawn from them all

@@ -132,8 +132,15 @@ def test_lesson_17_turns_the_induction_head_off_beside_a_control(smollm2):
     probe = heads.probes(smollm2, 1, COPY_PIECES, 1000)[0]
     pieces = heads.cut_short(smollm2, probe, cut=COPY_CUT)
     expected = heads.repeats_predicted(smollm2, smollm2.run_pieces(pieces), probe.lead, COPY_PIECES)[2]
-    control = effects.control_head(head, smollm2.heads, CONTROL_SEED)
-    assert control != head
+    intact = smollm2.run_pieces(pieces)
+    typed = effects.typed_heads(intact.weights[layer], intact.pieces.ids)
+    control = effects.control_head(head, smollm2.heads, CONTROL_SEED, typed)
+    assert control != head and control not in typed
+    ids, n = intact.pieces.ids, len(intact.pieces.ids)
+    for name, pattern in (("previous", heads.previous_pattern(n)), ("duplicate", heads.duplicate_pattern(ids)),
+                          ("induction", heads.induction_pattern(ids)), ("sink", heads.column_pattern(n, 0, 1))):
+        share = heads.pattern_score(intact.weights[layer, control][None].astype(np.float64), pattern)[0]
+        assert share < effects.ablation.TYPED[name]  # the control follows no known type on this sequence
     p = [float(torch.softmax(torch.from_numpy(r.next_logits).double(), -1)[expected]) for r in (
         smollm2.run_pieces(pieces), effects.ablate(smollm2, pieces, [(layer, head)]),
         effects.ablate(smollm2, pieces, [(layer, control)]))]

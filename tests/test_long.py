@@ -171,3 +171,18 @@ def test_bad_input_gets_a_message(folders, tmp_path):
         long.needle(t5, lengths=[200], depths=[0.5])
     with pytest.raises(models.ModelError, match="reads at most 1,100 pieces"):
         long.write(model, long.haystack(model, 1090, 0.5, "12345").pieces, 20)
+
+
+def test_an_upload_is_read_as_utf8_or_utf16_with_its_mark_and_refused_with_a_reason_otherwise():
+    from attnviz.long import read_text
+
+    text = "The pass key is 48213. Ünïcode — 你好"
+    for data in (text.encode("utf-8"), text.encode("utf-8-sig"), text.encode("utf-16"), text.encode("utf-16-be")
+                 .join([b"\xfe\xff", b""])):
+        assert read_text(data) == text
+    with pytest.raises(ValueError, match="zero bytes"):
+        read_text(b"\x89PNG\r\n\x1a\n\x00\x00")
+    with pytest.raises(ValueError, match="UTF-16 text but cannot be read"):
+        read_text(b"\xff\xfe\x00\xd8")  # a lone surrogate
+    with pytest.raises(ValueError, match="not UTF-8"):
+        read_text(b"caf\xe9")

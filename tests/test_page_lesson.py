@@ -157,3 +157,13 @@ def test_every_lesson_step_offers_a_class_question_whose_answer_is_an_option(ste
     for question in offered:
         assert question.kind == "number" or 0 <= question.answer < len(question.options)
         assert "answer" not in question.public()
+    said = " ".join(m.value for m in at.markdown)  # classroom text: no file of ours, no "our notes"
+    assert "docs/" not in said and "our notes" not in said and ".md" not in said
+
+
+def test_the_first_pages_banner_counts_the_lessons_steps():
+    from appkit.lesson.common import STEP_COUNT
+
+    at = run_page("self_attention.py")
+    banner = next(m.value for m in at.markdown if "New to attention?" in m.value)
+    assert f"Lesson: {STEP_COUNT} short steps" in banner

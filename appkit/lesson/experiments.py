@@ -15,14 +15,15 @@ from attnviz.classroom import questions
 from appkit.classroom import offer
 from appkit.present import chart
 
-DOG_PREFIX = "When he saw his owner, the dog was"  # our notes' sentence up to its blank
+DOG_PREFIX = "When he saw his owner, the dog was"  # the dog sentence (step 7's) up to its blank
 CONTROL_SEED = 7
 
 
 def off_step(text, figure):
     text.write("Step 16 found a head that looks at the piece after an earlier copy. Does the model **need** it? Turn it "
                "off: its output αV is set to 0 before W_o, and the model runs on. As a control, turn off another head "
-               "of the same layer, chosen at random.")
+               "of the same layer, chosen at random among those with no known type on this sequence (none that looks "
+               "at the previous piece, an earlier copy, the piece after one, or the first piece).")
     text.latex(r"\begin{gathered}\alpha V \to 0 \text{ in head } h \\ \Delta = \log p\,'(\text{repeat}) - "
                r"\log p(\text{repeat})\end{gathered}")
     seed = text.selectbox("Random sequence", list(range(10)), key="copyseed", format_func=lambda s: f"seed {s}")
@@ -30,7 +31,9 @@ def off_step(text, figure):
         model = loaded_model("smollm2")
         scores, _ = induction("smollm2")
         layer, head = (int(v) for v in np.unravel_index(np.argmax(scores["induction"]), scores["induction"].shape))
-        control = effects.control_head(head, model.heads, CONTROL_SEED + seed)
+        intact = probe_run("smollm2", COPY_PIECES, 1000 + seed, False, COPY_CUT)[1]
+        typed = effects.typed_heads(intact.weights[layer], intact.pieces.ids)
+        control = effects.control_head(head, model.heads, CONTROL_SEED + seed, typed)
         runs = tuple(probe_run("smollm2", COPY_PIECES, 1000 + seed, False, COPY_CUT,
                                None if removed is None else effects.Ablation(((layer, removed),)))
                      for removed in (None, head, control))
@@ -65,8 +68,8 @@ def off_step(text, figure):
 
 
 def importance_step(text, figure):
-    text.write("A weight says where a head looks. Does the prediction depend on what it looks at? Take our notes' "
-               "sentence up to its blank and rank its pieces six ways; then **knock each piece out**: block every "
+    text.write("A weight says where a head looks. Does the prediction depend on what it looks at? Take the dog "
+               "sentence of step 7 up to its blank and rank its pieces six ways; then **knock each piece out**: block every "
                "edge into it from the other pieces, in every layer, and measure how far log p of the model's next "
                "piece moves. That is occlusion, the ground truth here.")
     text.latex(r"\begin{gathered}o_j = |\log p(t) - \log p(t \mid \text{no } {\to}\, j)| \\ "
@@ -105,7 +108,7 @@ def parting(greedy, sampled) -> int | None:
 
 
 def write_step(text, figure):
-    text.write(f"Let the model write {WRITE_STEPS} pieces after our notes' sentence, twice. **Greedy** takes the most "
+    text.write(f"Let the model write {WRITE_STEPS} pieces after the dog sentence, twice. **Greedy** takes the most "
                "likely piece at every step. **Sampled** draws each piece from the distribution, with T = 1 and the "
                "50 most likely pieces whose mass reaches 0.95 kept. Each new piece is one more query row per head, "
                "computed from the K/V cache of the pieces before it.")
@@ -189,7 +192,7 @@ def needle_step(text, figure):
     text.write(f"While it copied {copied} pieces of the needle, {retrieving} of its {events.size} heads looked, at least "
                f"once, straight at the very piece being copied, inside the needle (Wu et al., 2024, call them retrieval "
                f"heads); layer {l + 1}, head {h + 1} did so for {best:.0%} of them. The needle is {len(needle)} of the "
-               f"{n} pieces. Measured on 15 documents of 1,000 to 4,000 pieces (docs/benchmarks.md): 12 keys came back; "
+               f"{n} pieces. Measured on 15 documents of 1,000 to 4,000 pieces: 12 keys came back; "
                "with the 8 strongest retrieval heads turned off, none; with 8 random heads of the same layers turned "
                "off, all 15.")
     with text:

@@ -32,7 +32,7 @@ from attnviz.effects.interventions import (  # noqa: F401
     engine_model, pairs, pieces_of, removed, renormalised,
 )
 from attnviz.effects.ablation import (  # noqa: F401
-    COPY_ROWS, EveryHead, HeadOff, ablate, control_head, every_head, head_effects, head_off, knock_out, layer_chunks,
+    COPY_ROWS, EveryHead, HeadOff, ablate, control_head, typed_heads, every_head, head_effects, head_off, knock_out, layer_chunks,
     log_prob, output_vector, staircase, turn_head_off, with_logits,
 )
 from attnviz.effects.routes import (  # noqa: F401

@@ -161,9 +161,33 @@ class HeadOff:
     hits: list[tuple[int, int]]  # for the same three runs: second-copy positions whose top prediction is the repeat, of how many
 
 
-def control_head(head: int, heads: int, seed: int) -> int:
-    """A head of the same layer other than `head`, drawn with `seed`: the control."""
-    others = [h for h in range(heads) if h != head]
+# The share of its weight a head puts on a known pattern of the sequence for it to have that type there. A trained
+# model's heads all park some weight on the first piece (SmolLM2's induction layer: 0.38 to 1.00 over its nine heads),
+# so a sink is a head that puts nearly all of it there.
+TYPED = {"previous": 0.3, "duplicate": 0.3, "induction": 0.3, "sink": 0.8}
+
+
+def typed_heads(weights: np.ndarray, ids: list[int], thresholds: dict[str, float] = TYPED) -> set[int]:
+    """The heads of one layer, weights (H, n, n) on the pieces `ids`, that follow a known type there: the previous
+    piece, an earlier duplicate, the piece after an earlier copy (induction) or the first piece (a sink)."""
+    from attnviz import heads as types
+
+    n = len(ids)
+    patterns = {"previous": types.previous_pattern(n), "duplicate": types.duplicate_pattern(ids),
+                "induction": types.induction_pattern(ids), "sink": types.column_pattern(n, 0, 1)}
+    typed: set[int] = set()
+    for name, pattern in patterns.items():
+        scores = types.pattern_score(np.asarray(weights, np.float64), pattern)  # (H,) or None
+        if scores is not None:
+            typed |= {int(h) for h in np.flatnonzero(scores >= thresholds[name])}
+    return typed
+
+
+def control_head(head: int, heads: int, seed: int, exclude=()) -> int:
+    """A head of the same layer other than `head`, drawn with `seed` among those not in `exclude` (the layer's typed
+    heads: a control that is itself a sink or a copying head controls for nothing); from all the others where every
+    one is excluded."""
+    others = [h for h in range(heads) if h != head and h not in exclude] or [h for h in range(heads) if h != head]
     return others[np.random.default_rng(seed).integers(len(others))]
 
 
@@ -183,13 +207,13 @@ def turn_head_off(model, layer: int, head: int, *, seed: int = 1000, length: int
                   control_seed: int = 7) -> HeadOff:
     """Lesson step 17 for any decoder attnviz computes: `length` random pieces repeated (seeded, the second copy
     `cut` pieces short), run with every head, without layer `layer`'s head `head`, and without a control head of
-    the same layer drawn with `control_seed`."""
+    the same layer with no known type on the sequence (typed_heads), drawn with `control_seed`."""
     from attnviz.heads import cut_short, probes
 
     model = engine_model(model, "turning a head off")
     probe = probes(model, 1, length, seed)[0]
     pieces = cut_short(model, probe, cut=cut)
-    control = control_head(head, model.heads, control_seed)
-    runs = tuple(model.run_pieces(pieces, intervention=None if h is None else Ablation(((layer, h),)))
-                 for h in (None, head, control))
+    intact = model.run_pieces(pieces)
+    control = control_head(head, model.heads, control_seed, typed_heads(intact.weights[layer], intact.pieces.ids))
+    runs = (intact, *(model.run_pieces(pieces, intervention=Ablation(((layer, h),))) for h in (head, control)))
     return head_off(model, probe, runs, layer, head, control)

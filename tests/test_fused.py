@@ -5,13 +5,17 @@ keeps."""
 
 import os
 import subprocess
+import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 import torch
 
 from attnviz.models import fused
 from attnviz.models.gguf import CACHE_SETTING
+
+ROOT = Path(__file__).resolve().parents[1]
 
 LOWEST = torch.finfo(torch.float32).min
 FLOOR = -80.0
@@ -81,14 +85,49 @@ def test_the_kernel_fills_whole_blocks_of_a_scan_shape():
     best, keys, total, _, sums = fused.block(scores, exps, 8, 64, FLOOR)
     assert torch.equal(best, torch.topk(scores, 8, -1).values)
     assert torch.allclose(total, exps.double().sum(-1, keepdim=True).float(), rtol=1e-6)
-    assert torch.allclose(sums.sum(-1, keepdim=True), total, rtol=1e-6)
+    chunks = exps.double().view(9, 128, 8192 // 64, 64).sum(-1)  # (H, r, k / 64): each chunk's Σ e^{s′}, by torch
+    assert torch.allclose(sums.double(), chunks, rtol=1e-5)
 
 
-def test_the_kernel_runs_on_torchs_own_openmp_threads():
-    """Linked to the OpenMP runtime torch loaded: no second runtime, whose threads would meet torch's on the cores."""
-    before = fused.openmp_runtimes()
-    assert fused.library() is not None and before
-    assert fused.openmp_runtimes() == before
+def in_a_fresh_process(script: str, tmp_path, **env) -> str:
+    """What `script` prints, run in a new Python process with attnviz's cache in tmp_path (a kernel built there)."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, CACHE_SETTING: str(tmp_path), **env})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
+def test_the_kernel_runs_on_torchs_own_openmp_threads(tmp_path):
+    """Linked to the OpenMP runtime torch loaded: after loading the kernel, a fresh process holds one runtime, torch's,
+    and no second one whose threads would meet torch's on the cores."""
+    out = in_a_fresh_process("import torch\nfrom attnviz.models import fused\nbefore = fused.openmp_runtimes()\n"
+                             "assert fused.library() is not None\nprint(len(before), len(fused.openmp_runtimes()))", tmp_path)
+    assert out == "1 1"
+
+
+def test_loading_the_kernel_leaves_denormals_on(tmp_path):
+    """Built without torch's runtime (the fallback link), the kernel must not link crtfastmath.o (-ffast-math at the
+    link), whose constructor sets flush-to-zero for the whole process: the smallest normal double / 4 stays above 0."""
+    script = ("from attnviz.models import fused\nfused.openmp_runtimes = lambda: set()  # the fallback build\n"
+              "tiny = 2.2250738585072014e-308\nassert tiny / 4 != 0.0\nassert fused.library() is not None\n"
+              "print(tiny / 4 != 0.0)")
+    assert in_a_fresh_process(script, tmp_path) == "True"
+
+
+def test_the_boundary_to_c_checks_what_it_hands_over():
+    scores = rows("random", 2, 4, 64)
+    exps = torch.empty_like(scores)
+    for bad_top in (0, -1, True, 2.0):
+        with pytest.raises(ValueError, match="top must be at least 1"):
+            fused.block(scores, exps, bad_top, 64, FLOOR)
+    with pytest.raises(ValueError, match="float32"):
+        fused.block(scores.double(), exps, 4, 64, FLOOR)
+    with pytest.raises(ValueError, match="contiguous"):
+        fused.block(scores.transpose(0, 1), exps, 4, 64, FLOOR)
+    with pytest.raises(ValueError, match="exps must be contiguous, of shape"):
+        fused.block(scores, exps[:, :2], 4, 64, FLOOR)
+    with pytest.raises(ValueError, match="whole chunks"):
+        fused.block(scores, exps, 4, 0, FLOOR)
 
 
 def test_the_kernel_is_built_once_into_the_cache_and_a_missing_compiler_leaves_torchs_passes(tmp_path, monkeypatch):

@@ -23,7 +23,10 @@ from pathlib import Path
 import torch
 
 SOURCE = Path(__file__).with_name("fused.c")
-FLAGS = ("-O3", "-ffast-math", "-fopenmp", "-march=native", "-fPIC")
+FLAGS = ("-O3", "-ffast-math", "-fopenmp", "-march=native", "-fPIC")  # compiling only
+# Linking takes none of FLAGS' -ffast-math: with it, GCC links crtfastmath.o, whose constructor turns denormals off
+# (flush to zero) for the whole process that loads the library.
+LINK = ("-shared", "-fopenmp")
 SETTING = "ATTNVIZ_FUSED"  # "0": never build or use the kernel
 
 _lock = threading.Lock()
@@ -57,11 +60,11 @@ def _compile(cc: str, target: Path) -> None:
     with tempfile.TemporaryDirectory(dir=target.parent) as folder:  # then renamed: a whole file or none
         built, objects = Path(folder) / target.name, Path(folder) / "fused.o"
         run = dict(capture_output=True, timeout=120, check=True)
+        subprocess.run([cc, *FLAGS, "-c", "-o", str(objects), str(SOURCE)], **run)
         if runtime:
-            subprocess.run([cc, *FLAGS, "-c", "-o", str(objects), str(SOURCE)], **run)
             subprocess.run([cc, "-shared", "-o", str(built), str(objects), runtime[0], "-lm"], **run)
         else:
-            subprocess.run([cc, *FLAGS, "-shared", "-o", str(built), str(SOURCE), "-lm"], **run)
+            subprocess.run([cc, *LINK, "-o", str(built), str(objects), "-lm"], **run)
         os.replace(built, target)
 
 
@@ -86,7 +89,7 @@ def _build() -> ctypes.CDLL | None:
 
     try:
         version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
-        key = [SOURCE.read_text(), " ".join(FLAGS), version, _processor(), *sorted(openmp_runtimes())]
+        key = [SOURCE.read_text(), " ".join(FLAGS), " ".join(LINK), version, _processor(), *sorted(openmp_runtimes())]
     except (OSError, subprocess.SubprocessError):
         return None
     name = f"fused-{hashlib.sha256(chr(0).join(key).encode()).hexdigest()[:16]}.so"
@@ -125,14 +128,27 @@ def usable(scores: torch.Tensor) -> bool:
             and library() is not None)
 
 
+def checked(name: str, tensor, dims: int, shape: tuple | None = None) -> None:
+    """What the C code reads or writes through a pointer: float32 on the CPU, contiguous, of the shape it assumes."""
+    if not isinstance(tensor, torch.Tensor) or tensor.device.type != "cpu" or tensor.dtype != torch.float32:
+        raise ValueError(f"the kernel's {name} must be a float32 tensor on the CPU")
+    if tensor.dim() != dims or not tensor.is_contiguous() or (shape is not None and tuple(tensor.shape) != shape):
+        raise ValueError(f"the kernel's {name} must be contiguous, of shape {shape or f'{dims} dimensions'}; "
+                         f"got {tuple(tensor.shape)}{'' if tensor.is_contiguous() else ', not contiguous'}")
+
+
 def block(scores: torch.Tensor, exps: torch.Tensor, top: int, chunk: int, floor: float):
     """For scores (H, r, k), k a multiple of `chunk`, hidden keys at the lowest float: each row's `top` largest scores
     and their keys, largest first ((H, r, top) float32 and int32), and with s′ = max(s − the row's largest, floor),
     e^{s′} written into exps (H, r, k) (0 for a hidden key), Z′ = Σ e^{s′} (H, r, 1), Σ e^{s′} s′ (H, r) and each
     chunk's Σ e^{s′} (H, r, k / chunk)."""
+    checked("scores", scores, 3)
     heads, r, k = scores.shape
-    if k % chunk or chunk % 16:
+    checked("exps", exps, 3, (heads, r, k))
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 16 or k % chunk or chunk % 16:
         raise ValueError(f"the kernel reads whole chunks of a multiple of 16 keys: {k} keys, chunks of {chunk}")
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise ValueError(f"the kernel keeps each row's strongest keys: top must be at least 1, got {top!r}")
     top = min(top, k)
     best = scores.new_empty((heads, r, top))  # (H, r, top)
     keys = torch.empty((heads, r, top), dtype=torch.int32)  # (H, r, top)

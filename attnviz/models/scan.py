@@ -315,6 +315,8 @@ def scan(arch: engine.Architecture, weights: engine.Weights, pieces: Pieces, nam
     """Every head's attention over `pieces`, summarised (Scan). `progress(done, total)` hears of each step of
     queries of each layer. `step`: the queries taken at a time, a multiple of `block` (by default the block on a
     CPU, GPU_QUERIES on a GPU)."""
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise ValueError(f"a scan keeps each query's strongest keys: top must be at least 1, got {top!r}.")
     device = weights.embeddings.device
     n = len(pieces.ids)
     size = step or (block if device.type == "cpu" else block * max(1, GPU_QUERIES // block))  # queries a step

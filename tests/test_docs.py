@@ -117,10 +117,41 @@ def test_every_python_block_of_the_docs_is_run_and_only_python_is_fenced_as_pyth
 @pytest.mark.parametrize("path, block", PYTHON_BLOCKS, ids=[f"{p.name}-{i}" for i, (p, _) in enumerate(PYTHON_BLOCKS)])
 @pytest.mark.slow
 def test_python_blocks_run_as_pasted(path, block, tmp_path):
-    """Each block alone, in a fresh interpreter, from another directory, as a reader pastes it."""
+    """Each block alone, in a fresh interpreter, from another directory, as a reader pastes it into Python's prompt:
+    line by line (a compound statement needs the blank line after it), each expression's value printed. What it
+    prints stays short (a block once ended on a call that printed 195 KB of tensors)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-c", PROMPT], input=block, cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert len(done.stdout) < PRINTED_LIMIT, done.stdout[:500]
+
+
+PRINTED_LIMIT = 5_000  # characters a pasted block may print
+PROMPT = """
+import code, sys
+failed = []
+class Prompt(code.InteractiveConsole):
+    def showsyntaxerror(self, filename=None, **kwargs):
+        failed.append(1)
+        super().showsyntaxerror(filename, **kwargs)
+    def showtraceback(self):
+        failed.append(1)
+        super().showtraceback()
+prompt = Prompt()
+for line in sys.stdin.read().splitlines() + [""]:
+    prompt.push(line)
+sys.exit(1 if failed else 0)
+"""
+
+
+def test_the_prompt_finds_what_a_pasted_block_gets_wrong(tmp_path):
+    """The prompt above fails a block a reader could not paste: no blank line after a with block."""
+    pasted = "import contextlib\nwith contextlib.nullcontext():\n    x = 1\ny = x + 1\n"
+    done = subprocess.run([sys.executable, "-c", PROMPT], input=pasted, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "SyntaxError" in done.stderr
+    fixed = pasted.replace("    x = 1\n", "    x = 1\n\n")
+    assert subprocess.run([sys.executable, "-c", PROMPT], input=fixed, capture_output=True, text=True, timeout=60).returncode == 0
 
 
 def test_the_version_is_one_number_and_the_changelog_names_it():

@@ -686,3 +686,11 @@ def test_a_local_layer_of_modernbert_is_drawn_with_its_window_on_the_trained_mod
     key = int(np.argmax(run.weights[1, 1, 9]))
     said = next(m.value for m in at.markdown if m.value.startswith("Query #9"))
     assert f"key #{key}" in said and f"{float(run.head_scores(1, 1)[9, key]):.4g}" in said
+
+
+def test_a_run_shows_as_one_line(folders):
+    model = models.load(folders["llama"], device="cpu")
+    run = model.run(SENTENCES["cat"])
+    shown = repr(run)
+    assert "\n" not in shown and len(shown) < 200 and f"{len(run.pieces.ids)} pieces" in shown
+    assert f"{model.layers} layers × {model.heads} heads" in shown

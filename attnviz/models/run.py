@@ -60,6 +60,13 @@ class Run:
     intervention: Intervention | None = None  # what the forward changed (attnviz.effects), None for the model as it is
     logits: np.ndarray | None = None  # float32 (n, vocab): a decoder's logits at every position, where asked for
 
+    def __repr__(self) -> str:
+        """A line, not the arrays: a notebook or a prompt that shows a run prints what it is."""
+        n, shape = len(self.pieces.ids), self.weights.shape
+        changed = "" if self.intervention is None else f", changed by {type(self.intervention).__name__}"
+        return (f"Run({self.model!r}, {self.kind}, {n} pieces, {shape[0]} layers × {shape[1]} heads, computed by "
+                f"{self.computed_by}{changed})")
+
     @property
     def main(self) -> Attention:
         return next(iter(self.attention.values()))

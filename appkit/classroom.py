@@ -164,6 +164,7 @@ def presenter(where, record, held: dict) -> None:
                             "step": record.state["step"], "params": record.state["params"],
                             "font_px": PRESENTER_PANEL_PX if presenting else 15}, key="class_live")
         questions(record, held)
+        results(record)  # on the projector itself, once the class has taken the quiz
         with st.expander("The class: concept quiz, presenter link, leave", expanded=bool(record.state.get("quiz"))):
             quiz_controls(record, held)
             st.caption("The presenter link (keep it private) reopens this class as its presenter on another device.")
@@ -220,7 +221,6 @@ def quiz_controls(record, held: dict) -> None:
             st.caption(f"Your quiz: {len(current_quiz().items)} items.")
         except quizzes.QuizError as error:
             st.error(f"This quiz file cannot be used. {error}")
-    results(record)
 
 
 def results(record) -> None:
@@ -228,7 +228,6 @@ def results(record) -> None:
     rows = store().all_answers(record.code)
     found = quizzes.results(quiz, rows)
     if not found.pre and not found.post:
-        st.caption("No quiz answers yet.")
         return
     if found.gain is None:
         st.markdown(f"Pre-test: {len(found.pre)} students; post-test: {len(found.post)}. The gain needs students who "

@@ -37,7 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.bench_load import Usage, percentile, servers, stop, student, warm  # noqa: E402
+from bench.bench_load import percentile, protocol_load, servers, stop, warm  # noqa: E402
 
 PRESENTER_EVERY = 3.0  # seconds between the presenter's view changes
 QUESTION_EVERY = 15.0
@@ -175,37 +175,25 @@ def answer_latencies(klass: Class) -> list[float]:
 
 
 async def run_class(url: str, k: int, seconds: float, pids: list[int], with_class: bool) -> dict:
-    runs, failures, ready = [], [], []
-    start = asyncio.Event()
-    klass, asked = Class(), []
-    code = secret = None
-    tokens = []
+    klass, asked, tokens = Class(), [], []
     if with_class:
-        status, made = await request(url, "POST", "/_attnviz/class", {})
+        made = (await request(url, "POST", "/_attnviz/class", {}))[1]
         code, secret = made["code"], made["secret"]
         for _ in range(k):
             tokens.append((await request(url, "POST", f"/_attnviz/class/{code}/join", {}))[1]["student"])
-    tasks = [asyncio.create_task(student(url, i, seconds, ready, start, runs, failures)) for i in range(k)]
-    while len(ready) + len(failures) < k and not all(t.done() for t in tasks):
-        await asyncio.sleep(0.1)
-    usage = Usage(pids)
-    usage.start()
-    start.set()
-    stop_at = time.perf_counter() + seconds
-    extra = []
-    if with_class:
+
+    def alongside(stop_at: float) -> list:
+        """Each student's event stream and answers, the projector's stream, and the presenter (a second later)."""
+        if not with_class:
+            return []
+        tasks = [asyncio.create_task(events(url, f"/_attnviz/class/{code}/events?tally=1", klass.projector_heard, stop_at))]
         for i, token in enumerate(tokens):
-            extra.append(asyncio.create_task(events(url, f"/_attnviz/class/{code}/events", klass.student_heard(set()), stop_at)))
-            extra.append(asyncio.create_task(class_student(url, code, i, klass, stop_at, asked, token)))
-        extra.append(asyncio.create_task(events(url, f"/_attnviz/class/{code}/events?tally=1", klass.projector_heard, stop_at)))
-        await asyncio.sleep(1.0)  # every stream open before the first change
-        extra.append(asyncio.create_task(presenter(url, code, secret, klass, stop_at, asked)))
-    await asyncio.gather(*tasks, *extra)
-    usage.running = False
-    usage.join()
-    ok = [run.seconds * 1000 for _, run in runs if run.ok]
-    result = {"runs": len(runs), "failed": failures, "p50_ms": statistics.median(ok) if ok else float("nan"),
-              "p95_ms": percentile(ok, 0.95), "cores": usage.cpu / usage.wall, "peak_mib": usage.peak}
+            tasks.append(asyncio.create_task(events(url, f"/_attnviz/class/{code}/events", klass.student_heard(set()), stop_at)))
+            tasks.append(asyncio.create_task(class_student(url, code, i, klass, stop_at, asked, token)))
+        tasks.append(asyncio.create_task(later(1.0, presenter(url, code, secret, klass, stop_at, asked))))
+        return tasks
+
+    result = await protocol_load(url, k, seconds, pids, alongside)
     if with_class:
         final = (await request(url, "GET", f"/_attnviz/class/{code}"))[1]
         last = asked[-1][0] if asked else None
@@ -217,6 +205,12 @@ async def run_class(url: str, k: int, seconds: float, pids: list[int], with_clas
                       answer_p95_ms=1000 * percentile(latencies, 0.95), answers=sum(len(v) for v in klass.answers.values()),
                       lost=lost, refused=klass.refused[:3], questions=len(asked))
     return result
+
+
+async def later(seconds: float, work) -> None:
+    """`work` after `seconds`: every stream is open before the presenter's first change."""
+    await asyncio.sleep(seconds)
+    await work
 
 
 def redis_server():

@@ -160,7 +160,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-async def protocol_load(url: str, sessions: int, seconds: float, pids: list[int]) -> dict:
+async def protocol_load(url: str, sessions: int, seconds: float, pids: list[int], alongside=None) -> dict:
+    """K sessions' runs for `seconds`; `alongside(stop_at)`, where given, starts more tasks with them (bench_class's
+    class), which the measurement waits for too."""
     runs: list[tuple[str, Run]] = []
     failures: list[str] = []
     ready: list[int] = []
@@ -171,7 +173,8 @@ async def protocol_load(url: str, sessions: int, seconds: float, pids: list[int]
     usage = Usage(pids)
     usage.start()
     start.set()
-    await asyncio.gather(*tasks)
+    extra = alongside(time.perf_counter() + seconds) if alongside else []
+    await asyncio.gather(*tasks, *extra)
     usage.running = False
     usage.join()
     ok = [run.seconds * 1000 for _, run in runs if run.ok]

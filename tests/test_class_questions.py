@@ -177,3 +177,18 @@ def test_the_normalised_gain_over_the_students_who_took_both():
     assert found.items[ids[0]] == (pytest.approx(2 / 3), 1.0)  # s2 and s3 right before; s1 and s2 after
     assert quizzes.results(quiz, []).gain is None
     assert quizzes.answers_csv(rows).splitlines()[0] == "question,student,answer"
+
+
+def test_the_quiz_figures_draw_what_the_results_say():
+    from attnviz.figures import quiz_figures
+
+    quiz = quizzes.load()
+    right = {i.id: i.right for i in quiz.items}
+    rows = [(f"quiz:post:{k}", "s1", v) for k, v in right.items()]
+    rows += [(f"quiz:pre:{quiz.items[0].id}", "s1", right[quiz.items[0].id])]
+    scores, items = quiz_figures(quizzes.results(quiz, rows), quiz)
+    pre, post = scores.data
+    assert sum(pre.y) == 1 and sum(post.y) == 1 and post.x[list(post.y).index(1)] == 100
+    assert pre.x[list(pre.y).index(1)] == pytest.approx(100 / len(quiz.items))  # one item of 12 right
+    before, after = items.data
+    assert list(after.x) == [100.0] * len(quiz.items) and before.x[0] == 100.0 and before.x[1] is None

@@ -18,9 +18,10 @@ def quiz_figures(found, quiz) -> tuple[go.Figure, go.Figure]:
     scores = go.Figure()
     for name, values, colour in (("pre", found.pre, PRE), ("post", found.post, POST)):
         tallied = [sum(round(100 * v) == round(e) for v in values.values()) for e in edges]
-        scores.add_bar(x=[f"{e:.0f}%" for e in edges], y=tallied, name=f"{name} ({len(values)})", marker_color=colour)
+        scores.add_bar(x=edges, y=tallied, name=f"{name} ({len(values)})", marker_color=colour)
     scores.update_layout(title="Scores before and after: students per score", barmode="group",
-                         xaxis_title="items right", yaxis_title="students", height=320, margin=dict(t=60))
+                         xaxis=dict(title=f"share of the {counts} items right", ticksuffix="%", range=[-5, 105]),
+                         yaxis_title="students", height=320, margin=dict(t=60))
     items = go.Figure()
     labels = [html.escape(item.topic) for item in quiz.items]
     for index, (name, colour) in enumerate((("before", PRE), ("after", POST))):

@@ -228,6 +228,17 @@ def loaded(page, selector: str, timeout=60_000):
     page.wait_for_selector(NOT_RUNNING, timeout=timeout)
 
 
+def until(page, script: str, predicate, timeout: float = 20, interval: int = 100, what: str = "never reached"):
+    """What `script` evaluates to on the page once `predicate` holds of it, polled every `interval` ms."""
+    deadline, last = time.time() + timeout, None
+    while time.time() < deadline:
+        last = page.evaluate(script)
+        if predicate(last):
+            return last
+        page.wait_for_timeout(interval)
+    raise AssertionError(f"{what}: last {last!r}")
+
+
 def steady(page, script: str, interval: int = 200, timeout: float = 10):
     """What `script` measures on the page once it has stopped changing: the same twice, `interval` ms apart, with the
     page's fonts loaded (plotly's automargin redraws a chart once after its first draw)."""

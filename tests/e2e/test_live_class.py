@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from driver import exceptions, settle, shown_value, start_server
+from driver import exceptions, settle, shown_value, start_server, until
 
 STUDENTS = 3
 PANEL = "() => { const r = document.querySelector('.av-class'); return r && r.attnviz ? r.attnviz : null; }"
@@ -23,16 +23,6 @@ def classroom(tmp_path):
     yield url, env, process
     process.terminate()
     process.wait(10)
-
-
-def wait_for(page, script, predicate, timeout=20):
-    deadline, last = time.time() + timeout, None
-    while time.time() < deadline:
-        last = page.evaluate(script)
-        if predicate(last):
-            return last
-        page.wait_for_timeout(100)
-    raise AssertionError(f"never reached: last {last!r}")
 
 
 def step_of(page) -> str:
@@ -70,7 +60,7 @@ def test_a_presenter_drives_three_students_who_answer_and_see_the_reveal(browser
             page.goto(f"{url}/lesson?class={code}")
             following(page, 7)
             assert "teach" not in page.content()
-        wait_for(teacher, PANEL, lambda p: p and p["students"] == STUDENTS)
+        until(teacher, PANEL, lambda p: p and p["students"] == STUDENTS)
 
         teacher.get_by_role("button", name="Next").click()  # step 8: every student follows
         settle(teacher)
@@ -98,7 +88,7 @@ def test_a_presenter_drives_three_students_who_answer_and_see_the_reveal(browser
             page.get_by_text("Answer sent").wait_for(timeout=10_000)
         students[0].locator(".av-class-option").nth(1).click()  # a changed mind: still one answer
         students[0].get_by_text("Answer sent").wait_for(timeout=10_000)
-        shown = wait_for(teacher, PANEL, lambda p: p and p["tally"] and p["tally"]["answered"] == STUDENTS)
+        shown = until(teacher, PANEL, lambda p: p and p["tally"] and p["tally"]["answered"] == STUDENTS)
         assert shown["tally"]["counts"][:2] == [0, 3]
 
         teacher.get_by_role("button", name="Reveal").click()
@@ -159,10 +149,10 @@ def test_the_presenters_heatmap_view_reaches_the_students_and_the_quiz_measures_
         for page in students:
             page.goto(f"{url}/lesson?class={code}")
             following(page, 6)
-            assert wait_for(page, ONE_HOT, lambda v: v is not None) is False  # soft weights to begin with
+            assert until(page, ONE_HOT, lambda v: v is not None) is False  # soft weights to begin with
         teacher.locator(".av-compare .av-root").first.locator("label.av-control", has_text="Hard").locator("input").check()
         for page in students:  # applied in each student's page, with no rerun
-            assert wait_for(page, ONE_HOT, lambda v: v is True)
+            assert until(page, ONE_HOT, lambda v: v is True)
         assert state(url, code)["view"]["hard"] is True
 
         quiz = quizzes.load()

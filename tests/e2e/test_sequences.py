@@ -5,7 +5,8 @@ import time
 from urllib.parse import parse_qs, urlparse
 
 from driver import (
-    choose, click_head, click_point, exceptions, live_cell, live_select, settle, shown_value, type_into, url_has, wait_for_heatmap, widget,
+    choose, click_head, click_point, exceptions, live_cell, live_select, settle, shown_value, type_into, until, url_has,
+    wait_for_heatmap, widget,
 )
 
 SENTENCES = ["the cat sat on the mat", "a dog ran to a tall tree", "birds fly"]
@@ -317,13 +318,7 @@ WALK_TITLES = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).
 
 def walk_shows(page, predicate, timeout=30):
     """The walk's charts (the page's plotly charts: the heatmap and its bars are the browser's) once `predicate` holds."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        charts = page.evaluate(WALK_TITLES)
-        if predicate(charts):
-            return charts
-        page.wait_for_timeout(250)
-    raise AssertionError(f"the walk never showed the expected charts: {page.evaluate(WALK_TITLES)}")
+    return until(page, WALK_TITLES, predicate, timeout, 250, "the walk never showed the expected charts")
 
 
 def open_tab(page, name: str):

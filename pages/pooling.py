@@ -142,7 +142,10 @@ decision = go.Figure(go.Heatmap(x=axis, y=axis, z=winner + confidence * 0.999, z
 for c, colour in enumerate(colours):
     decision.add_trace(go.Scatter(x=points[labels == c, 0], y=points[labels == c, 1], mode="markers", name=f"class {c}",
                                   marker=dict(color=colour, line=dict(color="black", width=1))))
-decision.update_layout(title="Decision map: colour = predicted class, paler = less confident", height=480, yaxis=dict(scaleanchor="x"))
+# Square cells without stretching the map past the data: the axes keep −4…4 and the plot narrows instead (constrain).
+decision.update_layout(title="Decision map: colour = predicted class, paler = less confident", height=480,
+                       xaxis=dict(range=[axis[0], axis[-1]], constrain="domain"),
+                       yaxis=dict(scaleanchor="x", range=[axis[0], axis[-1]], constrain="domain"))
 chart(st, decision, key="classes")
 st.latex(r"p(c \mid q) = \sum_j \alpha(q, x_j)\,[y_j = c]" + (r",\ \alpha = \text{one-hot argmax}" if hard else ""))
 save_url_state(SCHEMA)

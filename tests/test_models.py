@@ -599,7 +599,8 @@ def test_the_engines_accessors_give_what_the_forward_used(folders):
 
 
 def test_each_mechanism_that_changes_a_picture_gets_its_sentence(folders):
-    """engine.notes, what the pages say beside the figures: the numbers are the configs'."""
+    """engine.notes, what the pages say beside the figures: the numbers are the configs', the layers counted from 1
+    as the pages count them (gemma2's windowed layers are 0 and 2 in the library's count, smollm3's unturned one 1)."""
     def notes(family):
         return " ".join(models.load(folders[family], device="cpu").notes)
 
@@ -607,8 +608,8 @@ def test_each_mechanism_that_changes_a_picture_gets_its_sentence(folders):
     capped = notes("gemma2")
     assert f"{config['attn_logit_softcapping']:g}·tanh(s / {config['attn_logit_softcapping']:g})" in capped
     assert f"capped the same way, at ±{config['final_logit_softcapping']:g}" in capped
-    assert "normed before it joins the residual stream" in capped and "Layers 0, 2 read only a sliding window" in capped
-    assert "Layer 1 turns no position" in notes("smollm3")
+    assert "normed before it joins the residual stream" in capped and "Layers 1, 3 read only a sliding window" in capped
+    assert "Layer 2 turns no position" in notes("smollm3")
     assert "(77, 5555)" in notes("gemma3_text")
     assert "mixtures of 4 experts, 2 for each piece" in notes("mixtral")
     assert "ALiBi lowers each score by m_h·(i − j)" in notes("bloom")

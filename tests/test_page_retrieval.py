@@ -102,3 +102,15 @@ def test_money_reads_as_money():
     assert values and all(re.fullmatch(r"\d{2},\d{3}", v) for v in values), values  # 64,000, not 6.4e+04
     regression = json.loads(run_page("pooling.py").get("plotly_chart")[0].proto.spec)
     assert regression["layout"]["yaxis"]["tickformat"] == ",.0f"
+
+
+def test_the_decision_map_spans_the_data_not_the_page_width():
+    """Square cells (scaleanchor) would stretch the x range to fill a wide page (−10…10 for data in −4…4): the axes
+    keep the grid's range and the plot narrows instead."""
+    at = run_page("pooling.py")
+    spec = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
+                if str(json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "")).startswith("Decision map"))
+    grid = spec["data"][0]["x"]
+    grid = decode(grid) if isinstance(grid, dict) else grid
+    for axis in ("xaxis", "yaxis"):
+        assert spec["layout"][axis]["range"] == [min(grid), max(grid)] and spec["layout"][axis]["constrain"] == "domain"

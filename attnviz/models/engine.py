@@ -801,9 +801,14 @@ def extend(arch: Architecture, weights: Weights, before: Forward, token: int) ->
                    intervention=intervention)
 
 
+def layers_named(indices: list[int]) -> str:
+    """Layers by the pages' count, from 1 ("Layer 2", "Layers 1, 3"), for what a person reads."""
+    return f"Layer{'s' if len(indices) > 1 else ''} {', '.join(str(i + 1) for i in indices)}"
+
+
 def notes(arch: Architecture, weights: Weights) -> list[str]:
     """One sentence for each mechanism that changes what a picture of the model's attention means, for the pages to
-    say beside it; none for a model without any."""
+    say beside it (layers counted from 1, as the pages count them); none for a model without any."""
     said = []
     if arch.alibi:
         said.append("It adds no position to the stream: ALiBi lowers each score by m_h·(i − j), the distance back times "
@@ -826,9 +831,8 @@ def notes(arch: Architecture, weights: Weights) -> list[str]:
     bases = [arch.base(i) for i in range(arch.layers)]
     if arch.positions == "rotary" and None in bases:
         flat = [i for i, b in enumerate(bases) if b is None]
-        many = len(flat) > 1
-        said.append(f"Layer{'s' if many else ''} {', '.join(str(i) for i in flat)} turn{'' if many else 's'} no position (no "
-                    "RoPE): there a head tells pieces apart by what they hold, and order only through the causal mask.")
+        said.append(f"{layers_named(flat)} turn{'' if len(flat) > 1 else 's'} no position (no RoPE): there a head tells "
+                    "pieces apart by what they hold, and order only through the causal mask.")
     turned = sorted({getattr(b, "base", b) for b in bases if b is not None})
     if len(turned) > 1:
         said.append("Its layers turn q and k by different RoPE bases (" + ", ".join(f"{b:g}" for b in turned)
@@ -843,7 +847,7 @@ def notes(arch: Architecture, weights: Weights) -> list[str]:
     windowed = [i for i, w in enumerate(arch.windows) if w]
     if windowed and len(windowed) < arch.layers:
         reach = max(arch.windows[i] for i in windowed)
-        said.append(f"Layers {', '.join(str(i) for i in windowed)} read only "
+        said.append(f"{layers_named(windowed)} read{'' if len(windowed) > 1 else 's'} only "
                     + (f"a sliding window of the last {reach:,} pieces; the others read every earlier piece."
                        if arch.causal else f"the pieces within {reach:,} either side; the others read every piece."))
     if any(b.attention_out_norm is not None for b in weights.blocks):

@@ -11,6 +11,7 @@ import streamlit as st
 import torch
 
 from attnviz import effects, figures, heads, models, qkspace
+from attnviz.why import part_name
 from attnviz.attention import scaled_dot_parts
 from attnviz.export import Matrix
 from attnviz.positions import Rope, cosine_similarity, rotary_angles, rotary_similarity
@@ -347,7 +348,7 @@ def why_view(model: models.Model, result: models.Run, layer: int, head: int, lab
     if feeding is not None and layer > 1:
         st.write(f"**Which earlier heads feed layer {layer}, head {head}** (Elhage et al.'s composition scores, from "
                  "the weights alone, 0 to 1):")
-        st.dataframe({kind_name: [f"L{l}H{h} {v:.2f}" for l, h, v in top_feeders(feeding[kind], layer - 1, head - 1)]
+        st.dataframe({kind_name: [f"{part_name(l, h)} {v:.2f}" for l, h, v in top_feeders(feeding[kind], layer - 1, head - 1)]
                       for kind_name, kind in (("query (Q)", "q"), ("key (K)", "k"), ("value (V)", "v"))},
                      hide_index=True)
 

@@ -16,6 +16,7 @@ V-composition scores from the weights alone.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,8 +39,8 @@ class ScoreParts:
 
     score: the model's pre-softmax score, q·k/√d_h before any mask (with ALiBi's bias, or a soft cap, where the family
     has one). query_names, key_names: "embeddings", "L{layer}H{head}" for each earlier head's output, "L{layer} MLP",
-    "bias" for everything constant, "relative position" for DeBERTa's relative terms (relative_sides); layers and heads
-    count from 0. table (len(query_names), len(key_names)): each cell one query-side part against one key-side part;
+    "bias" for everything constant, "relative position" for DeBERTa's relative terms (relative_sides); in these names
+    layers and heads count from 1, as the pages count them (part_name), while `layer` and `head` count from 0. table (len(query_names), len(key_names)): each cell one query-side part against one key-side part;
     table.sum() == score. ALiBi's bias −m_h (i − j), a constant, sits
     in the (bias, bias) cell; a soft cap, which is not linear, scales every cell by cap·tanh(s/cap) / s."""
 
@@ -86,13 +87,26 @@ class ScoreParts:
         return "Of this score, " + "; ".join(said) + "."
 
 
+def part_name(layer: int, head: int | None = None) -> str:
+    """A head's or an MLP's part of the stream by the pages' count, from 1 (layer and head given from 0): "L17H1",
+    "L17 MLP". One counting for everything a person reads: the tables, the sentences, the downloads."""
+    return f"L{layer + 1} MLP" if head is None else f"L{layer + 1}H{head + 1}"
+
+
+def part_position(name: str) -> tuple[int, int] | None:
+    """(layer, head) from 0 of a head's part name (part_name), or None for any other part."""
+    found = re.fullmatch(r"L(\d+)H(\d+)", name)
+    return (int(found.group(1)) - 1, int(found.group(2)) - 1) if found else None
+
+
 def kind(name: str, types: dict[str, np.ndarray] | None) -> str:
     """", a previous-piece head" for a part L{l}H{h} whose highest head score (attnviz.heads) is at least 0.3."""
     from attnviz.heads import SCORES
 
-    if not types or not name.startswith("L") or "H" not in name:
+    found = part_position(name)
+    if not types or found is None:
         return ""
-    layer, head = (int(x) for x in name[1:].split("H"))
+    layer, head = found
     best, value = max(((key, float(v[layer, head])) for key, v in types.items() if key in SCORES), key=lambda kv: kv[1])
     return f", {'an' if SCORES[best][0] in 'aeiou' else 'a'} {SCORES[best]} head ({best} score {value:.2f})" if value >= 0.3 else ""
 
@@ -147,7 +161,7 @@ def stream_parts(model, run, layer: int, positions: torch.Tensor) -> tuple[list[
             second, constant = frozen(block.mlp_norm, stream.sum(0) + heads.sum(0) + bias + mlp)
             stream, heads, bias, mlp = second(stream), second(heads), second(bias) + constant, second(mlp)
         stream[1] += bias  # the constants gather in "bias"
-        names += [f"L{l}H{h}" for h in range(arch.heads)] + [f"L{l} MLP"]
+        names += [part_name(l, h) for h in range(arch.heads)] + [part_name(l)]
         parts = [*stream, *heads, mlp]
     return names, torch.stack(parts)  # (C, P, d)
 
@@ -284,7 +298,7 @@ def mixed_values(model, run, layer: int, head: int, read: torch.Tensor, alpha: t
         trace = run.traces[l]
         heads, bias = attention_update(model, run, l, read)  # (H, P, d), (P, d)
         mixed[1] = mixed[1] + mix(bias)
-        names += [f"L{l}H{h}" for h in range(arch.heads)] + [f"L{l} MLP"]
+        names += [part_name(l, h) for h in range(arch.heads)] + [part_name(l)]
         mixed += [*mix(heads), mix(trace.mlp_out[read].double())]
     full = torch.stack(mixed) @ block.w_value.double().cpu()  # (C, KV·dh)
     if block.b_value is not None:

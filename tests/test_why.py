@@ -59,11 +59,11 @@ def transformers_parts(module, family: str, ids: list[int], layer: int, head: in
         o_proj = layers[l].attn.c_proj if family == "gpt2" else layers[l].self_attn.o_proj
         w_o = o_proj.weight.double() if family == "gpt2" else o_proj.weight.double().T  # (H·dh, d)
         for h in range(heads):
-            names.append(f"L{l}H{h}")
+            names.append(f"L{l + 1}H{h + 1}")  # the pages' count, from 1
             parts.append(z[l, position, h * dh:(h + 1) * dh] @ w_o[h * dh:(h + 1) * dh])
         if o_proj.bias is not None:
             parts[1] = parts[1] + o_proj.bias.double()
-        names.append(f"L{l} MLP")
+        names.append(f"L{l + 1} MLP")
         parts.append(mlp[l, position])
     parts = torch.stack(parts)  # (C, d)
     assert torch.allclose(parts.sum(0), hidden[layer, position], atol=1e-4)  # the parts are the stream
@@ -233,7 +233,7 @@ def test_the_trained_model_page_draws_why_here_and_its_cells_sum_to_the_score():
     frame = next(d.value for d in at.dataframe if "query (Q)" in d.value.columns)
     scores = effects.composition(models.load("minilm"))["k"][:2, :, 2, 1]  # (2, H) layers 0 and 1 into layer 2, head 1
     l, h = np.unravel_index(np.argmax(scores), scores.shape)
-    assert frame["key (K)"][0] == f"L{l}H{h} {scores[l, h]:.2f}"
+    assert frame["key (K)"][0] == f"L{l + 1}H{h + 1} {scores[l, h]:.2f}"  # counted from 1, as the panel's heading
     values = effects.value_parts(models.load("minilm"), "the dog was happy", 2, 1, 4)
     name, share = max(values.items(), key=lambda item: abs(item[1]))
     said = next(m.value for m in at.markdown if m.value.startswith("**What wrote the values"))

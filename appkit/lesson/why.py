@@ -4,6 +4,7 @@ what wrote the query's and the key's parts of the stream (attnviz.effects.score_
 import numpy as np
 
 from attnviz import effects, figures, heads, models
+from attnviz.why import part_position
 from attnviz.export import Matrix
 from appkit.common import md_escape
 from appkit.lesson.models import copying_head
@@ -42,15 +43,16 @@ def why_step(text, figure):
     text.write(f"From the last piece, “{md_escape(labels[query])}”, the head looks most at piece {key}, "
                f"“{md_escape(labels[key])}”, weight {result.weights[layer, head, query, key]:.2f}, score "
                f"{found.score:.2f}. " + found.sentence(types))
-    textbook = top_key.startswith("L") and "H" in top_key and previous[tuple(int(x) for x in top_key[1:].split("H"))] >= 0.3
+    position = part_position(top_key)  # (layer, head) from 0, or None for the embeddings, an MLP, the bias
+    textbook = position is not None and previous[position] >= 0.3
     offer(questions.why(textbook))
     text.write("The textbook story, that an earlier previous-piece head writes into each key which piece came before "
                "it, so the query finds the key whose predecessor matches it, "
                + ("is what the measurement finds here: the key side's largest part is such a head." if textbook else
                   "is not what the largest part shows here: the key side's largest part is not a previous-piece head "
                   "on this sequence. The story can still hold spread over several heads; the table shows which."))
-    text.caption("Heads and layers in the table count from 0 (the library's L{layer}H{head}); the title counts from "
-                 "1 like the pages. Each norm's scale is frozen at the whole stream's value, so every cell is exact "
+    text.caption("L{layer}H{head} is that layer's head, both counted from 1 as everywhere on the pages. Each norm's "
+                 "scale is frozen at the whole stream's value, so every cell is exact "
                  "and the cells sum to the score. The previous-piece scores are measured on this sequence.")
     with text:
         explore("decoder", "Decoder", "Take any score apart", {"layer": layer + 1, "head": head + 1, "why": 1})

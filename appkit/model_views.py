@@ -323,23 +323,26 @@ def why_view(model: models.Model, result: models.Run, layer: int, head: int, lab
     found, values = why_parts(model.name, run_digest(result, layer - 1, head - 1, query), layer - 1, head - 1, query,
                               key, model, result)
     rows, cols, table = found.strongest(6)
+    folded = "" if (len(rows), len(cols)) == (len(found.query_names), len(found.key_names)) else (
+        f"; the table shows the strongest parts of each side and folds the rest by kind into “other …”, "
+        f"{len(rows)} × {len(cols)}")
     st.write(f"Query #{query} **{md_escape(labels[query])}** against key #{key} **{md_escape(labels[key])}**: score "
              f"{found.score:.4g}. Each part of the stream is put through the layer's norm (its scale frozen at the "
              "whole stream's), W_q or W_k and the turn by position, so each cell is one query-side part against one "
-             f"key-side part, and the {len(found.query_names)} × {len(found.key_names)} cells sum to the score.")
+             f"key-side part, and the {len(found.query_names)} × {len(found.key_names)} cells sum to the score{folded}.")
     st.latex(r"a_{%d,%d} = \sum_{a,b} \frac{q_a \cdot k_b}{\sqrt{%d}} = %.6g" % (query, key, model.head_dim, found.score))
-    title = f"Layer {layer}, head {head}: the score's parts (query side × key side; the rest in “other”)"
+    title = f"Layer {layer}, head {head}: the score's parts (query side × key side)"
     chart(st, figures.matrix_heatmap(table, [f"q: {r}" for r in rows], [f"k: {c}" for c in cols], title=title,
                                      width="half"), key="why_table",
           matrix=Matrix(table, [f"q: {r}" for r in rows], [f"k: {c}" for c in cols], corner="query part \\ key part"))
-    cells = sorted(((table[a, b], rows[a], cols[b]) for a in range(len(rows)) for b in range(len(cols))),
-                   key=lambda cell: -abs(cell[0]))[:3]
+    magnitude = np.abs(table).sum()
+    cells = sorted(((table[a, b], rows[a], cols[b]) for a in range(len(rows)) for b in range(len(cols))
+                    if abs(table[a, b]) >= 0.01 * magnitude), key=lambda cell: -abs(cell[0]))[:3]  # none of ~0 %
     if found.score:
         st.caption("The largest cells, each with its share of the score (its value / the score): "
                    + "; ".join(f"q: {r} × k: {c} {v:+.3g} ({v / found.score:.0%})" for v, r, c in cells) + ".")
     measured = measured_types(model.name)
-    st.write(found.sentence(measured.scores if measured is not None else None)
-             + " Layers and heads count from 0 here, as in the library.")
+    st.write(found.sentence(measured.scores if measured is not None else None))
     strongest = sorted(values.items(), key=lambda item: -abs(item[1]))[:5]
     st.write(f"**What wrote the values it mixes at query #{query}**: each part's share z_c·z / ‖z‖² of the head's "
              "output z = Σ_j α_j v_j (the shares sum to 1): "

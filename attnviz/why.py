@@ -63,19 +63,14 @@ class ScoreParts:
         return dict(zip(self.key_names, self.table.sum(0).tolist()))
 
     def strongest(self, top: int = 6) -> tuple[list[str], list[str], np.ndarray]:
-        """The `top` query-side and key-side parts of the largest |share|, the rest folded into "other": (query names,
-        key names, table), the table still summing to the score."""
-        rows = _order(self.table.sum(1), top)
-        cols = _order(self.table.sum(0), top)
-        folded = np.zeros((len(rows) + 1, len(cols) + 1))
-        rest_rows = [i for i in range(len(self.query_names)) if i not in rows]
-        rest_cols = [j for j in range(len(self.key_names)) if j not in cols]
-        for a, row in enumerate([[i] for i in rows] + [rest_rows]):
-            for b, col in enumerate([[j] for j in cols] + [rest_cols]):
-                folded[a, b] = self.table[np.ix_(row, col)].sum() if row and col else 0.0
-        names = lambda all_names, kept: [all_names[i] for i in kept] + ["other"]  # noqa: E731
-        return names(self.query_names, rows), names(self.key_names, cols), folded
-
+        """The `top` query-side and key-side parts of the largest |share|, the rest folded by kind: "other heads",
+        "other MLPs" and "other" (embeddings, bias, relative terms), each only where it holds a part, so nothing
+        empty is drawn and no one fold hides which kind of part made the score: (query names, key names, table), the
+        table still summing to the score."""
+        rows, row_names = _folded(self.query_names, self.table.sum(1), top)
+        cols, col_names = _folded(self.key_names, self.table.sum(0), top)
+        folded = np.array([[self.table[np.ix_(row, col)].sum() for col in cols] for row in rows])
+        return row_names, col_names, folded
 
     def sentence(self, types: dict[str, np.ndarray] | None = None) -> str:
         """One sentence naming the largest part of each side and, where head scores are given (attnviz.heads'
@@ -109,6 +104,21 @@ def kind(name: str, types: dict[str, np.ndarray] | None) -> str:
     layer, head = found
     best, value = max(((key, float(v[layer, head])) for key, v in types.items() if key in SCORES), key=lambda kv: kv[1])
     return f", {'an' if SCORES[best][0] in 'aeiou' else 'a'} {SCORES[best]} head ({best} score {value:.2f})" if value >= 0.3 else ""
+
+
+def _folded(names: list[str], shares: np.ndarray, top: int) -> tuple[list[list[int]], list[str]]:
+    """The `top` parts of the largest |share|, one each, then the rest grouped by kind: (index groups, names)."""
+    kept = _order(shares, top)
+    groups, labels = [[i] for i in kept], [names[i] for i in kept]
+    rest = [i for i in range(len(names)) if i not in kept]
+    for label, belongs in (("other heads", lambda n: part_position(n) is not None),
+                           ("other MLPs", lambda n: n.endswith(" MLP")),
+                           ("other", lambda n: part_position(n) is None and not n.endswith(" MLP"))):
+        group = [i for i in rest if belongs(names[i])]
+        if group:
+            groups.append(group)
+            labels.append(label)
+    return groups, labels
 
 
 def _order(shares: np.ndarray, top: int) -> list[int]:

@@ -144,9 +144,14 @@ def test_the_strongest_parts_fold_the_rest_into_other_and_keep_the_sum(folders):
     model = models.load(folders["llama"], device="cpu")
     found = effects.score_parts(model, TEXT, 2, 3, 10, 4)
     rows, cols, table = found.strongest(3)
-    assert rows[-1] == cols[-1] == "other" and len(rows) == len(cols) == 4
+    assert rows[3:] == cols[3:] == ["other heads", "other MLPs", "other"]  # the rest folded by kind
     assert table.sum() == pytest.approx(found.score, abs=1e-6)
+    heads = [i for i, name in enumerate(found.query_names) if name not in rows and "H" in name]
+    assert table[3].sum() == pytest.approx(found.table[heads].sum(), abs=1e-9)  # "other heads" is the other heads
     assert abs(found.query_shares()[rows[0]]) == pytest.approx(np.abs(found.table.sum(1)).max())
+    first = effects.score_parts(model, TEXT, 0, 3, 10, 4)  # layer 0: embeddings and bias alone, nothing to fold
+    rows, cols, table = first.strongest(6)
+    assert rows == first.query_names and cols == first.key_names and table.shape == (2, 2)
 
 
 def test_bad_input_gets_a_message(folders):

@@ -271,10 +271,16 @@ def scale_select(where=None) -> str:
 def stop(message: str, schema: dict[str, Param], *, error: bool = False) -> None:
     """End this run with a calm message (st.info), or st.error for input that cannot be used; the URL
     still mirrors the controls, so the link reproduces what the person sees."""
-    (st.error if error else st.info)(md_escape(message))  # messages may quote the user's own text
+    halt(message, schema, error=error)
     save_url_state(schema)
-    st.session_state[_STOPPED] = page_id(schema)
     st.stop()
+
+
+def halt(message: str, schema: dict[str, Param], *, error: bool = False) -> None:
+    """stop's message, for a part of a page that ends there while the rest of the page goes on: the controls it did
+    not draw are set again on the next run (load_url_state)."""
+    (st.error if error else st.info)(md_escape(message))  # messages may quote the user's own text
+    st.session_state[_STOPPED] = page_id(schema)
 
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$&])")

@@ -8,9 +8,9 @@ import streamlit as st
 from attnviz import long, models
 from attnviz.models import scan as scan_module
 from attnviz.models.files import ENGINE_FAMILIES
-from attnviz.figures import PALETTES, long as drawn, matrix_heatmap
+from attnviz.figures import PALETTES, long as drawn
 from attnviz.urlstate import Param, bounded_text, choice, encode_int_list, int_list, int_range
-from appkit.common import bounded_text_box, load_url_state, save_url_state, stop
+from appkit.common import bounded_text_box, halt, load_url_state, md_escape, save_url_state, stop
 from appkit.interactive import head_atlas, head_overview, screen_sizes, shaded_document
 from appkit.model import example_document, example_scan, load_or_stop, pick_model
 from appkit.model_views import row_sum
@@ -56,103 +56,104 @@ def text_of_upload() -> str | None:
     try:
         return long.read_text(upload.getvalue(), "This file")
     except ValueError as error:
-        stop(str(error), SCHEMA, error=True)
+        st.error(md_escape(f"{error} The text box is read instead."))
+        return None
 
 
-if "long_text" not in st.session_state:
-    st.session_state.long_text = example_document(name).pieces.text
-typed = bounded_text_box(st.text_area, "Text", key="long_text", limit=TEXT_CHARS, height=160)
-uploaded = text_of_upload()
-text = uploaded if uploaded is not None else typed
-st.caption("The link keeps the model and the view (head, sort, block, query), not the text: after a reload, paste or "
-           "upload the text again." + (" The uploaded file is read instead of the box." if uploaded is not None else ""))
+def document(name: str, model, limit: int, grid) -> None:
+    """The document part: the text, its scan, every head's overview, one head's blocks and the shaded text. An
+    unreadable file or text ends this part with its message; the needle lab below goes on."""
+    if "long_text" not in st.session_state:
+        st.session_state.long_text = example_document(name).pieces.text
+    typed = bounded_text_box(st.text_area, "Text", key="long_text", limit=TEXT_CHARS, height=160)
+    uploaded = text_of_upload()
+    text = uploaded if uploaded is not None else typed
+    st.caption("The link keeps the model and the view (head, sort, block, query), not the text: after a reload, paste or "
+               "upload the text again." + (" The uploaded file is read instead of the box." if uploaded is not None else ""))
 
-digest = hashlib.sha256(f"{name}\x00{text}".encode()).hexdigest()
-held = st.session_state.get("long_scan")
-if held is None or held[0] != digest:
-    if text == example_document(name).pieces.text:
-        st.session_state.long_scan = held = (digest, example_scan(name))
-    elif not st.button("Scan", type="primary"):
-        stop("Press Scan to read the text.", SCHEMA)
-if held is None or held[0] != digest:
-    bar = st.progress(0.0, text="Scanning…")
-    try:
-        scan = model.scan(text, limit=limit, progress=lambda done, total: bar.progress(done / total, text=f"Scanning: block {done:,} of {total:,}"))
-    except models.TextError as error:
+    digest = hashlib.sha256(f"{name}\x00{text}".encode()).hexdigest()
+    held = st.session_state.get("long_scan")
+    if held is None or held[0] != digest:
+        if text == example_document(name).pieces.text:
+            st.session_state.long_scan = held = (digest, example_scan(name))
+        elif not st.button("Scan", type="primary"):
+            return halt("Press Scan to read the text.", SCHEMA)
+    if held is None or held[0] != digest:
+        bar = st.progress(0.0, text="Scanning…")
+        try:
+            scan = model.scan(text, limit=limit, progress=lambda done, total: bar.progress(done / total, text=f"Scanning: block {done:,} of {total:,}"))
+        except models.TextError as error:
+            bar.empty()
+            return halt(str(error), SCHEMA, error=bool(text.strip()))
         bar.empty()
-        stop(str(error), SCHEMA, error=bool(text.strip()))
-    bar.empty()
-    st.session_state.long_scan = held = (digest, scan)
-    st.session_state.query, st.session_state.zoom = -1, []
-scan = held[1]
-n = len(scan)
+        st.session_state.long_scan = held = (digest, scan)
+        st.session_state.query, st.session_state.zoom = -1, []
+    scan = held[1]
+    n = len(scan)
 
-layer = min(st.session_state.layer, scan.layers)
-head = min(st.session_state.head, scan.heads)
-st.session_state.layer, st.session_state.head = layer, head
+    layer = min(st.session_state.layer, scan.layers)
+    head = min(st.session_state.head, scan.heads)
+    st.session_state.layer, st.session_state.head = layer, head
+
+    def open_head(chosen: tuple[int, int]) -> None:
+        st.session_state.layer, st.session_state.head = chosen[0] + 1, chosen[1] + 1
+        st.session_state.zoom = []
+
+    st.header(f"Every head over {n:,} pieces")
+    sort = st.radio("Sort each layer's heads by", list(drawn.SORTS), key="sort", horizontal=True,
+                    format_func=drawn.SORTS.get)
+    if sort == "retrieval" and grid is None:
+        st.info("The retrieval score comes from the needle in a haystack below: run it to sort by it.")
+    head_atlas(drawn.scan_atlas(scan, (layer - 1, head - 1), sort, None if grid is None else grid.scores,
+                                st.session_state.palette), key="long_atlas", on_open=open_head)
+    st.caption("Each thumbnail is one head's overview: row a, column b is the mean over the queries of block a of their "
+               f"weight on the keys of block b (blocks of {scan.block} pieces; each row {row_sum(scan.architecture)}, drawn "
+               "with 1 = its row's "
+               "largest). Click a head to open it.")
+
+    st.header(f"Layer {layer}, head {head}")
+    zoom = st.session_state.zoom
+
+    def take_region(blocks: list[int]) -> None:
+        st.session_state.zoom = blocks  # checked by tile_region in the run that follows, as a link's value is
+
+    region = drawn.tile_region(scan, zoom)
+    if region is None:
+        st.session_state.zoom = []
+    head_overview(drawn.overview_data(scan, layer - 1, head - 1, region, palette=st.session_state.palette,
+                                      font_px=screen_sizes()["font_px"]), key="long_overview", on_region=take_region)
+    if region is None:
+        st.caption("Click a block to see its exact weights, piece by piece, or drag over a region of blocks. Hover names "
+                   "each block's first and last pieces.")
+    else:
+        if drawn.drawn_region(scan, *region) != region:
+            st.caption(f"The region is more than {drawn.TILE_PIECES} pieces a side: its first {drawn.TILE_PIECES} a side "
+                       "are drawn. Drag a smaller box for the rest.")
+        st.caption("Exact weights α = e^{q·k/√d_k − log Σ}, from the queries, keys and each query's log-sum-exp the scan "
+                   "kept, drawn on a square-root scale. Grey: keys the mask hides.")
+
+    query = st.session_state.query if 0 <= st.session_state.query < n else n - 1
+    st.session_state.query = query
+
+    def pick_query(position: int) -> None:
+        if 0 <= position < n:
+            st.session_state.query = position
+
+    shaded_document(drawn.document_data(scan, layer - 1, head - 1, query), key="long_document", on_query=pick_query)
+    st.caption("Click a piece to make it the query. Hover gives a piece's position and weight.")
+
+    st.header("Where the last piece reads from")
+    rows = drawn.reads_from(scan, top=1, past_first=True)[:12]
+    st.dataframe([{"layer": r["layer"], "head": r["head"], "weight": round(r["weight"], 4), "key": r["key"],
+                   "piece": r["piece"], "text before": r["before"], "text after": r["after"]} for r in rows],
+                 hide_index=True, width="stretch")
+    st.caption(f"The 12 heads whose strongest key for the last piece (#{n - 1}), the first piece left aside, weighs most, "
+               "with the text around that key. The first piece is left aside because many heads park their weight there "
+               f"(a sink): {float(scan.sink.mean()):.2f} of each query's weight on average, over every head.")
+
+
 grid = st.session_state.get(f"long_needle_{name}")
-
-
-def open_head(chosen: tuple[int, int]) -> None:
-    st.session_state.layer, st.session_state.head = chosen[0] + 1, chosen[1] + 1
-    st.session_state.zoom = []
-
-
-st.header(f"Every head over {n:,} pieces")
-sort = st.radio("Sort each layer's heads by", list(drawn.SORTS), key="sort", horizontal=True,
-                format_func=drawn.SORTS.get)
-if sort == "retrieval" and grid is None:
-    st.info("The retrieval score comes from the needle in a haystack below: run it to sort by it.")
-head_atlas(drawn.scan_atlas(scan, (layer - 1, head - 1), sort, None if grid is None else grid.scores,
-                            st.session_state.palette), key="long_atlas", on_open=open_head)
-st.caption("Each thumbnail is one head's overview: row a, column b is the mean over the queries of block a of their "
-           f"weight on the keys of block b (blocks of {scan.block} pieces; each row {row_sum(scan.architecture)}, drawn "
-           "with 1 = its row's "
-           "largest). Click a head to open it.")
-
-st.header(f"Layer {layer}, head {head}")
-zoom = st.session_state.zoom
-
-
-def take_region(blocks: list[int]) -> None:
-    st.session_state.zoom = blocks  # checked by tile_region in the run that follows, as a link's value is
-
-
-region = drawn.tile_region(scan, zoom)
-if region is None:
-    st.session_state.zoom = []
-head_overview(drawn.overview_data(scan, layer - 1, head - 1, region, palette=st.session_state.palette,
-                                  font_px=screen_sizes()["font_px"]), key="long_overview", on_region=take_region)
-if region is None:
-    st.caption("Click a block to see its exact weights, piece by piece, or drag over a region of blocks. Hover names "
-               "each block's first and last pieces.")
-else:
-    if drawn.drawn_region(scan, *region) != region:
-        st.caption(f"The region is more than {drawn.TILE_PIECES} pieces a side: its first {drawn.TILE_PIECES} a side "
-                   "are drawn. Drag a smaller box for the rest.")
-    st.caption("Exact weights α = e^{q·k/√d_k − log Σ}, from the queries, keys and each query's log-sum-exp the scan "
-               "kept, drawn on a square-root scale. Grey: keys the mask hides.")
-
-query = st.session_state.query if 0 <= st.session_state.query < n else n - 1
-st.session_state.query = query
-
-
-def pick_query(position: int) -> None:
-    if 0 <= position < n:
-        st.session_state.query = position
-
-
-shaded_document(drawn.document_data(scan, layer - 1, head - 1, query), key="long_document", on_query=pick_query)
-st.caption("Click a piece to make it the query. Hover gives a piece's position and weight.")
-
-st.header("Where the last piece reads from")
-rows = drawn.reads_from(scan, top=1, past_first=True)[:12]
-st.dataframe([{"layer": r["layer"], "head": r["head"], "weight": round(r["weight"], 4), "key": r["key"],
-               "piece": r["piece"], "text before": r["before"], "text after": r["after"]} for r in rows],
-             hide_index=True, width="stretch")
-st.caption(f"The 12 heads whose strongest key for the last piece (#{n - 1}), the first piece left aside, weighs most, "
-           "with the text around that key. The first piece is left aside because many heads park their weight there "
-           f"(a sink): {float(scan.sink.mean()):.2f} of each query's weight on average, over every head.")
+document(name, model, limit, grid)
 
 st.header("A needle in a haystack")
 if model.kind != "decoder":
@@ -176,14 +177,8 @@ if st.button("Run the pass-key test") and lengths:
     st.rerun()
 
 
-def grid_figure(result: long.NeedleGrid, title: str):
-    return matrix_heatmap(result.found.astype(float), [f"{length:,} pieces" for length in result.lengths],
-                          [f"depth {d:g}" for d in result.depths], title=title, bounded=True, scale_bar=False,
-                          height=260, whole_rows=True)
-
-
 if grid is not None:
-    chart(st, grid_figure(grid, f"Keys back: {int(grid.found.sum())} of {grid.found.size} (yellow: found)"),
+    chart(st, drawn.needle_grid(grid, f"Keys back: {int(grid.found.sum())} of {grid.found.size} (yellow: found)"),
           key="long_grid")
     strongest = grid.strongest(8)
     st.write("Strongest retrieval heads: " + ", ".join(f"layer {l + 1} head {h + 1} ({grid.scores[l, h]:.2f})"
@@ -196,10 +191,10 @@ if grid is not None:
     off = st.session_state.get(f"long_off_{name}")
     if off is not None:
         left, right = st.columns(2)
-        chart(left, grid_figure(off.strongest, f"Without the {len(off.strongest.heads_off)} strongest: "
+        chart(left, drawn.needle_grid(off.strongest, f"Without the {len(off.strongest.heads_off)} strongest: "
                                                f"{int(off.strongest.found.sum())} of {off.strongest.found.size}"),
               key="long_off_strong")
-        chart(right, grid_figure(off.random, f"Without {len(off.random.heads_off)} random: "
+        chart(right, drawn.needle_grid(off.random, f"Without {len(off.random.heads_off)} random: "
                                              f"{int(off.random.found.sum())} of {off.random.found.size}"),
               key="long_off_random")
         st.caption("Removed: each head's output set to 0 before W_o, in every document and every step written.")

@@ -5,6 +5,7 @@ sliding window), with and without heads removed (transformers with a pre-hook on
 events against their definition written out, on a planted copy. SmolLM2 finding the key, and its heads' scores against
 transformers' attentions: the lesson's step 20 (tests/test_page_lesson.py)."""
 
+import html
 import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported: no hub access, ever
@@ -142,6 +143,14 @@ def test_the_grid_its_scores_and_an_ablation(folders):
     assert (grid.pieces <= np.array([[200], [400]])).all() and (grid.pieces > np.array([[150], [350]])).all()
     assert np.array_equal(grid.found, [[k in a for k, a in zip(keys, answers)] for keys, answers in zip(grid.keys, grid.answers)])
     assert seen[-1] == (8, 8) and len(seen) == 8
+    from attnviz.figures.long import needle_grid  # the grid's hover names each document and what the model wrote
+
+    shown = needle_grid(grid, "Keys back").data[0]
+    for a, b in np.ndindex(grid.found.shape):
+        hover = shown.text[a][b]
+        assert f"key {grid.keys[a][b]}: {'found' if grid.found[a, b] else 'not found'}" in hover
+        assert html.escape(grid.answers[a][b].strip()[:80]) in hover and "<script" not in hover
+    assert shown.hovertemplate == "%{text}<extra></extra>"
     # scores: retrievals over copies, averaged over the documents where any piece was copied
     grid.retrievals[:] = 0
     grid.copied[:] = [[4, 0], [2, 5]]

@@ -113,6 +113,9 @@ def test_a_text_past_the_models_context_says_so_and_keeps_it():
     assert limit < 8192 and f"reads at most {limit} pieces here" in messages(at) and "Shorten it" in messages(at)
     assert f"up to {limit:,} pieces" in " ".join(m.value for m in at.markdown)
     assert at.text_area(key="long_text").value == "dog " * 9000
+    # the text's error ends the document part only: the needle lab, which does not read the text, is still there
+    assert any(h.value == "A needle in a haystack" for h in at.header)
+    assert any(b.label == "Run the pass-key test" for b in at.button)
 
 
 def test_the_shaded_document_is_the_text_whole_once_with_one_weight_a_piece(tmp_path):

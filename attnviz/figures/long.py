@@ -146,3 +146,20 @@ def reads_from(scan, query: int | None = None, heads: list[tuple[int, int]] | No
                               piece=scan.pieces.labels()[int(k)],
                               before=text[max(0, a - CONTEXT_CHARS):a], after=text[b:b + CONTEXT_CHARS]))
     return sorted(found, key=lambda row: -row["weight"])
+
+
+def needle_grid(result, title: str):
+    """A pass-key grid (attnviz.long.NeedleGrid): yellow where the key came back; the hover says each document's
+    length and depth, its key and what the model wrote (escaped: plotly reads some HTML in a hover)."""
+    import html
+
+    from attnviz.figures.matrices import matrix_heatmap
+
+    figure = matrix_heatmap(result.found.astype(float), [f"{length:,} pieces" for length in result.lengths],
+                            [f"depth {d:g}" for d in result.depths], title=title, bounded=True, scale_bar=False,
+                            height=260, whole_rows=True)
+    said = [[f"{length:,} pieces, the needle at depth {depth:g}<br>key {html.escape(result.keys[a][b])}: "
+             f"{'found' if result.found[a, b] else 'not found'}<br>wrote: “{html.escape(result.answers[a][b].strip()[:80])}”"
+             for b, depth in enumerate(result.depths)] for a, length in enumerate(result.lengths)]
+    figure.data[0].update(text=said, hovertemplate="%{text}<extra></extra>")
+    return figure

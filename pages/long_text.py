@@ -185,8 +185,18 @@ if grid is not None:
                                                        for l, h in strongest) + ". Sort the atlas by retrieval score to see them.")
     k = st.slider("Heads to turn off", 1, 16, 8, key="long_k")
     if st.button(f"Turn off the {k} strongest, and {k} random heads of the same layers"):
-        with st.spinner(f"Reading the {grid.found.size} documents twice more…"):
-            off = long.without_retrieval_heads(model, k, before=grid)
+        bar = st.progress(0.0, text="Reading the documents without the strongest heads…")
+        phase = {"run": 0, "last": 0}  # without_retrieval_heads reads the documents twice: the strongest off, then random
+
+        def advance(done: int, total: int) -> None:
+            phase["run"] += done < phase["last"]
+            phase["last"] = done
+            which = "the strongest heads" if phase["run"] == 0 else "random heads"
+            bar.progress(min(1.0, (phase["run"] + done / total) / 2), text=f"Reading the documents without {which}: "
+                                                                             f"{done:,} of {total:,} layers")
+
+        off = long.without_retrieval_heads(model, k, before=grid, progress=advance)
+        bar.empty()
         st.session_state[f"long_off_{name}"] = off
     off = st.session_state.get(f"long_off_{name}")
     if off is not None:
@@ -197,5 +207,14 @@ if grid is not None:
         chart(right, drawn.needle_grid(off.random, f"Without {len(off.random.heads_off)} random: "
                                              f"{int(off.random.found.sum())} of {off.random.found.size}"),
               key="long_off_random")
-        st.caption("Removed: each head's output set to 0 before W_o, in every document and every step written.")
+        named = lambda heads: ", ".join(f"layer {l + 1} head {h + 1}" for l, h in heads)  # noqa: E731
+        st.caption(f"Removed: each head's output set to 0 before W_o, in every document and every step written. The "
+                   f"strongest: {named(off.strongest.heads_off)}. The random ones, one in the layer of each strong "
+                   f"head: {named(off.random.heads_off)}.")
+        st.caption("Each count is a few trials: " + "; ".join(
+            f"{label} {int(g.found.sum())} of {g.found.size}, a share anywhere from {low:.0%} to {high:.0%} (95 % "
+            "interval)" for label, g in (("intact", grid), ("without the strongest", off.strongest),
+                                         ("without random heads", off.random))
+            for low, high in [long.share_interval(int(g.found.sum()), g.found.size)])
+            + ". Intervals that overlap say the documents cannot tell the settings apart; more lengths tell more.")
 save_url_state(SCHEMA)

@@ -195,3 +195,13 @@ def test_an_upload_is_read_as_utf8_or_utf16_with_its_mark_and_refused_with_a_rea
         read_text(b"\xff\xfe\x00\xd8")  # a lone surrogate
     with pytest.raises(ValueError, match="not UTF-8"):
         read_text(b"caf\xe9")
+
+
+def test_a_shares_interval_is_wilsons():
+    low, high = long.share_interval(4, 6)
+    p, n, z = 4 / 6, 6, 1.96
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    assert (low, high) == pytest.approx((centre - half, centre + half)) and 0.29 < low < 0.31 and 0.90 < high < 0.91
+    assert long.share_interval(0, 6)[0] == 0 and long.share_interval(6, 6)[1] == pytest.approx(1)
+    assert long.share_interval(0, 0) == (0, 1)

@@ -133,3 +133,23 @@ def test_the_shaded_document_is_the_text_whole_once_with_one_weight_a_piece(tmp_
     row = np.frombuffer(base64.b64decode(document["weights"]), "<f4")
     assert np.array_equal(row, scan.tile(1, 2, range(len(scan) - 1, len(scan)), range(0, len(scan)))[0])
     assert abs(row.sum() - 1) < 1e-5 and document["top"] == pytest.approx(float(row.max()))
+
+
+@pytest.mark.slow
+def test_turning_the_retrieval_heads_off_names_both_sets_and_says_how_sure_the_counts_are():
+    from attnviz import long
+
+    at = run_page("long_text.py")
+    at.multiselect(key="long_lengths").set_value([500]).run()
+    next(b for b in at.button if b.label == "Run the pass-key test").click().run()
+    assert not at.exception
+    at.slider(key="long_k").set_value(2).run()
+    next(b for b in at.button if b.label.startswith("Turn off the 2 strongest")).click().run()
+    assert not at.exception
+    off = at.session_state["long_off_smollm2"]
+    said = " ".join(c.value for c in at.caption)
+    for l, h in off.strongest.heads_off + off.random.heads_off:
+        assert f"layer {l + 1} head {h + 1}" in said
+    low, high = long.share_interval(int(off.random.found.sum()), off.random.found.size)
+    assert f"without random heads {int(off.random.found.sum())} of {off.random.found.size}, a share anywhere from " \
+           f"{low:.0%} to {high:.0%}" in said

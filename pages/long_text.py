@@ -105,7 +105,8 @@ def document(name: str, model, limit: int, grid) -> None:
     if sort == "retrieval" and grid is None:
         st.info("The retrieval score comes from the needle in a haystack below: run it to sort by it.")
     head_atlas(drawn.scan_atlas(scan, (layer - 1, head - 1), sort, None if grid is None else grid.scores,
-                                st.session_state.palette), key="long_atlas", on_open=open_head)
+                                st.session_state.palette, font_px=screen_sizes()["font_px"]), key="long_atlas",
+               on_open=open_head)
     st.caption("Each thumbnail is one head's overview: row a, column b is the mean over the queries of block a of their "
                f"weight on the keys of block b (blocks of {scan.block} pieces; each row {row_sum(scan.architecture)}, drawn "
                "with 1 = its row's "

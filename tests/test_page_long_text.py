@@ -74,6 +74,19 @@ def test_a_link_keeps_the_view_and_never_the_text():
     assert (tile["queries"], tile["keys"]) == ([384, 512], [128, 256])
 
 
+def test_presenter_mode_gives_every_figure_of_the_page_the_projectors_type():
+    from appkit.present import CHART_FONT_PX
+
+    from streamlit.testing.v1 import AppTest
+
+    from page_support import ROOT, TIMEOUT
+
+    at = AppTest.from_file(str(ROOT / "pages" / "long_text.py"), default_timeout=TIMEOUT)
+    at.session_state["present"] = True  # presenter mode, as app.py's toggle sets it
+    figures = components(at.run())
+    assert figures["atlas"]["font_px"] == figures["overview"]["font_px"] == CHART_FONT_PX  # the atlas was left at 14
+
+
 @pytest.mark.parametrize("params", [
     {"layer": "999", "head": "-3", "zoom": "99,99", "query": "999999", "sort": "<script>"},
     {"zoom": "1,4"},  # a block above the diagonal of a decoder: nothing to read there

@@ -31,7 +31,7 @@ def head_measure(scan, sort: str, retrieval: np.ndarray | None = None) -> tuple[
 
 
 def scan_atlas(scan, chosen: tuple[int, int], sort: str = "layer", retrieval: np.ndarray | None = None,
-               palette: str = "viridis") -> dict:
+               palette: str = "viridis", font_px: int = FONT_PX) -> dict:
     """The head atlas (atlas.mjs) of every head's overview (L, H, B, B): each block's share of its row's weight, 1 = its
     row's largest; sorted within each layer by `sort` (SORTS), which hover shows."""
     score = head_measure(scan, sort, retrieval)
@@ -39,7 +39,7 @@ def scan_atlas(scan, chosen: tuple[int, int], sort: str = "layer", retrieval: np
     title = (f"All {scan.layers * scan.heads:,} heads over {len(scan):,} pieces: each block of {scan.block} queries' "
              f"mean weight on each block of keys ({b}×{b})")
     return atlas_data(scan.overview, chosen=chosen, scale="row", palette=palette, group=scan.architecture.group,
-                      score=score, sort=score is not None, title=title, base=1)
+                      score=score, sort=score is not None, title=title, base=1, font_px=font_px)
 
 
 def block_name(names: list[str], start: int, stop: int) -> str:

@@ -316,7 +316,9 @@ def why_section(model: models.Model, result: models.Run, layer: int, head: int, 
 def why_view(model: models.Model, result: models.Run, layer: int, head: int, labels: list[str], shown: np.ndarray) -> None:
     query = st.session_state.query
     chosen = st.session_state.get("key", -1)
-    key = int(np.argmax(shown[query])) if not isinstance(chosen, int) or not 0 <= chosen < shown.shape[1] else chosen
+    if not isinstance(chosen, int) or not 0 <= chosen < shown.shape[1]:
+        st.session_state["key"] = chosen = -1  # the link then says what is shown: the strongest key, not key=511
+    key = int(np.argmax(shown[query])) if chosen < 0 else chosen
     if model.kind == "decoder" and key > query:
         st.info(f"Key #{key} comes after query #{query}, which a decoder never reads: choose a key up to the query.")
         return

@@ -284,3 +284,13 @@ def test_the_values_parts_sum_to_the_heads_output_read_from_transformers(family,
     engine_output = run.traces[layer].head_output[head, query].double()
     assert torch.allclose(engine_output, output, atol=1e-4)  # the output the shares take apart is transformers'
     assert sum(1 for v in shares.values() if abs(v) > 1e-3) > 3
+
+
+def test_a_links_key_past_the_text_opens_the_strongest_and_the_link_says_so():
+    from page_support import run_page
+
+    params = {"text": "the dog was happy", "layer": "3", "head": "2", "query": "4", "key": "9999", "why": "1"}
+    at = run_page("trained.py", params)
+    assert not at.exception
+    assert at.session_state["key"] == -1 and "key" not in at.query_params  # not key=511 beside a panel on key #2
+    assert any(m.value.startswith("Query #4") for m in at.markdown)

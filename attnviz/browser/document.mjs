@@ -21,7 +21,10 @@ export class DocumentText {
     this.heading.textContent = data.title;
     const weights = float32Of(data.weights); // (n,) the query's weight on each piece
     const spans = data.pieces.map((piece, i) => {
-      const span = el("span", { "data-i": String(i), title: `#${i}: weight ${weights[i].toPrecision(3)}` }, piece);
+      // A piece with no characters of its own (the second byte of a character split in pieces, as Chinese text is)
+      // still gets a place to click: a thin mark, its title saying whose character it shares.
+      const title = `#${i}: weight ${weights[i].toPrecision(3)}${piece ? "" : " (part of the character before it)"}`;
+      const span = el("span", { "data-i": String(i), title, class: piece ? "" : "av-piece-part" }, piece);
       const alpha = Math.min(1, weights[i] / data.top);
       span.style.background = `rgba(68, 1, 84, ${alpha.toFixed(3)})`;
       if (alpha > 0.5) span.style.color = "#ffffff";

@@ -131,3 +131,26 @@ def test_a_saved_scan_view_opens_each_heads_overview_offline(browser, tmp_path):
     assert np.allclose(np.ravel(page.evaluate(shown)), view.scan.overview[1, 6].ravel(), atol=1e-6)
     assert all(url.startswith("file://") for url in requests)  # nothing asked of any host
     page.close()
+
+
+def test_every_piece_of_chinese_text_can_be_clicked(page, server):
+    """A character split into pieces (byte-level BPE) shows in its first piece; the others keep a place to click."""
+    from driver import type_into
+
+    page.goto(f"{server}/long_text")
+    page.wait_for_selector(".av-atlas canvas", timeout=120_000)
+    settle(page)
+    type_into(page, "Text", "我们今天去公园散步，天气很好。")
+    page.get_by_role("button", name="Scan").click()
+    page.wait_for_function("() => { const b = document.querySelector('.av-document-body'); "
+                           "return b && b.textContent.startsWith('我们'); }", timeout=120_000)
+    settle(page)
+    widths = page.evaluate("() => Array.from(document.querySelectorAll('.av-document-body span'), "
+                           "s => s.getBoundingClientRect().width)")
+    parts = page.locator(".av-document-body span.av-piece-part")
+    assert parts.count() > 0 and min(widths) > 0  # every piece, the empty ones too, has room to be clicked
+    target = int(parts.first.get_attribute("data-i"))
+    parts.first.click()
+    settle(page)
+    assert page.evaluate("() => document.querySelector('.av-document').attnviz.query") == target
+    assert exceptions(page) == []

@@ -125,7 +125,8 @@ def document(name: str, model, limit: int, grid) -> None:
                                       font_px=screen_sizes()["font_px"]), key="long_overview", on_region=take_region)
     if region is None:
         st.caption("Click a block to see its exact weights, piece by piece, or drag over a region of blocks. Hover names "
-                   "each block's first and last pieces.")
+                   "each block's pieces by position, and its first and last piece in quotes, where · is a space and ↵ "
+                   "a line break.")
     else:
         if drawn.drawn_region(scan, *region) != region:
             st.caption(f"The region is more than {drawn.TILE_PIECES} pieces a side: its first {drawn.TILE_PIECES} a side "

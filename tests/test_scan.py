@@ -357,3 +357,11 @@ def test_every_familys_scan_equals_transformers_on_a_sentence(family, tmp_path):
         assert scan.next_logits is None
     else:
         assert np.abs(scan.next_logits - logits).max() <= 1e-4
+
+
+def test_a_blocks_hover_name_quotes_its_first_and_last_piece():
+    from attnviz.figures.long import block_name
+
+    names = ["When", "·he", "·saw", "·his", "·owner"]
+    assert block_name(names, 1, 4) == "#1–3, from “·he” to “·his”"
+    assert block_name(names, 4, 5) == "#4 “·owner”"

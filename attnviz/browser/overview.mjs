@@ -54,6 +54,7 @@ export class Overview {
     this.tile = data.tile ? { ...data.tile, weights: float32Of(data.tile.weights) } : null; // (r, c)
     this.showing = this.tile ? "tile" : "overview";
     this.drag = null;
+    this.tip.style.display = "none"; // a hover over the blocks of the view before names none of these
     this.table = new Uint8Array(3 * (LEVELS + 1));
     for (let i = 0; i <= LEVELS; i++) this.table.set(paletteColour(data.palette, i / LEVELS), 3 * i);
     this.root.style.fontSize = `${data.font_px + 2}px`;
@@ -243,6 +244,7 @@ export class Overview {
       return;
     }
     this.heading.textContent = "Computing the exact weights…";
+    this.tip.style.display = "none"; // the hover named a block of the view that is going away
     this.setTriggerValue("region", region);
   }
 
@@ -280,6 +282,7 @@ export class Overview {
 
   zoomOut() {
     this.showing = "overview";
+    this.tip.style.display = "none";
     this.draw();
     this.setTriggerValue("region", []);
   }

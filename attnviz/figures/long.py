@@ -43,10 +43,11 @@ def scan_atlas(scan, chosen: tuple[int, int], sort: str = "layer", retrieval: np
 
 
 def block_name(names: list[str], start: int, stop: int) -> str:
-    """Pieces start … stop − 1 as a hover names them: their positions and the first and last."""
+    """Pieces start … stop − 1 as a hover names them: their positions, and the first and last piece quoted (a piece's
+    name shows a space as ·)."""
     if stop - start == 1:
-        return f"#{start} {_short(names[start])}"
-    return f"#{start}–{stop - 1} {_short(names[start])} … {_short(names[stop - 1])}"
+        return f"#{start} “{_short(names[start])}”"
+    return f"#{start}–{stop - 1}, from “{_short(names[start])}” to “{_short(names[stop - 1])}”"
 
 
 def packed(values: np.ndarray) -> str:

@@ -77,6 +77,8 @@ def test_upload_scan_zoom_in_and_out_pick_a_head_and_reload_the_link(page, serve
     settle(page)
     assert url_lacks(page, "zoom="), page.url
     drag_blocks(page, (3, 1), (4, 2))  # a region: row blocks 3–4, key blocks 1–2
+    tip = "() => getComputedStyle(document.querySelector('.av-overview .av-tip')).display"
+    assert page.evaluate(tip) == "none"  # the hover named a block of the overview: it goes with it
     assert url_has(page, "zoom=3%2C1%2C4%2C2") or url_has(page, "zoom=3,1,4,2"), page.url
     assert "exact weights of queries 384–639 on keys 128–383" in overview(page)["title"]
     page.locator(".av-overview .av-button", has_text="Back to the whole document").click()

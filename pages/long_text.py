@@ -119,8 +119,17 @@ def document(name: str, model, limit: int, grid) -> None:
         st.session_state.zoom = blocks  # checked by tile_region in the run that follows, as a link's value is
 
     region = drawn.tile_region(scan, zoom)
+    dropped = []  # what the link held that this text has no room for
     if region is None:
+        if zoom:
+            dropped.append(f"block {','.join(str(b) for b in zoom)}")
         st.session_state.zoom = []
+    if st.session_state.query >= n:
+        dropped.append(f"query #{st.session_state.query}")
+    if dropped:
+        st.info(f"The link's {' and '.join(dropped)} fall{'s' if len(dropped) == 1 else ''} outside this text of "
+                f"{n:,} pieces, so the whole overview and the last piece are shown. A link keeps the view, not the "
+                "text: if it was made on another text, paste or upload that text and press Scan.")
     head_overview(drawn.overview_data(scan, layer - 1, head - 1, region, palette=st.session_state.palette,
                                       font_px=screen_sizes()["font_px"]), key="long_overview", on_region=take_region)
     if region is None:

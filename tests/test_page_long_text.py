@@ -101,6 +101,9 @@ def test_bad_link_values_fall_back_and_say_so(params):
     assert 1 <= at.session_state["layer"] <= 30 and 1 <= at.session_state["head"] <= 9
     if "model" in params:
         assert "offers no model called" in messages(at)
+    if params.get("query") == "999999":  # a link of a longer text, reloaded: the page says what it could not show
+        assert "The link's block 99,99 and query #999999 fall outside this text" in messages(at)
+        assert "paste or upload that text and press Scan" in messages(at)
 
 
 def test_an_encoder_whose_context_is_shorter_than_the_example_scans_an_example_that_fits():

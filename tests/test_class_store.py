@@ -138,3 +138,11 @@ def test_the_default_store_is_sqlite_in_the_cache_folder(tmp_path, monkeypatch):
     store = stores.open_store()
     assert isinstance(store, stores.SQLiteStore) and store.path == tmp_path / "classes.sqlite"
     assert store._db().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_an_unreachable_redis_says_which_setting_to_fix():
+    from class_support import free_port
+
+    with pytest.raises(stores.ClassError, match="ATTNVIZ_CLASS_STORE=redis://127.0.0.1") as error:
+        stores.open_store(f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
+    assert error.value.status == 503

@@ -298,8 +298,12 @@ class RedisStore(ClassStore):
         import redis  # only a server with ATTNVIZ_CLASS_STORE=redis://… needs the client
 
         super().__init__()
-        self.redis = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10)
-        self.redis.ping()
+        try:
+            self.redis = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10)
+            self.redis.ping()
+        except (redis.exceptions.RedisError, ValueError) as error:
+            raise ClassError(503, f"The class store {STORE_SETTING}={url} cannot be reached ({error}): classes need it "
+                                  "running, or the setting unset for SQLite on this server.") from None
         self._pubsub = None
         self._thread = None
 

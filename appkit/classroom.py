@@ -204,14 +204,18 @@ def current_quiz() -> quizzes.Quiz:
     return quizzes.parse(data) if data else quizzes.load()
 
 
+def open_test(code: str, secret: str, phase: str) -> None:
+    """Open the pre- or post-test with this presenter's quiz, read only when the button is pressed."""
+    act(code, secret, quiz=phase, quiz_items=current_quiz().to_dict(), question=None)
+
+
 def quiz_controls(record, held: dict) -> None:
     phase = record.state.get("quiz")
     st.markdown(f"**Concept quiz**{f': the {phase}-test is open' if phase else ''}")
     left, middle, right = st.columns(3)
     for column, name in ((left, "pre"), (middle, "post")):
         column.button(f"Open the {name}-test", key=f"class_quiz_{name}", disabled=phase == name, width="stretch",
-                      on_click=act, args=(record.code, held["secret"]),
-                      kwargs={"quiz": name, "quiz_items": current_quiz().to_dict(), "question": None})
+                      on_click=open_test, args=(record.code, held["secret"], name))
     right.button("Close the test", key="class_quiz_close", disabled=not phase, width="stretch",
                  on_click=act, args=(record.code, held["secret"]), kwargs={"quiz": None})
     upload = st.file_uploader("Your own quiz (JSON: docs/pages.md#teach-a-class)", type=["json"], key="class_quiz_file")
@@ -224,11 +228,11 @@ def quiz_controls(record, held: dict) -> None:
 
 
 def results(record) -> None:
-    quiz = live.quiz_of(record) or current_quiz()
     rows = store().all_answers(record.code)
+    if not any(question.startswith("quiz:") for question, _, _ in rows):
+        return  # no quiz taken: no file read, nothing drawn
+    quiz = live.quiz_of(record) or current_quiz()
     found = quizzes.results(quiz, rows)
-    if not found.pre and not found.post:
-        return
     if found.gain is None:
         st.markdown(f"Pre-test: {len(found.pre)} students; post-test: {len(found.post)}. The gain needs students who "
                     "took both" + (" and a pre-test below 100%." if found.matched else "."))

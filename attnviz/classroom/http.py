@@ -205,6 +205,11 @@ class ClassRoutes:
         status, answer = await asyncio.to_thread(handlers[action], parts[0], body)
         await respond(send, status, answer)
 
+    def limit(self, student: str) -> None:
+        """ClassError 429 past ANSWERS_PER_SECOND posts from one student in a second (answers and quiz posts alike)."""
+        if not self.limiter.allow(student):
+            raise ClassError(429, f"At most {ANSWERS_PER_SECOND} answers a second: wait a moment.")
+
     def join(self, code: str, body: dict) -> tuple[int, dict]:
         return 201, {"student": self.store.join(code)}
 
@@ -212,8 +217,7 @@ class ClassRoutes:
         student, question_id, value = body.get("student"), body.get("question"), body.get("value")
         if not isinstance(student, str) or not isinstance(question_id, str):
             raise ClassError(400, "Expected JSON {student, question, value}.")
-        if not self.limiter.allow(student):
-            raise ClassError(429, f"At most {ANSWERS_PER_SECOND} answers a second: wait a moment.")
+        self.limit(student)
         record = self.store.get(code)
         question = live.question_of(record)
         if question is None or question.id != question_id:
@@ -229,8 +233,7 @@ class ClassRoutes:
         student, phase, answers = body.get("student"), body.get("phase"), body.get("answers")
         if not isinstance(student, str) or phase not in PHASES:
             raise ClassError(400, "Expected JSON {student, phase: 'pre' or 'post', answers: {item id: option index}}.")
-        if not self.limiter.allow(student):
-            raise ClassError(429, f"At most {ANSWERS_PER_SECOND} posts a second: wait a moment.")
+        self.limit(student)
         record = self.store.get(code)
         quiz = live.quiz_of(record)
         if quiz is None:

@@ -8,6 +8,7 @@ import time
 import urllib.request
 
 import pytest
+from playwright.sync_api import expect
 
 from driver import exceptions, settle, shown_value, start_server, until
 
@@ -86,10 +87,13 @@ def test_a_presenter_drives_three_students_who_answer_and_see_the_reveal(browser
         for page, choice in zip(students, choices):
             page.locator(".av-class-option").nth(choice).click()
             page.get_by_text("Answer sent").wait_for(timeout=10_000)
-        students[0].locator(".av-class-option").nth(1).click()  # a changed mind: still one answer
-        students[0].get_by_text("Answer sent").wait_for(timeout=10_000)
-        shown = until(teacher, PANEL, lambda p: p and p["tally"] and p["tally"]["answered"] == STUDENTS)
-        assert shown["tally"]["counts"][:2] == [0, 3]
+        # A changed mind: still one answer. "Answer sent" already shows from the first one, so wait for the new
+        # choice to be acknowledged, then for the projector's tally to move.
+        students[0].locator(".av-class-option").nth(1).click()
+        expect(students[0].locator(".av-class-option").nth(1)).to_have_attribute("aria-pressed", "true", timeout=10_000)
+        shown = until(teacher, PANEL, lambda p: p and p["tally"] and p["tally"]["counts"][:2] == [0, 3],
+                      what="the changed answer never reached the projector")
+        assert shown["tally"]["answered"] == STUDENTS
 
         teacher.get_by_role("button", name="Reveal").click()
         settle(teacher)

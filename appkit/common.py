@@ -15,12 +15,13 @@ from streamlit.errors import StreamlitPageNotFoundError
 import torch  # noqa: F401  every page computes with it
 
 from attnviz.embeddings import (
-    MAX_UPLOAD_BYTES, VECTOR_FORMATS, GloveMatrix, VectorFileError, load_glove, load_uploaded, load_vectors, upload_limit_text,
+    MAX_UPLOAD_BYTES, VECTOR_FORMATS, VectorFileError, load_uploaded, load_vectors, upload_limit_text,
     vectors_from_settings,
 )
 from attnviz.figures import SCALES
 from attnviz.urlstate import Param, encode_params, parse_params
-from appkit import beacon, warm
+from appkit import beacon
+from appkit.vectors import glove, keyed_glove  # noqa: F401  the pages read GloVe from here
 from appkit.present import PRESENT
 
 if TYPE_CHECKING:
@@ -28,19 +29,6 @@ if TYPE_CHECKING:
 
 GLOVE_LABEL = "GloVe 6B 50-d (built in, 400,000 words)"
 URL_TEXT_LIMIT = 2000  # characters; longer text is not put in the URL
-
-
-def glove() -> KeyedVectors | GloveMatrix:
-    """GloVe for a page's run: gensim's KeyedVectors, which the server builds behind the first heatmap
-    (appkit/warm.py). Until they are built, the matrix memory-mapped from the package's file, which answers the same
-    lookups with the same numbers."""
-    early = warm.early_glove()
-    return early if early is not None else keyed_glove()
-
-
-@st.cache_resource(show_spinner=False)  # built as the server starts (appkit/warm.py), under its own loading title
-def keyed_glove() -> KeyedVectors:
-    return load_glove()
 
 
 @st.cache_resource(show_spinner="Loading vectors from the configured file…")

@@ -11,15 +11,16 @@ from contextlib import asynccontextmanager, contextmanager
 
 import streamlit as st
 
+from appkit import vectors
+from appkit.vectors import KEYED, early_glove  # noqa: F401  the warm-up's state, read by its tests
+
 _LOGGER = logging.getLogger(__name__)
 COLLECT_SECONDS = 10.0  # the server's garbage collection: one full collection this often (see _collect)
 READY = threading.Event()  # set once the warm-up has ended (loaded; or failed, and the pages load GloVe themselves)
 IMPORTED = threading.Event()  # set once the warm-up thread has imported torch and the engine and mapped GloVe (or failed to)
 STARTED = threading.Event()  # set when the lifespan starts the warm-up (never under AppTest, or a page run alone)
 FIRST_RUN = threading.Event()  # set when a session's first page run has ended
-KEYED = threading.Event()  # set once GloVe's KeyedVectors are built (or failed to be)
 FIRST_RUN_WAIT_SECONDS = 30.0  # with no browser by then, the KeyedVectors are built anyway
-_matrix = None  # GloVe's memory-mapped matrix, from the warm-up's start until the KeyedVectors are built
 IMPORT_WAIT_SECONDS = 120.0
 
 
@@ -58,16 +59,15 @@ def wait_for_imports() -> None:
 
 
 def _load() -> None:
-    global _matrix
     try:
         try:
             # Not pandas (0.5 s): the first page's first run needs none (its heatmap's data goes to the browser as a
             # list, appkit.interactive), nor does anything here; a page that does imports it when it first needs it.
-            import appkit.common  # noqa: F401  torch's import is most of the work; plotly's too
+            import torch  # noqa: F401  most of the work
+            import attnviz.figures  # noqa: F401  plotly
             import attnviz.models  # noqa: F401  the model pages' engine, and transformers' tokenizers
-            from attnviz.embeddings import GloveMatrix
 
-            _matrix = GloveMatrix.load()
+            vectors.map_early()
             _one_blas_thread()
             _first_figure()
         finally:
@@ -87,11 +87,9 @@ def _load() -> None:
 
 
 def _first_figure() -> None:
-    from appkit.common import glove  # the mapped matrix; where it could not be mapped, the KeyedVectors
-
     for attempt in (1, 2):
         try:
-            _first_use(glove())
+            _first_use(vectors.glove())  # the mapped matrix; where it could not be mapped, the KeyedVectors
             return
         except Exception:  # noqa: BLE001  the warm-up only saves time: a failure must not stop the freeze after it
             _LOGGER.warning("The warm-up's first figure failed (attempt %d)", attempt, exc_info=True)
@@ -101,27 +99,17 @@ def _first_figure() -> None:
 def _build_keyed() -> None:
     """gensim's KeyedVectors of GloVe (about 1.5 s: gensim's import, then the vectors added), built once the first
     page has run, so that its heatmap does not wait for them nor share the CPU with them."""
-    global _matrix
     try:
         FIRST_RUN.wait(FIRST_RUN_WAIT_SECONDS)
-        from appkit.common import keyed_glove
-
-        keyed_glove()
+        vectors.keyed_glove()
     except Exception:  # noqa: BLE001  the pages then build them themselves
         _LOGGER.warning("The warm-up could not build GloVe's KeyedVectors", exc_info=True)
     finally:
-        KEYED.set()
-        _matrix = None  # its mapped pages go back; runs still holding it keep it until they end
+        vectors.keyed_built()
         # gensim's and the vectors' objects live as long as the server: frozen, like the warm-up's (see _load). The
         # garbage of the first page's run is collected first, so that only what still lives is frozen.
         gc.collect()
         gc.freeze()
-
-
-def early_glove():
-    """GloVe's memory-mapped matrix (attnviz.embeddings.GloveMatrix) while the KeyedVectors are still being built;
-    None once they are, and where no warm-up runs (AppTest, a page run alone)."""
-    return None if KEYED.is_set() else _matrix
 
 
 def _one_blas_thread() -> None:

@@ -1,4 +1,4 @@
-"""attnviz.why (attnviz.effects.score_parts, composition): a score taken apart into what wrote each side, checked
+"""attnviz.effects.why (attnviz.effects.score_parts, composition): a score taken apart into what wrote each side, checked
 against transformers. Each part's vector is read out of transformers' own forward with hooks (a pre-hook on each
 W_o for z, a forward hook on each MLP), put through the layer's norm with its scale frozen at the whole stream's
 value, W_q or W_k, and transformers' own rotary; every cell and the score are compared. Composition scores against

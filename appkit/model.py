@@ -227,8 +227,7 @@ def example_document(name: str) -> long.Haystack:
     """The example pass-key document for model `name`: the needle halfway, within the model's context (MiniLM reads
     512 pieces). Long text and the lesson share it."""
     chosen = model(name)
-    context = getattr(getattr(chosen, "arch", None), "context", EXAMPLE_PIECES)
-    return long.haystack(chosen, min(EXAMPLE_PIECES, context), 0.5, EXAMPLE_KEY)
+    return long.haystack(chosen, min(EXAMPLE_PIECES, chosen.context), 0.5, EXAMPLE_KEY)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Reading the example pass-key document…")

@@ -11,12 +11,11 @@ import streamlit as st
 import torch
 
 from attnviz import effects, figures, heads, models, qkspace
-from attnviz.why import part_name
+from attnviz.effects.why import part_name
 from attnviz.attention import scaled_dot_parts
 from attnviz.export import Matrix
 from attnviz.positions import Rope, cosine_similarity, rotary_angles, rotary_similarity
 from attnviz.selfattention import temperature_grid
-from attnviz.models.engine import alibi_slopes, relative_index, relative_parts, shaped_parts
 from attnviz.models.files import ENGINE_FAMILIES
 from attnviz.models.generate import MAX_STEPS
 from attnviz.urlstate import Param, boolean, choice, coerce, encode_bool, int_range
@@ -217,11 +216,11 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
         st.session_state.query = 0
     st.session_state.hide = [i for i in st.session_state.get("hide", []) if isinstance(i, int) and 0 <= i < cols]
     view = view_state(schema)
-    window = layer_window(model, layer - 1) if kind in (None, "self") else None
+    window = model.window(layer - 1) if kind in (None, "self") else None
     # the layer's sliding window is part of the model's own mask, under every mask chosen
-    own = dict(window=window, window_both=not model.arch.causal) if window else {}
+    own = dict(window=window, window_both=not model.causal) if window else {}
     drawn, drawn_keys = scores, key_labels
-    sink = learned_sink(model, layer - 1, head - 1) if kind in (None, "self") else None
+    sink = model.sink(layer - 1, head - 1) if kind in (None, "self") else None
     if sink is not None:  # the sink's logit as one more column, which every row reads: its share drawn beside the pieces
         drawn = np.concatenate([scores, np.full((rows, 1), sink, dtype=scores.dtype)], 1)  # (Tq, Tk + 1)
         drawn_keys, own = [*(key_labels or labels), SINK_LABEL], {**own, "sink": True}
@@ -264,8 +263,7 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
     names = ("q = R_p(xW_q + b_q)", "k = R_p(xW_k + b_k)") if rope else ("q = xW_q + b_q", "k = xW_k + b_k")
 
     def parts(i: int, j: int):  # q·k/√d_k taken apart, then the family's own steps: DeBERTa's relative terms, ALiBi, a cap
-        return shaped_parts(model.arch, head - 1, i, j, relative_parts(model.arch, trace, head - 1, i, j,
-                                                                          scaled_dot_parts(q[i], k[j])))
+        return model.score_steps(trace, head - 1, i, j, scaled_dot_parts(q[i], k[j]))
 
     inside_a_score(parts, scores, shown,
                    allowed, labels, unknown,
@@ -277,26 +275,13 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
 SINK_LABEL = "∅ sink"
 
 
-def row_sum(arch) -> str:
-    """What a row of weights sums to, in words, for a model's Architecture (None for one transformers computes)."""
-    return "sums to 1 minus its head's learned sink's share" if arch is not None and arch.sinks else "sums to 1"
-
-
-def learned_sink(model: models.Model, layer: int, head: int) -> float | None:
-    """Head `head` of layer `layer`'s (from 0) learned sink logit, where the model's heads have one (gpt-oss)."""
-    blocks = getattr(getattr(model, "weights", None), "blocks", None)
-    sink = blocks[layer].sink if blocks is not None and getattr(model, "arch", None) is not None and model.arch.sinks else None
-    return None if sink is None else float(sink[head])
-
-
-def layer_window(model: models.Model, layer: int) -> int | None:
-    """Layer `layer`'s (from 0) sliding window where attnviz's engine computes the model and the layer has one."""
-    arch = getattr(model, "arch", None)
-    return arch.windows[layer] if arch is not None and arch.windows else None
+def row_sum(model: models.Model) -> str:
+    """What a row of the model's weights sums to, in words."""
+    return "sums to 1 minus its head's learned sink's share" if model.has_sinks else "sums to 1"
 
 
 def window_text(model: models.Model, window: int) -> str:
-    return (f"each piece reads the last {window} pieces" if model.arch.causal else
+    return (f"each piece reads the last {window} pieces" if model.causal else
             f"each piece reads the pieces within {window} either side")
 
 
@@ -411,13 +396,13 @@ def positions(model: models.Model, result: models.Run) -> None:
         relative_view(model, n, names)
         return
     if model.positions == "learned":
-        table = model.weights.positions[model.arch.position_rows(n)].float().cpu().numpy()  # (n, d)
+        table = model.position_table(n)  # (n, d)
         similarity, cols, corner = cosine_similarity(table), figures.dims(table.shape[1]), "position \\ dimension"
         st.latex(r"x_p = E_{\text{piece}} + P_p\ (\text{then the model's norm}),\quad P: %d \times %d" % table.shape)
         title = "P: one learned row per position"
         how = r"\cos(P_m, P_n)"
     else:
-        d, base = model.arch.rotary_dims or model.head_dim, model.arch.rope_base  # the dimensions turned
+        d, base = model.rotary()  # the dimensions turned, and how far
         if d < model.head_dim:
             st.caption(f"{model.name} turns the first {d} of each head's {model.head_dim} dimensions; the rest are "
                        "left as they are, and play no part below.")
@@ -442,12 +427,9 @@ def positions(model: models.Model, result: models.Run) -> None:
 
 def relative_view(model: models.Model, n: int, names: list[str]) -> None:
     """DeBERTa's positions: none in the stream; each score reads a key and a query made for the bucketed distance."""
-    arch = model.arch
-    span = arch.relative_span
-    distance = (relative_index(arch, torch.arange(n), torch.arange(n)) - span).numpy().astype(np.float32)  # (n, n)
+    distance, span, far = model.relative_distances(n)  # (n, n), k, and where the log buckets begin
     st.latex(r"a_{ij} = \frac{q_i \cdot k_j + q_i \cdot P^k_{\delta} + k_j \cdot P^q_{\delta}}{\sqrt{%d}},\quad "
              r"\delta = \mathrm{bucket}(i - j) \in [-%d, %d]" % (model.head_dim, span, span - 1))
-    far = arch.relative_buckets // 2 if arch.relative_buckets > 0 else None
     st.caption(f"{model.name} adds no position to the stream: each layer has a key P^k_δ and a query P^q_δ for each "
                f"distance δ, made from one table of {2 * span} relative embeddings. "
                + (f"Distances up to {far} back or ahead are their own; farther ones share log-spaced buckets, so far "
@@ -459,7 +441,7 @@ def relative_view(model: models.Model, n: int, names: list[str]) -> None:
 
 def alibi_view(model: models.Model, n: int, names: list[str]) -> None:
     """ALiBi's positions: none in the stream; a bias −m_h (i − j) added to each score, one slope m_h a head."""
-    slopes = alibi_slopes(model.heads).numpy()  # (H,)
+    slopes = model.alibi_slopes()  # (H,)
     st.latex(r"a_{ij} = \frac{q_i \cdot k_j}{\sqrt{%d}} - m_h\,(i - j)" % model.head_dim)
     st.caption(f"{model.name} adds no position to the stream: each head's score of an earlier piece is lowered in "
                f"proportion to how far back it lies, at a slope of its own, from {slopes.max():.4g} (head 1) down to "

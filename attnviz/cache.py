@@ -9,12 +9,26 @@ used entries until the values it holds fit its budget.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Hashable
 
 CACHE_SETTING = "ATTNVIZ_CACHE"  # the environment variable that moves attnviz's disk cache
+
+
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
+          "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30, "gib": 2**30, "ti": 2**40, "tib": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """'4GB', '1.5 GiB', '800MB', '123456' as bytes; ValueError for anything else."""
+    match = _SIZE.match(text or "")
+    if not match:
+        raise ValueError(text)
+    return int(float(match.group(1)) * _UNITS[(match.group(2) or "").lower()])
 
 
 def cache_root() -> Path:

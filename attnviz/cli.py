@@ -38,9 +38,28 @@ def parser() -> argparse.ArgumentParser:
                         "the ATTNVIZ_MODELS setting)")
     p.add_argument("--hub", action="store_true", help="also offer every model in the local Hugging Face cache "
                                                        "(HF_HUB_CACHE, HF_HOME) that attnviz can read")
+    p.add_argument("--scan-memory", metavar="SIZE", type=scan_memory_size,
+                   help="what Long text's scan of a whole document may keep, such as 2GiB, or 'all' for the model's "
+                        "whole context (default 512 MiB: one request then grows the server by under 1 GiB; also the "
+                        "ATTNVIZ_SCAN_MEMORY setting)")
     p.add_argument("--headless", action="store_true", help="kept for old scripts: the server always starts headless "
                                                               "(no prompt, no browser opened); open the address it prints")
     return p
+
+
+def scan_memory_size(text: str) -> str:
+    """--scan-memory's SIZE, checked as the page reads it (attnviz.models.scan.scan_memory)."""
+    from attnviz.cache import parse_size
+
+    if text.strip().lower() == "all":
+        return "all"
+    try:
+        if parse_size(text) >= 2**20:
+            return text.strip()
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"{text!r} is not a size of at least 1 MiB: give one such as 2GiB or 800MB, or "
+                                     "'all' for the model's whole context")
 
 
 def command(args: argparse.Namespace) -> list[str]:
@@ -59,6 +78,8 @@ def command(args: argparse.Namespace) -> list[str]:
         extra += ["--vectors", str(Path(args.vectors).expanduser().resolve())]
     if args.vectors_format:
         extra += ["--vectors-format", args.vectors_format]
+    if args.scan_memory:
+        extra += ["--scan-memory", args.scan_memory]
     for model in args.model:
         path = Path(model).expanduser()  # main() let through only paths that exist and hub names
         extra += ["--model", str(path.resolve()) if path.exists() else model]

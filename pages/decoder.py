@@ -112,7 +112,7 @@ def looks_back(result: models.Run, labels: list[str], layer: int) -> None:
     downloads(st, "decoder_last", lambda: figures.matrix_heatmap(rows, heads, labels, bounded=True, title=title),
               Matrix(rows, heads, labels, corner="head \\ key"), image_help="PNG or SVG: the buttons above the chart.")
     floats = model.layers * 2 * model.kv_heads * n * model.head_dim
-    st.caption(f"Each row {row_sum(getattr(model, 'arch', None))} over the {n} pieces so far (the layer is chosen under "
+    st.caption(f"Each row {row_sum(model)} over the {n} pieces so far (the layer is chosen under "
                "All heads). The K/V cache now "
                f"holds {n} rows of K and V in each of the {model.layers} layers' {model.kv_heads} key/value heads "
                f"({model.layers} × 2 × {model.kv_heads} × {n} × {model.head_dim} floats, {floats * 4 / 2**20:.1f} MB); "

@@ -2,11 +2,12 @@
 block by block, exact, without the n × n matrix), and a needle in a haystack with the heads that fetch it (attnviz.long)."""
 
 import hashlib
+import os
+import sys
 
 import streamlit as st
 
 from attnviz import long, models
-from attnviz.models import scan as scan_module
 from attnviz.models.files import ENGINE_FAMILIES
 from attnviz.figures import PALETTES, long as drawn
 from attnviz.urlstate import Param, bounded_text, choice, encode_int_list, int_list, int_range
@@ -16,7 +17,6 @@ from appkit.model import example_document, example_scan, load_or_stop, pick_mode
 from appkit.model_views import row_sum
 from appkit.present import chart
 
-SCAN_BYTES = 512 * 2**20  # what a session's scan keeps, at most: with its transient work, a request stays within 1 GiB
 TEXT_CHARS = 200_000  # a model's whole context (SmolLM2's 8,192 pieces) is about 40,000 characters of English
 NEEDLE_LENGTHS = (500, 1000, 2000, 4000)  # longer ones: attnviz.long.needle in the library
 NEEDLE_DEPTHS = (0.0, 0.5, 1.0)
@@ -37,10 +37,17 @@ model = load_or_stop(name, lambda message: stop(message, SCHEMA, error=True))
 if not model.can_scan:
     stop(f"{name} is computed by transformers, which keeps every layer's n × n weights at once; a whole document needs "
          f"a model attnviz's engine computes ({ENGINE_FAMILIES}).", SCHEMA, error=True)
-limit = scan_module.most_pieces(model.arch, SCAN_BYTES)
-reach = (f"{name}'s own context of {model.arch.context:,} pieces" if limit >= model.arch.context else
-         f"{limit:,} pieces ({name} reads {model.arch.context:,}; this server keeps a scan within "
-         f"{SCAN_BYTES // 2**20} MiB, and attnviz's library, model.scan, reads the whole context)")
+try:
+    budget, bound = models.scan_memory(sys.argv, dict(os.environ))
+except ValueError as error:  # a malformed setting: said, and the default kept
+    st.warning(f"{error} The default of {models.SCAN_MEMORY_DEFAULT // 2**20} MiB is used meanwhile.")
+    budget, bound = models.SCAN_MEMORY_DEFAULT, f"the default of {models.SCAN_MEMORY_DEFAULT // 2**20} MiB"
+limit = model.scan_limit(budget)
+reach = (f"{name}'s own context of {model.context:,} pieces" if limit >= model.context else
+         f"{limit:,} pieces: {name} reads {model.context:,}, and this server keeps a scan within {bound} (so that one "
+         "request grows it by under 1 GiB). To read the whole context, start it with `attnviz --scan-memory all` "
+         "(or a size, such as 2GiB; the setting ATTNVIZ_SCAN_MEMORY does the same); the library's model.scan reads "
+         "it whole")
 st.write(f"Every head's attention over a whole document, up to {reach}. "
          "The scan computes each layer one block of queries at a time and keeps what is drawn below; any block's exact "
          "weights are computed again when it is opened, so no n × n matrix is held.")
@@ -108,7 +115,7 @@ def document(name: str, model, limit: int, grid) -> None:
                                 st.session_state.palette, font_px=screen_sizes()["font_px"]), key="long_atlas",
                on_open=open_head)
     st.caption("Each thumbnail is one head's overview: row a, column b is the mean over the queries of block a of their "
-               f"weight on the keys of block b (blocks of {scan.block} pieces; each row {row_sum(scan.architecture)}, drawn "
+               f"weight on the keys of block b (blocks of {scan.block} pieces; each row {row_sum(model)}, drawn "
                "with 1 = its row's "
                "largest). Click a head to open it.")
 
@@ -176,7 +183,7 @@ st.write("Pass-key documents (Mohtashami and Jaggi, 2023): filler text that says
          "*retrieves* a piece when, as the model copies a piece of the needle, that head's strongest key is the same "
          "piece inside the needle (Wu et al., 2024). Its score: retrievals over the pieces copied, averaged over the "
          "documents.")
-fits = [length for length in NEEDLE_LENGTHS if length <= model.arch.context - 16]
+fits = [length for length in NEEDLE_LENGTHS if length <= model.context - 16]
 lengths = st.multiselect("Lengths (pieces)", fits, default=fits[:2], key="long_lengths")
 if st.button("Run the pass-key test") and lengths:
     bar = st.progress(0.0, text="Reading the documents…")

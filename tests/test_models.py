@@ -22,7 +22,6 @@ from tolerance import assert_close_rounding  # noqa: E402
 from tiny_models import ENGINE, SENTENCES  # noqa: E402
 
 from attnviz import models  # noqa: E402
-from attnviz.models.engine import scores as trace_scores  # noqa: E402
 
 DECODERS = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox", *tiny_models.NEW_DECODERS)
 
@@ -695,3 +694,67 @@ def test_a_run_shows_as_one_line(folders):
     shown = repr(run)
     assert "\n" not in shown and len(shown) < 200 and f"{len(run.pieces.ids)} pieces" in shown
     assert f"{model.layers} layers × {model.heads} heads" in shown
+
+
+@pytest.mark.parametrize("family", ["gpt2", "roberta", "mistral", "modernbert", "gpt_oss", "bloom", "deberta-v2", "gpt_neox"])
+def test_the_models_facade_answers_from_the_models_own_config_and_modules(family, folders):
+    """What the app asks a model (attnviz.models.Model: causal, context, window, sink, ALiBi slopes, relative distances,
+    the learned position table, RoPE's turned dimensions), checked against the config and transformers' modules."""
+    model = models.load(folders[family], "cpu")
+    config = json.loads((folders[family] / "config.json").read_text())
+    hf = reference(folders[family], family)
+    assert model.causal == (family in DECODERS + ("bloom",))
+    offset = config["pad_token_id"] + 1 if family == "roberta" else 0  # RoBERTa's positions start after its padding
+    assert model.context == config.get("max_position_embeddings", config.get("n_positions", model.context)) - offset
+    for layer in range(model.layers):
+        expected = expected_mask(config, family, layer, 64)
+        lower = expected[np.tril_indices(64) if model.causal else np.nonzero(np.ones((64, 64), bool))]
+        window = model.window(layer)
+        assert (window is None) == bool(lower.all()), (layer, window)
+        for head in range(model.heads):
+            sink = model.sink(layer, head)
+            if family == "gpt_oss":
+                assert sink == pytest.approx(float(hf.model.layers[layer].self_attn.sinks[head].detach()), abs=0)
+            else:
+                assert sink is None
+    assert model.has_sinks == (family == "gpt_oss")
+    slopes = model.alibi_slopes()
+    if family == "bloom":
+        from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+        mask = torch.ones(1, 2)  # (1, 2): the bias at key position 1 is the slope itself
+        alibi = build_alibi_tensor(mask, model.heads, torch.float32)[:, 0, 1]  # (H,)
+        assert np.array_equal(slopes, alibi.numpy())
+    else:
+        assert slopes is None
+    table = model.position_table(6)
+    if family in ("gpt2", "roberta"):
+        embeddings = hf.transformer.wpe if family == "gpt2" else hf.embeddings.position_embeddings
+        start = 0 if family == "gpt2" else config["pad_token_id"] + 1  # RoBERTa's positions start after its padding
+        assert np.array_equal(table, embeddings.weight[start:start + 6].detach().numpy())
+    else:
+        assert table is None
+    rotary = model.rotary()
+    if family in ("mistral", "gpt_neox", "gpt_oss", "modernbert"):
+        rope = config.get("rope_parameters") or {}
+        factor = config.get("rotary_pct") or config.get("partial_rotary_factor") or rope.get("partial_rotary_factor", 1.0)
+        dims = int(factor * model.head_dim)
+        assert rotary[0] == dims
+    else:
+        assert rotary is None
+    relative = model.relative_distances(5)
+    if family == "deberta-v2":
+        distance, span, _ = relative
+        assert span == config.get("position_buckets", config["max_relative_positions"]) and distance.shape == (5, 5)
+        assert np.array_equal(distance, np.subtract.outer(np.arange(5), np.arange(5)).astype(np.float32))  # near: as is
+    else:
+        assert relative is None
+
+
+def test_a_model_transformers_computes_answers_the_facade_with_nothing_inside(folders):
+    model = models.load(folders[tiny_models.OUTSIDE], "cpu")
+    assert model.computed_by == "transformers"
+    assert (model.window(0), model.sink(0, 0), model.alibi_slopes(), model.position_table(4), model.rotary(),
+            model.relative_distances(4), model.has_sinks) == (None, None, None, None, None, None, False)
+    with pytest.raises(models.ModelError, match="scan of a whole document"):
+        model.scan_limit(2**20)

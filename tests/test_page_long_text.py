@@ -129,6 +129,7 @@ def test_a_text_past_the_models_context_says_so_and_keeps_it():
     assert limit < 8192 and f"reads at most {limit} pieces here" in messages(at) and "Shorten it" in messages(at)
     assert f"up to {limit:,} pieces" in " ".join(m.value for m in at.markdown)
     assert at.text_area(key="long_text").value == "dog " * 9000
+    assert "`attnviz --scan-memory all`" in " ".join(m.value for m in at.markdown)  # how to read the whole context
     # the text's error ends the document part only: the needle lab, which does not read the text, is still there
     assert any(h.value == "A needle in a haystack" for h in at.header)
     assert any(b.label == "Run the pass-key test" for b in at.button)
@@ -169,3 +170,28 @@ def test_turning_the_retrieval_heads_off_names_both_sets_and_says_how_sure_the_c
     low, high = long.share_interval(int(off.random.found.sum()), off.random.found.size)
     assert f"without random heads {int(off.random.found.sum())} of {off.random.found.size}, a share anywhere from " \
            f"{low:.0%} to {high:.0%}" in said
+
+
+@pytest.mark.parametrize("setting", ["all", "2GiB"])
+def test_a_server_set_to_read_the_whole_context_scans_it(setting, monkeypatch):
+    """ATTNVIZ_SCAN_MEMORY (or `attnviz --scan-memory`): 'all', or a size that holds SmolLM2's 8,192 pieces (a scan of
+    them keeps about 0.9 GB), lifts the page's bound to the model's own context."""
+    monkeypatch.setenv("ATTNVIZ_SCAN_MEMORY", setting)
+    at = run_page("long_text.py")
+    at.text_area(key="long_text").input("dog " * 9000).run()
+    next(b for b in at.button if b.label == "Scan").click().run()
+    assert not at.exception
+    assert "up to smollm2's own context of 8,192 pieces" in " ".join(m.value for m in at.markdown)
+    assert "reads at most 8192 pieces here" in messages(at)
+
+
+def test_a_malformed_scan_memory_setting_is_said_and_the_default_kept(monkeypatch):
+    from attnviz.models.scan import most_pieces
+    from appkit.model import model
+
+    monkeypatch.setenv("ATTNVIZ_SCAN_MEMORY", "<b>lots</b>")
+    at = run_page("long_text.py")
+    assert not at.exception
+    assert any("ATTNVIZ_SCAN_MEMORY '<b>lots</b>' is not a size" in w.value for w in at.warning)
+    limit = most_pieces(model("smollm2").arch, 512 * 2**20)
+    assert f"up to {limit:,} pieces" in " ".join(m.value for m in at.markdown)

@@ -365,3 +365,28 @@ def test_a_blocks_hover_name_quotes_its_first_and_last_piece():
     names = ["When", "·he", "·saw", "·his", "·owner"]
     assert block_name(names, 1, 4) == "#1–3, from “·he” to “·his”"
     assert block_name(names, 4, 5) == "#4 “·owner”"
+
+
+def test_the_scan_memory_setting_reads_the_command_then_the_environment_then_the_default():
+    from attnviz.cli import command, parser
+    from attnviz.models.scan import SCAN_MEMORY_DEFAULT, scan_memory
+
+    assert scan_memory([], {}) == (SCAN_MEMORY_DEFAULT, "the default of 512 MiB")
+    assert scan_memory([], {"ATTNVIZ_SCAN_MEMORY": " 1.5GiB "}) == (int(1.5 * 2**30), "ATTNVIZ_SCAN_MEMORY 1.5GiB")
+    assert scan_memory(["app.py", "--scan-memory", "ALL"], {"ATTNVIZ_SCAN_MEMORY": "1GB"}) == (None, "--scan-memory all")
+    for bad in ("lots", "-1GB", "100KB", "0", "1e9"):
+        with pytest.raises(ValueError, match="is not a size of at least 1 MiB"):
+            scan_memory([], {"ATTNVIZ_SCAN_MEMORY": bad})
+    line = command(parser().parse_args(["--scan-memory", "2GiB"]))
+    assert line[line.index("--") + 1:] == ["--scan-memory", "2GiB"]  # after `--`: the app's own arguments
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--scan-memory", "lots"])
+
+
+def test_a_scan_limit_is_the_most_pieces_within_the_bytes_or_the_whole_context(folders):
+    from attnviz.models.scan import kept_bytes
+
+    model = models.load(folders["mistral"], device="cpu")
+    budget = kept_bytes(model.arch, 40)
+    assert model.scan_limit(budget) == 40 and kept_bytes(model.arch, 41) > budget
+    assert model.scan_limit(None) == model.context

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+from attnviz.cache import parse_size  # noqa: F401  also read from here
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -51,19 +52,6 @@ def size_text(nbytes: float) -> str:
         if nbytes >= size:
             return f"{nbytes / size:.1f} {unit}"
     return f"{int(nbytes)} bytes"
-
-
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
-          "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30, "gib": 2**30, "ti": 2**40, "tib": 2**40}
-
-
-def parse_size(text: str) -> int:
-    """'4GB', '1.5 GiB', '800MB', '123456' as bytes; ValueError for anything else."""
-    match = _SIZE.match(text or "")
-    if not match:
-        raise ValueError(text)
-    return int(float(match.group(1)) * _UNITS[(match.group(2) or "").lower()])
 
 
 def free_memory() -> int | None:

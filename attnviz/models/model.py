@@ -89,8 +89,60 @@ class Model:
     def scan(self, text: str, block: int = BLOCK, top: int = TOP, progress=None, limit: int | None = None):
         """Every head's attention over a whole document, up to the model's own context (attnviz.models.scan): a
         model attnviz's engine computes only."""
-        raise ModelError(f"{self.name} is computed by transformers, which keeps every layer's n × n weights at once; "
-                         f"a scan of a whole document needs a model attnviz's engine computes ({ENGINE_FAMILIES}).")
+        raise self._no_scan()
+
+    def _no_scan(self) -> ModelError:
+        return ModelError(f"{self.name} is computed by transformers, which keeps every layer's n × n weights at once; "
+                          f"a scan of a whole document needs a model attnviz's engine computes ({ENGINE_FAMILIES}).")
+
+    # What the app asks of a model's attention, so that it never reads the engine's layout. A model transformers
+    # computes answers with what it is known to do; attnviz's engine answers from its architecture and weights.
+
+    @property
+    def causal(self) -> bool:
+        """Each piece reads only itself and the pieces before it."""
+        return self.kind == "decoder"
+
+    @property
+    def context(self) -> int:
+        """The most pieces the model itself reads (a run reads at most max_pieces of them)."""
+        return self.max_pieces
+
+    has_sinks = False  # its heads have learned sinks, so a row of weights sums to less than 1
+
+    def window(self, layer: int) -> int | None:
+        """Layer `layer`'s (from 0) sliding window, where it has one."""
+        return None
+
+    def sink(self, layer: int, head: int) -> float | None:
+        """Head `head` of layer `layer`'s (from 0) learned sink logit, where the model's heads have one."""
+        return None
+
+    def scan_limit(self, budget: int | None) -> int:
+        """The most pieces (up to the context) whose scan keeps at most `budget` bytes (None: no bound)."""
+        raise self._no_scan()
+
+    def score_steps(self, trace, head: int, query: int, key: int, parts):
+        """The neuron view's Parts of one score, q·k/√d_k taken apart (`parts`), with the family's own steps after it
+        (DeBERTa's relative terms, ALiBi, a soft cap): none here."""
+        return parts
+
+    def alibi_slopes(self) -> np.ndarray | None:
+        """(H,) each head's ALiBi slope m_h, where the model adds −m_h (i − j) to its scores."""
+        return None
+
+    def relative_distances(self, n: int) -> tuple[np.ndarray, int, int | None] | None:
+        """DeBERTa's positions: the bucketed distance δ(i, j) (n, n) each score reads, its reach k (δ in −k … k − 1),
+        and the distance past which buckets are log-spaced (None: every distance is its own)."""
+        return None
+
+    def position_table(self, n: int) -> np.ndarray | None:
+        """(n, d) the learned rows added to the first n pieces' embeddings, where the model has them."""
+        return None
+
+    def rotary(self) -> tuple[int, object] | None:
+        """Under RoPE: the dimensions of each head it turns, and its base (a number, or a Rope that stretches it)."""
+        return None
 
     def describe(self) -> str:
         """One line for people: what the model is and what computes it."""
@@ -130,6 +182,56 @@ class EngineModel(Model):
     def notes(self) -> list[str]:
         """A sentence for each mechanism that changes what its pictures mean (engine.notes)."""
         return engine.notes(self.arch, self.weights)
+
+    @property
+    def causal(self) -> bool:
+        return self.arch.causal
+
+    @property
+    def context(self) -> int:
+        return self.arch.context
+
+    @property
+    def has_sinks(self) -> bool:
+        return self.arch.sinks
+
+    def window(self, layer: int) -> int | None:
+        return self.arch.windows[layer] if self.arch.windows else None
+
+    def sink(self, layer: int, head: int) -> float | None:
+        sink = self.weights.blocks[layer].sink if self.arch.sinks else None  # (H,) or None
+        return None if sink is None else float(sink[head])
+
+    def scan_limit(self, budget: int | None) -> int:
+        from attnviz.models import scan as scanning  # noqa: F811  the module, beside the method of the same name
+
+        return self.arch.context if budget is None else scanning.most_pieces(self.arch, budget)
+
+    def score_steps(self, trace, head: int, query: int, key: int, parts):
+        relative = engine.relative_parts(self.arch, trace, head, query, key, parts)
+        return engine.shaped_parts(self.arch, head, query, key, relative)
+
+    def alibi_slopes(self) -> np.ndarray | None:
+        return engine.alibi_slopes(self.heads).numpy() if self.arch.alibi else None  # (H,)
+
+    def relative_distances(self, n: int) -> tuple[np.ndarray, int, int | None] | None:
+        span = self.arch.relative_span
+        if not span:
+            return None
+        where = torch.arange(n)  # (n,)
+        distance = (engine.relative_index(self.arch, where, where) - span).numpy().astype(np.float32)  # (n, n)
+        buckets = self.arch.relative_buckets
+        return distance, span, (buckets // 2 if buckets > 0 else None)
+
+    def position_table(self, n: int) -> np.ndarray | None:
+        if self.weights.positions is None:
+            return None
+        return self.weights.positions[self.arch.position_rows(n)].float().cpu().numpy()  # (n, d)
+
+    def rotary(self) -> tuple[int, object] | None:
+        if self.arch.positions != "rotary":
+            return None
+        return self.arch.rotary_dims or self.head_dim, self.arch.rope_base
 
     def run_pieces(self, pieces: Pieces, *, target: str | None = None,
                    intervention: engine.Intervention | None = None) -> Run:

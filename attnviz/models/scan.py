@@ -17,8 +17,11 @@ import numpy as np
 import torch
 
 from attnviz.models import engine, fused
+from attnviz.cache import parse_size
 from attnviz.models.pieces import Pieces
 
+SCAN_MEMORY_SETTING = "ATTNVIZ_SCAN_MEMORY"  # or `attnviz --scan-memory`: what a server's scan may keep
+SCAN_MEMORY_DEFAULT = 512 * 2**20  # kept: with a scan's transient work, one request grows the server by under 1 GiB
 BLOCK = 128  # queries a step, and the overview's block of keys
 TOP = 8  # each query's strongest keys kept
 CHUNK = 64  # keys a chunk, in the search for each query's strongest keys
@@ -88,6 +91,28 @@ class Scan:
         if allowed is not None:
             weights = weights.masked_fill(~allowed[:, cols.start:], 0.0)  # (r, c)
         return weights.float().numpy()
+
+
+def scan_memory(argv: list[str], environ: dict[str, str]) -> tuple[int | None, str]:
+    """(the bytes a server's scan may keep, None for no bound: the model's whole context; where that comes from, in
+    words) from `--scan-memory SIZE` in argv (the attnviz command passes it), else ATTNVIZ_SCAN_MEMORY, else
+    SCAN_MEMORY_DEFAULT. SIZE: '2GiB', '800MB', bytes, or 'all'. ValueError, in words, for anything else."""
+    given = [value for flag, value in zip(argv, argv[1:]) if flag == "--scan-memory"]
+    where, text = (("--scan-memory", given[-1]) if given else
+                   (SCAN_MEMORY_SETTING, environ[SCAN_MEMORY_SETTING]) if environ.get(SCAN_MEMORY_SETTING, "").strip() else
+                   (None, None))
+    if where is None:
+        return SCAN_MEMORY_DEFAULT, f"the default of {SCAN_MEMORY_DEFAULT // 2**20} MiB"
+    if text.strip().lower() == "all":
+        return None, f"{where} all"
+    try:
+        size = parse_size(text)
+    except ValueError:
+        size = 0
+    if size < 2**20:
+        raise ValueError(f"{where} {text.strip()[:40]!r} is not a size of at least 1 MiB: give one such as 2GiB or "
+                         "800MB, or 'all' for the model's whole context.")
+    return size, f"{where} {text.strip()}"
 
 
 def kept_bytes(arch: engine.Architecture, n: int, block: int = BLOCK, top: int = TOP) -> int:

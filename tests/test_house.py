@@ -1,0 +1,173 @@
+"""The house drawn from its imports: every `import` in attnviz/, appkit/, pages/ and app.py, at any depth (an import
+inside a function is an arrow too; one under `if TYPE_CHECKING:` is not, since it never runs). The drawing has no
+circle, no arrow runs up a floor, and the app reaches the models only through their facade (attnviz.models.Model)."""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Top to bottom. A module may import from its own floor or any floor below it, never above.
+FLOORS = [
+    ("the app", ["app", "pages"]),
+    ("the app's machinery", ["appkit"]),
+    ("the library's front doors, and names kept for old code",
+     ["attnviz.cli", "attnviz.heads_cli", "attnviz.notebook", "attnviz.why", "attnviz.trained", "attnviz.decoder",
+      "attnviz.attentions"]),
+    ("what is done with a model", ["attnviz.classroom", "attnviz.long", "attnviz.effects", "attnviz.heads"]),
+    ("the models: loaders and families", ["attnviz.models", "attnviz.models.catalog", "attnviz.models.gguf",
+                                          "attnviz.models.hf", "attnviz.models.reading", *[
+        f"attnviz.models.{family}" for family in ("bert", "bloom", "deberta", "gemma", "gpt2", "gpt_oss", "llama",
+                                                  "modernbert", "neox", "opt", "phi")]]),
+    ("a loaded model", ["attnviz.models.model"]),
+    ("what a model does", ["attnviz.models.generate", "attnviz.models.scan", "attnviz.models.run"]),
+    ("the engine", ["attnviz.models.engine", "attnviz.models.fused", "attnviz.models.pieces", "attnviz.models.files",
+                    "attnviz.models.hub"]),
+    ("toy attention", ["attnviz.selfattention", "attnviz.encdec", "attnviz.retrieval", "attnviz.pooling",
+                       "attnviz.qkspace", "attnviz.embeddings"]),
+    ("the ground", ["attnviz", "attnviz.attention", "attnviz.positions", "attnviz.cache", "attnviz.urlstate",
+                    "attnviz._deprecated", "attnviz.figures", "attnviz.export", "attnviz.web"]),
+]
+# What the app may not import: the engine's layout and the families' mappings, which the Model answers for.
+BEHIND_THE_FACADE = [name for _, names in FLOORS[4:8] for name in names if name.startswith("attnviz.models.")
+                     and name not in ("attnviz.models.catalog", "attnviz.models.model", "attnviz.models.run",
+                                      "attnviz.models.pieces", "attnviz.models.files", "attnviz.models.generate",
+                                      "attnviz.models.reading")]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@cache
+def modules() -> dict[str, Path]:
+    paths = [ROOT / "app.py", *(p for folder in ("attnviz", "appkit", "pages") for p in (ROOT / folder).rglob("*.py"))]
+    return {module_name(p): p for p in paths}
+
+
+def ours(name: str) -> str | None:
+    """The module of ours that `name` (a module, or a name inside one) is, or None for another package's."""
+    known = modules()
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def type_only(tree: ast.AST) -> set[int]:
+    return {id(node) for branch in ast.walk(tree) if isinstance(branch, ast.If) and "TYPE_CHECKING" in ast.unparse(branch.test)
+            for statement in branch.body for node in ast.walk(statement)}
+
+
+def imported(name: str, path: Path) -> set[str]:
+    """The modules of ours that module `name` imports."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    skipped, found = type_only(tree), set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {ours(alias.name) for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            found |= {ours(f"{base}.{alias.name}") for alias in node.names}  # a submodule, or a name in `base`
+    return found - {None, name}
+
+
+@cache
+def arrows() -> dict[str, set[str]]:
+    return {name: imported(name, path) for name, path in modules().items()}
+
+
+def floor(name: str) -> int:
+    """The floor of module `name` (0 is the top): that of the longest prefix the floors name."""
+    best = max((len(prefix), index) for index, (_, names) in enumerate(FLOORS) for prefix in names
+               if name == prefix or name.startswith(prefix + "."))
+    return best[1]
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of more than one module (Tarjan), each sorted."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while not part or part[-1] != v:
+                part.append(stack.pop())
+                on.discard(part[-1])
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_walk_sees_the_arrows_it_should():
+    """The walker itself: arrows it must find (a relative import, an import inside a function, a name imported from
+    a package), and one it must not (a type-only import)."""
+    graph = arrows()
+    assert "attnviz.models.engine" in graph["attnviz.models.model"]  # from attnviz.models import engine
+    assert "attnviz.effects.interventions" in graph["attnviz.effects.why"]
+    assert "attnviz.models.scan" in graph["attnviz.models.model"]  # also imported inside a method
+    assert "attnviz.models.model" not in graph["attnviz.models.generate"]  # under TYPE_CHECKING only
+    assert "appkit.vectors" in graph["appkit.warm"] and "appkit.common" in graph["pages.self_attention"]
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_house_has_no_circle():
+    assert circles(arrows()) == []
+
+
+def test_every_module_has_a_floor_and_no_arrow_runs_up_one():
+    graph = arrows()
+    up = [f"{a} ({FLOORS[floor(a)][0]}) → {b} ({FLOORS[floor(b)][0]})" for a, targets in sorted(graph.items())
+          for b in sorted(targets) if floor(b) < floor(a)]
+    assert up == []
+
+
+def test_the_app_reaches_models_only_through_their_facade():
+    """appkit/ and pages/ import neither the engine nor a family's mapping, and read no model's .arch or .weights:
+    the Model answers (model.window(l), model.sink(l, h), model.score_steps(…), …)."""
+    graph = arrows()
+    reaching = [f"{a} → {b}" for a, targets in sorted(graph.items()) if floor(a) <= 1 for b in sorted(targets)
+                if b in BEHIND_THE_FACADE]
+    assert reaching == []
+    reads = []
+    for name, path in modules().items():
+        if floor(name) > 1:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and (node.attr == "arch" or (
+                    node.attr == "weights" and ast.unparse(node.value).split(".")[-1] in ("model", "chosen", "loaded"))):
+                reads.append(f"{name}:{node.lineno} {ast.unparse(node)}")
+            if (isinstance(node, ast.Call) and ast.unparse(node.func) == "getattr" and len(node.args) > 1
+                    and isinstance(node.args[1], ast.Constant) and node.args[1].value in ("arch", "weights")):
+                reads.append(f"{name}:{node.lineno} {ast.unparse(node)}")
+    assert reads == []
+
+
+def test_the_library_never_imports_streamlit():
+    imports = [f"{name}:{node.lineno}" for name, path in modules().items() if name.split(".")[0] == "attnviz"
+               for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                   (alias.name if isinstance(node, ast.Import) else node.module or "").split(".")[0] == "streamlit"
+                   for alias in node.names)]
+    assert imports == []

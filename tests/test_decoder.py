@@ -326,8 +326,8 @@ def test_one_more_piece_runs_on_one_cpu_thread_and_puts_the_count_back(model, mo
     """The one-row step leaves the other cores alone (engine.extend under attention.cpu_threads)."""
     from attnviz.models import engine
 
-    seen, linear = set(), engine._linear
-    monkeypatch.setattr(engine, "_linear", lambda *args: seen.add(torch.get_num_threads()) or linear(*args))
+    seen, linear = set(), engine.one_layer._linear
+    monkeypatch.setattr(engine.one_layer, "_linear", lambda *args: seen.add(torch.get_num_threads()) or linear(*args))
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:

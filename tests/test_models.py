@@ -518,7 +518,7 @@ def test_a_long_causal_run_taken_by_blocks_of_queries_equals_transformers(family
     whole = model.run(SENTENCES["dog"])
     n = len(whole.pieces)
     for block in (3, 5):
-        monkeypatch.setattr(engine, "CAUSAL_BLOCK", block)
+        monkeypatch.setattr(engine.attend, "CAUSAL_BLOCK", block)
         assert n > 2 * block
         blocked = model.run(SENTENCES["dog"])
         with torch.no_grad():

@@ -1,4 +1,6 @@
-"""Ablation: a head's output removed, or an edge knocked out, and what that does to the next piece."""
+"""Ablation: a head's output removed, or an edge knocked out, and what that does to the next piece: every head's
+effect at once (heads batched as copies of the text), the staircase of the strongest heads turned off, and the
+control heads drawn beside them."""
 
 from __future__ import annotations
 

@@ -7,8 +7,9 @@
     run.weights                                      # float32 (layers, heads, n, n); each row sums to 1
     run.scores                                       # the same shape, before the softmax
 
-Families attnviz's own engine computes, every layer through the same `attend` as every page (a family is a mapping
-of its checkpoint into one layout, attnviz.models.engine): BERT-like (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA,
+Families attnviz's own engine computes (a family is a mapping of its checkpoint into one layout,
+attnviz.models.engine; each layer's attention follows one rule, scores → shaped → allowed keys → softmax → αV, in the
+engine's `attend`): BERT-like (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA,
 MiniLM), ModernBERT, GPT-2 and GPT-BigCode, Phi and StableLM, BLOOM (ALiBi), Llama-like (Llama, Mistral, Qwen2, Qwen3, Phi-3, SmolLM, SmolLM3, OLMo 2, Granite, Mixtral, Qwen3-MoE), Gemma 1 to 3
 and GPT-NeoX. Any other architecture transformers can load goes through transformers
 (eager attention), encoder–decoders (T5, BART, Marian) included. Weights are read from safetensors and GGUF only,

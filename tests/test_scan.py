@@ -390,3 +390,33 @@ def test_a_scan_limit_is_the_most_pieces_within_the_bytes_or_the_whole_context(f
     budget = kept_bytes(model.arch, 40)
     assert model.scan_limit(budget) == 40 and kept_bytes(model.arch, 41) > budget
     assert model.scan_limit(None) == model.context
+
+
+@pytest.mark.parametrize("family", ["mistral", "bert", "gpt_oss"])
+def test_a_knockout_and_an_ablation_enter_the_blocked_layer_as_they_enter_the_engines(family, folders, tmp_path):
+    """An intervention passed to the scan's blocked layer is not ignored: a knockout changes each block's rows before
+    they meet V, an ablation the heads' outputs; the layer's output and the rows it reports equal the engine's own
+    layer under the same intervention (a window and a learned sink included; the knocked edges lie within gpt-oss's window)."""
+    from attnviz.effects import Ablation, Knockout
+    from attnviz.models import engine
+    from attnviz.models.scan import blocked_layer
+
+    model = models.load(folders[family] if family in folders else tiny_models.build(family, tmp_path), device="cpu")
+    arch, weights = model.arch, model.weights
+    pieces = model.tokenize(long_text(model, 40))
+    n = len(pieces)
+    positions = torch.arange(n)  # (n,)
+    with torch.inference_mode():
+        x = engine.embed(arch, weights, torch.tensor(pieces.ids), positions)  # (n, d)
+        for intervention in (Knockout(((n - 1, n - 2), (n - 1, 0), (20, 19)), layers=(0,)), Ablation(((0, 1),))):
+            rows = []
+            blocked, *_ = blocked_layer(arch, weights.blocks[0], 0, x, positions, 16,
+                                        lambda start, exps, total: rows.append(exps / total), intervention)
+            dense, a, _ = engine.layer(arch, weights.blocks[0], 0, x, positions, intervention=intervention)
+            plain, *_ = blocked_layer(arch, weights.blocks[0], 0, x, positions, 16)
+            assert (blocked - plain).abs().max() > 1e-4  # the intervention changed the layer
+            assert (blocked - dense).abs().max() <= 1e-4
+            for start, row in zip(range(0, n, 16), rows):
+                assert (row - a.weights[:, start:start + row.shape[1], :row.shape[2]]).abs().max() <= 1e-5
+            if isinstance(intervention, Knockout):
+                assert float(rows[-1][:, -1, [0, n - 2]].abs().max()) == 0.0  # the last query reads neither key

@@ -243,7 +243,8 @@ def hide(arch: engine.Architecture, index: int, start: int, rows: torch.Tensor, 
 
 def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                   positions: torch.Tensor, size: int, visit=None, summaries: Summaries | None = None,
-                  block: engine.Block | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                  block: engine.Block | None = None,
+                  intervention: engine.Intervention | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Layer `index`'s attention of queries (H, n, dh), already scaled by 1/√dh, over keys and values (KV, n, dh), taken
     `size` queries at a time: (αV (H, n, dh), each query's log-sum-exp (H, n)). `summaries`, where given, are filled
     block by block; `visit(start, exps, total)` sees each block's e^{s − max} (H, r, k), k the keys it may read up to its
@@ -301,6 +302,13 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
         total = total if sunk is None else total + torch.exp(sunk)  # (H, r, 1)
         normaliser = top[..., 0].double() + torch.log(total[..., 0].double())  # (H, r), float64: see Scan.tile
         normalisers.append(normaliser)
+        changed = None if intervention is None else intervention.weights(
+            index, exps[..., :seen] / total, positions[start:stop])  # (H, r, seen) or None: a knockout, say
+        if changed is not None:
+            if visit is not None:
+                visit(start, changed, torch.ones_like(total))
+            outputs.append(engine.grouped_values(changed, value[:, :seen]))  # (H, r, dh)
+            continue
         if visit is not None:
             visit(start, exps[..., :seen], total)
         outputs.append(engine.grouped_values(exps, value[:, :k]) / total)  # (H, r, dh)
@@ -314,12 +322,16 @@ def blocked_layer(arch: engine.Architecture, block: engine.Block, index: int, x:
                   summaries: Summaries | None = None):
     """One layer over inputs x (n, d), its attention taken `size` queries at a time (attend_blocks): (x after the
     layer, the queries (H, n, dh) scaled by 1/√dh, the keys and values (KV, n, dh), the normalisers (H, n)).
-    `intervention`'s head_output, where given, changes the heads' outputs before W_o (an ablation)."""
+    `intervention`, where given, enters as it does in the engine's layer: its weights (a knockout) change each block's
+    rows before they meet V (`visit` then hears of the changed rows), its head_output (an ablation) the heads' outputs
+    before W_o. A scan's summaries describe the model's own weights, so they take no intervention."""
+    if summaries is not None and intervention is not None:
+        raise ValueError("A scan's summaries describe the model's own weights: run an intervention without them.")
     h = engine.attention_input(arch, block, x)  # (n, d)
     query, key, value = engine.project(arch, block, h, positions, index)  # (H, n, dh), (KV, n, dh) × 2
     query = query / math.sqrt(query.shape[-1])  # (H, n, dh) as the scaled-dot scorer scales it
     output, normalisers = attend_blocks(arch, index, query, key, value, positions, size, visit,
-                                        summaries, block)  # (H, n, dh), (H, n)
+                                        summaries, block, intervention)  # (H, n, dh), (H, n)
     if intervention is not None:
         changed = intervention.head_output(index, output)  # (H, n, dh) or None
         output = output if changed is None else changed

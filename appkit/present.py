@@ -42,7 +42,10 @@ def settings() -> None:
 def chart_config(key: str) -> dict:
     """plotly's config for a chart: the camera button saves `attnviz_<key>` as PNG at 3× or as SVG."""
     fmt = st.session_state.get(FIGURE_FORMAT, "png")
-    return {"displaylogo": False,
+    # The toolbar that hover shows at a chart's top right holds the camera alone: plotly's full row (zoom, pan,
+    # select, autoscale, …) was 224 px wide and ran over the title of any chart narrower than about 500 px. A drag
+    # still zooms and a double click resets.
+    return {"displaylogo": False, "modeBarButtons": [["toImage"]],
             "toImageButtonOptions": {"format": fmt, "scale": 3 if fmt == "png" else 1, "filename": f"attnviz_{key}"}}
 
 

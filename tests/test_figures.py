@@ -2,6 +2,7 @@ import csv
 import io
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 
 from attnviz import figures
@@ -316,3 +317,25 @@ def test_learned_sigma_axis_has_a_few_distinct_labels_spanning_what_is_drawn():
     assert len(axis.tickvals) == 4 and len(set(axis.ticktext)) == 4
     assert min(axis.tickvals) == pytest.approx(0.19) and max(axis.tickvals) == pytest.approx(0.5)
     assert 10 ** axis.range[0] < 0.19 and 10 ** axis.range[1] > 0.5
+
+
+def test_a_long_title_is_wrapped_to_what_its_figure_holds_and_given_room_above_the_plot():
+    from attnviz.figures.layout import PLOT_PX, fit_margins, text_px, wrap_title
+
+    title = "Layer 19, head 7: its score of “·antibiotics” from the last piece, taken apart  (6×6)"
+    wrapped = wrap_title(title, "three_fifths")
+    lines = wrapped.split("<br>")
+    assert len(lines) > 1 and " ".join(lines) == title  # every word kept, in order
+    assert all(text_px(line, 16) <= PLOT_PX["three_fifths"] + 80 for line in lines)
+    assert wrap_title("Short", "full") == "Short"
+    fig = fit_margins(go.Figure(go.Heatmap(z=[[0, 1]]), layout=dict(title=wrapped, margin=dict(t=40))))
+    assert fig.layout.margin.t >= len(lines) * 1.36 * 16 + 30  # every line above the plot
+
+
+def test_the_charts_toolbar_holds_the_camera_alone():
+    """plotly's full toolbar (224 px) ran over the title of any chart narrower than about 500 px (e2e/test_layout
+    measures it at 1440×900); the camera still saves the chart as the Download format says."""
+    from appkit.present import chart_config
+
+    config = chart_config("pca")
+    assert config["modeBarButtons"] == [["toImage"]] and config["toImageButtonOptions"]["filename"] == "attnviz_pca"

@@ -19,7 +19,8 @@ def why_step(text, figure):
                "occurrence. **Why there?** Its score q·k/√d is a sum: the query and the key are each made from the "
                "residual stream, and the stream is the embeddings plus what every earlier head and MLP wrote. Take the "
                "score apart, one query-side part against one key-side part a cell, and see who made them agree.")
-    text.latex(r"a = \sum_{a,b} \frac{q_a \cdot k_b}{\sqrt{d}},\quad q_a = R_i\big(\mathrm{norm}(x_a)\,W_q\big)")
+    text.latex(r"a = \sum_{a,b} \frac{q_a \cdot k_b}{\sqrt{d}}")  # two lines: the text column is narrow on a laptop
+    text.latex(r"q_a = R_i\big(\mathrm{norm}(x_a)\,W_q\big)")
     seed = text.selectbox("Random sequence", list(range(10)), key="copyseed", format_func=lambda s: f"seed {s}")
     try:
         model, scores, (layer, head), _, result = copying_head(seed)

@@ -239,13 +239,41 @@ def _colorbar_px(colorbar) -> float:
     return 2 * COLORBAR_PAD + (colorbar.thickness or 30) + numbers + _title_px(colorbar.title) + 4
 
 
+FIGURE_TITLE_PX = 16  # the chart theme's title size, where a figure sets none
+
+
+def wrap_title(text: str, width: str, font_px: float = FIGURE_TITLE_PX) -> str:
+    """`text` broken into lines (<br>) at spaces, each within what a figure `width` wide (PLOT_PX's keys) holds on this
+    screen: its plot's width and a little of its margins. A word longer than that keeps a line of its own."""
+    room = _screen.get().plot_px[width] + 80
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and text_px(lines[-1] + " " + word, font_px) <= room:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "<br>".join(lines)
+
+
+def title_room(fig: go.Figure) -> go.Figure:
+    """A top margin that holds every line of the figure's title (wrap_title's), with plotly's gap above the plot."""
+    title = fig.layout.title
+    lines = (title.text or "").count("<br>") + 1
+    if lines > 1:
+        need = math.ceil(lines * 1.36 * (title.font.size or FIGURE_TITLE_PX) + 30)
+        fig.update_layout(margin_t=max(fig.layout.margin.t or 0, need))
+    return fig
+
+
 def fit_margins(fig: go.Figure) -> go.Figure:
-    """Left, right and bottom margins that hold the tick labels, axis titles and colour bars, estimated here.
+    """Left, right and bottom margins that hold the tick labels, axis titles and colour bars, estimated here; the top
+    one holds every line of the title (title_room).
 
     plotly's automargin (kept on as a safety net) widens a margin that is too small by drawing the whole
     figure a second time, and Streamlit's chart theme starts every chart at left and right margins of 0, so
     without this every chart was drawn twice. A margin the figure already sets larger is kept.
     """
+    title_room(fig)
     layout = fig.layout
     # No pad where every axis names its ticks (heatmaps): it gives narrow plots 8 px back. A numeric axis keeps
     # the theme's pad, or its "0" at the plot's corner meets the other axis's last label.

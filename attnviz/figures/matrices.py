@@ -13,7 +13,7 @@ from plotly.subplots import make_subplots
 
 from attnviz.figures.layout import (
     CLICK_LIMIT, CLICK_MARKER, ColourScale, DIVERGING, FONT_PX, OOV_MARK, PALETTES, TICK_CHARS, _axis, _colorbar,
-    _finite, _keys_axis, _rows_axis, _scale_stops, _screen, _short, _side, colour_scale, labels, palette_stops,
+    _finite, _keys_axis, _rows_axis, _scale_stops, _screen, _short, _side, colour_scale, labels, palette_stops, wrap_title,
     positions,
 )
 
@@ -326,7 +326,7 @@ def matrix_heatmap(
         z=z, x=col_names, y=row_names, **colour, colorbar=_colorbar("value"), showscale=scale_bar,
         hovertemplate="row %{y}<br>column %{x}<br>value: %{z:.4f}<extra></extra>",
     ), layout=dict(
-        title=dict(text=f"{title}  ({z.shape[0]}×{z.shape[1]})"), height=height,
+        title=dict(text=wrap_title(f"{title}  ({z.shape[0]}×{z.shape[1]})", width)), height=height,
         xaxis=_keys_axis(col_labels, col_names, width, title=None), yaxis=_rows_axis(row_labels, row_names, height, title=None, whole=whole_rows),
         margin=dict(t=50),
     ))

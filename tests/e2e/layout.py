@@ -1,5 +1,5 @@
-"""What the layout tests measure on a loaded page: texts that overlap or are cut off, cut or unrendered formulas, cut
-page links, labels left out, an error box and, in presenter mode, figures taller than the screen. test_layout.py and test_classroom.py
+"""What the layout tests measure on a loaded page: texts that overlap or are cut off, a chart's title under plotly's
+toolbar, cut or unrendered formulas, cut page links, labels left out, an error box and, in presenter mode, figures taller than the screen. test_layout.py and test_classroom.py
 (each lesson step in presenter mode) call `layout_problems` on the pages they load."""
 
 from driver import SHOTS, steady
@@ -94,11 +94,22 @@ def problems(charts) -> list[str]:
 
 
 
+# A chart's title under plotly's toolbar: the toolbar shows on hover at the chart's top right, and its box is laid out
+# whether shown or not, so no hover is needed to measure it.
+UNDER_TOOLBAR = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(gd => {
+  const title = gd.querySelector('.gtitle'), bar = gd.querySelector('.modebar');
+  if (!title || !bar || !title.textContent.trim()) return [];
+  const t = title.getBoundingClientRect(), m = bar.getBoundingClientRect();
+  const over = t.left < m.right - 1 && m.left < t.right - 1 && t.top < m.bottom - 1 && m.top < t.bottom - 1;  // touching is not under
+  return over ? [`title under the toolbar: '${title.textContent.trim().slice(0, 60)}' (${Math.round(Math.min(t.right, m.right) - Math.max(t.left, m.left))} px)`] : [];
+})"""
+
+
 def layout_problems(page, height: int, present: bool, first_screen: bool = False) -> list[str]:
     """On a loaded page, once its texts stop moving (plotly's automargin settles after the first draw): what overlaps or is
     cut, and in presenter mode what does not fit a screen `height` px tall."""
     found = (problems(steady(page, TEXT_BOXES)) + page.evaluate(CUT_FORMULAS) + page.evaluate(BROKEN_FORMULAS)
-             + page.evaluate(CUT_LINKS) + page.evaluate(HIDDEN_LABELS)
+             + page.evaluate(CUT_LINKS) + page.evaluate(HIDDEN_LABELS) + page.evaluate(UNDER_TOOLBAR)
              + [f"an error box: {text[:200]}" for text in page.locator('[data-testid="stException"]').all_inner_texts()])
     if present:
         found += unfit(page.evaluate(FIGURE_BOXES), height, first_screen)

@@ -294,3 +294,15 @@ def test_a_links_key_past_the_text_opens_the_strongest_and_the_link_says_so():
     assert not at.exception
     assert at.session_state["key"] == -1 and "key" not in at.query_params  # not key=511 beside a panel on key #2
     assert any(m.value.startswith("Query #4") for m in at.markdown)
+
+
+def test_the_old_name_still_works_and_says_where_it_moved():
+    import importlib
+
+    from attnviz.effects import why
+
+    old = importlib.import_module("attnviz.why")
+    with pytest.warns(DeprecationWarning, match="use attnviz.effects.why.score_parts"):
+        assert old.score_parts is why.score_parts
+    with pytest.raises(AttributeError):
+        old.no_such_name

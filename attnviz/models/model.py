@@ -105,7 +105,8 @@ class Model:
 
     @property
     def context(self) -> int:
-        """The most pieces the model itself reads (a run reads at most max_pieces of them)."""
+        """The most pieces the model reads: its own context where attnviz's engine computes it, else the most a run
+        reads here (max_pieces)."""
         return self.max_pieces
 
     has_sinks = False  # its heads have learned sinks, so a row of weights sums to less than 1

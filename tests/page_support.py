@@ -160,8 +160,10 @@ def score_apart(at) -> tuple[np.ndarray, float, float]:
 
 
 def spec_titled(at, start: str) -> dict:
+    """The spec of the chart whose title starts with `start` (a long title is wrapped for its width: <br> reads as a
+    space)."""
     return next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
-                if str(json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "")).startswith(start))
+                if str(json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "")).replace("<br>", " ").startswith(start))
 
 
 def link_params(at, label: str) -> dict:

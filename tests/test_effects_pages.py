@@ -157,9 +157,9 @@ def test_lesson_17_turns_the_induction_head_off_beside_a_control(smollm2):
 
 def drawn_row_labels(at, title: str) -> list[str]:
     """The row labels a plotly chart whose title starts with `title` draws."""
-    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    spec = next(s for s in specs if str(s["layout"]["title"]["text"]).startswith(title))
-    return list(spec["layout"]["yaxis"]["ticktext"])
+    from page_support import spec_titled
+
+    return list(spec_titled(at, title)["layout"]["yaxis"]["ticktext"])
 
 
 def test_lesson_18_ranks_the_dog_sentences_pieces_beside_occlusion(smollm2):
@@ -217,7 +217,7 @@ def test_lesson_21_takes_the_copying_heads_score_apart(smollm2):
     key = int(np.argmax(run.weights[layer, head, query]))
     found = effects.score_parts_of(smollm2, run, layer, head, query, key)
     spec = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
-                if "taken apart" in str(json.loads(c.proto.spec)["layout"]["title"]["text"]))
+                if "taken apart" in str(json.loads(c.proto.spec)["layout"]["title"]["text"]).replace("<br>", " "))
     from page_support import decode
 
     np.testing.assert_allclose(decode(spec["data"][0]["z"]), found.strongest(6)[2], atol=1e-5)

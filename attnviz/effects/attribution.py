@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from attnviz.models import engine
-from attnviz.models.engine import output_matrices
+from attnviz.models.engine import FrozenNorm, output_matrices
 from attnviz.models.run import Run
 from attnviz.effects.interventions import EffectsError, engine_model, pieces_of
 from attnviz.effects.routes import update_scale
@@ -59,21 +58,9 @@ def logit_attribution_of(model, run: Run, *, top: int = 5) -> LogitAttribution:
     target = int(np.argmax(run.next_logits))
     state = torch.from_numpy(run.hidden[-1, last]).double()  # (d,)
     final = weights.final_norm
-    gain = final.weight.double().cpu() if final is not None else torch.ones_like(state)  # (d,)
-    if final is None:
-        scale = 1.0
-    elif final.kind == "rms":
-        scale = 1 / math.sqrt(float(state.pow(2).mean()) + final.eps)
-    else:
-        scale = 1 / math.sqrt(float(state.var(unbiased=False)) + final.eps)
-    centre = final is not None and final.kind == "layer"
+    read = final.frozen(state) if final is not None else FrozenNorm.identity(state)  # components c (..., d) → (..., d)
     unembed = weights.unembed.double().cpu()  # (d, vocab)
     column = unembed[:, target]  # (d,)
-
-    def read(c: torch.Tensor) -> torch.Tensor:
-        """(..., vocab or ()) what components c (..., d) add to the logits through the frozen norm."""
-        c = c - c.mean(-1, keepdim=True) if centre else c
-        return c * scale * gain
 
     terms = {"embeddings": float(read(torch.from_numpy(run.hidden[0, last]).double()) @ column)}
     head_terms = np.zeros((arch.layers, arch.heads))

@@ -127,8 +127,10 @@ def update_scale(model, layer: int, trace) -> torch.Tensor | None:
     update = heads_out @ block.w_out.double().cpu()  # (n, d)
     if block.b_out is not None:
         update = update + block.b_out.double().cpu()
-    norm = block.attention_out_norm
-    return norm.weight.double().cpu() * torch.rsqrt(update.pow(2).mean(-1, keepdim=True) + norm.eps)  # (n, d)
+    fixed = block.attention_out_norm.frozen(update)  # the norm, its scale frozen at the whole update
+    if fixed.centred:  # each head's part would lose its own mean: no family normalises its update with a LayerNorm
+        raise NotImplementedError("an attention update normalised by a LayerNorm")
+    return fixed.scale  # (n, d)
 
 
 def shares(parts: torch.Tensor, residual: torch.Tensor, whole: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -24,7 +24,7 @@ import torch
 
 from attnviz.effects.interventions import engine_model, pieces_of
 from attnviz.models import engine
-from attnviz.models.engine import Norm, output_matrices
+from attnviz.models.engine import FrozenNorm, Norm, output_matrices
 from attnviz.positions import turns
 
 BIAS, EMBEDDINGS, RELATIVE = "bias", "embeddings", "relative position"
@@ -127,17 +127,10 @@ def _order(shares: np.ndarray, top: int) -> list[int]:
 
 
 def frozen(norm: Norm | None, whole: torch.Tensor):
-    """The norm as a linear map with its scale frozen at `whole` (..., d), one stream a row: (the map of parts
-    (C, ..., d), its constant (..., d))."""
-    if norm is None:
-        return (lambda part: part), torch.zeros_like(whole)
-    weight = norm.weight.double().cpu()  # (d,)
-    if norm.kind == "rms":
-        scale = weight * torch.rsqrt(whole.pow(2).mean(-1, keepdim=True) + norm.eps)  # (..., d)
-        return (lambda part: part * scale), torch.zeros_like(whole)
-    scale = weight * torch.rsqrt(whole.var(-1, unbiased=False, keepdim=True) + norm.eps)  # (..., d)
-    constant = (norm.bias.double().cpu() if norm.bias is not None else torch.zeros_like(weight)).expand_as(whole)
-    return (lambda part: (part - part.mean(-1, keepdim=True)) * scale), constant
+    """The norm as a linear map with its scale frozen at `whole` (..., d), one stream a row (Norm.frozen): (the map of
+    parts (C, ..., d), its constant (..., d)); the identity where there is no norm."""
+    fixed = norm.frozen(whole) if norm is not None else FrozenNorm.identity(whole)
+    return fixed, fixed.constant
 
 
 def attention_update(model, run, layer: int, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

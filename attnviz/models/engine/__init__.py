@@ -23,7 +23,7 @@ Matrices are kept as (in, out): y = xW + b, as in our notes; nn.Linear's (out, i
 """
 
 from attnviz.models.engine.layout import (  # noqa: F401
-    ACTIVATIONS, Architecture, rms, Norm, Block, Weights, Trace, Intervention, Forward, output_matrices,
+    ACTIVATIONS, Architecture, rms, Norm, FrozenNorm, Block, Weights, Trace, Intervention, Forward, output_matrices,
 )
 from attnviz.models.engine.attend import (  # noqa: F401
     allowed_keys, shaped, alibi_slopes, shaped_parts, relative_parts, scorer, CAUSAL_BLOCK, causal_attend, sunk_softmax, explicit_attend, relative, relative_index, relative_terms, intervene, grouped_values, scores, heads_of, of_head,

@@ -122,6 +122,34 @@ class Norm:
             return self
         return Norm(self.kind, self.weight[h], None if self.bias is None else self.bias[h], self.eps)
 
+    def frozen(self, whole: torch.Tensor) -> "FrozenNorm":
+        """This norm as a linear map, its scale frozen at the streams `whole` (..., d) (one a row), in float64: applied
+        to each part of a stream that sums to `whole`, the parts' images and the constant sum to the norm of `whole`.
+        What "Why here?", direct logit attribution and the routes read a sum through."""
+        whole = whole.double().cpu()  # (..., d)
+        weight = self.weight.double().cpu()  # (d,)
+        spread = whole.pow(2).mean(-1, keepdim=True) if self.kind == "rms" else whole.var(-1, unbiased=False, keepdim=True)
+        bias = self.bias.double().cpu() if self.bias is not None and self.kind == "layer" else torch.zeros_like(weight)
+        return FrozenNorm(weight * torch.rsqrt(spread + self.eps), self.kind == "layer", bias.expand_as(whole))
+
+
+@dataclass(frozen=True)
+class FrozenNorm:
+    """A norm with its scale frozen (Norm.frozen): part ↦ (part − its mean, for LayerNorm) · scale, and the constant
+    (LayerNorm's bias) added once to the sum. The identity where a model has no norm there (FrozenNorm.identity)."""
+
+    scale: torch.Tensor  # (..., d) the weight over each stream's rms (RMSNorm) or σ (LayerNorm)
+    centred: bool  # LayerNorm: each part's mean is taken off
+    constant: torch.Tensor  # (..., d)
+
+    def __call__(self, part: torch.Tensor) -> torch.Tensor:
+        return ((part - part.mean(-1, keepdim=True)) if self.centred else part) * self.scale  # (..., d)
+
+    @staticmethod
+    def identity(whole: torch.Tensor) -> "FrozenNorm":
+        zero = torch.zeros_like(whole.double().cpu())  # (..., d)
+        return FrozenNorm(torch.ones_like(zero), False, zero)
+
 
 @dataclass
 class Block:

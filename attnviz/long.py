@@ -154,12 +154,17 @@ def write(model, pieces: Pieces, steps: int, heads_off=(), progress=None) -> Wri
         positions = torch.arange(n, device=device)  # (n,)
         x = engine.embed(arch, weights, torch.tensor(pieces.ids, device=device), positions)  # (n, d)
         caches, last = [], []
-        for i, block in enumerate(weights.blocks):
-            def visit(start, exps, total):  # keeps the last query's row of weights (H, n)
-                if start + exps.shape[1] == n:
-                    last.append((exps[:, -1] / total[:, -1]).float().cpu())
+
+        def visit(start, exps, total):  # keeps the last query's row of weights (H, n)
+            if start + exps.shape[1] == n:
+                last.append((exps[:, -1] / total[:, -1]).float().cpu())
+
+        def blocked(arch, block, i, x, positions, intervention):  # run_layers' step: a block of queries at a time
             x, _, key, value, _ = blocked_layer(arch, block, i, x, positions, BLOCK, visit, intervention)
-            caches.append((key, value))
+            return x, (key, value)
+
+        for i, x, cache, _ in engine.run_layers(arch, weights, x, positions, intervention=intervention, step=blocked):
+            caches.append(cache)
             if progress is not None:
                 progress(i + 1, arch.layers)
         logits = engine.logits(weights, x[-1:])[0]  # (vocab,)
@@ -172,9 +177,8 @@ def write(model, pieces: Pieces, steps: int, heads_off=(), progress=None) -> Wri
             position = torch.tensor([n + step], device=device)  # (1,)
             x = engine.embed(arch, weights, torch.tensor([token], device=device), position)  # (1, d)
             row = []
-            for i, block in enumerate(weights.blocks):
-                key, value = caches[i]
-                x, a, trace = engine.layer(arch, block, i, x, position, key, value, intervention=intervention)
+            for i, x, a, trace in engine.run_layers(arch, weights, x, position, intervention=intervention,
+                                                    cached=caches.__getitem__):
                 caches[i] = (trace.key, trace.value)  # (KV, c + 1, dh) each
                 row.append(a.weights[:, 0].float().cpu())  # (H, c + 1)
             rows.append(torch.stack(row).numpy())  # (L, H, c + 1)

@@ -371,9 +371,13 @@ def scan(arch: engine.Architecture, weights: engine.Weights, pieces: Pieces, nam
     with torch.inference_mode():
         positions = torch.arange(n, device=device)  # (n,)
         x = engine.embed(arch, weights, torch.tensor(pieces.ids, device=device), positions)  # (n, d)
-        for i, layer_weights in enumerate(weights.blocks):
+
+        def summarised(arch, layer_weights, i, x, positions, _):  # run_layers' step: one layer, block by block
             summaries = Summaries(arch.heads, n, block, top, device)
             x, query, key, normaliser = scan_layer(arch, layer_weights, i, x, positions, size, summaries, advance)
+            return x, (summaries, query, key, normaliser)
+
+        for _, x, (summaries, query, key, normaliser), _ in engine.run_layers(arch, weights, x, positions, step=summarised):
             found.append(summaries.on_host())
             queries.append(engine.to_host(query, torch.float32))
             keys.append(engine.to_host(key, torch.float32))

@@ -13,32 +13,48 @@ from attnviz.models.engine.one_layer import attention_input, embed, layer, proje
 
 
 def run_layers(arch: Architecture, weights: Weights, x: torch.Tensor | None, positions: torch.Tensor, *,
-               start: int = 0, intervention: Intervention | None = None, before=None, last_row: int | None = None):
-    """x (..., m, d), the input to layer `start`, through that layer and every one after it, one at a time: yields
-    (index, x after the layer, its Trace), so a caller reads each layer as it comes, or stops early. `intervention`
-    changes every layer; `before(index, x)`, where given, returns (x, intervention) for that layer instead (a batch
-    that grows layer by layer: attnviz.effects' staircase). `last_row`: the last layer computes that query row only
-    (its keys and values over the rows up to it), which is all a caller reads there; its x holds rows 0 … last_row,
-    the earlier ones as they came. Only for a causal pre-norm model, where no later row changes it."""
+               start: int = 0, intervention: Intervention | None = None, before=None, last_row: int | None = None,
+               cached=None, out=None, real: torch.Tensor | None = None, step=None):
+    """The one loop over a model's layers: x (..., m, d), the input to layer `start`, through that layer and every one
+    after it, one at a time. Yields (index, x after the layer, what its attention gave, its Trace), so a caller keeps
+    what it needs from each layer as it comes (a forward its weights, a K/V step its cache, the scan its summaries),
+    or stops early.
+
+    - `intervention` changes every layer, once, after whichever attention ran; `before(index, x)`, where given,
+      returns (x, intervention) for that layer instead (a batch that grows layer by layer: the staircase).
+    - `cached(index)`: the layer's cached keys and values (..., KV, c, dh) of the pieces before these (a K/V step).
+    - `out(index)`: where the layer's weights (H, m, m) are computed (a forward on the CPU), or None.
+    - `real` (B, m): padded texts' real pieces (a batch of texts).
+    - `step(arch, block, index, x, positions, intervention)`: another way through a layer, returning (x, what it
+      kept): the scan's attention, a block of queries at a time (attnviz.models.scan). Yields (index, x, kept, None).
+    - `last_row`: the last layer computes that query row only (its keys and values over the rows up to it), which is
+      all a caller reads there; its x holds rows 0 … last_row, the earlier ones as they came. Only for a causal
+      pre-norm model, where no later row changes it."""
     for i in range(start, arch.layers):
         if before is not None:
             x, intervention = before(i, x)
         block = weights.blocks[i]
+        if step is not None:
+            x, kept = step(arch, block, i, x, positions, intervention)
+            yield i, x, kept, None
+            continue
         if i == arch.layers - 1 and last_row is not None and arch.causal and not arch.post_norm:
             h = attention_input(arch, block, x[..., : last_row + 1, :])  # (..., r + 1, d)
             _, key, value = project(arch, block, h, positions[: last_row + 1], i)  # (..., KV, r + 1, dh) × 2
-            y, _, trace = layer(arch, block, i, x[..., last_row: last_row + 1, :], positions[last_row: last_row + 1],
+            y, a, trace = layer(arch, block, i, x[..., last_row: last_row + 1, :], positions[last_row: last_row + 1],
                                 key[..., :last_row, :] if last_row else None, value[..., :last_row, :] if last_row else None,
                                 intervention=intervention)  # (..., 1, d)
-            yield i, torch.cat([x[..., :last_row, :], y], -2), trace  # (..., r + 1, d)
+            yield i, torch.cat([x[..., :last_row, :], y], -2), a, trace  # (..., r + 1, d)
             return
-        x, _, trace = layer(arch, block, i, x, positions, intervention=intervention)  # (..., m, d)
-        yield i, x, trace
+        key, value = cached(i) if cached is not None else (None, None)  # (..., KV, c, dh) each, or None
+        x, a, trace = layer(arch, block, i, x, positions, key, value, out=None if out is None else out(i),
+                            intervention=intervention, real=real)  # (..., m, d)
+        yield i, x, a, trace
 
 
 def through(arch: Architecture, weights: Weights, x: torch.Tensor | None, positions: torch.Tensor, **how) -> torch.Tensor:
     """x after the last layer (run_layers, with its keyword arguments `how`)."""
-    for _, x, _ in run_layers(arch, weights, x, positions, **how):
+    for _, x, _, _ in run_layers(arch, weights, x, positions, **how):
         pass
     return x
 
@@ -57,10 +73,9 @@ def forward(arch: Architecture, weights: Weights, ids: list[int], intervention: 
         positions = torch.arange(n, device=device)  # (n,)
         x = embed(arch, weights, index, positions)  # (n, d)
         hidden[0].copy_(x, non_blocking=True)
-        for i, block in enumerate(weights.blocks):
-            on_device = attention[i] if device.type == "cpu" else None  # on a GPU: computed there, then copied
-            x, a, trace = layer(arch, block, i, x, positions, out=on_device, intervention=intervention)
-            if on_device is None or a.weights.data_ptr() != on_device.data_ptr():
+        on_device = (lambda i: attention[i]) if device.type == "cpu" else None  # on a GPU: computed there, then copied
+        for i, x, a, trace in run_layers(arch, weights, x, positions, intervention=intervention, out=on_device):
+            if on_device is None or a.weights.data_ptr() != attention[i].data_ptr():
                 attention[i].copy_(a.weights, non_blocking=True)  # (H, n, n)
             traces.append(trace.to(cpu, non_blocking=True))
             hidden[i + 1].copy_(x, non_blocking=True)
@@ -106,8 +121,7 @@ def batch_weights(arch: Architecture, weights: Weights, batch: list[list[int]]) 
     with torch.inference_mode():
         positions = torch.arange(n, device=device)  # (n,)
         x = embed(arch, weights, padded.to(device), positions)  # (B, n, d)
-        for i, block in enumerate(weights.blocks):
-            x, a, _ = layer(arch, block, i, x, positions, real=real)
+        for i, x, a, _ in run_layers(arch, weights, x, positions, real=real):
             attention[i].copy_(a.weights, non_blocking=True)  # (B, H, n, n)
         copied(device)
     return [attention[:, b, :, :k, :k].numpy() for b, k in enumerate(lengths)]  # (L, H, k, k) each
@@ -143,9 +157,9 @@ def extend(arch: Architecture, weights: Weights, before: Forward, token: int) ->
         position = torch.tensor([n], device=device)  # (1,)
         x = embed(arch, weights, torch.tensor([token], device=device), position)  # (1, d)
         hidden, rows, traces = [x.float().cpu()], [], []
-        for i, (block, trace) in enumerate(zip(weights.blocks, before.traces)):
-            x, a, new = layer(arch, block, i, x, position, trace.key.to(device), trace.value.to(device),
-                              intervention=intervention)
+        cache = lambda i: (before.traces[i].key.to(device), before.traces[i].value.to(device))  # noqa: E731
+        for i, x, a, new in run_layers(arch, weights, x, position, cached=cache, intervention=intervention):
+            trace = before.traces[i]
             rows.append(a.weights.float().cpu())  # (H, 1, n + 1)
             traces.append(Trace(torch.cat([trace.x, new.x.cpu()]), torch.cat([trace.query, new.query.cpu()], 1),
                                 new.key.cpu(), new.value.cpu(), torch.cat([trace.head_output, new.head_output.cpu()], 1),

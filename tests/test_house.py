@@ -178,3 +178,14 @@ def test_the_engine_is_split_by_what_it_holds_each_part_short():
     parts = {p.stem: len(p.read_text().splitlines()) for p in (ROOT / "attnviz" / "models" / "engine").glob("*.py")}
     assert set(parts) == {"__init__", "layout", "attend", "one_layer", "running", "notes"}
     assert max(parts.values()) <= 300, parts
+
+
+def test_one_loop_runs_a_models_layers():
+    """Only engine.run_layers calls a layer: every other way through a model (the forward, a batch, a K/V step, the
+    scan, the needle lab, the effects) goes through it and keeps what it needs from each layer."""
+    calls = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in ("layer", "engine.layer", "one_layer.layer"):
+                calls.append(name)
+    assert set(calls) == {"attnviz.models.engine.running"}, calls

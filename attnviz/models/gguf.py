@@ -218,7 +218,7 @@ def build(config: dict, tensors: dict[str, torch.Tensor], device: torch.device) 
     on = lambda t: t.to(device)  # noqa: E731  on the CPU the cache's own tensor, no copy
     eps = config["eps"]
 
-    def layer(i: int) -> Block:
+    def block_of(i: int) -> Block:
         fields = {}
         for field, name in LAYER_NAMES.items():
             weight = on(tensors[f"blk.{i}.{name}.weight"])
@@ -231,6 +231,6 @@ def build(config: dict, tensors: dict[str, torch.Tensor], device: torch.device) 
     embeddings = on(tensors["token_embd.weight"])  # (vocab, d)
     output = tensors.get("output.weight")  # (vocab, d) where not tied
     unembed = (on(output) if output is not None else embeddings).T  # (d, vocab)
-    weights = Weights(embeddings=embeddings, blocks=[layer(i) for i in range(arch.layers)],
+    weights = Weights(embeddings=embeddings, blocks=[block_of(i) for i in range(arch.layers)],
                       final_norm=Norm("rms", on(tensors["output_norm.weight"]), None, eps), unembed=unembed)
     return Built(arch, weights, tuple(config.get("end", ())))

@@ -4,7 +4,7 @@ app.py imports it before the page config, so it must not wait for torch or gensi
 import streamlit as st
 
 from attnviz.export import Matrix, figure_html
-from attnviz.figures import PRESENTER_LABEL_PX, fit_margins, grow_to_labels, set_presenter
+from attnviz.figures import fit_margins, grow_to_labels, set_presenter
 
 PRESENT = "present"  # session key and URL parameter: presenter mode is on
 FIGURE_FORMAT = "figfmt"  # session key: what the camera button of every chart saves

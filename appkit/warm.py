@@ -12,7 +12,6 @@ from contextlib import asynccontextmanager, contextmanager
 import streamlit as st
 
 from appkit import vectors
-from appkit.vectors import KEYED, early_glove  # noqa: F401  the warm-up's state, read by its tests
 
 _LOGGER = logging.getLogger(__name__)
 COLLECT_SECONDS = 10.0  # the server's garbage collection: one full collection this often (see _collect)

@@ -31,6 +31,20 @@ def parse_size(text: str) -> int:
     return int(float(match.group(1)) * _UNITS[(match.group(2) or "").lower()])
 
 
+def memory_bound(text: str) -> int | None:
+    """A memory setting's bytes, at least 1 MiB, or None for 'all' (no bound); ValueError, in words, for anything else."""
+    if text.strip().lower() == "all":
+        return None
+    try:
+        size = parse_size(text)
+    except ValueError:
+        size = 0
+    if size < 2**20:
+        raise ValueError(f"{text.strip()[:40]!r} is not a size of at least 1 MiB: give one such as 2GiB or 800MB, or "
+                         "'all' for the model's whole context")
+    return size
+
+
 def cache_root() -> Path:
     """attnviz's folder on disk (de-quantized weights, head scores, compiled kernels, a class's SQLite store)."""
     return Path(os.environ.get(CACHE_SETTING) or Path.home() / ".cache" / "attnviz")

@@ -48,18 +48,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def scan_memory_size(text: str) -> str:
-    """--scan-memory's SIZE, checked as the page reads it (attnviz.models.scan.scan_memory)."""
-    from attnviz.cache import parse_size
+    """--scan-memory's SIZE, checked by the rule the page reads it with (attnviz.cache.memory_bound)."""
+    from attnviz.cache import memory_bound
 
-    if text.strip().lower() == "all":
-        return "all"
     try:
-        if parse_size(text) >= 2**20:
-            return text.strip()
-    except ValueError:
-        pass
-    raise argparse.ArgumentTypeError(f"{text!r} is not a size of at least 1 MiB: give one such as 2GiB or 800MB, or "
-                                     "'all' for the model's whole context")
+        return "all" if memory_bound(text) is None else text.strip()
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def command(args: argparse.Namespace) -> list[str]:

@@ -5,7 +5,7 @@ import gc
 
 import pytest
 
-from appkit import warm as _warm
+from appkit import vectors, warm as _warm
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def test_a_failed_first_figure_still_freezes_and_sets_ready(unfrozen, monkeypatc
     assert len(calls) == 2  # tried again once
     assert _warm.READY.is_set()
     assert gc.get_freeze_count() > 100_000  # torch, gensim, plotly and GloVe's objects
-    assert _warm.KEYED.is_set() and _warm.early_glove() is None  # the KeyedVectors are built whatever happened
+    assert vectors.KEYED.is_set() and vectors.early_glove() is None  # the KeyedVectors are built whatever happened
 
 
 def test_a_second_try_that_works_is_enough(unfrozen, monkeypatch):
@@ -121,7 +121,7 @@ def test_the_sessions_go_on_once_the_warm_ups_first_figure_is_drawn(unfrozen, mo
 WARM_UP = """
 import sys, threading
 import numpy as np
-from appkit import warm
+from appkit import vectors, warm
 from appkit.common import glove
 from attnviz.embeddings import GloveMatrix, embed, tokenize
 
@@ -142,7 +142,7 @@ warm.FIRST_RUN.set()  # the first page has run: the KeyedVectors are built behin
 loading.join(120)
 late = glove()
 after = [embed(tokens, late, oov=oov, seed=3).vectors for oov in ("zero", "random", "drop")]
-print(type(late).__name__, warm.early_glove() is None, all(np.array_equal(a, b) for a, b in zip(before, after)))
+print(type(late).__name__, vectors.early_glove() is None, all(np.array_equal(a, b) for a, b in zip(before, after)))
 """
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from attnviz.models import engine, fused
-from attnviz.cache import parse_size
+from attnviz.cache import memory_bound
 from attnviz.models.pieces import Pieces
 
 SCAN_MEMORY_SETTING = "ATTNVIZ_SCAN_MEMORY"  # or `attnviz --scan-memory`: what a server's scan may keep
@@ -103,16 +103,11 @@ def scan_memory(argv: list[str], environ: dict[str, str]) -> tuple[int | None, s
                    (None, None))
     if where is None:
         return SCAN_MEMORY_DEFAULT, f"the default of {SCAN_MEMORY_DEFAULT // 2**20} MiB"
-    if text.strip().lower() == "all":
-        return None, f"{where} all"
     try:
-        size = parse_size(text)
-    except ValueError:
-        size = 0
-    if size < 2**20:
-        raise ValueError(f"{where} {text.strip()[:40]!r} is not a size of at least 1 MiB: give one such as 2GiB or "
-                         "800MB, or 'all' for the model's whole context.")
-    return size, f"{where} {text.strip()}"
+        size = memory_bound(text)
+    except ValueError as error:
+        raise ValueError(f"{where} {error}.") from None
+    return size, f"{where} {'all' if size is None else text.strip()}"
 
 
 def kept_bytes(arch: engine.Architecture, n: int, block: int = BLOCK, top: int = TOP) -> int:

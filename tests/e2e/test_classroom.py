@@ -34,8 +34,12 @@ def test_sigma_is_learned_live_with_a_progress_bar(page, server):
     page.get_by_test_id("stProgress").first.wait_for(state="detached", timeout=20_000)  # gone once done (the last
     # rerun that removes it may lag the last frame on a loaded machine)
     assert page.get_by_test_id("stProgress").count() == 0
+    # The run that removed the bar goes on to draw the result: wait for it, as for the bar, before counting.
+    learned = page.get_by_test_id("stMetric").filter(has_text="Learned σ")
+    learned.first.wait_for(timeout=20_000)
+    settle(page)
     assert page.get_by_role("button", name="Learn σ again").count() == 1
-    assert page.get_by_test_id("stMetric").filter(has_text="Learned σ").count() == 1
+    assert learned.count() == 1
     assert exceptions(page) == []
 
 

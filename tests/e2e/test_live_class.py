@@ -54,9 +54,10 @@ def test_a_presenter_drives_three_students_who_answer_and_see_the_reveal(browser
         settle(teacher)
         join = teacher.get_by_text("Join code").first.inner_text()
         code = re.search(r"/lesson\?class=([A-Z0-9]{6})", join).group(1)
-        assert teacher.get_by_role("heading", name=code).count() == 1  # the code in large type
+        # The code's heading and the QR code may still be drawing when the join line shows: wait for each.
+        expect(teacher.get_by_role("heading", name=code)).to_have_count(1)  # the code in large type
         assert "teach=" not in teacher.url  # the secret never shows in the projector's address bar
-        assert teacher.locator('[data-testid="stImage"] img').count() == 1  # the QR code
+        expect(teacher.locator('[data-testid="stImage"] img')).to_have_count(1, timeout=10_000)  # the QR code
         for page in students:
             page.goto(f"{url}/lesson?class={code}")
             following(page, 7)
@@ -175,7 +176,7 @@ def test_the_presenters_heatmap_view_reaches_the_students_and_the_quiz_measures_
         settle(teacher)
         # pre 50 %, post 100 % over the 2 who took both: ⟨g⟩ = (100 − 50) / (100 − 50) = 1
         teacher.get_by_text("Normalised gain ⟨g⟩ = 1.00 over the 2 students").wait_for(timeout=20_000)
-        assert teacher.get_by_role("button", name="Answers (CSV, anonymous)").count() == 1
+        expect(teacher.get_by_role("button", name="Answers (CSV, anonymous)")).to_have_count(1, timeout=10_000)
         for page in [teacher, *students]:
             assert exceptions(page) == []
     finally:

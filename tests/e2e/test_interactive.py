@@ -98,7 +98,10 @@ def test_a_burst_of_changes_asks_the_server_nothing_until_the_pause(server, page
     assert url_has(page, "temp=0.2", "mask=causal", "scale=max", "palette=cividis", "query=6")
     settle(page)
     assert len(sent) - start == 0, "the pause sent no websocket message (no page run)"
-    assert len(posted) == 1 and '"temp":0.2' in posted[0], posted
+    # The pause posts the view once. A loaded machine may stall mid-burst past the pause's wait, and then posts that
+    # view too (one CI run did, after the τ steps): each such post is a pause, never a page run (checked above).
+    assert posted and '"temp":0.2' in posted[-1] and '"query":6' in posted[-1], posted
+    assert len(posted) <= 3, posted
     assert not exceptions(page)
     # The CSV button saves the weights drawn (the server's torch engine against the browser's math).
     with page.expect_download() as download:

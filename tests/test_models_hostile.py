@@ -206,3 +206,17 @@ def test_a_config_whose_shape_settings_are_wrong_is_refused_with_the_setting_nam
     if not ("layers." in message or "intermediate" in message):  # the check at start says the same, no weights read
         with pytest.raises(models.ModelError, match=message):
             models.check(folder)
+
+
+@pytest.mark.parametrize("family", ["gpt_oss", "modernbert", "gemma2", "qwen3"])
+@pytest.mark.parametrize("types", [["full_attention"], "sliding_attention", ["chunked_attention"] * 3])
+def test_a_layer_types_that_does_not_name_each_layer_is_refused_the_same_way_by_every_family(tmp_path, family, types):
+    """config.json's layer_types, read by one helper for every family that has it: too short, not a list, or naming a
+    kind attnviz has no rule for, each with the same message."""
+    folder = tiny_models.build(family, tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    layers = config["num_hidden_layers"]
+    config["layer_types"] = types if types != ["chunked_attention"] * 3 else ["chunked_attention"] * layers
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(models.ModelError, match=f"layer_types must name each of the {layers} layers"):
+        models.load(folder, device="cpu")

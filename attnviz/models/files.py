@@ -110,6 +110,17 @@ def compute_dtype(stored: torch.dtype, device: torch.device) -> torch.dtype:
 SETTING_LIMIT = 1 << 20  # no size in a config.json that shapes a model may pass this (a width, a vocabulary, positions)
 
 
+def layer_types(config: dict, layers: int, sliding) -> list[str]:
+    """Each layer's "sliding_attention" or "full_attention": config.json's layer_types where it names them, else
+    `sliding(i)` of each layer i (from 0), the family's own pattern. A list of another length or of other kinds is a
+    ModelError that says what config.json must hold."""
+    types = config.get("layer_types") or ["sliding_attention" if sliding(i) else "full_attention" for i in range(layers)]
+    if not isinstance(types, list) or len(types) != layers or set(types) - {"sliding_attention", "full_attention"}:
+        raise ModelError(f"config.json's layer_types must name each of the {layers} layers sliding_attention or "
+                         "full_attention.")
+    return types
+
+
 def setting(config: dict, key: str, default: int | None = None, *, low: int = 1, high: int = SETTING_LIMIT) -> int:
     """A config.json number that shapes the model, checked before use: whole, within [low, high]. A missing one
     without a default is a KeyError (load_folder says the setting is lacking)."""

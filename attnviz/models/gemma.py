@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from attnviz.models.engine import Architecture, Block, Weights
+from attnviz.models import files
 from attnviz.models.files import ModelError, Tensors, head_shape, setting
 from attnviz.models.llama import Reader, bases_by_type, number, rope_base, scaled
 from attnviz.models.model import Built, Unsupported
@@ -42,14 +43,8 @@ def text_model(config: dict) -> dict:
 
 def layer_types(config: dict, layers: int) -> list[str]:
     """Each layer's "sliding_attention" or "full_attention": layer_types, else Gemma's pattern (sliding_window_pattern)."""
-    types = config.get("layer_types")
-    if types is None:
-        every = config.get("sliding_window_pattern", PATTERN.get(config["model_type"], 0))
-        types = ["sliding_attention" if every and (i + 1) % every else "full_attention" for i in range(layers)]
-    if len(types) != layers or set(types) - {"sliding_attention", "full_attention"}:
-        raise ModelError(f"config.json's layer_types must name each of the {layers} layers sliding_attention or "
-                         "full_attention.")
-    return types
+    every = config.get("sliding_window_pattern", PATTERN.get(config["model_type"], 0))
+    return files.layer_types(config, layers, lambda i: every and (i + 1) % every)
 
 
 def bases(config: dict, types: list[str]) -> tuple[float, tuple[float, ...]]:

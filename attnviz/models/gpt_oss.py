@@ -15,7 +15,8 @@ those go to transformers.
 from __future__ import annotations
 
 from attnviz.models.engine import Architecture, Block, Weights
-from attnviz.models.files import ModelError, Tensors, head_shape, setting
+from attnviz.models import files
+from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.llama import Reader, number, rope_base
 from attnviz.models.model import Built, Unsupported
 
@@ -25,11 +26,7 @@ PREFIXES = ("model.", "")
 
 def layer_types(config: dict, layers: int) -> list[str]:
     """Each layer's kind: layer_types as given, else sliding on the even layers (from 0), full on the odd."""
-    types = config.get("layer_types") or ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)]
-    if len(types) != layers or set(types) - {"sliding_attention", "full_attention"}:
-        raise ModelError(f"config.json's layer_types must name each of the {layers} layers sliding_attention or "
-                         "full_attention.")
-    return types
+    return files.layer_types(config, layers, lambda i: (i + 1) % 2)
 
 
 def architecture(config: dict) -> Architecture:

@@ -22,6 +22,7 @@ import math
 import torch
 
 from attnviz.models.engine import Architecture, Block, Norm, Weights
+from attnviz.models import files
 from attnviz.models.files import ModelError, Tensors, head_shape, setting
 from attnviz.models.model import Built, Unsupported
 from attnviz.positions import SCALINGS, Rope
@@ -101,10 +102,8 @@ def windows(config: dict, layers: int) -> tuple[int | None, ...]:
     max_window_layers on), Mistral's sliding_window on every layer, else none."""
     window = setting(config, "sliding_window") if config.get("sliding_window") is not None else None
     if config["model_type"] in WINDOWED_LAYERS:
-        types = config.get("layer_types")
-        if types is None:
-            start = config.get("max_window_layers", layers) if config.get("use_sliding_window") else layers
-            types = ["sliding_attention" if i >= start else "full_attention" for i in range(layers)]
+        start = config.get("max_window_layers", layers) if config.get("use_sliding_window") else layers
+        types = files.layer_types(config, layers, lambda i: i >= start)
         if config["model_type"] == "smollm3" and not config.get("use_sliding_window"):
             return ()
         return tuple(window if t == "sliding_attention" and window else None for t in types)

@@ -10,7 +10,8 @@ one on the output. Wqkv holds W_q, W_k and W_v side by side.
 from __future__ import annotations
 
 from attnviz.models.engine import Architecture, Block, Norm, Weights
-from attnviz.models.files import ModelError, Tensors, head_shape, setting
+from attnviz.models import files
+from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.llama import bases_by_type
 from attnviz.models.model import Built, Unsupported
 
@@ -19,14 +20,10 @@ PREFIXES = ("model.", "")
 
 
 def layer_types(config: dict, layers: int) -> list[str]:
-    types = config.get("layer_types")
-    if types is None:
-        every = config.get("global_attn_every_n_layers", 3)
-        types = ["sliding_attention" if i % every else "full_attention" for i in range(layers)]
-    if len(types) != layers or set(types) - {"sliding_attention", "full_attention"}:
-        raise ModelError(f"config.json's layer_types must name each of the {layers} layers sliding_attention or "
-                         "full_attention.")
-    return types
+    """Each layer's kind: layer_types as given, else global every global_attn_every_n_layers-th layer from 0, local
+    (a window either side) the others."""
+    every = config.get("global_attn_every_n_layers", 3)
+    return files.layer_types(config, layers, lambda i: i % every)
 
 
 def architecture(config: dict) -> Architecture:

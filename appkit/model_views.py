@@ -428,8 +428,7 @@ def positions(model: models.Model, result: models.Run) -> None:
 def relative_view(model: models.Model, n: int, names: list[str]) -> None:
     """DeBERTa's positions: none in the stream; each score reads a key and a query made for the bucketed distance."""
     distance, span, far = model.relative_distances(n)  # (n, n), k, and where the log buckets begin
-    st.latex(r"a_{ij} = \frac{q_i \cdot k_j + q_i \cdot P^k_{\delta} + k_j \cdot P^q_{\delta}}{\sqrt{%d}},\quad "
-             r"\delta = \mathrm{bucket}(i - j) \in [-%d, %d]" % (model.head_dim, span, span - 1))
+    st.latex(model.score_formula() + r",\quad \delta = \mathrm{bucket}(i - j) \in [-%d, %d]" % (span, span - 1))
     st.caption(f"{model.name} adds no position to the stream: each layer has a key P^k_δ and a query P^q_δ for each "
                f"distance δ, made from one table of {2 * span} relative embeddings. "
                + (f"Distances up to {far} back or ahead are their own; farther ones share log-spaced buckets, so far "
@@ -442,7 +441,7 @@ def relative_view(model: models.Model, n: int, names: list[str]) -> None:
 def alibi_view(model: models.Model, n: int, names: list[str]) -> None:
     """ALiBi's positions: none in the stream; a bias −m_h (i − j) added to each score, one slope m_h a head."""
     slopes = model.alibi_slopes()  # (H,)
-    st.latex(r"a_{ij} = \frac{q_i \cdot k_j}{\sqrt{%d}} - m_h\,(i - j)" % model.head_dim)
+    st.latex(model.score_formula())
     st.caption(f"{model.name} adds no position to the stream: each head's score of an earlier piece is lowered in "
                f"proportion to how far back it lies, at a slope of its own, from {slopes.max():.4g} (head 1) down to "
                f"{slopes.min():.4g}: the first heads read near pieces, the last ones far.")

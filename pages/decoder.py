@@ -1,9 +1,7 @@
 """Decoder: a decoder's every causal head on any text, its next word, attention sinks and the logit lens. The built-in
 SmolLM2-135M, or a decoder this server was started with, computed by attnviz's own engine (or by transformers)."""
 
-import numpy as np
 import streamlit as st
-import torch
 
 from attnviz import figures, models
 from attnviz.export import Matrix
@@ -59,7 +57,7 @@ def next_word(greedy: bool) -> None:
         result = run(name, st.session_state.text)
     except (models.TextError, models.ModelError):
         return
-    chosen = models.next_piece(torch.from_numpy(result.next_logits), st.session_state.t, st.session_state.topk,
+    chosen = models.next_piece(result.next_logits, st.session_state.t, st.session_state.topk,
                                st.session_state.topp, seed=None if greedy else st.session_state.seed,
                                position=len(result.pieces))
     longer = one_more(name, st.session_state.text, chosen)
@@ -68,9 +66,9 @@ def next_word(greedy: bool) -> None:
         st.session_state.query = -1  # the new piece is inspected
 
 
-def distribution(result: models.Run) -> torch.Tensor:
+def distribution(result: models.Run):
     """(vocab,) the next-piece probabilities under the page's temperature, top-k and top-p."""
-    return models.next_distribution(torch.from_numpy(result.next_logits), st.session_state.t, st.session_state.topk,
+    return models.next_distribution(result.next_logits, st.session_state.t, st.session_state.topk,
                                     st.session_state.topp)
 
 
@@ -159,7 +157,7 @@ write_section(text, st.session_state.layer)
 
 # ---------------------------------------------------------------- heads
 layer, head = pick_head(f"All {n_layers * n_heads} heads", n_layers, n_heads)
-atlas(result.weights, layer, head, group=group, allowed=np.tril(np.ones((n, n), bool)), key="decoder_atlas", name=name)
+atlas(result.weights, layer, head, group=group, allowed=model.allowed(n), key="decoder_atlas", name=name)
 head_types_section(name, layer, head, SCHEMA)
 
 where = f" (K/V group {(head - 1) // group + 1})" if group > 1 else ""

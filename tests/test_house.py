@@ -176,7 +176,7 @@ def test_the_library_never_imports_streamlit():
 
 def test_the_engine_is_split_by_what_it_holds_each_part_short():
     parts = {p.stem: len(p.read_text().splitlines()) for p in (ROOT / "attnviz" / "models" / "engine").glob("*.py")}
-    assert set(parts) == {"__init__", "layout", "attend", "one_layer", "running", "notes"}
+    assert set(parts) == {"__init__", "layout", "rules", "attend", "one_layer", "running", "notes"}
     assert max(parts.values()) <= 300, parts
 
 
@@ -189,3 +189,14 @@ def test_one_loop_runs_a_models_layers():
             if isinstance(node, ast.Call) and ast.unparse(node.func) in ("layer", "engine.layer", "one_layer.layer"):
                 calls.append(name)
     assert set(calls) == {"attnviz.models.engine.running"}, calls
+
+
+def test_each_score_rule_has_one_owner():
+    """A soft cap, ALiBi, DeBERTa's relative terms and a layer's window are each written in engine/rules.py only:
+    their LaTeX, and the reading of a layer's window (everything else asks rules.keys)."""
+    signatures = {r"\tanh\!": "a soft cap's LaTeX", r"m_h\,(i - j)": "ALiBi's LaTeX", r"P^k_{\delta": "the relative terms' LaTeX",
+                  "windows[": "a layer's window, read", "def alibi_slopes(": "ALiBi's slopes"}
+    found = [f"{name}: {what}" for name, path in modules().items() if name != "attnviz.models.engine.rules"
+             for signature, what in signatures.items() if signature in path.read_text()
+             and not (what == "ALiBi's slopes" and name == "attnviz.models.model")]  # the facade's own method
+    assert found == []

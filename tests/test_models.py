@@ -698,8 +698,9 @@ def test_a_run_shows_as_one_line(folders):
 
 @pytest.mark.parametrize("family", ["gpt2", "roberta", "mistral", "modernbert", "gpt_oss", "bloom", "deberta-v2", "gpt_neox"])
 def test_the_models_facade_answers_from_the_models_own_config_and_modules(family, folders):
-    """What the app asks a model (attnviz.models.Model: causal, context, window, sink, ALiBi slopes, relative distances,
-    the learned position table, RoPE's turned dimensions), checked against the config and transformers' modules."""
+    """What the app asks a model (attnviz.models.Model: causal, context, window, the keys each query reads, sink, ALiBi
+    slopes, the score's formula, relative distances, the learned position table, RoPE's turned dimensions), checked
+    against the config and transformers' modules."""
     model = models.load(folders[family], "cpu")
     config = json.loads((folders[family] / "config.json").read_text())
     hf = reference(folders[family], family)
@@ -711,6 +712,9 @@ def test_the_models_facade_answers_from_the_models_own_config_and_modules(family
         lower = expected[np.tril_indices(64) if model.causal else np.nonzero(np.ones((64, 64), bool))]
         window = model.window(layer)
         assert (window is None) == bool(lower.all()), (layer, window)
+        allowed = model.allowed(64, layer)  # (64, 64) or None: every key
+        causal = np.tril(np.ones((64, 64), bool)) if model.causal else np.ones((64, 64), bool)
+        assert np.array_equal(np.ones((64, 64), bool) if allowed is None else allowed, expected & causal), layer
         for head in range(model.heads):
             sink = model.sink(layer, head)
             if family == "gpt_oss":
@@ -718,6 +722,10 @@ def test_the_models_facade_answers_from_the_models_own_config_and_modules(family
             else:
                 assert sink is None
     assert model.has_sinks == (family == "gpt_oss")
+    if model.causal:
+        assert np.array_equal(model.allowed(5), np.tril(np.ones((5, 5), bool)))
+    else:
+        assert model.allowed(5) is None
     slopes = model.alibi_slopes()
     if family == "bloom":
         from transformers.models.bloom.modeling_bloom import build_alibi_tensor
@@ -727,6 +735,11 @@ def test_the_models_facade_answers_from_the_models_own_config_and_modules(family
         assert np.array_equal(slopes, alibi.numpy())
     else:
         assert slopes is None
+    formula = model.score_formula()  # each rule the family adds, named once, over the model's own √d_h
+    assert formula.startswith("a_{ij} = ") and r"\sqrt{%d}" % model.head_dim in formula
+    assert ("m_h" in formula) == (family == "bloom")
+    assert (r"\tanh" in formula) == bool(config.get("attn_logit_softcapping"))
+    assert ("P^k" in formula) == (family == "deberta-v2")
     table = model.position_table(6)
     if family in ("gpt2", "roberta"):
         embeddings = hf.transformer.wpe if family == "gpt2" else hf.embeddings.position_embeddings

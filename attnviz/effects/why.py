@@ -24,7 +24,7 @@ import torch
 
 from attnviz.effects.interventions import engine_model, pieces_of
 from attnviz.models import engine
-from attnviz.models.engine import FrozenNorm, Norm, output_matrices
+from attnviz.models.engine import FrozenNorm, Norm, output_matrices, rules
 from attnviz.positions import turns
 
 BIAS, EMBEDDINGS, RELATIVE = "bias", "embeddings", "relative position"
@@ -227,14 +227,10 @@ def score_parts_of(model, run, layer: int, head: int, query: int, key: int) -> S
         table = (q @ k.T / math.sqrt(model.arch.head_dim)).numpy()  # (C′, C′)
         if apart:
             table[-1, -1] = 0.0  # DeBERTa's two position vectors never meet in a score
-    s = float(table.sum())
-    shaped = float(engine.shaped(model.arch, torch.tensor([[s]], dtype=torch.float64), torch.tensor([query]), head,
-                                 key)[0, 0])
-    if model.arch.score_cap:  # not linear: every cell scaled alike
-        unbiased = s
-        table = table * (shaped / unbiased if unbiased else 0.0)
-    elif shaped != s:  # ALiBi's bias, a constant
-        table[1, 1] += shaped - s
+    shaped = float(table.sum())
+    for rule, before, shaped in rules.steps(model.arch, shaped, head, query, key):
+        # ALiBi's bias, a constant, joins the (bias, bias) cell; a soft cap, not linear, scales every cell alike
+        table = rule.why(table, before, shaped, (1, 1)) if isinstance(rule, rules.Alibi) else rule.why(table, before, shaped)
     return ScoreParts(layer, head, query, key, run.pieces.labels(), shaped, names, list(names), table)
 
 
@@ -247,13 +243,10 @@ def relative_sides(model, layer: int, head: int, query: int, key: int, names: li
     block = model.weights.blocks[layer]
     if not engine.relative(block):
         return names, q, k, False
-    arch, dh = model.arch, model.arch.head_dim
-    index = int(engine.relative_index(arch, torch.tensor([query]), torch.tensor([key]))[0, 0])
-    rows = []
-    for table in (block.position_query, block.position_key):
-        row = torch.zeros(dh, dtype=torch.float64) if table is None else engine.of_head(table, head, dh)[index].double().cpu()
-        rows.append(row[None])  # (1, dh)
-    return [*names, RELATIVE], torch.cat([q, rows[0]]), torch.cat([k, rows[1]]), True
+    dh = model.arch.head_dim
+    tables = [None if t is None else engine.of_head(t, head, dh) for t in (block.position_query, block.position_key)]
+    query_row, key_row = rules.relative(model.arch).why(query, key, *tables, dh)  # (1, dh) each
+    return [*names, RELATIVE], torch.cat([q, query_row]), torch.cat([k, key_row]), True
 
 
 def value_parts(model, text, layer: int, head: int, query: int) -> dict[str, float]:
@@ -318,9 +311,9 @@ def check(model, layer: int, head: int, query: int, key: int, n: int) -> None:
     for value, what in ((query, "query"), (key, "key")):
         if not 0 <= value < n:
             raise PartsError(f"{what} must be a position from 0 to {n - 1} in this text of {n} pieces, got {value}.")
-    if model.arch.causal and key > query:
-        raise PartsError(f"In a decoder a query reads only the pieces up to itself: the key ({key}) must not come "
-                         f"after the query ({query}).")
+    unread = rules.keys(model.arch, layer).why(query, key)
+    if unread:
+        raise PartsError(unread)
 
 
 def composition(model) -> dict[str, np.ndarray]:

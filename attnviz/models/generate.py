@@ -86,10 +86,11 @@ def check(model, steps, temperature, top_k, top_p, prompt: int) -> int:
     return min(steps, room)
 
 
-def next_distribution(logits_row: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
+def next_distribution(logits_row, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
     """(vocab,) the probabilities a sampler draws the next token from: softmax(logits / T), kept to the top_k most
-    likely (0: all) and to the smallest set whose mass reaches top_p, renormalised. T = 0 is greedy (one-hot)."""
-    logits_row = logits_row.float()
+    likely (0: all) and to the smallest set whose mass reaches top_p, renormalised. T = 0 is greedy (one-hot).
+    `logits_row` (vocab,): a tensor, or an array (a run's next_logits)."""
+    logits_row = torch.as_tensor(logits_row).float()  # (vocab,)
     if temperature <= 0:
         return torch.nn.functional.one_hot(logits_row.argmax(), logits_row.numel()).float()  # (vocab,)
     probs = torch.softmax(logits_row / temperature, -1)  # (vocab,)
@@ -106,7 +107,7 @@ def next_distribution(logits_row: torch.Tensor, temperature: float = 1.0, top_k:
     return kept / kept.sum()
 
 
-def next_piece(logits_row: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, *,
+def next_piece(logits_row, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, *,
                seed: int | None = None, position: int = 0) -> int:
     """One next piece from logits (vocab,): the most likely where `seed` is None, else drawn from next_distribution
     with a generator seeded by seed + position (the pieces read so far), so the same text, settings and seed give the

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from attnviz.models import engine
+from attnviz.models.engine import rules
 from attnviz.models.files import ENGINE_FAMILIES, ModelError, size_text
 from attnviz.models.generate import generate
 from attnviz.models.pieces import Pieces, Reader
@@ -132,6 +133,15 @@ class Model:
         """(H,) each head's ALiBi slope m_h, where the model adds −m_h (i − j) to its scores."""
         return None
 
+    def allowed(self, n: int, layer: int | None = None) -> np.ndarray | None:
+        """(n, n) which keys each of n queries may read: a decoder's causal mask, and layer `layer`'s (from 0) window
+        where it has one; None where every query reads every key."""
+        return np.tril(np.ones((n, n), bool)) if self.causal else None
+
+    def score_formula(self) -> str:
+        """A score a_ij as the model computes it, in LaTeX, before the mask and the softmax."""
+        return r"a_{ij} = \frac{q_i \cdot k_j}{\sqrt{%d}}" % self.head_dim
+
     def relative_distances(self, n: int) -> tuple[np.ndarray, int, int | None] | None:
         """DeBERTa's positions: the bucketed distance δ(i, j) (n, n) each score reads, its reach k (δ in −k … k − 1),
         and the distance past which buckets are log-spaced (None: every distance is its own)."""
@@ -197,7 +207,7 @@ class EngineModel(Model):
         return self.arch.sinks
 
     def window(self, layer: int) -> int | None:
-        return self.arch.windows[layer] if self.arch.windows else None
+        return rules.keys(self.arch, layer).window
 
     def sink(self, layer: int, head: int) -> float | None:
         sink = self.weights.blocks[layer].sink if self.arch.sinks else None  # (H,) or None
@@ -213,7 +223,17 @@ class EngineModel(Model):
         return engine.shaped_parts(self.arch, head, query, key, relative)
 
     def alibi_slopes(self) -> np.ndarray | None:
-        return engine.alibi_slopes(self.heads).numpy() if self.arch.alibi else None  # (H,)
+        return rules.alibi_slopes(self.heads).numpy() if self.arch.alibi else None  # (H,)
+
+    def allowed(self, n: int, layer: int | None = None) -> np.ndarray | None:
+        keys = rules.keys(self.arch, layer) if layer is not None else rules.Keys(self.arch.causal)
+        allowed = keys.allowed(torch.arange(n), n)  # (n, n) or None
+        return None if allowed is None else allowed.numpy()
+
+    def score_formula(self) -> str:
+        relative, root = rules.relative(self.arch), r"\sqrt{%d}" % self.head_dim
+        content = relative.latex(root) if relative else r"\frac{q_i \cdot k_j}{%s}" % root
+        return "a_{ij} = " + rules.shaped_latex(self.arch, content)
 
     def relative_distances(self, n: int) -> tuple[np.ndarray, int, int | None] | None:
         span = self.arch.relative_span

@@ -17,7 +17,7 @@ import torch
 
 from attnviz.attention import entropy
 from attnviz.encdec import rollout as _rollout
-from attnviz.models.engine import alibi_slopes
+from attnviz.models.engine import rules
 from attnviz.models.model import Model
 from attnviz.models.run import Run
 from attnviz.selfattention import Step, shape_latex
@@ -78,24 +78,15 @@ def head_formula(model: Model, tau: bool = False) -> str:
     mask = r" + M_{\text{causal}}" if model.kind == "decoder" else ""
     arch = getattr(model, "arch", None)
     if arch is not None and arch.sinks:  # a learned sink: one more logit in every row, its column dropped after
-        mask += r",\ %s" % (r"s_h / \tau" if tau else "s_h")
-    if arch is not None and arch.relative_span:  # DeBERTa: content → position and position → content terms
-        score = r"\frac{q_i\cdot k_j + q_i\cdot P^k_{\delta(i,j)} + k_j\cdot P^q_{\delta(i,j)}}{\sqrt{%d}%s}" % (
-            model.head_dim, r"\,\tau" if tau else "")
+        mask += rules.Sink().latex(tau)
+    relative = None if arch is None else rules.relative(arch)
+    if relative:  # DeBERTa: content → position and position → content terms
+        score = relative.latex(r"\sqrt{%d}%s" % (model.head_dim, r"\,\tau" if tau else ""))
         return r"\alpha = \mathrm{softmax}_j\Big(%s\Big),\ q = XW_q^{(h)} + b_q,\ k = XW_k^{(h)} + b_k" % score
-    if arch is not None and (arch.alibi or arch.score_cap):  # the score shaped after q·k/√d_k
-        score = shaped_latex(arch, r"\frac{%s\,%s^\top}{\sqrt{%d}}" % (q, k, model.head_dim))
+    if arch is not None and rules.shaping(arch):  # the score shaped after q·k/√d_k
+        score = rules.shaped_latex(arch, r"\frac{%s\,%s^\top}{\sqrt{%d}}" % (q, k, model.head_dim))
         return r"\alpha = \mathrm{softmax}\Big(%s%s\Big)" % (r"\tfrac{1}{\tau}\big(%s\big)" % score if tau else score, mask)
     return r"\alpha = \mathrm{softmax}\Big(\frac{%s\,%s^\top}{%s}%s\Big)" % (q, k, scale, mask)
-
-
-def shaped_latex(arch, score: str) -> str:
-    """`score` (LaTeX) as the family shapes it: ALiBi's − m_h (i − j), then a soft cap."""
-    if arch.alibi:
-        score += r" - m_h\,(i - j)"
-    if arch.score_cap:
-        score = r"%g\tanh\!\big((%s) / %g\big)" % (arch.score_cap, score, arch.score_cap)
-    return score
 
 
 def head_steps(run: Run, layer: int, head: int) -> list[Step]:
@@ -122,12 +113,12 @@ def head_steps(run: Run, layer: int, head: int) -> list[Step]:
                         + (", turned by position (RoPE)" if turned else ""),
                         formula + " " + shape_latex(matrix) + rf",\quad W_{{{sub}}}^{{(h)}} \in \mathbb{{R}}^{{{x.shape[1]} \times {d_k}}}",
                         matrix, "tokens", "dims", symbol=name))
-    slope = r",\ m_h = %.6g" % float(alibi_slopes(arch.heads)[head]) if arch.alibi else ""
+    slope = r",\ m_h = %.6g" % float(rules.alibi_slopes(arch.heads)[head]) if arch.alibi else ""
     content = r"\frac{QK^\top + \mathrm{c2p} + \mathrm{p2c}}{\sqrt{d_k}}" if arch.relative_span else r"\frac{QK^\top}{\sqrt{d_k}}"
     out.append(Step("Scaled scores" + (" (with DeBERTa's two relative terms, q_i·P^k_δ and k_j·P^q_δ)" if arch.relative_span else ""),
-                    r"S = %s,\ d_k = %d%s\ " % (shaped_latex(arch, content), d_k, slope)
+                    r"S = %s,\ d_k = %d%s\ " % (rules.shaped_latex(arch, content), d_k, slope)
                     + shape_latex(scores), scores, "tokens", "tokens", symbol="S"))
-    masked = (r" + M_{\text{causal}}" if arch.causal else "") + (r",\ s_h" if arch.sinks else "")
+    masked = (r" + M_{\text{causal}}" if arch.causal else "") + (rules.Sink().latex() if arch.sinks else "")
     out.append(Step("Weights" + (" (the head's learned sink s_h is one more logit in each row; its share is left out, so "
                                  "a row sums to less than 1)" if arch.sinks else ""),
                     r"\alpha = \mathrm{softmax}_{\text{row}}(S%s)\ " % masked + shape_latex(weights), weights, "tokens",

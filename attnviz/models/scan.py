@@ -231,7 +231,7 @@ def hide(arch: engine.Architecture, index: int, start: int, rows: torch.Tensor, 
         if allowed is not None:
             scores.masked_fill_(~allowed, floor)
         return
-    first = 0 if arch.windows and arch.windows[index] else start
+    first = engine.rules.keys(arch, index).first_hidden(start)
     allowed = engine.allowed_keys(arch, index, rows, scores.shape[-1], first)  # (r, k − first)
     scores[..., first:].masked_fill_(~allowed, floor)  # (H, r, k − first)
 

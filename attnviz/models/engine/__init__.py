@@ -10,10 +10,12 @@ norms of each head's query and key, attention and MLP side by side.
 The package, by what each module holds:
 - `layout`: Architecture, Norm, Block, Weights; what a run keeps (Trace, Forward); the seam that changes a run
   (Intervention).
-- `attend`: a layer's scores, shaped (soft cap, ALiBi, relative terms), the keys a query may read, the softmax (with a
-  learned sink) and αV. A dense layer goes through attnviz.attention's `grouped_attend`; a long causal one through
-  `causal_attend` (blocks of queries against their keys so far); one with relative terms or a sink through
-  `explicit_attend`. The scan (attnviz.models.scan) and its kernel read the same rules.
+- `rules`: the rules a family adds, one owner each (Keys: causal, window; Alibi; Relative; SoftCap; Sink): how each
+  applies, its LaTeX, its note for the pages, its part in "Why here?".
+- `attend`: the attention contract (`attention`): scores, shaped, the keys a query may read, the softmax (with a
+  learned sink) and αV, by three strategies: attnviz.attention's `grouped_attend`, `causal_attend` (blocks of queries
+  against their keys so far) and `explicit_attend` (scores written out). The scan (attnviz.models.scan) is the fourth;
+  its C kernel and the browser's weights.mjs are mirrors.
 - `one_layer`: the embedding, the projections, one layer's attention and the rest of the layer.
 - `running`: the layers over a text (`forward`), several texts at once (`batch_weights`), one more piece from the
   K/V cache (`extend`), the logits.
@@ -25,8 +27,9 @@ Matrices are kept as (in, out): y = xW + b, as in our notes; nn.Linear's (out, i
 from attnviz.models.engine.layout import (  # noqa: F401
     ACTIVATIONS, Architecture, rms, Norm, FrozenNorm, Block, Weights, Trace, Intervention, Forward, output_matrices,
 )
+from attnviz.models.engine import rules  # noqa: F401
 from attnviz.models.engine.attend import (  # noqa: F401
-    allowed_keys, shaped, alibi_slopes, shaped_parts, relative_parts, scorer, CAUSAL_BLOCK, causal_attend, sunk_softmax, explicit_attend, relative, relative_index, relative_terms, intervene, grouped_values, scores, heads_of, of_head,
+    attention, allowed_keys, shaped, alibi_slopes, shaped_parts, relative_parts, scorer, CAUSAL_BLOCK, causal_attend, sunk_softmax, explicit_attend, relative, relative_index, relative_terms, intervene, grouped_values, scores, heads_of, of_head,
 )
 from attnviz.models.engine.one_layer import (  # noqa: F401
     split_heads, embed, project, attention_input, turned, feed_forward, mlp, mixture, layer, rest_of_layer, normed, after_attention,

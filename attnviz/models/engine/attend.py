@@ -1,86 +1,50 @@
-"""Attention in the engine: a layer's scores (shaped by a soft cap, ALiBi or DeBERTa's relative terms), the keys each
-query may read, the softmax (with a learned sink) and αV, dense, causal by blocks, or written out; and the scores
+"""The attention contract (`attention`): a layer's scores, shaped by the rules its family adds (engine.rules: ALiBi,
+DeBERTa's relative terms, a soft cap), the keys each query may read, the softmax (with a learned sink) and αV, by
+three strategies (dense, causal by blocks, written out); the neuron view's steps of one score; and the scores
 recomputed from a trace."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 
 import torch
 
-from attnviz.attention import AttentionResult, Parts, Scorer, scaled_dot_scores, softmax
+from attnviz.attention import AttentionResult, Parts, Scorer, grouped_attend, scaled_dot_scores
+from attnviz.models.engine import rules
 from attnviz.models.engine.layout import Architecture, Block, Intervention, Trace
+from attnviz.models.engine.rules import alibi_slopes  # noqa: F401  engine.alibi_slopes, as before
 
 
 def allowed_keys(arch: Architecture, layer: int, rows: torch.Tensor, n_keys: int, first: int = 0
                  ) -> torch.Tensor | None:
-    """(m, n_keys − first) where queries at positions `rows` (m,) may read keys first … n_keys − 1: in a decoder the
-    keys up to the query, within its sliding window w where the layer has one (j > i − w); in an encoder every key
-    (None), or the keys within w either side (|i − j| ≤ w, ModernBERT's local layers)."""
-    window = arch.windows[layer] if arch.windows else None
-    if not arch.causal and not window:
-        return None
-    keys = torch.arange(first, n_keys, device=rows.device)  # (n_keys − first,)
-    if not arch.causal:
-        return (keys[None, :] - rows[:, None]).abs() <= window  # (m, n_keys − first)
-    allowed = keys[None, :] <= rows[:, None]  # (m, n_keys)
-    if window:
-        allowed &= keys[None, :] > rows[:, None] - window
-    return allowed
+    """(m, n_keys − first) where queries at positions `rows` (m,) may read keys first … n_keys − 1 (rules.Keys), or
+    None where every query reads every key."""
+    return rules.keys(arch, layer).allowed(rows, n_keys, first)
 
 
 def shaped(arch: Architecture, scores: torch.Tensor, rows: torch.Tensor, head: int | None = None, first: int = 0
            ) -> torch.Tensor:
-    """Scores q·k/√d_k as the family shapes them before the mask and softmax, in place where no gradient is taken:
-    every head's (..., H, r, k), or one head's (..., r, k) where `head` is given, of the queries at positions `rows`
-    (r,) against keys first … first + k − 1. ALiBi (BLOOM) adds −m_h·(i − j), a penalty growing with the distance back,
-    m_h a slope per head; Gemma 2's soft cap then keeps each score within ±cap, cap·tanh(s / cap)."""
-    if not (arch.alibi or arch.score_cap):
-        return scores
+    """Scores q·k/√d_k as the family shapes them before the mask and softmax (rules.shaping: ALiBi's bias, then a soft
+    cap), in place where no gradient is taken: every head's (..., H, r, k), or one head's (..., r, k) where `head` is
+    given, of the queries at positions `rows` (r,) against keys first … first + k − 1."""
     in_place = not scores.requires_grad  # a gradient taken through them (effects' gradient × input) needs the original
-    if arch.alibi:
-        keys = torch.arange(first, first + scores.shape[-1], device=scores.device)  # (k,)
-        distance = (keys[None, :] - rows.to(scores.device)[:, None]).to(scores.dtype)  # (r, k) j − i
-        slopes = alibi_slopes(arch.heads).to(scores.device, scores.dtype)  # (H,)
-        bias = slopes[head] * distance if head is not None else slopes[:, None, None] * distance  # (r, k) or (H, r, k)
-        scores = scores.add_(bias) if in_place else scores + bias
-    if arch.score_cap:
-        cap = arch.score_cap
-        scores = scores.div_(cap).tanh_().mul_(cap) if in_place else torch.tanh(scores / cap) * cap
+    for rule in rules.shaping(arch):
+        scores = rule.apply(scores, rows, first, head, in_place)
     return scores
-
-
-@functools.lru_cache(maxsize=16)
-def alibi_slopes(heads: int) -> torch.Tensor:
-    """(H,) ALiBi's slope of each head (Press et al. 2021, as BLOOM computes them): 2^(−8h/H) for H a power of two,
-    h = 1 … H; otherwise those of the nearest lower power of two, then every other one of the next."""
-    closest = 2 ** math.floor(math.log2(heads))
-    base = torch.tensor(2 ** (-(2 ** -(math.log2(closest) - 3))), dtype=torch.float32)
-    slopes = base ** torch.arange(1, 1 + closest, dtype=torch.int32)  # (closest,)
-    if closest != heads:
-        extra = torch.tensor(2 ** (-(2 ** -(math.log2(2 * closest) - 3))), dtype=torch.float32)
-        more = min(closest, heads - closest)
-        slopes = torch.cat([slopes, extra ** torch.arange(1, 1 + 2 * more, 2, dtype=torch.int32)])  # (H,)
-    return slopes
 
 
 def shaped_parts(arch: Architecture, head: int, query: int, key: int, parts: Parts) -> Parts:
     """The neuron view's Parts of one score, q·k/√d_k = Σ terms = s, with the step from s to the score where the family
-    shapes it (shaped): ALiBi's −m_h·(i − j), then a soft cap."""
-    if not (arch.alibi or arch.score_cap):
-        return parts
-    s = torch.tensor([[parts.total]], dtype=torch.float64)  # (1, 1)
-    score = float(shaped(arch, s, torch.tensor([query]), head, key)[0, 0])
-    inner = "s"
-    if arch.alibi:
-        inner = r"s - m_{%d}\,(%d - %d)" % (head + 1, query, key)
-        step = r"a = %s = s - %.6g \cdot %d" % (inner, float(alibi_slopes(arch.heads)[head]), query - key)
-    if arch.score_cap:
-        capped = r"%g\tanh\!\left((%s) / %g\right)" % (arch.score_cap, inner, arch.score_cap)
-        step = r"a = " + capped
-    return dataclasses.replace(parts, then=step, shaped=score)
+    shapes it (rules.steps): ALiBi's −m_h·(i − j), then a soft cap."""
+    inner, step, score = "s", "", parts.total
+    for rule, _, score in rules.steps(arch, parts.total, head, query, key):
+        if isinstance(rule, rules.Alibi):
+            inner, numbers = rule.step(head, query, key)
+            step = r"a = %s = %s" % (inner, numbers)
+        else:
+            step = r"a = " + rule.latex(inner)
+    return dataclasses.replace(parts, then=step, shaped=score) if step else parts
 
 
 def relative_parts(arch: Architecture, trace: Trace, head: int, query: int, key: int, parts: Parts) -> Parts:
@@ -89,17 +53,17 @@ def relative_parts(arch: Architecture, trace: Trace, head: int, query: int, key:
     δ = relative_index(i, j), in `then`; `shaped` is the score, the three summed."""
     if not relative(trace):
         return parts
+    rule = rules.relative(arch)
     q, k = trace.query[head, query:query + 1], trace.key[arch.kv_head(head), key:key + 1]  # (1, dh) each
     position_key, position_query = heads_of(trace, head)  # (2k, dh) each, or None
-    index = int(relative_index(arch, torch.tensor([query]), torch.tensor([key]))[0, 0])  # the row both terms read
-    delta, root = index - arch.relative_span, math.sqrt(q.shape[-1])  # the bucketed distance i − j
-    names, values = [], []
+    index = int(rule.index(torch.tensor([query]), torch.tensor([key]))[0, 0])  # the row both terms read
+    delta, root = index - rule.span, math.sqrt(q.shape[-1])  # the bucketed distance i − j
+    values = []
     if position_key is not None:
-        names.append(r"\frac{q_{%d} \cdot P^k_{\delta=%d}}{\sqrt{%d}}" % (query, delta, q.shape[-1]))
         values.append(float(q[0].double() @ position_key[index].double()) / root)
     if position_query is not None:
-        names.append(r"\frac{k_{%d} \cdot P^q_{\delta=%d}}{\sqrt{%d}}" % (key, delta, q.shape[-1]))
         values.append(float(k[0].double() @ position_query[index].double()) / root)
+    names = rule.step(query, key, delta, q.shape[-1], (position_key is not None, position_query is not None))
     step = r"a = s + " + " + ".join(names) + r" = %.6g %s" % (parts.total, " ".join(f"{v:+.6g}" for v in values))
     return dataclasses.replace(parts, then=step, shaped=parts.total + sum(values))
 
@@ -114,11 +78,37 @@ def scorer(arch: Architecture, positions: torch.Tensor) -> Scorer | str:
         by_head = scores.view(*scores.shape[:-3], arch.heads, len(positions), scores.shape[-1])  # (..., H, m, k)
         return shaped(arch, by_head, positions).view(scores.shape)
 
-    terms = [r"\frac{q^\top k}{\sqrt{d}}"] + ([r"- m_h\,(i - j)"] if arch.alibi else [])
-    formula = " ".join(terms)
-    if arch.score_cap:
-        formula = r"%g\tanh\!\left(\left(%s\right) / %g\right)" % (arch.score_cap, formula, arch.score_cap)
+    formula = rules.shaped_latex(arch, r"\frac{q^\top k}{\sqrt{d}}")
     return Scorer("shaped_scaled_dot", "a(q,k) = " + formula, fn)
+
+
+def attention(arch: Architecture, block: Block, index: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+              positions: torch.Tensor, out: torch.Tensor | None = None, real: torch.Tensor | None = None) -> AttentionResult:
+    """The attention contract, for layer `index`'s queries (..., H, m, dh) at `positions` (m,) over keys and values
+    (..., KV, k, dh), query head h reading K/V head h // (H / KV):
+
+    1. scores q·k/√d_k, plus DeBERTa's relative terms where the layer has them (rules.Relative);
+    2. shaped: ALiBi's bias, then a soft cap (rules.shaping);
+    3. the keys each query may read: the causal mask, a sliding window (rules.Keys), and no padding key (`real`,
+       (B, k) True at each text's real pieces);
+    4. each row's softmax, with the head's learned sink where it has one (rules.Sink);
+    5. αV.
+
+    Three strategies compute it, with the same numbers: a long causal run where the weights are kept (`out`
+    (H, m, m)) by blocks of queries against their keys so far (causal_attend); a layer with relative terms or a
+    sink, its scores written out (explicit_attend); every other layer through attnviz.attention's grouped_attend.
+    The scan's attend_blocks is the fourth, block by block without keeping the weights, and its C kernel
+    (models/fused.c) and the browser's weights.mjs are mirrors, each tested against this contract."""
+    if (out is not None and real is None and arch.causal and len(positions) > CAUSAL_BLOCK
+            and key.shape[-2] == len(positions)):
+        return causal_attend(arch, index, query, key, value, positions, out, block.sink)  # (H, m, m), in out
+    mask = allowed_keys(arch, index, positions, key.shape[-2])  # (m, k) or None
+    if real is not None:
+        padding = real[:, None, None, :]  # (B, 1, 1, k) broadcast over heads and queries
+        mask = padding if mask is None else mask & padding  # (B, 1, m, k)
+    if block.sink is not None or relative(block):
+        return explicit_attend(arch, block, query, key, value, positions, mask, out)  # (..., H, m, k)
+    return grouped_attend(query, key, value, scoring=scorer(arch, positions), mask=mask, need_scores=False, out=out)
 
 
 CAUSAL_BLOCK = 128  # a long causal run's queries are taken this many rows at a time, each block against its keys so far
@@ -141,8 +131,7 @@ def causal_attend(arch: Architecture, index: int, query: torch.Tensor, key: torc
         stacked = scaled[:, rows].reshape(arch.kv_heads, group * r, dh)  # (KV, G·r, dh)
         scores = stacked @ key[:, :seen].transpose(-2, -1)  # (KV, G·r, seen)
         scores = shaped(arch, scores.view(heads, r, seen), positions[rows])  # (H, r, seen)
-        window = arch.windows[index] if arch.windows else None
-        first = 0 if window else start  # without a window only the block's own keys can lie ahead of a query
+        first = rules.keys(arch, index).first_hidden(start)
         allowed = allowed_keys(arch, index, positions[rows], seen, first)  # (r, seen − first)
         scores[..., first:].masked_fill_(~allowed, float("-inf"))
         weights = sunk_softmax(scores, sink)  # (H, r, seen)
@@ -154,12 +143,8 @@ def causal_attend(arch: Architecture, index: int, query: torch.Tensor, key: torc
 
 
 def sunk_softmax(scores: torch.Tensor, sink: torch.Tensor | None) -> torch.Tensor:
-    """(..., H, m, k) the softmax of each row of scores (..., H, m, k); with a learned sink (H,) (gpt-oss), over the row
-    and its head's sink logit together, the sink's column then dropped, as transformers computes it."""
-    if sink is None:
-        return softmax(scores)  # (..., H, m, k)
-    column = sink.to(scores.dtype)[:, None, None].expand(*scores.shape[:-1], 1)  # (..., H, m, 1)
-    return softmax(torch.cat([scores, column], -1))[..., :-1]  # (..., H, m, k)
+    """(..., H, m, k) each row's softmax, with a learned sink's logits (H,) where the layer has them (rules.Sink)."""
+    return rules.Sink.softmax(scores, sink)
 
 
 def explicit_attend(arch: Architecture, block: Block, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -188,38 +173,15 @@ def relative(block) -> bool:
 
 
 def relative_index(arch: Architecture, rows: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-    """(r, c) the row of DeBERTa's 2k relative rows that query position i reads for key position j: the distance
-    i − j, bucketed (near ones as they are, far ones by log buckets up to relative_max), plus k, within 0 … 2k − 1.
-    The buckets in float32, as transformers computes them: a ceil on a log is where float64 could land elsewhere."""
-    distance = rows[:, None] - keys[None, :]  # (r, c) i − j, whole numbers
-    buckets, top, span = arch.relative_buckets, arch.relative_max, arch.relative_span
-    if buckets > 0 and top > 0:
-        mid = buckets // 2
-        far = torch.where((distance < mid) & (distance > -mid), torch.full_like(distance, mid - 1), distance.abs())  # (r, c)
-        logged = torch.ceil(torch.log(far / mid) / torch.log(torch.tensor((top - 1) / mid)) * (mid - 1)) + mid  # (r, c)
-        distance = torch.where(far <= mid, distance.to(logged.dtype), logged * distance.sign()).long()  # (r, c)
-    return (distance + span).clamp(0, 2 * span - 1)  # (r, c)
+    """(r, c) the row of DeBERTa's 2k relative rows that query position i reads for key position j (rules.Relative)."""
+    return rules.relative(arch).index(rows, keys)
 
 
 def relative_terms(arch: Architecture, position_key: torch.Tensor | None, position_query: torch.Tensor | None,
                    query: torch.Tensor, key: torch.Tensor, rows: torch.Tensor, keys: torch.Tensor,
                    scaled: bool = False) -> torch.Tensor:
-    """(..., H, r, c) DeBERTa's two relative terms of each score, over √dh as the content term is: content → position,
-    q_i · P_k[δ(i, j)], and position → content, k_j · P_q[δ(i, j)], δ = relative_index, for queries (..., H, r, dh) at
-    positions `rows` (r,) and keys (..., H, c, dh) at `keys` (c,). `scaled`: the queries are over √dh already (a scan's)."""
-    heads, dh = query.shape[-3], query.shape[-1]
-    index = relative_index(arch, rows.to(query.device), keys.to(query.device))  # (r, c)
-    root = math.sqrt(dh)
-    terms = 0
-    if position_key is not None:
-        by_distance = query @ position_key.view(-1, heads, dh).transpose(0, 1).transpose(-2, -1)  # (..., H, r, 2k)
-        content = by_distance.gather(-1, index.expand(*by_distance.shape[:-1], -1))  # (..., H, r, c)
-        terms = content if scaled else content / root
-    if position_query is not None:
-        by_distance = key @ position_query.view(-1, heads, dh).transpose(0, 1).transpose(-2, -1)  # (..., H, c, 2k)
-        position = by_distance.gather(-1, index.T.expand(*by_distance.shape[:-1], -1)).transpose(-2, -1)  # (..., H, r, c)
-        terms = terms + position / root
-    return terms
+    """(..., H, r, c) DeBERTa's two relative terms of each score (rules.Relative.terms)."""
+    return rules.relative(arch).terms(position_key, position_query, query, key, rows, keys, scaled)
 
 
 def intervene(intervention: Intervention, index: int, a, value: torch.Tensor, positions: torch.Tensor):

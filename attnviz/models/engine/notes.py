@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-
-
 from attnviz.positions import Rope
+from attnviz.models.engine import rules
 from attnviz.models.engine.layout import Architecture, Weights
 
 
@@ -16,23 +15,7 @@ def layers_named(indices: list[int]) -> str:
 def notes(arch: Architecture, weights: Weights) -> list[str]:
     """One sentence for each mechanism that changes what a picture of the model's attention means, for the pages to
     say beside it (layers counted from 1, as the pages count them); none for a model without any."""
-    said = []
-    if arch.alibi:
-        said.append("It adds no position to the stream: ALiBi lowers each score by m_h·(i − j), the distance back times "
-                    "a slope of each head's own, so the scores shown include that bias and a head's weights fall off "
-                    "with distance at its own rate.")
-    if arch.relative_span:
-        said.append("Its scores are disentangled: each is q_i·k_j plus q_i·P^k_δ (the query against a key made for the "
-                    "distance δ = i − j) plus k_j·P^q_δ (the key against a query made for it), over √d_h, δ bucketed "
-                    f"(log buckets past {arch.relative_buckets // 2 if arch.relative_buckets > 0 else arch.relative_span}"
-                    " back). The scores shown are the sums; the neuron view shows the three terms.")
-    if arch.sinks:
-        said.append("Each head has a learned sink: a logit of its own in every row's softmax that reads no piece and "
-                    "adds nothing, so a row's weights over the pieces sum to 1 minus the sink's share, and a head can "
-                    "look nowhere. The heatmaps draw that share as a column of its own, ∅ sink.")
-    if arch.score_cap:
-        said.append(f"Its scores are soft-capped: each q·k/√d_k becomes {arch.score_cap:g}·tanh(s / {arch.score_cap:g}) "
-                    f"before the softmax, so none passes ±{arch.score_cap:g}; the scores shown are the capped ones.")
+    said = [rule.note() for rule in rules.every(arch)]
     if weights.logit_cap:
         said.append(f"Its next-piece logits are capped the same way, at ±{weights.logit_cap:g}.")
     bases = [arch.base(i) for i in range(arch.layers)]
@@ -53,10 +36,8 @@ def notes(arch: Architecture, weights: Weights) -> list[str]:
                               if b.attention != 1))
     windowed = [i for i, w in enumerate(arch.windows) if w]
     if windowed and len(windowed) < arch.layers:
-        reach = max(arch.windows[i] for i in windowed)
-        said.append(f"{layers_named(windowed)} read{'' if len(windowed) > 1 else 's'} only "
-                    + (f"a sliding window of the last {reach:,} pieces; the others read every earlier piece."
-                       if arch.causal else f"the pieces within {reach:,} either side; the others read every piece."))
+        widest = max(windowed, key=lambda i: rules.keys(arch, i).window)
+        said.append(rules.keys(arch, widest).note(layers_named(windowed), len(windowed) > 1))
     if any(b.attention_out_norm is not None for b in weights.blocks):
         said.append("Each attention update is normed before it joins the residual stream, so a head's share of a "
                     "layer's update is read through that norm, its scale frozen at the whole update's.")

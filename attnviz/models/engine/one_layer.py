@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import torch
 
-from attnviz.attention import grouped_attend
 from attnviz.positions import rotate, turns
 from attnviz.models.engine.layout import ACTIVATIONS, Architecture, Block, Intervention, Norm, Trace, Weights
 from attnviz.models.engine import attend
-from attnviz.models.engine.attend import allowed_keys, causal_attend, explicit_attend, intervene, relative, scorer
+from attnviz.models.engine.attend import intervene
 
 
 def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
@@ -124,17 +123,7 @@ def layer(arch: Architecture, block: Block, index: int, x: torch.Tensor, positio
     query, new_key, new_value = project(arch, block, h, positions, index)  # (..., H, m, dh), (..., KV, m, dh) × 2
     key = new_key if key is None else torch.cat([key.expand(*new_key.shape[:-2], -1, -1), new_key], -2)  # (..., KV, c + m, dh)
     value = new_value if value is None else torch.cat([value.expand(*new_value.shape[:-2], -1, -1), new_value], -2)
-    if out is not None and arch.causal and len(positions) > attend.CAUSAL_BLOCK and key.shape[-2] == len(positions):
-        a = causal_attend(arch, index, query, key, value, positions, out, block.sink)  # (H, m, m), in out
-    else:
-        mask = allowed_keys(arch, index, positions, key.shape[-2])  # (m, c + m) or None
-        if real is not None:
-            padding = real[:, None, None, :]  # (B, 1, 1, m) broadcast over heads and queries
-            mask = padding if mask is None else mask & padding  # (B, 1, m, m)
-        if block.sink is not None or relative(block):
-            a = explicit_attend(arch, block, query, key, value, positions, mask, out)  # (..., H, m, c + m)
-        else:
-            a = grouped_attend(query, key, value, scoring=scorer(arch, positions), mask=mask, need_scores=False, out=out)  # (..., H, m, c + m)
+    a = attend.attention(arch, block, index, query, key, value, positions, out, real)  # (..., H, m, c + m)
     if intervention is not None:
         a = intervene(intervention, index, a, value, positions)
     y, attended, middle, mlp = rest_of_layer(arch, block, x, a.output)  # (..., m, d) each

@@ -1,0 +1,203 @@
+"""The attention contract (engine.attention): scores → shaped → the keys a query may read → softmax with a sink → αV.
+
+Each strategy behind it (attnviz.attention's grouped_attend, causal_attend's blocks, explicit_attend, the scan's
+attend_blocks, and the scan's C kernel) against the contract written out here from the formulas, one head at a time
+in float64, for every mechanism a family adds: an encoder's every key, a decoder's causal mask, grouped K/V heads,
+sliding windows (a decoder's and ModernBERT's either side), ALiBi (BLOOM, 6 heads: slopes for a count that is not a
+power of two), Gemma 2's soft cap, gpt-oss's learned sinks, DeBERTa's relative terms, and padding keys. The layers'
+rules and tables come from tiny models of each family; the queries, keys and values are random."""
+
+import dataclasses
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+import tiny_models  # noqa: E402
+from tolerance import LAMBDA, U32  # noqa: E402
+
+from attnviz import models  # noqa: E402
+from attnviz.attention import grouped_attend  # noqa: E402
+from attnviz.models import engine, fused, scan  # noqa: E402
+
+# family: (the layer whose rules are tested, what it has)
+CASES = {
+    "bert": (0, "every key"),
+    "modernbert": (1, "a window either side"),
+    "gpt2": (0, "causal"),
+    "mistral": (0, "causal, a window, grouped K/V heads"),
+    "bloom": (0, "ALiBi, 6 heads"),
+    "gemma2": (0, "a soft cap and a window"),
+    "gpt_oss": (0, "a learned sink and a window"),
+    "deberta-v2": (0, "relative terms"),
+}
+N = 300  # past engine.CAUSAL_BLOCK, so causal_attend takes several blocks; BLOCK below is no divisor of it
+BLOCK = 70
+
+
+@pytest.fixture(scope="module")
+def layers(tmp_path_factory):
+    """family: (Architecture, Block, layer index), from a tiny model of it."""
+    root = tmp_path_factory.mktemp("contract")
+    out = {}
+    for family, (index, _) in CASES.items():
+        model = models.load(tiny_models.build(family, root), device="cpu")
+        out[family] = model.arch, model.weights.blocks[index], index
+    return out
+
+
+def alibi_slopes(heads: int) -> list[float]:
+    """ALiBi's slopes written out (Press et al. 2021): 2^(−8h/p) for h = 1 … p, p the largest power of two ≤ H, then
+    2^(−8(2i + 1)/(2p)) for the H − p heads left."""
+    p = 2 ** int(math.log2(heads))
+    return [2 ** (-8 * h / p) for h in range(1, p + 1)] + [2 ** (-8 * (2 * i + 1) / (2 * p)) for i in range(heads - p)]
+
+
+def written_out(arch, block, index, query, key, value, real=None):
+    """The contract one head at a time in float64, from the formulas: (weights (H, n, n), αV (H, n, dh), each row's
+    log Σ e^a over the keys it reads, the sink's e^{s_h} included (H, n)). A row that may read no key (a padding
+    query whose window holds only padding) gets no weight."""
+    heads, n, dh = query.shape
+    group = heads // arch.kv_heads
+    i = torch.arange(n, dtype=torch.float64)[:, None]  # (n, 1) the query's position
+    j = torch.arange(n, dtype=torch.float64)[None, :]  # (1, n) the key's
+    window = arch.windows[index] if arch.windows else None
+    allowed = torch.ones(n, n, dtype=torch.bool)  # (n, n)
+    if arch.causal:
+        allowed &= j <= i
+    if window:
+        allowed &= (j > i - window) if arch.causal else ((i - j).abs() <= window)
+    if real is not None:
+        allowed &= real[None, :]
+    relative = engine.relative(block)
+    if relative:
+        distance = engine.relative_index(arch, torch.arange(n), torch.arange(n))  # (n, n) the bucketed row δ + k
+    weights, outputs, normalisers = [], [], []
+    for h in range(heads):
+        q, k, v = query[h].double(), key[h // group].double(), value[h // group].double()  # (n, dh) each
+        a = q @ k.T / math.sqrt(dh)  # (n, n)
+        if relative:
+            for table, side in ((block.position_key, "c2p"), (block.position_query, "p2c")):
+                if table is None:
+                    continue
+                rows = engine.of_head(table, h, dh).double()[distance]  # (n, n, dh) the table's row for each δ(i, j)
+                a = a + (torch.einsum("id,ijd->ij", q, rows) if side == "c2p" else torch.einsum("jd,ijd->ij", k, rows)) / math.sqrt(dh)
+        if arch.alibi:
+            a = a - alibi_slopes(heads)[h] * (i - j)  # (n, n)
+        if arch.score_cap:
+            a = arch.score_cap * torch.tanh(a / arch.score_cap)  # (n, n)
+        a = a.masked_fill(~allowed, -math.inf)  # (n, n)
+        if block.sink is not None:
+            a = torch.cat([a, torch.full((n, 1), float(block.sink[h]), dtype=torch.float64)], 1)  # (n, n + 1)
+        top = a.amax(1, keepdim=True)  # (n, 1)
+        e = torch.exp(a - top)  # (n, n or n + 1)
+        total = e.sum(1, keepdim=True)  # (n, 1)
+        w = torch.nan_to_num(e / total)[:, :n]  # (n, n) the sink's column dropped; a row that reads no key: zeros
+        weights.append(w)
+        outputs.append(w @ v)  # (n, dh)
+        normalisers.append((top + torch.log(total))[:, 0])  # (n,)
+    return torch.stack(weights), torch.stack(outputs), torch.stack(normalisers)
+
+
+def inputs(arch, dtype=torch.float64, seed=0):
+    """Random queries (H, N, dh), keys and values (KV, N, dh) of a typical size, at positions 0 … N − 1."""
+    g = torch.Generator().manual_seed(seed)
+    dh = arch.head_dim
+    query = torch.randn(arch.heads, N, dh, generator=g, dtype=torch.float64) * 1.5
+    key = torch.randn(arch.kv_heads, N, dh, generator=g, dtype=torch.float64) * 1.5
+    value = torch.randn(arch.kv_heads, N, dh, generator=g, dtype=torch.float64)
+    return query.to(dtype), key.to(dtype), value.to(dtype), torch.arange(N)
+
+
+def in_dtype(block, dtype):
+    """The layer's relative tables in `dtype`, as the layer's own weights would be in a run of that dtype."""
+    tables = {name: getattr(block, name).to(dtype) for name in ("position_key", "position_query")
+              if getattr(block, name) is not None}
+    return dataclasses.replace(block, **tables)
+
+
+def close(actual, desired, what: str, tolerance: float = 1e-10):
+    worst = float((actual.double() - desired).abs().max())
+    assert worst <= tolerance, f"{what}: off by {worst:.3g} (tolerance {tolerance:.3g})"
+
+
+def test_the_alibi_slopes_written_out_are_the_engines():
+    for heads in (1, 4, 6, 8, 12, 16, 20):
+        assert np.allclose(engine.alibi_slopes(heads).numpy(), alibi_slopes(heads), rtol=1e-6), heads
+
+
+@pytest.mark.parametrize("family", CASES)
+def test_every_strategy_keeps_the_contract(layers, family):
+    """In float64, so that only the order of the sums may differ: the contract's dispatcher, the written-out scores
+    (explicit_attend), the dense path where it applies (no sink, no relative terms), the causal blocks where the layer
+    is causal, and the scan's blocks without the kernel, each against the contract written out."""
+    arch, block, index = layers[family]
+    block = in_dtype(block, torch.float64)
+    query, key, value, positions = inputs(arch)
+    weights, output, normaliser = written_out(arch, block, index, query, key, value)
+    got = engine.attention(arch, block, index, query, key, value, positions)
+    close(got.weights, weights, "the contract's weights")
+    close(got.output, output, "the contract's αV")
+    mask = engine.allowed_keys(arch, index, positions, N)
+    explicit = engine.explicit_attend(arch, block, query, key, value, positions, mask)
+    close(explicit.weights, weights, "explicit_attend's weights")
+    close(explicit.output, output, "explicit_attend's αV")
+    if block.sink is None and not engine.relative(block):
+        dense = grouped_attend(query, key, value, scoring=engine.scorer(arch, positions), mask=mask, need_scores=False)
+        close(dense.weights, weights, "grouped_attend's weights")
+        close(dense.output, output, "grouped_attend's αV")
+    if arch.causal:
+        out = torch.empty(arch.heads, N, N, dtype=torch.float64)
+        blocks = engine.causal_attend(arch, index, query, key, value, positions, out, block.sink)
+        close(out, weights, "causal_attend's weights")
+        close(blocks.output, output, "causal_attend's αV")
+    scanned, logsumexp = scan.attend_blocks(arch, index, query / math.sqrt(arch.head_dim), key, value, positions, BLOCK,
+                                            block=block)
+    close(scanned, output, "the scan's αV")
+    close(logsumexp, normaliser, "the scan's log-sum-exp")
+
+
+@pytest.mark.parametrize("family", CASES)
+def test_padding_keys_are_read_by_no_query(layers, family):
+    """Texts padded to one length (batch_weights): no query reads a padding key, under every rule."""
+    arch, block, index = layers[family]
+    block = in_dtype(block, torch.float64)
+    query, key, value, positions = inputs(arch, seed=1)
+    real = torch.ones(N, dtype=torch.bool)
+    real[-37:] = False  # the last 37 pieces are padding
+    weights, output, _ = written_out(arch, block, index, query, key, value, real)
+    got = engine.attention(arch, block, index, query[None], key[None], value[None], positions, real=real[None])
+    close(got.weights[0], weights, "the padded weights")
+    close(got.output[0], output, "the padded αV")
+    assert float(got.weights[0][..., ~real].abs().max()) == 0.0
+
+
+@pytest.mark.parametrize("family", CASES)
+def test_the_kernel_keeps_the_contract_in_float32(layers, family, monkeypatch):
+    """The scan's C kernel (fused.c) and its torch passes, in float32, against the contract in float64. A score is a
+    float32 sum of dh products, off by at most λ√dh·u·Σ|q_a k_a| (tolerance.py's rounding bound), plus one rounding
+    of each shaping step; a log-sum-exp adds its sum's λ√n·u; αV, a sum of n weights times values, adds λ√n·u·max|v|."""
+    arch, block, index = layers[family]
+    query, key, value, positions = inputs(arch, dtype=torch.float32, seed=2)
+    _, output, normaliser = written_out(arch, block, index, query, key, value)
+    dh = arch.head_dim
+    size = (query.double().abs() @ key.double().abs().repeat_interleave(arch.heads // arch.kv_heads, 0).transpose(1, 2)).max() / math.sqrt(dh)
+    score_error = LAMBDA * math.sqrt(dh) * U32 * float(size) + 4 * U32 * float(size)  # the sum, then its shaping steps
+    if engine.relative(block):
+        score_error *= 3  # three such sums
+    sum_error = LAMBDA * math.sqrt(N) * U32
+    lse_tolerance = score_error + sum_error
+    out_tolerance = (2 * score_error + 2 * sum_error) * float(value.abs().max())
+    paths = {"torch passes": False} | ({"C kernel": True} if fused.library() is not None else {})
+    for path, kernel in paths.items():
+        if not kernel:
+            monkeypatch.setattr(fused, "usable", lambda scores: False)
+        scanned, logsumexp = scan.attend_blocks(arch, index, query / math.sqrt(dh), key, value, positions, BLOCK,
+                                                block=block)
+        monkeypatch.undo()
+        close(logsumexp, normaliser, f"{path}: the log-sum-exp", lse_tolerance)
+        close(scanned, output, f"{path}: αV", out_tolerance)

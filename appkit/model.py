@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from attnviz import effects, heads, long, models
+from attnviz import effects, heads, models, needle
 from attnviz.cache import ByteBudgetCache
 from attnviz.models.catalog import Offer, offers
 from appkit.common import md_escape
@@ -223,11 +223,11 @@ EXAMPLE_KEY = "48213"
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
-def example_document(name: str) -> long.Haystack:
+def example_document(name: str) -> needle.Haystack:
     """The example pass-key document for model `name`: the needle halfway, within the model's context (MiniLM reads
     512 pieces). Long text and the lesson share it."""
     chosen = model(name)
-    return long.haystack(chosen, min(EXAMPLE_PIECES, chosen.context), 0.5, EXAMPLE_KEY)
+    return needle.haystack(chosen, min(EXAMPLE_PIECES, chosen.context), 0.5, EXAMPLE_KEY)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Reading the example pass-key document…")
@@ -235,8 +235,8 @@ def example_needle(name: str) -> tuple:
     """What model `name` writes after the example document's question, and each head's retrieval events while it
     copies: (Written, events (L, H), needle pieces copied). Once for every session."""
     chosen, stack = model(name), example_document(name)
-    written = long.write(chosen, stack.pieces, len(chosen.reader(f" {EXAMPLE_KEY}.", limit=10**6)) + 2)
-    return (written, *long.retrievals(stack.pieces.ids, stack.needle, written.ids, written.rows))
+    written = needle.write(chosen, stack.pieces, len(chosen.reader(f" {EXAMPLE_KEY}.", limit=10**6)) + 2)
+    return (written, *needle.retrievals(stack.pieces.ids, stack.needle, written.ids, written.rows))
 
 
 @st.cache_resource(max_entries=4, show_spinner="Scanning the example document…")

@@ -1,4 +1,5 @@
-"""attnviz's caches: the folder on disk (cache_root), and a cache in memory that holds at most a number of bytes, not a
+"""attnviz's caches: the folder on disk (cache_root) and a file's content key for a folder in it (content_key), and a
+cache in memory that holds at most a number of bytes, not a
 number of entries. No streamlit here.
 
 A page's computed attention is 2 KB for a sentence and 130 MB for 4,096 tokens with eight heads, so a
@@ -8,6 +9,7 @@ used entries until the values it holds fit its budget.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import threading
@@ -21,6 +23,20 @@ CACHE_SETTING = "ATTNVIZ_CACHE"  # the environment variable that moves attnviz's
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
           "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30, "gib": 2**30, "ti": 2**40, "tib": 2**40}
+
+
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def content_key(source: Path) -> str:
+    """The file's SHA-256 (its first 16 hex digits): a cache folder for exactly this content, wherever it lies.
+    Computed once per (path, size, modification time) in a process (the head scores' key reads it on every page)."""
+    stat = source.stat()
+    key = (str(source.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _DIGESTS:
+        with open(source, "rb") as file:
+            _DIGESTS[key] = hashlib.file_digest(file, "sha256").hexdigest()[:16]
+    return _DIGESTS[key]
 
 
 def parse_size(text: str) -> int:

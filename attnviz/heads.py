@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attnviz.cache import content_key
 from attnviz.models.pieces import TextError
 
 SCORES = {
@@ -485,8 +486,6 @@ FORMAT = 1  # the file's layout and the scores' definitions: a change here makes
 def model_key(model) -> str:
     """The model's content: the SHA-256 of its file (a GGUF file, as its de-quantized cache is keyed), or of its
     folder's config.json and weights, wherever they lie."""
-    from attnviz.models.gguf import content_key
-
     source = Path(model.source)
     if source.is_file():
         return content_key(source)

@@ -1,4 +1,4 @@
-"""Experiment and benchmark: SmolLM2-135M on pass-key documents (attnviz.long.needle) at several lengths and depths,
+"""Experiment and benchmark: SmolLM2-135M on pass-key documents (attnviz.needle.needle) at several lengths and depths,
 its retrieval heads (Wu et al. 2024), and the grid again without the k strongest of them, beside k random heads of the
 same layers. Prints the grids, the strongest heads with their scores, and the time each document took.
 
@@ -39,13 +39,13 @@ def main() -> None:
 
     import torch
 
-    from attnviz import long, models
+    from attnviz import models, needle
 
     model = models.load("smollm2", device="cpu")
     print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}; {model.name}: {model.describe()}")
     started = time.perf_counter()
-    before = long.needle(model, args.lengths, args.depths, args.seed)
+    before = needle.needle(model, args.lengths, args.depths, args.seed)
     first = time.perf_counter() - started
     print(f"the grid of {before.found.size} documents: {first:.1f} s ({first / before.found.size:.1f} s a document)")
     print(grid_text(before, "as it is"))
@@ -53,7 +53,7 @@ def main() -> None:
     print("strongest retrieval heads (layer, head from 0: score): "
           + ", ".join(f"L{l}H{h}: {before.scores[l, h]:.2f}" for l, h in strongest))
     print(f"heads with a score above 0.1: {int((before.scores > 0.1).sum())} of {before.scores.size}")
-    off = long.without_retrieval_heads(model, args.k, seed=args.seed, before=before)
+    off = needle.without_retrieval_heads(model, args.k, seed=args.seed, before=before)
     print(grid_text(off.strongest, f"without the {args.k} strongest"))
     print(grid_text(off.random, f"without {args.k} random heads of the same layers ({off.random.heads_off})"))
     for name, grid in (("without the strongest", off.strongest), ("without random heads", off.random)):

@@ -1,5 +1,5 @@
 """Long text: a whole document through a model, every head's attention over up to the model's own context (model.scan,
-block by block, exact, without the n × n matrix), and a needle in a haystack with the heads that fetch it (attnviz.long)."""
+block by block, exact, without the n × n matrix), and a needle in a haystack with the heads that fetch it (attnviz.needle)."""
 
 import hashlib
 import os
@@ -7,7 +7,7 @@ import sys
 
 import streamlit as st
 
-from attnviz import long, models
+from attnviz import models, needle
 from attnviz.models.files import ENGINE_FAMILIES
 from attnviz.figures import PALETTES, long as drawn
 from attnviz.urlstate import Param, bounded_text, choice, encode_int_list, int_list, int_range
@@ -18,7 +18,7 @@ from appkit.model_views import row_sum
 from appkit.present import chart
 
 TEXT_CHARS = 200_000  # a model's whole context (SmolLM2's 8,192 pieces) is about 40,000 characters of English
-NEEDLE_LENGTHS = (500, 1000, 2000, 4000)  # longer ones: attnviz.long.needle in the library
+NEEDLE_LENGTHS = (500, 1000, 2000, 4000)  # longer ones: attnviz.needle.needle in the library
 NEEDLE_DEPTHS = (0.0, 0.5, 1.0)
 SCHEMA = {
     "model": Param("smollm2", bounded_text(100)),
@@ -57,11 +57,11 @@ for note in model.notes:
 
 def text_of_upload() -> str | None:
     upload = st.file_uploader("Or a text file (.txt, UTF-8)", type=["txt"], key="long_file",
-                              max_upload_size=long.MAX_UPLOAD_BYTES // 1_000_000)
+                              max_upload_size=models.MAX_UPLOAD_BYTES // 1_000_000)
     if upload is None:
         return None
     try:
-        return long.read_text(upload.getvalue(), "This file")
+        return models.read_text(upload.getvalue(), "This file")
     except ValueError as error:
         st.error(md_escape(f"{error} The text box is read instead."))
         return None
@@ -187,7 +187,7 @@ fits = [length for length in NEEDLE_LENGTHS if length <= model.context - 16]
 lengths = st.multiselect("Lengths (pieces)", fits, default=fits[:2], key="long_lengths")
 if st.button("Run the pass-key test") and lengths:
     bar = st.progress(0.0, text="Reading the documents…")
-    grid = long.needle(model, sorted(lengths), NEEDLE_DEPTHS,
+    grid = needle.needle(model, sorted(lengths), NEEDLE_DEPTHS,
                        progress=lambda done, total: bar.progress(done / total, text=f"Reading: {done:,} of {total:,} layers"))
     bar.empty()
     st.session_state[f"long_needle_{name}"] = grid
@@ -213,7 +213,7 @@ if grid is not None:
             bar.progress(min(1.0, (phase["run"] + done / total) / 2), text=f"Reading the documents without {which}: "
                                                                              f"{done:,} of {total:,} layers")
 
-        off = long.without_retrieval_heads(model, k, before=grid, progress=advance)
+        off = needle.without_retrieval_heads(model, k, before=grid, progress=advance)
         bar.empty()
         st.session_state[f"long_off_{name}"] = off
     off = st.session_state.get(f"long_off_{name}")
@@ -233,6 +233,6 @@ if grid is not None:
             f"{label} {int(g.found.sum())} of {g.found.size}, a share anywhere from {low:.0%} to {high:.0%} (95 % "
             "interval)" for label, g in (("intact", grid), ("without the strongest", off.strongest),
                                          ("without random heads", off.random))
-            for low, high in [long.share_interval(int(g.found.sum()), g.found.size)])
+            for low, high in [needle.share_interval(int(g.found.sum()), g.found.size)])
             + ". Intervals that overlap say the documents cannot tell the settings apart; more lengths tell more.")
 save_url_state(SCHEMA)

@@ -1,4 +1,4 @@
-"""attnviz.long: pass-key documents read into the K/V cache block by block, the answer written greedily, and Wu et al.'s
+"""attnviz.needle: pass-key documents read into the K/V cache block by block, the answer written greedily, and Wu et al.'s
 retrieval heads. What is written and each written piece's query row of weights are checked against transformers'
 generate and eager attentions on the same weights (a tiny GPT-2, a tiny Mistral with grouped key/value heads and a
 sliding window), with and without heads removed (transformers with a pre-hook on the output projection); the retrieval
@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import tiny_models  # noqa: E402
 from test_scan import build  # noqa: E402
 
-from attnviz import long, models  # noqa: E402
+from attnviz import models  # noqa: E402
+from attnviz import needle as lab  # noqa: E402  (the tests name their needles `needle`)
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +58,11 @@ def transformers_reading(folder: Path, ids: list[int], steps: int, heads_off=())
 @pytest.mark.parametrize("family, heads_off", [("gpt2", ()), ("mistral", ()), ("mistral", ((0, 3), (1, 5), (1, 6)))])
 def test_the_pieces_written_and_each_query_row_equal_transformers(folders, family, heads_off):
     model = models.load(folders[family], device="cpu")
-    stack = long.haystack(model, 900, 0.5, "48213")
+    stack = lab.haystack(model, 900, 0.5, "48213")
     n = len(stack.pieces)
     assert 850 < n <= 900 > model.max_pieces  # past what a run reads
     seen = []
-    written = long.write(model, stack.pieces, 6, heads_off, progress=lambda done, total: seen.append((done, total)))
+    written = lab.write(model, stack.pieces, 6, heads_off, progress=lambda done, total: seen.append((done, total)))
     made, expected = transformers_reading(folders[family], stack.pieces.ids, 6, heads_off)
     assert written.ids == made[:len(written.ids)] and len(written.ids) >= 1
     assert seen == [(i, model.layers) for i in range(1, model.layers + 1)]
@@ -75,14 +76,14 @@ def test_the_pieces_written_and_each_query_row_equal_transformers(folders, famil
 def test_the_haystack_holds_its_needle_where_asked_and_fits_its_length(folders):
     model = models.load(folders["mistral"], device="cpu")
     for depth in (0.0, 0.5, 1.0):
-        stack = long.haystack(model, 600, depth, "70315")
+        stack = lab.haystack(model, 600, depth, "70315")
         text = stack.pieces.text
         needle = "".join(text[a:b] for a, b in stack.pieces.spans[stack.needle.start:stack.needle.stop])
-        assert needle.replace(" ", "") == long.NEEDLE.format(key="70315").replace(" ", "")
-        assert len(stack.pieces) <= 600 and len(long.haystack(model, 700, depth, "70315").pieces) > 600
-        assert text.startswith(long.INTRO) and text.endswith(long.QUESTION)
-        before, after = text.split(long.NEEDLE.format(key="70315"))
-        sentences = before.count(long.FILLER), after.count(long.FILLER)  # the filler's sentences on either side
+        assert needle.replace(" ", "") == lab.NEEDLE.format(key="70315").replace(" ", "")
+        assert len(stack.pieces) <= 600 and len(lab.haystack(model, 700, depth, "70315").pieces) > 600
+        assert text.startswith(lab.INTRO) and text.endswith(lab.QUESTION)
+        before, after = text.split(lab.NEEDLE.format(key="70315"))
+        sentences = before.count(lab.FILLER), after.count(lab.FILLER)  # the filler's sentences on either side
         assert sum(sentences) > 3 and round(depth * sum(sentences)) == sentences[0]
 
 
@@ -126,7 +127,7 @@ def test_retrieval_events_follow_their_definition_on_a_planted_copy():
     plant(3, 0, 0, 22)  # the piece written is not the needle's: not counted
     plant(4, 0, 0, 24)  # retrieves 5
     plant(4, 2, 2, 63)  # a piece written earlier: no
-    events, copied = long.retrievals(ids, needle, written, rows)
+    events, copied = lab.retrievals(ids, needle, written, rows)
     expected, expected_copied = retrievals_written_out(ids, needle, written, rows)
     assert np.array_equal(events, expected) and copied == expected_copied
     assert copied == 4 and events[0, 0] == 3 and events[0, 1] == 1 and events[1, 0] == 0 and events[2, 3] == 0
@@ -136,10 +137,10 @@ def test_retrieval_events_follow_their_definition_on_a_planted_copy():
 def test_the_grid_its_scores_and_an_ablation(folders):
     model = models.load(folders["mistral"], device="cpu")
     seen = []
-    grid = long.needle(model, lengths=[200, 400], depths=[0, 1], seed=5, progress=lambda d, t: seen.append((d, t)))
+    grid = lab.needle(model, lengths=[200, 400], depths=[0, 1], seed=5, progress=lambda d, t: seen.append((d, t)))
     assert grid.found.shape == grid.copied.shape == (2, 2) and grid.retrievals.shape == (2, 2, 2, 8)
     assert all(len(k) == 5 and k.isdigit() for row in grid.keys for k in row)
-    assert grid.keys == long.needle(model, lengths=[200, 400], depths=[0, 1], seed=5).keys  # seeded
+    assert grid.keys == lab.needle(model, lengths=[200, 400], depths=[0, 1], seed=5).keys  # seeded
     assert (grid.pieces <= np.array([[200], [400]])).all() and (grid.pieces > np.array([[150], [350]])).all()
     assert np.array_equal(grid.found, [[k in a for k, a in zip(keys, answers)] for keys, answers in zip(grid.keys, grid.answers)])
     assert seen[-1] == (8, 8) and len(seen) == 8
@@ -159,7 +160,7 @@ def test_the_grid_its_scores_and_an_ablation(folders):
     expected[1, 6], expected[0, 2] = (4 / 4 + 1 / 2 + 0 / 5) / 3, (5 / 5) / 3
     assert np.allclose(grid.scores, expected)
     assert grid.strongest(2) == ((1, 6), (0, 2))
-    off = long.without_retrieval_heads(model, k=2, lengths=[200], depths=[0.5], before=grid)
+    off = lab.without_retrieval_heads(model, k=2, lengths=[200], depths=[0.5], before=grid)
     assert off.strongest.heads_off == ((1, 6), (0, 2))
     assert [l for l, _ in off.random.heads_off] == [1, 0] and not set(off.random.heads_off) & {(1, 6), (0, 2)}
 
@@ -169,21 +170,21 @@ def test_bad_input_gets_a_message(folders, tmp_path):
     for bad in ({"lengths": [10]}, {"lengths": [5000]}, {"lengths": [True]}, {"depths": [1.5]}, {"depths": ["x"]},
                 {"lengths": []}, {"lengths": list(range(100, 1000, 10)), "depths": [0, 1]}):
         with pytest.raises(ValueError):
-            long.needle(model, **{"lengths": [200], "depths": [0.5], **bad})
+            lab.needle(model, **{"lengths": [200], "depths": [0.5], **bad})
     with pytest.raises(ValueError, match="is not in"):
-        long.needle(model, lengths=[200], depths=[0.5], heads_off=[(2, 0)])
+        lab.needle(model, lengths=[200], depths=[0.5], heads_off=[(2, 0)])
     bert = models.load(folders["bert"], device="cpu")
     with pytest.raises(models.ModelError, match="written by a decoder"):
-        long.needle(bert, lengths=[200], depths=[0.5])
+        lab.needle(bert, lengths=[200], depths=[0.5])
     t5 = models.load(tiny_models.build("t5", tmp_path), device="cpu")
     with pytest.raises(models.ModelError, match="computed by transformers"):
-        long.needle(t5, lengths=[200], depths=[0.5])
+        lab.needle(t5, lengths=[200], depths=[0.5])
     with pytest.raises(models.ModelError, match="reads at most 1,100 pieces"):
-        long.write(model, long.haystack(model, 1090, 0.5, "12345").pieces, 20)
+        lab.write(model, lab.haystack(model, 1090, 0.5, "12345").pieces, 20)
 
 
 def test_an_upload_is_read_as_utf8_or_utf16_with_its_mark_and_refused_with_a_reason_otherwise():
-    from attnviz.long import read_text
+    from attnviz.models import read_text
 
     text = "The pass key is 48213. Ünïcode — 你好"
     for data in (text.encode("utf-8"), text.encode("utf-8-sig"), text.encode("utf-16"), text.encode("utf-16-be")
@@ -198,10 +199,24 @@ def test_an_upload_is_read_as_utf8_or_utf16_with_its_mark_and_refused_with_a_rea
 
 
 def test_a_shares_interval_is_wilsons():
-    low, high = long.share_interval(4, 6)
+    low, high = lab.share_interval(4, 6)
     p, n, z = 4 / 6, 6, 1.96
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     assert (low, high) == pytest.approx((centre - half, centre + half)) and 0.29 < low < 0.31 and 0.90 < high < 0.91
-    assert long.share_interval(0, 6)[0] == 0 and long.share_interval(6, 6)[1] == pytest.approx(1)
-    assert long.share_interval(0, 0) == (0, 1)
+    assert lab.share_interval(0, 6)[0] == 0 and lab.share_interval(6, 6)[1] == pytest.approx(1)
+    assert lab.share_interval(0, 0) == (0, 1)
+
+
+def test_the_old_name_still_works_and_says_where_each_name_moved():
+    import importlib
+
+    from attnviz.models import pieces
+
+    old = importlib.import_module("attnviz.long")
+    with pytest.warns(DeprecationWarning, match="use attnviz.needle.needle"):
+        assert old.needle is lab.needle
+    with pytest.warns(DeprecationWarning, match="use attnviz.models.pieces.read_text"):
+        assert old.read_text is pieces.read_text
+    with pytest.raises(AttributeError):
+        old.no_such_name

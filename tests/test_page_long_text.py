@@ -154,7 +154,7 @@ def test_the_shaded_document_is_the_text_whole_once_with_one_weight_a_piece(tmp_
 
 @pytest.mark.slow
 def test_turning_the_retrieval_heads_off_names_both_sets_and_says_how_sure_the_counts_are():
-    from attnviz import long
+    from attnviz import needle
 
     at = run_page("long_text.py")
     at.multiselect(key="long_lengths").set_value([500]).run()
@@ -167,7 +167,7 @@ def test_turning_the_retrieval_heads_off_names_both_sets_and_says_how_sure_the_c
     said = " ".join(c.value for c in at.caption)
     for l, h in off.strongest.heads_off + off.random.heads_off:
         assert f"layer {l + 1} head {h + 1}" in said
-    low, high = long.share_interval(int(off.random.found.sum()), off.random.found.size)
+    low, high = needle.share_interval(int(off.random.found.sum()), off.random.found.size)
     assert f"without random heads {int(off.random.found.sum())} of {off.random.found.size}, a share anywhere from " \
            f"{low:.0%} to {high:.0%}" in said
 

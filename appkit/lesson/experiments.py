@@ -5,7 +5,7 @@ function of (text column, figure column)."""
 
 import numpy as np
 
-from attnviz import effects, figures, heads, long, models
+from attnviz import effects, figures, heads, models, needle
 from attnviz.export import Matrix
 from appkit.lesson.models import COPY_CUT, COPY_PIECES
 from appkit.common import md_escape
@@ -170,7 +170,7 @@ def needle_step(text, figure):
     except models.ModelError as error:
         text.info(str(error))
         return
-    n, needle = len(stack.pieces), stack.needle
+    n, where = len(stack.pieces), stack.needle  # where: the needle's pieces
     text.write(f"A long document of {n} pieces hides one fact: filler that says nothing (“The grass is green. The sky "
                f"is blue. …”), with “The pass key is {stack.key}. Remember it.” halfway, and at the end “What is the "
                f"pass key? The pass key is”. More than the {model.max_pieces} pieces a run of the other pages reads: the "
@@ -178,7 +178,7 @@ def needle_step(text, figure):
     text.markdown(f"SmolLM2 writes: **{md_escape(written.text.strip())}**")
     scores = events / max(copied, 1)  # (L, H) this document's retrievals over the pieces copied
     offer(questions.needle(events))
-    strongest = long.strongest_heads(scores, NEEDLE_HEADS)
+    strongest = needle.strongest_heads(scores, NEEDLE_HEADS)
     values = np.array([scores[l, h] for l, h in strongest], np.float32)
     labels = [f"layer {l + 1}, head {h + 1}" for l, h in strongest]
     chart(figure, figures.weight_bars(values, labels, title=f"Retrieval score on this document: {NEEDLE_HEADS} strongest heads",
@@ -191,7 +191,7 @@ def needle_step(text, figure):
     (l, h), best = strongest[0], float(values[0])
     text.write(f"While it copied {copied} pieces of the needle, {retrieving} of its {events.size} heads looked, at least "
                f"once, straight at the very piece being copied, inside the needle (Wu et al., 2024, call them retrieval "
-               f"heads); layer {l + 1}, head {h + 1} did so for {best:.0%} of them. The needle is {len(needle)} of the "
+               f"heads); layer {l + 1}, head {h + 1} did so for {best:.0%} of them. The needle is {len(where)} of the "
                f"{n} pieces. Measured on 15 documents of 1,000 to 4,000 pieces: 12 keys came back; "
                "with the 8 strongest retrieval heads turned off, none; with 8 random heads of the same layers turned "
                "off, all 15.")

@@ -150,7 +150,7 @@ def reads_from(scan, query: int | None = None, heads: list[tuple[int, int]] | No
 
 
 def needle_grid(result, title: str):
-    """A pass-key grid (attnviz.long.NeedleGrid): yellow where the key came back; the hover says each document's
+    """A pass-key grid (attnviz.needle.NeedleGrid): yellow where the key came back; the hover says each document's
     length and depth, its key and what the model wrote (escaped: plotly reads some HTML in a hover)."""
     import html
 

@@ -32,8 +32,9 @@ from attnviz.models.files import (
     a_or_an, pickle_message, read_config, read_headers, safetensors_files, size_text,
 )
 from attnviz.models.generate import next_distribution, next_piece, sampler_text, top_pieces
-from attnviz.models.model import KINDS, MAX_PIECES, EngineModel, Model, Unsupported
-from attnviz.models.pieces import Pieces, TextError
+from attnviz.models.mapping import Unsupported
+from attnviz.models.model import KINDS, MAX_PIECES, EngineModel, Model
+from attnviz.models.pieces import MAX_UPLOAD_BYTES, Pieces, TextError, read_text
 from attnviz.models.reading import SUMMARIES, head_formula, head_steps, head_summaries, logit_lens_table, rollout, summary_names
 from attnviz.models.scan import SCAN_MEMORY_DEFAULT, scan_memory
 from attnviz.models.run import Attention, Run, Words, log_scores, merge_pieces, words
@@ -41,7 +42,8 @@ from attnviz.models.run import Attention, Run, Words, log_scores, merge_pieces, 
 __all__ = ["load", "Model", "Run", "Attention", "Pieces", "Words", "ModelError", "TextError", "BUILTINS", "KINDS",
            "MAX_PIECES", "BUDGET_SETTING", "memory_budget", "size_text", "words", "merge_pieces", "log_scores",
            "engine_families", "builtin", "next_distribution", "next_piece", "logit_lens_table", "sampler_text", "top_pieces", "SUMMARIES", "summary_names",
-           "head_summaries", "rollout", "head_steps", "head_formula", "scan_memory", "SCAN_MEMORY_DEFAULT"]
+           "head_summaries", "rollout", "head_steps", "head_formula", "scan_memory", "SCAN_MEMORY_DEFAULT", "read_text",
+           "MAX_UPLOAD_BYTES", "Unsupported"]
 
 FAMILIES = {model_type: family for family in (bert, modernbert, deberta, gpt2, llama, gemma, neox, phi, bloom, opt, gpt_oss) for model_type in family.MODEL_TYPES}
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

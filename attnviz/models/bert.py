@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from attnviz.models.engine import Architecture, Block, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
-from attnviz.models.model import Built, Unsupported
+from attnviz.models.mapping import Built, Unsupported
 
 MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "distilbert", "electra")
 PREFIXES = ("bert.", "roberta.", "distilbert.", "electra.", "model.", "")

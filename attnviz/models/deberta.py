@@ -20,7 +20,7 @@ import math
 
 from attnviz.models.engine import Architecture, Block, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
-from attnviz.models.model import Built, Unsupported
+from attnviz.models.mapping import Built, Unsupported
 
 MODEL_TYPES = ("deberta-v2",)
 PREFIXES = ("deberta.", "")

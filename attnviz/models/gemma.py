@@ -20,7 +20,7 @@ from attnviz.models.engine import Architecture, Block, Weights
 from attnviz.models import files
 from attnviz.models.files import ModelError, Tensors, head_shape, setting
 from attnviz.models.llama import Reader, bases_by_type, number, rope_base, scaled
-from attnviz.models.model import Built, Unsupported
+from attnviz.models.mapping import Built, Unsupported
 
 MODEL_TYPES = ("gemma", "gemma2", "gemma3_text", "gemma3")
 # Gemma 3 with its vision tower (gemma3): its text model's weights under model.language_model. (transformers 5) or

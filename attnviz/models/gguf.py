@@ -12,7 +12,6 @@ are, with rope_pairs="adjacent": q·k is the same sum over the same pairs.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -22,28 +21,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attnviz.cache import CACHE_SETTING, cache_root  # noqa: F401 (gguf.cache_root: its old home)
+from attnviz.cache import CACHE_SETTING, cache_root, content_key  # noqa: F401 (gguf.cache_root, content_key: their old home)
 from attnviz.models.engine import Architecture, Block, Norm, Weights
 from attnviz.models.files import ModelError, check_budget, size_text
-from attnviz.models.model import Built
+from attnviz.models.mapping import Built
 
 LAYER_NAMES = {"attention_norm": "attn_norm", "w_query": "attn_q", "w_key": "attn_k", "w_value": "attn_v",
                "w_out": "attn_output", "mlp_norm": "ffn_norm", "w_gate": "ffn_gate", "w_up": "ffn_up", "w_down": "ffn_down"}
 BIASES = {"b_query": "attn_q", "b_key": "attn_k", "b_value": "attn_v", "b_out": "attn_output"}
-
-
-_DIGESTS: dict[tuple[str, int, int], str] = {}
-
-
-def content_key(source: Path) -> str:
-    """The file's SHA-256 (its first 16 hex digits): a cache folder for exactly this content, wherever it lies.
-    Computed once per (path, size, modification time) in a process (the head scores' key reads it on every page)."""
-    stat = source.stat()
-    key = (str(source.resolve()), stat.st_size, stat.st_mtime_ns)
-    if key not in _DIGESTS:
-        with open(source, "rb") as file:
-            _DIGESTS[key] = hashlib.file_digest(file, "sha256").hexdigest()[:16]
-    return _DIGESTS[key]
 
 
 def cache_dir(source: Path) -> Path:

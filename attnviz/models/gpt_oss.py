@@ -18,7 +18,7 @@ from attnviz.models.engine import Architecture, Block, Weights
 from attnviz.models import files
 from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.llama import Reader, number, rope_base
-from attnviz.models.model import Built, Unsupported
+from attnviz.models.mapping import Built, Unsupported
 
 MODEL_TYPES = ("gpt_oss",)
 PREFIXES = ("model.", "")

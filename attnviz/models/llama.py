@@ -24,7 +24,7 @@ import torch
 from attnviz.models.engine import Architecture, Block, Norm, Weights
 from attnviz.models import files
 from attnviz.models.files import ModelError, Tensors, head_shape, setting
-from attnviz.models.model import Built, Unsupported
+from attnviz.models.mapping import Built, Unsupported
 from attnviz.positions import SCALINGS, Rope
 
 MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3", "olmo2", "granite", "mixtral", "qwen3_moe")

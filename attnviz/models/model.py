@@ -4,7 +4,6 @@ text; `EngineModel` is a model whose every layer attnviz's engine computes (attn
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -313,16 +312,3 @@ class EngineModel(Model):
     @property
     def has_lens(self) -> bool:
         return self.arch.causal and self.weights.unembed is not None
-
-
-class Unsupported(ValueError):
-    """A setting of a family that the engine does not compute, in words (the model then goes through transformers)."""
-
-
-@dataclass(frozen=True)
-class Built:
-    """What a family's mapping gives: the architecture and the weights in our layout."""
-
-    arch: engine.Architecture
-    weights: engine.Weights
-    end_ids: tuple[int, ...] = ()  # a decoder's end-of-text pieces

@@ -13,7 +13,7 @@ from attnviz.models.engine import Architecture, Block, Norm, Weights
 from attnviz.models import files
 from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.llama import bases_by_type
-from attnviz.models.model import Built, Unsupported
+from attnviz.models.mapping import Built, Unsupported
 
 MODEL_TYPES = ("modernbert",)
 PREFIXES = ("model.", "")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from attnviz.models.engine import Architecture, Block, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.llama import rope_base, rotary_dims
-from attnviz.models.model import Built, Unsupported
+from attnviz.models.mapping import Built, Unsupported
 
 MODEL_TYPES = ("gpt_neox",)
 PREFIXES = ("gpt_neox.", "")

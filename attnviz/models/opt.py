@@ -14,7 +14,7 @@ import torch
 
 from attnviz.models.engine import ACTIVATIONS, Architecture, Block, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
-from attnviz.models.model import Built, Unsupported
+from attnviz.models.mapping import Built, Unsupported
 
 MODEL_TYPES = ("opt",)
 PREFIXES = ("model.decoder.", "decoder.", "")

@@ -15,7 +15,7 @@ import torch
 from attnviz.models.engine import Architecture, Block, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.llama import rope_base, rotary_dims
-from attnviz.models.model import Built, Unsupported
+from attnviz.models.mapping import Built, Unsupported
 
 MODEL_TYPES = ("phi", "stablelm")
 PREFIXES = ("model.", "")

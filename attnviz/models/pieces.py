@@ -121,3 +121,27 @@ class Reader:
                       [*pieces.spans, (start, start + len(piece))], pieces.text + piece, [*pieces.special, False],
                       [*pieces.unknown, self.unk is not None and token_text == self.unk],
                       [*pieces.shown, self.label(token_text, token)])
+
+
+MAX_UPLOAD_BYTES = 2_000_000  # a text of a model's whole context is far smaller (SmolLM2's 8,192 pieces: ~40 kB)
+
+
+def read_text(data: bytes, name: str = "the file") -> str:
+    """An uploaded text file's text (UTF-8, or UTF-16 with its byte-order mark; a UTF-8 one dropped), or a ValueError
+    that says why it is not one."""
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise ValueError(f"{name} has {len(data):,} bytes; a text file of at most {MAX_UPLOAD_BYTES:,} is read.")
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 (Windows' "Unicode" text): its zero bytes are text
+        try:
+            data = data.decode("utf-16").encode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError(f"{name} starts as UTF-16 text but cannot be read as it.") from None
+    if b"\x00" in data:
+        raise ValueError(f"{name} is not a text file (it holds zero bytes, as binary files do).")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{name} is not UTF-8 text (byte {error.start:,} cannot be read).") from None
+    if not text.strip():
+        raise ValueError(f"{name} holds no text.")
+    return text

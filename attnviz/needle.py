@@ -1,0 +1,291 @@
+"""A needle in a haystack, at a model's own length: pass-key documents, what the model writes after the question, and
+which heads fetch the key while it is copied (retrieval heads, Wu et al. 2024, "Retrieval Head Mechanistically
+Explains Long-Context Factuality").
+
+    from attnviz import models, needle
+    model = models.load("smollm2")
+    grid = needle.needle(model, lengths=[1000, 2000], depths=[0, 0.5, 1])
+    grid.found                      # (lengths, depths) bool: the key came back
+    grid.scores                     # (L, H) each head's retrieval score
+    off = needle.needle(model, lengths=[1000, 2000], depths=[0, 0.5, 1], heads_off=grid.strongest(8))
+
+A document is read into each layer's K/V cache one block of queries at a time (attnviz.models.scan.blocked_layer: no
+n × n matrix is held), then the answer is written greedily from that cache, one query row per layer a step, and each
+step keeps the row of weights of the query that chose the piece.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from attnviz.effects import Ablation
+from attnviz.models import engine
+from attnviz.models.files import ENGINE_FAMILIES, ModelError, a_or_an
+from attnviz.models.pieces import Pieces
+from attnviz.models.scan import BLOCK, blocked_layer
+
+# The pass-key task of Mohtashami and Jaggi (2023), "Landmark Attention": the filler says nothing, so only the needle
+# holds the answer.
+INTRO = ("There is an important piece of information hidden inside a lot of irrelevant text. Find it and memorize it. "
+         "I will quiz you about it.")
+FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
+NEEDLE = "The pass key is {key}. Remember it. {key} is the pass key."
+QUESTION = "What is the pass key? The pass key is"
+LENGTHS = (1000, 2000, 4000)
+DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
+MAX_CELLS = 64
+
+
+@dataclass
+class Haystack:
+    """One pass-key document: its pieces, the needle's pieces (a range of positions) and the key hidden in it."""
+
+    pieces: Pieces
+    needle: range
+    key: str
+    depth: float
+
+
+@dataclass
+class Written:
+    """What a model wrote greedily after a document: the pieces, and for each the weights (L, H, k) of the query that
+    chose it over every key before it."""
+
+    ids: list[int]
+    text: str
+    rows: list[np.ndarray] = field(repr=False)
+
+
+@dataclass
+class NeedleGrid:
+    """Pass-key documents of each length (pieces) with the needle at each depth (0: the start, 1: the end), and what
+    the model made of them. found (lengths, depths): the key is in what it wrote. retrievals (lengths, depths, L, H):
+    while it copied a needle piece, how often each head's strongest key was that same piece inside the needle; copied
+    (lengths, depths): the needle pieces it copied. Layers and heads count from 0."""
+
+    model: str
+    lengths: list[int]
+    depths: list[float]
+    keys: list[list[str]]
+    answers: list[list[str]]
+    pieces: np.ndarray  # (lengths, depths) each document's pieces
+    found: np.ndarray
+    retrievals: np.ndarray
+    copied: np.ndarray
+    heads_off: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def scores(self) -> np.ndarray:
+        """(L, H) each head's retrieval score: its retrievals over the needle pieces copied in a document, averaged over
+        the documents where any were copied (0 where none were)."""
+        done = self.copied > 0  # (lengths, depths)
+        if not done.any():
+            return np.zeros(self.retrievals.shape[2:])
+        return (self.retrievals[done] / self.copied[done][:, None, None]).mean(0)  # (L, H)
+
+    def strongest(self, k: int) -> tuple[tuple[int, int], ...]:
+        """The k heads (layer, head) of highest retrieval score, strongest first."""
+        return strongest_heads(self.scores, k)
+
+    @property
+    def rate(self) -> float:
+        """The share of documents whose key came back."""
+        return float(self.found.mean())
+
+
+def strongest_heads(scores: np.ndarray, k: int) -> tuple[tuple[int, int], ...]:
+    """The k heads (layer, head) of highest score in (L, H) `scores`, highest first."""
+    order = np.argsort(-scores, axis=None, kind="stable")[:k]
+    return tuple((int(l), int(h)) for l, h in zip(*np.unravel_index(order, scores.shape)))
+
+
+def check_model(model) -> None:
+    if not (getattr(model, "can_scan", False) and getattr(model, "can_generate", False)):  # an engine decoder
+        raise ModelError(f"{model.name} is {a_or_an(model.kind)} computed by {model.computed_by}; a needle's answer "
+                         f"is written by a decoder attnviz's engine computes (it computes {ENGINE_FAMILIES}).")
+
+
+def haystack(model, length: int, depth: float, key: str) -> Haystack:
+    """The longest pass-key document of at most `length` pieces (the question at its end), the needle after the
+    filler sentence nearest `depth` of the way through."""
+    if not 0 <= depth <= 1:
+        raise ValueError(f"a depth is a share of the document, from 0 to 1, got {depth!r}.")
+    reader = model.reader
+    whole = len(reader(" ".join([INTRO, NEEDLE.format(key=key), QUESTION]), limit=10**9))
+    each = len(reader(" ".join([FILLER] * 20), limit=10**9)) / 20
+    count = max(0, int((length - whole) / each) + 1)
+    while True:
+        text, span = _document(count, depth, key)
+        pieces = reader(text, limit=10**9)
+        if len(pieces) <= length or count == 0:
+            break
+        count -= 1
+    if len(pieces) > length:
+        raise ValueError(f"{length} pieces cannot hold a pass-key document for {model.name}: it needs {len(pieces)}.")
+    inside = [i for i, (a, b) in enumerate(pieces.spans) if b > a and b > span[0] and a < span[1]]  # its characters
+    return Haystack(pieces, range(inside[0], inside[-1] + 1), key, depth)
+
+
+def _document(count: int, depth: float, key: str) -> tuple[str, tuple[int, int]]:
+    """The text with `count` filler sentences around the needle, and the needle's characters (start, stop)."""
+    before = round(depth * count)
+    head = " ".join([INTRO] + [FILLER] * before) + " "
+    needle = NEEDLE.format(key=key)
+    tail = " ".join([""] + [FILLER] * (count - before) + [QUESTION])
+    return head + needle + tail, (len(head), len(head) + len(needle))
+
+
+def write(model, pieces: Pieces, steps: int, heads_off=(), progress=None) -> Written:
+    """`steps` pieces written greedily after `pieces` (fewer where the model's end piece comes), the document read one
+    block of queries at a time into each layer's K/V cache; each written piece's query row of weights (L, H, k) kept.
+    `heads_off` [(layer, head), …] are removed (their output set to 0 before W_o), as effects.ablate removes them."""
+    check_model(model)
+    arch, weights = model.arch, model.weights
+    n = len(pieces)
+    if n + steps > arch.context:
+        raise ModelError(f"{model.name} reads at most {arch.context:,} pieces; {n:,} and {steps} to write are more.")
+    intervention = Ablation(tuple(heads_off)) if heads_off else None
+    device = weights.embeddings.device
+    ends = set(getattr(model, "end_ids", ()))
+    with torch.inference_mode():
+        positions = torch.arange(n, device=device)  # (n,)
+        x = engine.embed(arch, weights, torch.tensor(pieces.ids, device=device), positions)  # (n, d)
+        caches, last = [], []
+
+        def visit(start, exps, total):  # keeps the last query's row of weights (H, n)
+            if start + exps.shape[1] == n:
+                last.append((exps[:, -1] / total[:, -1]).float().cpu())
+
+        def blocked(arch, block, i, x, positions, intervention):  # run_layers' step: a block of queries at a time
+            x, _, key, value, _ = blocked_layer(arch, block, i, x, positions, BLOCK, visit, intervention)
+            return x, (key, value)
+
+        for i, x, cache, _ in engine.run_layers(arch, weights, x, positions, intervention=intervention, step=blocked):
+            caches.append(cache)
+            if progress is not None:
+                progress(i + 1, arch.layers)
+        logits = engine.logits(weights, x[-1:])[0]  # (vocab,)
+        rows, written = [torch.stack(last).numpy()], []  # (L, H, n)
+        for step in range(steps):
+            token = int(logits.argmax())
+            written.append(token)
+            if token in ends or step == steps - 1:
+                break
+            position = torch.tensor([n + step], device=device)  # (1,)
+            x = engine.embed(arch, weights, torch.tensor([token], device=device), position)  # (1, d)
+            row = []
+            for i, x, a, trace in engine.run_layers(arch, weights, x, position, intervention=intervention,
+                                                    cached=caches.__getitem__):
+                caches[i] = (trace.key, trace.value)  # (KV, c + 1, dh) each
+                row.append(a.weights[:, 0].float().cpu())  # (H, c + 1)
+            rows.append(torch.stack(row).numpy())  # (L, H, c + 1)
+            logits = engine.logits(weights, x)[0]  # (vocab,)
+    return Written(written, model.tokenizer.decode(written, skip_special_tokens=True), rows)
+
+
+def retrievals(ids: list[int], needle: range, written: list[int], rows: list[np.ndarray]) -> tuple[np.ndarray, int]:
+    """Wu et al.'s retrieval events: ((L, H) how often each head's strongest key was the very piece being copied,
+    inside the needle; the needle pieces copied). The piece written at step t is copied when it is one of the needle's
+    pieces; rows[t] (L, H, k) are the weights of the query that chose it, over the document and the pieces written
+    before it (`ids` + written[:t])."""
+    needle_ids = {ids[i] for i in needle}
+    events = np.zeros(rows[0].shape[:2], np.int64)  # (L, H)
+    copied = 0
+    for token, row in zip(written, rows):
+        if token not in needle_ids:
+            continue
+        copied += 1
+        strongest = row.argmax(-1)  # (L, H)
+        inside = (strongest >= needle.start) & (strongest < needle.stop)  # (L, H)
+        events += inside & (np.asarray(ids)[np.minimum(strongest, len(ids) - 1)] == token)
+    return events, copied
+
+
+def needle(model, lengths=LENGTHS, depths=DEPTHS, seed: int = 0, heads_off=(), progress=None) -> NeedleGrid:
+    """Pass-key documents of each of `lengths` pieces with the needle at each of `depths`, each key a random 5-digit
+    number (seeded), the answer written greedily after the question: the grid of which keys came back, and each head's
+    retrieval events while the key was copied. `heads_off` [(layer, head), …] are removed throughout (zero ablation).
+    `progress(done, total)` hears of each layer of each document read."""
+    check_model(model)
+    lengths, depths = _checked(model, lengths, depths)
+    heads_off = tuple((int(l), int(h)) for l, h in heads_off)
+    for l, h in heads_off:
+        if not (0 <= l < model.layers and 0 <= h < model.heads):
+            raise ValueError(f"head ({l}, {h}) is not in {model.name} ({model.layers} layers × {model.heads} heads, "
+                             "counted from 0).")
+    rng = np.random.default_rng(seed)
+    shape = (len(lengths), len(depths))
+    keys = [[str(rng.integers(10_000, 100_000)) for _ in depths] for _ in lengths]
+    answers = [["" for _ in depths] for _ in lengths]
+    pieces, copied = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+    found = np.zeros(shape, bool)
+    events = np.zeros((*shape, model.layers, model.heads), np.int64)
+    total = len(lengths) * len(depths) * model.layers
+    for a, length in enumerate(lengths):
+        for b, depth in enumerate(depths):
+            stack = haystack(model, length, depth, keys[a][b])
+            done = (a * len(depths) + b) * model.layers
+            tick = None if progress is None else (lambda i, _, done=done: progress(done + i, total))
+            steps = len(model.reader(f" {stack.key}.", limit=10**9).ids) + 2
+            written = write(model, stack.pieces, steps, heads_off, tick)
+            answers[a][b], pieces[a, b], found[a, b] = written.text, len(stack.pieces), stack.key in written.text
+            events[a, b], copied[a, b] = retrievals(stack.pieces.ids, stack.needle, written.ids, written.rows)
+    return NeedleGrid(model.name, lengths, depths, keys, answers, pieces, found, events, copied, heads_off)
+
+
+def _checked(model, lengths, depths) -> tuple[list[int], list[float]]:
+    lengths, depths = list(lengths), list(depths)
+    if not lengths or not depths or len(lengths) * len(depths) > MAX_CELLS:
+        raise ValueError(f"give at least one length and one depth, and at most {MAX_CELLS} documents in all.")
+    for length in lengths:
+        if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or not 64 <= length <= model.arch.context - 16:
+            raise ValueError(f"a length is a whole number of pieces from 64 to {model.arch.context - 16:,} "
+                             f"({model.name} reads {model.arch.context:,}, and the answer needs room), got {length!r}.")
+    for depth in depths:
+        if isinstance(depth, bool) or not isinstance(depth, (int, float)) or not 0 <= depth <= 1:
+            raise ValueError(f"a depth is a share of the document, from 0 to 1, got {depth!r}.")
+    return [int(x) for x in lengths], [float(x) for x in depths]
+
+
+def retrieval_scores(model, lengths=LENGTHS, depths=DEPTHS, seed: int = 0, progress=None) -> np.ndarray:
+    """(L, H) each head's retrieval score over the pass-key grid (NeedleGrid.scores)."""
+    return needle(model, lengths, depths, seed, progress=progress).scores
+
+
+@dataclass
+class Ablated:
+    """The grid as the model is, without the k strongest retrieval heads, and without k random heads drawn from the
+    same layers (as many from each)."""
+
+    before: NeedleGrid
+    strongest: NeedleGrid
+    random: NeedleGrid
+
+
+def share_interval(found: int, total: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a share found / total (a few trials: 4 of 6 is anywhere from 30 % to 90 %)."""
+    if total <= 0:
+        return 0.0, 1.0
+    p = found / total
+    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
+    half = z * np.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def without_retrieval_heads(model, k: int = 8, lengths=LENGTHS, depths=DEPTHS, seed: int = 0, before=None,
+                            progress=None) -> Ablated:
+    """The pass-key grid before and after removing the k strongest retrieval heads, beside removing k random heads
+    of the same layers. `before`, where given, is the model's own grid on these documents (it is not read again)."""
+    before = before or needle(model, lengths, depths, seed)
+    heads = before.strongest(k)
+    rng = np.random.default_rng(seed + 1)
+    chosen = set(heads)
+    others = []
+    for layer, _ in heads:  # one random head of the same layer for each strong head, none of the strong ones
+        pool = [(layer, h) for h in range(model.heads) if (layer, h) not in chosen and (layer, h) not in others]
+        others.append(pool[rng.integers(len(pool))] if pool else heads[0])
+    return Ablated(before, needle(model, before.lengths, before.depths, seed, heads, progress),
+                   needle(model, before.lengths, before.depths, seed, tuple(others), progress))

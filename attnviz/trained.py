@@ -1,7 +1,8 @@
 """Kept for code written against earlier docs, which promised these names here: they live in attnviz.models now."""
 
 from attnviz._deprecated import warn
-from attnviz.models.reading import head_steps, head_summaries, rollout
+from attnviz.models.summaries import head_summaries, rollout
+from attnviz.models.walk import head_steps
 
 __all__ = ["head_summaries", "rollout", "head_steps", "attention"]
 

@@ -16,10 +16,11 @@ FLOORS = [
     ("the app's machinery", ["appkit"]),
     ("the library's front doors, and names kept for old code",
      ["attnviz.cli", "attnviz.heads_cli", "attnviz.notebook", "attnviz.why", "attnviz.long", "attnviz.trained",
-      "attnviz.decoder", "attnviz.attentions"]),
+      "attnviz.decoder", "attnviz.attentions", "attnviz.models.reading"]),
     ("what is done with a model", ["attnviz.classroom", "attnviz.needle", "attnviz.effects", "attnviz.heads"]),
     ("the models: loaders and families", ["attnviz.models", "attnviz.models.catalog", "attnviz.models.gguf",
-                                          "attnviz.models.hf", "attnviz.models.reading", *[
+                                          "attnviz.models.hf", "attnviz.models.summaries",
+                                          "attnviz.models.walk", "attnviz.models.lens", *[
         f"attnviz.models.{family}" for family in ("bert", "bloom", "deberta", "gemma", "gpt2", "gpt_oss", "llama",
                                                   "modernbert", "neox", "opt", "phi")]]),
     ("a loaded model", ["attnviz.models.model"]),
@@ -35,7 +36,8 @@ FLOORS = [
 BEHIND_THE_FACADE = [name for _, names in FLOORS[4:8] for name in names if name.startswith("attnviz.models.")
                      and name not in ("attnviz.models.catalog", "attnviz.models.model", "attnviz.models.run",
                                       "attnviz.models.pieces", "attnviz.models.files", "attnviz.models.generate",
-                                      "attnviz.models.reading")]
+                                      "attnviz.models.summaries", "attnviz.models.walk",
+                                      "attnviz.models.lens")]
 
 
 def module_name(path: Path) -> str:

@@ -771,3 +771,17 @@ def test_a_model_transformers_computes_answers_the_facade_with_nothing_inside(fo
             model.relative_distances(4), model.has_sinks) == (None, None, None, None, None, None, False)
     with pytest.raises(models.ModelError, match="scan of a whole document"):
         model.scan_limit(2**20)
+
+
+def test_the_old_reading_module_still_works_and_says_where_each_name_moved():
+    import importlib
+
+    from attnviz.models import lens, summaries, walk
+
+    old = importlib.import_module("attnviz.models.reading")
+    for name, home in (("head_summaries", summaries), ("rollout", summaries), ("head_steps", walk),
+                       ("head_formula", walk), ("logit_lens_table", lens)):
+        with pytest.warns(DeprecationWarning, match=f"use {home.__name__}.{name}"):
+            assert getattr(old, name) is getattr(home, name)
+    with pytest.raises(AttributeError):
+        old.no_such_name

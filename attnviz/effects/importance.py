@@ -86,7 +86,7 @@ def importance(model, text: str, *, piece: int | None = None) -> Importance:
     read piece's final vector, occlusion taking 1 − cos(clean, knocked out) and the gradient that of its projection on
     the clean vector's direction. In a decoder nothing reads the last piece, so it is left out of the agreement."""
     from attnviz import heads as head_types
-    from attnviz.models.reading import rollout
+    from attnviz.models.summaries import rollout
 
     model = engine_model(model, "importance")
     pieces = pieces_of(model, text)

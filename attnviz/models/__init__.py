@@ -35,7 +35,9 @@ from attnviz.models.generate import next_distribution, next_piece, sampler_text,
 from attnviz.models.mapping import Unsupported
 from attnviz.models.model import KINDS, MAX_PIECES, EngineModel, Model
 from attnviz.models.pieces import MAX_UPLOAD_BYTES, Pieces, TextError, read_text
-from attnviz.models.reading import SUMMARIES, head_formula, head_steps, head_summaries, logit_lens_table, rollout, summary_names
+from attnviz.models.lens import logit_lens_table
+from attnviz.models.summaries import SUMMARIES, head_summaries, rollout, summary_names
+from attnviz.models.walk import head_formula, head_steps
 from attnviz.models.scan import SCAN_MEMORY_DEFAULT, scan_memory
 from attnviz.models.run import Attention, Run, Words, log_scores, merge_pieces, words
 

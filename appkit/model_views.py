@@ -16,7 +16,7 @@ from attnviz.attention import scaled_dot_parts
 from attnviz.export import Matrix
 from attnviz.positions import Rope, cosine_similarity, rotary_angles, rotary_similarity
 from attnviz.selfattention import temperature_grid
-from attnviz.models.files import ENGINE_FAMILIES
+from attnviz.models.errors import ENGINE_FAMILIES
 from attnviz.models.generate import MAX_STEPS
 from attnviz.urlstate import Param, boolean, choice, coerce, encode_bool, int_range
 from appkit.common import md_escape, save_url_state

@@ -23,7 +23,7 @@ import torch
 
 from attnviz.effects import Ablation
 from attnviz.models import engine
-from attnviz.models.files import ENGINE_FAMILIES, ModelError, a_or_an
+from attnviz.models.errors import ENGINE_FAMILIES, ModelError, a_or_an
 from attnviz.models.pieces import Pieces
 from attnviz.models.scan import BLOCK, blocked_layer
 
@@ -60,6 +60,28 @@ class Written:
 
 
 @dataclass
+class Prefix:
+    """A document's first pieces as the model read them: their ids, and each layer's keys and values (KV, p, dh), all
+    with the same heads removed. In a decoder these depend on those pieces alone, so a document that starts with the
+    same pieces (the grid's filler, before each needle) reads on from them instead of again."""
+
+    ids: list[int]
+    caches: list[tuple[torch.Tensor, torch.Tensor]] = field(repr=False)
+
+    def shared(self, ids: list[int]) -> int:
+        """How many of `ids`' first pieces are this prefix's."""
+        same = 0
+        for a, b in zip(self.ids, ids):
+            if a != b:
+                break
+            same += 1
+        return same
+
+    def cut(self, p: int) -> "Prefix":
+        return Prefix(self.ids[:p], [(key[..., :p, :], value[..., :p, :]) for key, value in self.caches])  # (KV, p, dh)
+
+
+@dataclass
 class NeedleGrid:
     """Pass-key documents of each length (pieces) with the needle at each depth (0: the start, 1: the end), and what
     the model made of them. found (lengths, depths): the key is in what it wrote. retrievals (lengths, depths, L, H):
@@ -76,6 +98,7 @@ class NeedleGrid:
     retrievals: np.ndarray
     copied: np.ndarray
     heads_off: tuple[tuple[int, int], ...] = ()
+    read: int = 0  # the pieces read into the K/V caches, those shared with an earlier document's filler left out
 
     @property
     def scores(self) -> np.ndarray:
@@ -142,6 +165,16 @@ def write(model, pieces: Pieces, steps: int, heads_off=(), progress=None) -> Wri
     """`steps` pieces written greedily after `pieces` (fewer where the model's end piece comes), the document read one
     block of queries at a time into each layer's K/V cache; each written piece's query row of weights (L, H, k) kept.
     `heads_off` [(layer, head), …] are removed (their output set to 0 before W_o), as effects.ablate removes them."""
+    return _write(model, pieces, steps, heads_off, progress)[0]
+
+
+READ_ON = 512  # the rows a step when a document is read on from a shared prefix (its weights: H × 512 × n at most)
+
+
+def _write(model, pieces: Pieces, steps: int, heads_off=(), progress=None, prefix: Prefix | None = None
+           ) -> tuple[Written, Prefix]:
+    """write, and the document as read (a Prefix of all its pieces). With a `prefix` read under the same heads off,
+    its pieces are not read again: the rest are read on from its keys and values, READ_ON rows a step."""
     check_model(model)
     arch, weights = model.arch, model.weights
     n = len(pieces)
@@ -151,22 +184,12 @@ def write(model, pieces: Pieces, steps: int, heads_off=(), progress=None) -> Wri
     device = weights.embeddings.device
     ends = set(getattr(model, "end_ids", ()))
     with torch.inference_mode():
-        positions = torch.arange(n, device=device)  # (n,)
-        x = engine.embed(arch, weights, torch.tensor(pieces.ids, device=device), positions)  # (n, d)
-        caches, last = [], []
-
-        def visit(start, exps, total):  # keeps the last query's row of weights (H, n)
-            if start + exps.shape[1] == n:
-                last.append((exps[:, -1] / total[:, -1]).float().cpu())
-
-        def blocked(arch, block, i, x, positions, intervention):  # run_layers' step: a block of queries at a time
-            x, _, key, value, _ = blocked_layer(arch, block, i, x, positions, BLOCK, visit, intervention)
-            return x, (key, value)
-
-        for i, x, cache, _ in engine.run_layers(arch, weights, x, positions, intervention=intervention, step=blocked):
-            caches.append(cache)
-            if progress is not None:
-                progress(i + 1, arch.layers)
+        shared = 0 if prefix is None else min(prefix.shared(pieces.ids), n - 1)  # at least the last piece is read
+        if shared >= BLOCK:  # fewer: the whole document is read as quickly
+            caches, last, x = _read_on(model, pieces, prefix.cut(shared), intervention, progress)
+        else:
+            caches, last, x = _read(model, pieces, intervention, progress)
+        read = Prefix(list(pieces.ids), list(caches))
         logits = engine.logits(weights, x[-1:])[0]  # (vocab,)
         rows, written = [torch.stack(last).numpy()], []  # (L, H, n)
         for step in range(steps):
@@ -183,7 +206,55 @@ def write(model, pieces: Pieces, steps: int, heads_off=(), progress=None) -> Wri
                 row.append(a.weights[:, 0].float().cpu())  # (H, c + 1)
             rows.append(torch.stack(row).numpy())  # (L, H, c + 1)
             logits = engine.logits(weights, x)[0]  # (vocab,)
-    return Written(written, model.tokenizer.decode(written, skip_special_tokens=True), rows)
+    return Written(written, model.tokenizer.decode(written, skip_special_tokens=True), rows), read
+
+
+def _read(model, pieces: Pieces, intervention, progress):
+    """The whole document read one block of queries at a time (the scan's blocked layer): each layer's keys and
+    values (KV, n, dh), the last query's row of weights in each layer (H, n), and the last layer's output (n, d)."""
+    arch, weights = model.arch, model.weights
+    n, device = len(pieces), weights.embeddings.device
+    positions = torch.arange(n, device=device)  # (n,)
+    x = engine.embed(arch, weights, torch.tensor(pieces.ids, device=device), positions)  # (n, d)
+    caches, last = [], []
+
+    def visit(start, exps, total):  # keeps the last query's row of weights (H, n)
+        if start + exps.shape[1] == n:
+            last.append((exps[:, -1] / total[:, -1]).float().cpu())
+
+    def blocked(arch, block, i, x, positions, intervention):  # run_layers' step: a block of queries at a time
+        x, _, key, value, _ = blocked_layer(arch, block, i, x, positions, BLOCK, visit, intervention)
+        return x, (key, value)
+
+    for i, x, cache, _ in engine.run_layers(arch, weights, x, positions, intervention=intervention, step=blocked):
+        caches.append(cache)
+        if progress is not None:
+            progress(i + 1, arch.layers)
+    return caches, last, x
+
+
+def _read_on(model, pieces: Pieces, prefix: Prefix, intervention, progress):
+    """_read of a document whose first pieces are `prefix`'s: only the rest are read, READ_ON rows at a time, each
+    block through every layer against the keys and values so far."""
+    arch, weights = model.arch, model.weights
+    n, p, device = len(pieces), len(prefix.ids), weights.embeddings.device
+    caches = list(prefix.caches)  # (KV, p, dh) each, growing
+    starts = range(p, n, READ_ON)
+    told = 0  # progress counts layers, as _read does: each step's share of them, once each
+    for b, start in enumerate(starts):
+        stop = min(n, start + READ_ON)
+        positions = torch.arange(start, stop, device=device)  # (m,)
+        x = engine.embed(arch, weights, torch.tensor(pieces.ids[start:stop], device=device), positions)  # (m, d)
+        last = []
+        for i, x, a, trace in engine.run_layers(arch, weights, x, positions, intervention=intervention,
+                                                cached=caches.__getitem__):
+            caches[i] = (trace.key, trace.value)  # (KV, stop, dh) each
+            last.append(a.weights[:, -1].float().cpu())  # (H, stop): the block's last query
+            done = (b * arch.layers + i + 1) // len(starts)
+            if progress is not None and done > told:
+                progress(done, arch.layers)
+                told = done
+    return caches, last, x
 
 
 def retrievals(ids: list[int], needle: range, written: list[int], rows: list[np.ndarray]) -> tuple[np.ndarray, int]:
@@ -204,11 +275,16 @@ def retrievals(ids: list[int], needle: range, written: list[int], rows: list[np.
     return events, copied
 
 
-def needle(model, lengths=LENGTHS, depths=DEPTHS, seed: int = 0, heads_off=(), progress=None) -> NeedleGrid:
+def needle(model, lengths=LENGTHS, depths=DEPTHS, seed: int = 0, heads_off=(), progress=None,
+           share_filler: bool = True) -> NeedleGrid:
     """Pass-key documents of each of `lengths` pieces with the needle at each of `depths`, each key a random 5-digit
     number (seeded), the answer written greedily after the question: the grid of which keys came back, and each head's
     retrieval events while the key was copied. `heads_off` [(layer, head), …] are removed throughout (zero ablation).
-    `progress(done, total)` hears of each layer of each document read."""
+    `progress(done, total)` hears of each layer of each document read.
+
+    Every document starts with the same filler, up to its needle: the longest document with the deepest needle is read
+    first, and each other reads on from the filler it shares with it (`share_filler`; False reads every document
+    whole, the same numbers up to float32's rounding, in more time)."""
     check_model(model)
     lengths, depths = _checked(model, lengths, depths)
     heads_off = tuple((int(l), int(h)) for l, h in heads_off)
@@ -224,16 +300,21 @@ def needle(model, lengths=LENGTHS, depths=DEPTHS, seed: int = 0, heads_off=(), p
     found = np.zeros(shape, bool)
     events = np.zeros((*shape, model.layers, model.heads), np.int64)
     total = len(lengths) * len(depths) * model.layers
-    for a, length in enumerate(lengths):
-        for b, depth in enumerate(depths):
-            stack = haystack(model, length, depth, keys[a][b])
-            done = (a * len(depths) + b) * model.layers
-            tick = None if progress is None else (lambda i, _, done=done: progress(done + i, total))
-            steps = len(model.reader(f" {stack.key}.", limit=10**9).ids) + 2
-            written = write(model, stack.pieces, steps, heads_off, tick)
-            answers[a][b], pieces[a, b], found[a, b] = written.text, len(stack.pieces), stack.key in written.text
-            events[a, b], copied[a, b] = retrievals(stack.pieces.ids, stack.needle, written.ids, written.rows)
-    return NeedleGrid(model.name, lengths, depths, keys, answers, pieces, found, events, copied, heads_off)
+    order = sorted(np.ndindex(*shape), key=lambda ab: (-depths[ab[1]], -lengths[ab[0]]))  # the longest filler first
+    filler, read = None, 0
+    for done, (a, b) in enumerate(order):
+        stack = haystack(model, lengths[a], depths[b], keys[a][b])
+        tick = None if progress is None else (lambda i, _, done=done * model.layers: progress(done + i, total))
+        steps = len(model.reader(f" {stack.key}.", limit=10**9).ids) + 2
+        shared = 0 if filler is None else min(filler.shared(stack.pieces.ids), len(stack.pieces) - 1)
+        shared = shared if shared >= BLOCK else 0  # as _write decides
+        written, whole = _write(model, stack.pieces, steps, heads_off, tick, filler if shared else None)
+        read += len(stack.pieces) - shared
+        if share_filler and (filler is None or stack.needle.start > len(filler.ids)):
+            filler = whole.cut(stack.needle.start)  # the pieces before its needle: filler every document starts with
+        answers[a][b], pieces[a, b], found[a, b] = written.text, len(stack.pieces), stack.key in written.text
+        events[a, b], copied[a, b] = retrievals(stack.pieces.ids, stack.needle, written.ids, written.rows)
+    return NeedleGrid(model.name, lengths, depths, keys, answers, pieces, found, events, copied, heads_off, read)
 
 
 def _checked(model, lengths, depths) -> tuple[list[int], list[float]]:
@@ -276,10 +357,11 @@ def share_interval(found: int, total: int, z: float = 1.96) -> tuple[float, floa
 
 
 def without_retrieval_heads(model, k: int = 8, lengths=LENGTHS, depths=DEPTHS, seed: int = 0, before=None,
-                            progress=None) -> Ablated:
+                            progress=None, share_filler: bool = True) -> Ablated:
     """The pass-key grid before and after removing the k strongest retrieval heads, beside removing k random heads
-    of the same layers. `before`, where given, is the model's own grid on these documents (it is not read again)."""
-    before = before or needle(model, lengths, depths, seed)
+    of the same layers. `before`, where given, is the model's own grid on these documents (it is not read again).
+    `share_filler`: as needle's."""
+    before = before or needle(model, lengths, depths, seed, share_filler=share_filler)
     heads = before.strongest(k)
     rng = np.random.default_rng(seed + 1)
     chosen = set(heads)
@@ -287,5 +369,5 @@ def without_retrieval_heads(model, k: int = 8, lengths=LENGTHS, depths=DEPTHS, s
     for layer, _ in heads:  # one random head of the same layer for each strong head, none of the strong ones
         pool = [(layer, h) for h in range(model.heads) if (layer, h) not in chosen and (layer, h) not in others]
         others.append(pool[rng.integers(len(pool))] if pool else heads[0])
-    return Ablated(before, needle(model, before.lengths, before.depths, seed, heads, progress),
-                   needle(model, before.lengths, before.depths, seed, tuple(others), progress))
+    return Ablated(before, needle(model, before.lengths, before.depths, seed, heads, progress, share_filler),
+                   needle(model, before.lengths, before.depths, seed, tuple(others), progress, share_filler))

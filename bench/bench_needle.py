@@ -3,7 +3,10 @@ its retrieval heads (Wu et al. 2024), and the grid again without the k strongest
 same layers. Prints the grids, the strongest heads with their scores, and the time each document took.
 
 Run: python bench/bench_needle.py [--lengths 1000 2000 4000] [--depths 0 0.25 0.5 0.75 1] [--k 8] [--json out.json]
-Not a test; docs/long.md records its output.
+     python bench/bench_needle.py --waits --lengths 500 1000 --depths 0 0.5 1: the Long text page's two
+     waits (the grid, then "Turn off the k strongest" beside k random heads), each document read whole against the
+     filler shared (needle's share_filler), alternated, each twice; and whether both give the same grids.
+Not a test; docs/benchmarks.md records its output.
 """
 
 from __future__ import annotations
@@ -28,6 +31,35 @@ def grid_text(grid, title: str) -> str:
     return "\n".join(lines)
 
 
+def waits(model, lengths, depths, k: int, seed: int) -> None:
+    """The page's two waits, read whole and with the filler shared, alternated so that a busy machine weighs on both."""
+    from attnviz import needle
+
+    times = {False: [], True: []}
+    grids = {}
+    for _ in range(2):
+        for share in (False, True):
+            started = time.perf_counter()
+            before = needle.needle(model, lengths, depths, seed, share_filler=share)
+            middle = time.perf_counter()
+            off = needle.without_retrieval_heads(model, k, seed=seed, before=before, share_filler=share)
+            times[share].append((middle - started, time.perf_counter() - middle, before.read, off.strongest.read))
+            grids[share] = (before, off)
+            print(f"{'filler shared' if share else 'each read whole'}: the grid {middle - started:.1f} s, turning off "
+                  f"{k} heads {time.perf_counter() - middle:.1f} s", flush=True)
+    for share, runs in times.items():
+        name = "filler shared" if share else "each read whole"
+        print(f"{name}: the grid {', '.join(f'{g:.1f}' for g, _, _, _ in runs)} s; turning off {k} heads (two grids) "
+              f"{', '.join(f'{o:.1f}' for _, o, _, _ in runs)} s; pieces read: grid {runs[0][2]:,}, each ablated grid "
+              f"{runs[0][3]:,}")
+    whole, shared = grids[False], grids[True]
+    same = all(a.answers == b.answers and (a.found == b.found).all() and (a.retrievals == b.retrievals).all()
+               for a, b in zip((whole[0], whole[1].strongest, whole[1].random), (shared[0], shared[1].strongest, shared[1].random)))
+    print(f"the same answers, keys found and retrieval events both ways: {same}")
+    for share in (False, True):
+        print(grid_text(grids[share][0], "shared" if share else "whole"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--lengths", type=int, nargs="+", default=[1000, 2000, 4000])
@@ -35,6 +67,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--waits", action="store_true")
     args = parser.parse_args()
 
     import torch
@@ -44,6 +77,8 @@ def main() -> None:
     model = models.load("smollm2", device="cpu")
     print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}; {model.name}: {model.describe()}")
+    if args.waits:
+        return waits(model, args.lengths, args.depths, args.k, args.seed)
     started = time.perf_counter()
     before = needle.needle(model, args.lengths, args.depths, args.seed)
     first = time.perf_counter() - started

@@ -8,7 +8,7 @@ import sys
 import streamlit as st
 
 from attnviz import models, needle
-from attnviz.models.files import ENGINE_FAMILIES
+from attnviz.models.errors import ENGINE_FAMILIES
 from attnviz.figures import PALETTES, long as drawn
 from attnviz.urlstate import Param, bounded_text, choice, encode_int_list, int_list, int_range
 from appkit.common import bounded_text_box, halt, load_url_state, md_escape, save_url_state, stop

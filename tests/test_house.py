@@ -25,8 +25,8 @@ FLOORS = [
                                                   "modernbert", "neox", "opt", "phi")]]),
     ("a loaded model", ["attnviz.models.model"]),
     ("what a model does", ["attnviz.models.generate", "attnviz.models.scan", "attnviz.models.run"]),
-    ("the engine", ["attnviz.models.engine", "attnviz.models.mapping", "attnviz.models.fused", "attnviz.models.onepass", "attnviz.models.pieces",
-                    "attnviz.models.files", "attnviz.models.hub"]),
+    ("the engine", ["attnviz.models.engine", "attnviz.models.mapping", "attnviz.models.errors", "attnviz.models.fused",
+                    "attnviz.models.onepass", "attnviz.models.pieces", "attnviz.models.files", "attnviz.models.hub"]),
     ("toy attention", ["attnviz.selfattention", "attnviz.encdec", "attnviz.retrieval", "attnviz.pooling",
                        "attnviz.qkspace", "attnviz.embeddings"]),
     ("the ground", ["attnviz", "attnviz.attention", "attnviz.positions", "attnviz.cache", "attnviz.urlstate",
@@ -35,8 +35,8 @@ FLOORS = [
 # What the app may not import: the engine's layout and the families' mappings, which the Model answers for.
 BEHIND_THE_FACADE = [name for _, names in FLOORS[4:8] for name in names if name.startswith("attnviz.models.")
                      and name not in ("attnviz.models.catalog", "attnviz.models.model", "attnviz.models.run",
-                                      "attnviz.models.pieces", "attnviz.models.files", "attnviz.models.generate",
-                                      "attnviz.models.summaries", "attnviz.models.walk",
+                                      "attnviz.models.pieces", "attnviz.models.files", "attnviz.models.errors",
+                                      "attnviz.models.generate", "attnviz.models.summaries", "attnviz.models.walk",
                                       "attnviz.models.lens")]
 
 

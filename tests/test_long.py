@@ -220,3 +220,41 @@ def test_the_old_name_still_works_and_says_where_each_name_moved():
         assert old.read_text is pieces.read_text
     with pytest.raises(AttributeError):
         old.no_such_name
+
+
+@pytest.mark.parametrize("family, heads_off, read_on", [("gpt2", (), 512), ("mistral", (), 100),
+                                                         ("mistral", ((0, 3), (1, 5)), 100)])
+def test_a_document_read_on_from_a_shared_filler_equals_it_read_whole(folders, family, heads_off, read_on, monkeypatch):
+    """A document whose filler another document already read (the grid's sharing): its K/V caches, the last query's
+    row of weights in every layer and what it writes equal the document read whole, within float32's rounding of sums
+    of n terms through L layers (tolerance.py), under a window and heads removed too, in one step or several."""
+    from tolerance import assert_close_rounding
+
+    monkeypatch.setattr(lab, "READ_ON", read_on)
+    model = models.load(folders[family], device="cpu")
+    first = lab.haystack(model, 900, 1.0, "31415")
+    _, whole = lab._write(model, first.pieces, 4, heads_off)
+    filler = whole.cut(first.needle.start)
+    second = lab.haystack(model, 700, 0.5, "27182")
+    shared = filler.shared(second.pieces.ids)
+    assert shared >= second.needle.start > lab.BLOCK  # everything before its needle is the first one's filler
+    on, on_read = lab._write(model, second.pieces, 6, heads_off, prefix=filler)
+    alone, alone_read = lab._write(model, second.pieces, 6, heads_off)
+    assert on.ids == alone.ids and on.text == alone.text
+    n, layers = len(second.pieces), model.layers
+    for (key, value), (their_key, their_value) in zip(on_read.caches, alone_read.caches):
+        assert_close_rounding(key.numpy(), their_key.numpy(), n, layers)
+        assert_close_rounding(value.numpy(), their_value.numpy(), n, layers)
+    for row, theirs in zip(on.rows, alone.rows):
+        assert_close_rounding(row, theirs, n, layers)
+
+
+def test_the_grid_shares_its_filler_and_counts_what_it_read(folders):
+    model = models.load(folders["mistral"], device="cpu")
+    """The deepest needle of the longest document is read first; each other document reads on from the filler before
+    its own needle (about half a document at depth 0.5, nearly all at depth 1), with the same answers."""
+    shared = lab.needle(model, lengths=[400, 600], depths=[0.5, 1], seed=2)
+    whole = lab.needle(model, lengths=[400, 600], depths=[0.5, 1], seed=2, share_filler=False)
+    assert whole.read == whole.pieces.sum() and shared.read < 0.65 * whole.read, (shared.read, whole.read)
+    assert shared.answers == whole.answers and np.array_equal(shared.found, whole.found)
+    assert np.array_equal(shared.retrievals, whole.retrievals) and np.array_equal(shared.copied, whole.copied)

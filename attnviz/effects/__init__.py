@@ -12,7 +12,7 @@ update comes from, and how far the attention maps agree with what removing a pie
     effects.importance(model, text)                    # six measures of each piece's importance, beside occlusion
 
 Layers, heads and pieces count from 0, as in attnviz.heads. Every function needs the model's inside, so it works for
-the models attnviz's own engine computes (attnviz.models.files.ENGINE_FAMILIES); a model computed by transformers gets an
+the models attnviz's own engine computes (attnviz.models.errors.ENGINE_FAMILIES); a model computed by transformers gets an
 EffectsError that says so. Interventions go through the engine's one seam (engine.Intervention): a layer's per-head
 weights before they meet V, and a head's output before W_o.
 

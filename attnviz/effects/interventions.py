@@ -9,7 +9,7 @@ import torch
 
 from attnviz.models import Pieces
 from attnviz.models.engine import Intervention
-from attnviz.models.files import ENGINE_FAMILIES
+from attnviz.models.errors import ENGINE_FAMILIES
 
 HOWS = {"zero": "its output set to 0", "mean": "its output replaced by its mean over the positions"}
 

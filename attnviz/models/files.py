@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from attnviz.cache import parse_size  # noqa: F401  also read from here
+from attnviz.models.errors import ModelError
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -28,24 +29,10 @@ BUDGET_SETTING = "ATTNVIZ_MODEL_BUDGET"
 BUDGET_SHARE = 0.6  # of the memory the machine has free when no budget is set
 
 
-class ModelError(ValueError):
-    """A model that cannot be read or run, with what to do about it in words."""
-
-
 # ---------------------------------------------------------------- sizes and the budget
 
 
 # What attnviz's engine computes, as the messages name it (attnviz.models.FAMILIES lists each model_type).
-ENGINE_FAMILIES = ("BERT-like (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA), ModernBERT, DeBERTa-v2 and -v3, GPT-2, "
-                   "GPT-BigCode, Llama-like (Llama, Mistral, Qwen2, Qwen3, Phi-3, SmolLM3, OLMo 2, Granite, Mixtral, "
-                   "Qwen3-MoE), Gemma (1, 2, 3), Phi, StableLM, BLOOM, OPT, GPT-NeoX and gpt-oss models")
-
-
-def a_or_an(word: str) -> str:
-    """The word with its article: "an encoder", "a decoder"."""
-    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
-
-
 def size_text(nbytes: float) -> str:
     """Bytes for people: 1 decimal in MB or GB (powers of 1,000), as disks and downloads count them."""
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):

@@ -18,7 +18,8 @@ import math
 
 from attnviz.models.engine import Architecture, Block, Weights
 from attnviz.models import files
-from attnviz.models.files import ModelError, Tensors, head_shape, setting
+from attnviz.models.errors import ModelError
+from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.llama import Reader, bases_by_type, number, rope_base, scaled
 from attnviz.models.mapping import Built, Unsupported
 

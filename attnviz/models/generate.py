@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from attnviz.models.files import ENGINE_FAMILIES, ModelError, a_or_an
+from attnviz.models.errors import ENGINE_FAMILIES, ModelError, a_or_an
 from attnviz.models.run import Run
 
 if TYPE_CHECKING:

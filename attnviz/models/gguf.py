@@ -23,7 +23,8 @@ import torch
 
 from attnviz.cache import CACHE_SETTING, cache_root, content_key  # noqa: F401 (gguf.cache_root, content_key: their old home)
 from attnviz.models.engine import Architecture, Block, Norm, Weights
-from attnviz.models.files import ModelError, check_budget, size_text
+from attnviz.models.errors import ModelError
+from attnviz.models.files import check_budget, size_text
 from attnviz.models.mapping import Built
 
 LAYER_NAMES = {"attention_norm": "attn_norm", "w_query": "attn_q", "w_key": "attn_k", "w_value": "attn_v",

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from attnviz.models import engine
-from attnviz.models.files import ENGINE_FAMILIES, ModelError
+from attnviz.models.errors import ENGINE_FAMILIES, ModelError
 from attnviz.models.model import Model, max_pieces
 from attnviz.models.pieces import Pieces, Reader
 from attnviz.models.run import KIND_TITLES, Attention, Run

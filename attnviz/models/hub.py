@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 
-from attnviz.models.files import ModelError
+from attnviz.models.errors import ModelError
 
 _PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9_-])?"  # a hub owner or name: no slash, no leading dot, no "..": see _safe
 ID = re.compile(rf"^({_PART})/({_PART})(?:@({_PART}))?$")

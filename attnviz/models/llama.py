@@ -23,7 +23,8 @@ import torch
 
 from attnviz.models.engine import Architecture, Block, Norm, Weights
 from attnviz.models import files
-from attnviz.models.files import ModelError, Tensors, head_shape, setting
+from attnviz.models.errors import ModelError
+from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.mapping import Built, Unsupported
 from attnviz.positions import SCALINGS, Rope
 

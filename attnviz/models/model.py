@@ -10,7 +10,8 @@ import torch
 
 from attnviz.models import engine
 from attnviz.models.engine import rules
-from attnviz.models.files import ENGINE_FAMILIES, ModelError, size_text
+from attnviz.models.errors import ENGINE_FAMILIES, ModelError
+from attnviz.models.files import size_text
 from attnviz.models.generate import generate
 from attnviz.models.pieces import Pieces, Reader
 from attnviz.models.run import KIND_TITLES, Attention, Run

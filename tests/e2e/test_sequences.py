@@ -1,8 +1,11 @@
 """What a person does in a row: type, click, type again, pick, upload, reload. Every widget must keep showing
 the value the computation used, no exception box may appear, and the URL must describe what is on screen."""
 
+import re
 import time
 from urllib.parse import parse_qs, urlparse
+
+from playwright.sync_api import expect
 
 from driver import (
     choose, click_head, click_point, exceptions, live_cell, live_select, settle, shown_value, type_into, until, url_has,
@@ -201,7 +204,8 @@ def test_switching_pages_and_back_keeps_the_view(server, page):
     page.get_by_test_id("stSidebarNav").get_by_text("Heads and layers").click()
     page.get_by_role("textbox", name="Sentence").wait_for()
     settle(page)
-    assert page.get_by_role("textbox", name="Sentence").input_value().startswith("When he saw")  # its own text
+    # its own text: the box may show before its value does while the page switches, so wait for the value
+    expect(page.get_by_role("textbox", name="Sentence")).to_have_value(re.compile("^When he saw"), timeout=20_000)
     page.get_by_test_id("stSidebarNav").get_by_text("Self-attention").click()
     trace = wait_for_heatmap(page, lambda t: len(t["y"]) == 3)
     settle(page)

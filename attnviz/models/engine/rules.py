@@ -1,6 +1,7 @@
 """The rules a family adds to attention, one owner each: the keys a query may read (the causal mask, a sliding
-window), ALiBi's bias, DeBERTa's relative terms, a soft cap, a learned sink. Each owner answers how it is applied,
-its LaTeX, its note for the pages, and its part in "Why here?"; the attention contract (engine.attend) and
+window), ALiBi's bias, DeBERTa's relative terms, a soft cap, a learned sink. Each owner answers how it is applied and
+its note for the pages, and, where the pages draw or take apart a score with it, its LaTeX and its part in "Why
+here?"; the attention contract (engine.attend) and
 everything that draws or explains a score read them here."""
 
 from __future__ import annotations
@@ -45,14 +46,6 @@ class Keys:
         """In a decoder, the first key that a block of queries from position `start` on may be unable to read: with a
         window any earlier key may lie out of its reach; without one, only the block's own keys can lie ahead."""
         return 0 if self.window else start
-
-    def latex(self) -> str:
-        """The keys j a query i reads, or "" where it reads every key."""
-        if self.everything:
-            return ""
-        if not self.causal:
-            return r"|i - j| \le %d" % self.window
-        return r"i - %d < j \le i" % self.window if self.window else r"j \le i"
 
     def note(self, layers: str, plural: bool) -> str:
         """The pages' sentence for the windowed `layers` ("Layers 1, 3"), while the other layers read every key."""
@@ -236,10 +229,6 @@ class Sink:
         return ("Each head has a learned sink: a logit of its own in every row's softmax that reads no piece and adds "
                 "nothing, so a row's weights over the pieces sum to 1 minus the sink's share, and a head can look "
                 "nowhere. The heatmaps draw that share as a column of its own, ∅ sink.")
-
-    def why(self) -> str:
-        return ("The head's learned sink takes no part in a score; it takes its share of the row after, so this "
-                "score's weight is e^a / (e^{s_h} + Σ_j e^{a_j}).")
 
 
 def keys(arch: Architecture, layer: int) -> Keys:

@@ -12,7 +12,7 @@ from attnviz import effects, figures, models
 from attnviz.export import Matrix
 from attnviz.urlstate import Param, boolean, choice, encode_bool, int_range, nearest
 from appkit.interactive import browser_figure, head_atlas, routes_graph
-from appkit.model import contributions_of, every_head_of, importance_of, logit_attribution_of
+from appkit.served import contributions_of, every_head_of, importance_of, logit_attribution_of
 from appkit.model_views import engine_only
 from appkit.present import PRESENT, downloads
 

@@ -12,9 +12,9 @@ import torch
 
 from attnviz import figures
 from attnviz.cache import ByteBudgetCache
-from attnviz.attention import Parts
+from attnviz.functional import Parts
 from attnviz.positions import cosine_similarity, permutation, rotary_angles, rotary_similarity, sinusoidal
-from attnviz.selfattention import (
+from attnviz.sentence import (
     FULL_LIMIT, Config, Explored, Step, View, explore, overflow_message, problem, steps,
 )
 from attnviz.urlstate import Param

@@ -11,7 +11,7 @@ import numpy as np
 import streamlit as st
 
 from attnviz import figures, web
-from attnviz.selfattention import weights_under_view
+from attnviz.sentence import weights_under_view
 from appkit import beacon
 from appkit.common import page_id
 from appkit.present import CHART_FONT_PX, PRESENT
@@ -48,7 +48,7 @@ def screen_sizes() -> dict:
 
 def weights_on_screen(scores: np.ndarray, view: dict) -> np.ndarray:
     """(Tq, Tk) the weights the browser draws from `scores` under `view`, computed by the engine: what the downloads
-    hold (attnviz.selfattention.weights_under_view)."""
+    hold (attnviz.sentence.weights_under_view)."""
     return weights_under_view(scores, view)[0]
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz import figures, models
-from attnviz.selfattention import temperature_grid
+from attnviz.sentence import temperature_grid
 from attnviz.urlstate import Param, boolean, bounded_text, choice, encode_bool, encode_int_list, int_list, int_range, nearest
 from appkit.common import load_url_state, stop
 from appkit.effects_panel import EFFECT_PARAMS, effects_section
-from appkit.model import load_or_stop, pick_model, run
+from appkit.served import load_or_stop, pick_model, run
 from appkit.model_views import HEAD_TYPE_PARAMS, WRITE_PARAMS, moved_section, positions, qk_space_section, walk
 
 

@@ -12,17 +12,17 @@ import torch
 
 from attnviz import effects, figures, heads, models, qkspace
 from attnviz.effects.why import part_name
-from attnviz.attention import scaled_dot_parts
+from attnviz.functional import scaled_dot_parts
 from attnviz.export import Matrix
 from attnviz.positions import Rope, cosine_similarity, rotary_angles, rotary_similarity
-from attnviz.selfattention import temperature_grid
+from attnviz.sentence import temperature_grid
 from attnviz.models.errors import ENGINE_FAMILIES
 from attnviz.models.generate import MAX_STEPS
 from attnviz.urlstate import Param, boolean, choice, coerce, encode_bool, int_range
 from appkit.common import md_escape, save_url_state
 from appkit.explorer import draw_steps, inside_a_score, walk_section
 from appkit.interactive import head_atlas, interactive_heatmap, on_screen, screen_sizes, view_state
-from appkit.model import run
+from appkit.served import run
 from appkit.present import PRESENT, chart, downloads
 
 # The head scores and the value-weighted view, in both model pages' URL state.
@@ -101,9 +101,9 @@ def atlas_score(name: str, shape: tuple[int, int]) -> tuple[str, np.ndarray] | N
 
 
 def measured_types(name: str) -> heads.Measured | None:
-    """The model's head scores (appkit.model.head_types); while they are measured, a progress bar that redraws the
+    """The model's head scores (appkit.served.head_types); while they are measured, a progress bar that redraws the
     page when they are ready, and None (the rest of the page is drawn meanwhile); a message for what fails."""
-    from appkit.model import head_types
+    from appkit.served import head_types
 
     try:
         found = head_types(name)
@@ -121,7 +121,7 @@ def measured_types(name: str) -> heads.Measured | None:
 @st.fragment(run_every=1.0)
 def measuring(name: str) -> None:
     """The measure's progress, checked every second; when the scores are ready, the whole page is drawn again."""
-    from appkit.model import head_types_progress
+    from appkit.served import head_types_progress
 
     done, total, ready = head_types_progress(name)
     if ready:
@@ -469,7 +469,7 @@ def qk_space_section(name: str, sentence: str, layer: int, head: int, schema: di
 def qk_space_view(name: str, sentence: str, layer: int, head: int) -> None:
     """Layer/head's queries and keys of this text and of qkspace.SENTENCES in one PCA projection (attnviz.qkspace):
     a click on a query rings it and draws its strongest keys in its own sentence."""
-    from appkit.model import model as loaded
+    from appkit.served import model as loaded
 
     chosen_model = loaded(name)
     if not engine_only(chosen_model, "the query–key space"):

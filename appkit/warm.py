@@ -115,7 +115,7 @@ def _one_blas_thread() -> None:
     """numpy's and scipy's OpenBLAS on one thread, in this server only. Its idle threads spin-wait after each call
     (gensim's nearest words is one 400,000 × 50 product per run): on our 2-core machine that was about 110 ms of CPU
     per run for no gain in time (bench_load --solo, README). torch's own threads are set per computation
-    (attnviz.attention.cpu_threads)."""
+    (attnviz.functional.cpu_threads)."""
     from threadpoolctl import ThreadpoolController
 
     ThreadpoolController().select(internal_api="openblas").limit(limits=1)
@@ -126,7 +126,7 @@ def _first_use(kv) -> None:
     set-up done."""
     from attnviz import figures
     from attnviz.embeddings import embed
-    from attnviz.selfattention import Config, run
+    from attnviz.sentence import Config, run
 
     tokens = ["the", "dog", "was", "happy"]
     view = run(embed(tokens, kv).vectors, Config())

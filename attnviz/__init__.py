@@ -11,8 +11,8 @@ __version__ = "0.3.0"  # pyproject.toml's version; CHANGELOG.md says what each v
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 _EXPORTS = {
-    "AttentionResult": "attention", "attend": "attention", "make_projections": "attention",
-    "make_scorer": "attention", "multi_head": "attention", "pick_device": "attention",
+    "AttentionResult": "functional", "attend": "functional", "make_projections": "functional",
+    "make_scorer": "functional", "multi_head": "functional", "pick_device": "functional",
     "embed": "embeddings", "load_glove": "embeddings", "load_vectors": "embeddings", "tokenize": "embeddings",
 }
 __all__ = sorted(_EXPORTS)

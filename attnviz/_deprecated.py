@@ -11,3 +11,13 @@ REMOVED_IN = "0.4"
 def warn(old: str, new: str) -> None:
     warnings.warn(f"{old} is deprecated and will be removed in attnviz {REMOVED_IN}; use {new}.", DeprecationWarning,
                   stacklevel=3)
+
+
+def moved(old: str, home):
+    """A module's `__getattr__` for an old module name whose every name now lives in module `home`: each still works,
+    and warns with the new name."""
+    def __getattr__(name: str):
+        value = getattr(home, name)
+        warn(f"{old}.{name}", f"{home.__name__}.{name}")
+        return value
+    return __getattr__

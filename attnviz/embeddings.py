@@ -325,7 +325,7 @@ def nearest_words(kv: KeyedVectors, vector: np.ndarray, topn: int = 5) -> list[t
     argpartition of 400,000 cosines was as slow as the product), and this runs on every rerun of Self-attention."""
     import torch
 
-    from attnviz.attention import cpu_threads
+    from attnviz.functional import cpu_threads
 
     if not np.isfinite(vector).all() or np.linalg.norm(vector) == 0:
         return []

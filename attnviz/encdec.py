@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnviz.attention import attend, causal_mask, entropy, make_projections, multi_head
+from attnviz.functional import attend, causal_mask, entropy, make_projections, multi_head
 
 
 def pad_batch(sequences: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -442,7 +442,7 @@ def moved_norms(model, run, layer: int) -> np.ndarray:
                          "keeps; this model is computed by transformers.")
     value = run.traces[layer].value.float()  # (KV, n, dh) x W_v + b_v
     value = value.repeat_interleave(model.group, 0)  # (H, n, dh) each query head's key/value head
-    w_out = model.weights.blocks[layer].w_out.float().cpu()  # (H·dh, d)
+    w_out = model.weights.layers[layer].w_out.float().cpu()  # (H·dh, d)
     per_head = w_out.view(model.heads, model.head_dim, -1)  # (H, dh, d)
     return torch.linalg.vector_norm(value @ per_head, dim=-1).numpy()  # (H, n, d) -> (H, n)
 

@@ -222,8 +222,8 @@ def _read(model, pieces: Pieces, intervention, progress):
         if start + exps.shape[1] == n:
             last.append((exps[:, -1] / total[:, -1]).float().cpu())
 
-    def blocked(arch, block, i, x, positions, intervention):  # run_layers' step: a block of queries at a time
-        x, _, key, value, _ = blocked_layer(arch, block, i, x, positions, BLOCK, visit, intervention)
+    def blocked(arch, params, i, x, positions, intervention):  # run_layers' step: a block of queries at a time
+        x, _, key, value, _ = blocked_layer(arch, params, i, x, positions, BLOCK, visit, intervention)
         return x, (key, value)
 
     for i, x, cache, _ in engine.run_layers(arch, weights, x, positions, intervention=intervention, step=blocked):

@@ -24,7 +24,7 @@ import numpy as np
 import traitlets
 
 from attnviz import figures, web
-from attnviz.selfattention import MASK_RULES, MASKS, temperature_grid, weights_under_view
+from attnviz.sentence import MASK_RULES, MASKS, temperature_grid, weights_under_view
 
 MAX_SIDE = 512  # the most queries or keys a widget draws; the app's long-input view is the way past it
 ALL_HEADS_BYTES = 16 * 2**20  # a model view carries every head's scores up to this size, so the atlas works offline
@@ -310,7 +310,7 @@ def model_view(attention=None, tokens=None, sentence_b_start: int | None = None,
     widget ("encoder", "decoder" or "cross"); bertviz shows the three in one view. html_action="return" gives an
     IPython HTML object of the view instead of the widget. display_mode is taken and checked; the widget draws on the
     notebook's own background. The chosen `layer` and `head` are the model's numbers, from 0."""
-    from attnviz import attentions, models
+    from attnviz import models, output_attentions as attentions
 
     _checked(html_action, display_mode)
     picks = dict(prettify=prettify_tokens, include_layers=include_layers, include_heads=include_heads)

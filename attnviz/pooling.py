@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from attnviz.attention import attend, entropy, gaussian, make_scorer
+from attnviz.functional import attend, entropy, gaussian, make_scorer
 
 KERNELS = ("gaussian", "boxcar", "epanechnikov", "scaled_dot")
 TRUE_FUNCTIONS = {

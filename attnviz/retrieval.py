@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnviz.attention import attend, entropy, make_scorer
+from attnviz.functional import attend, entropy, make_scorer
 from attnviz.embeddings import tokenize
 
 ENCODERS = ("glove", "ngram", "numeric")

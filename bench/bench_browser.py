@@ -137,7 +137,7 @@ def row6_inputs(device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch
 
 def engine_ratio(device: torch.device) -> dict[str, float]:
     """Median ms of attend (weights and output; and with the scores kept too) and of SDPA, same inputs."""
-    from attnviz.attention import attend
+    from attnviz.functional import attend
 
     q, k, v = row6_inputs(device)
     return medians({
@@ -150,7 +150,7 @@ def engine_ratio(device: torch.device) -> dict[str, float]:
 def engine_parts(device: torch.device) -> dict[str, float]:
     """Median ms of the three passes attend makes at row 6's size, each alone (attend's own functions for the first
     two): where the gap to SDPA lies."""
-    from attnviz.attention import _normalise, scaled_dot_scores
+    from attnviz.functional import _normalise, scaled_dot_scores
 
     q, k, v = row6_inputs(device)
     weights = scaled_dot_scores(q, k)  # (B, H, N, N)

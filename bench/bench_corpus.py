@@ -95,7 +95,7 @@ def main() -> None:
             times[name].append(time.perf_counter() - started)
     measured = heads.measure(ours).seconds
     real = sum(len(p) for p in pieces)
-    per_piece = sum(2 * t.numel() for b in ours.weights.blocks
+    per_piece = sum(2 * t.numel() for b in ours.weights.layers
                     for t in (b.w_query, b.w_key, b.w_value, b.w_out, b.w_up, b.w_gate, b.w_down) if t is not None)
     flops = real * per_piece
     peak = peak_gflops(torch)

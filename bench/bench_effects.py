@@ -94,7 +94,7 @@ def head_effect_flops(model, n: int) -> float:
     """The multiply–adds of head_effects' matrix products, ×2: each copy runs from its layer to the end (the last layer
     on one query row), every layer's projections, attention and feed-forward, and the unembedding of each copy."""
     arch = model.arch
-    d, dh, ff, heads, kv = arch.d_model, arch.head_dim, model.weights.blocks[0].w_up.shape[1], arch.heads, arch.kv_heads
+    d, dh, ff, heads, kv = arch.d_model, arch.head_dim, model.weights.layers[0].w_up.shape[1], arch.heads, arch.kv_heads
     per_row = d * heads * dh + 2 * d * kv * dh + heads * dh * d + (3 if arch.gated else 2) * d * ff
     attention = 2 * heads * n * dh  # QKᵀ and αV, per query row
     layers_run = sum(arch.layers - l for l in range(arch.layers))  # each layer's copies run to the end

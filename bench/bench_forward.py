@@ -71,7 +71,7 @@ def main() -> None:
           f"({', '.join(f'{v:.3f}' for v in theirs_s)})")
     print(f"  ratio {ratio:.2f} (goal ≤ 0.80); largest weight difference {gap:.1e}")
     arch = ours.arch
-    n, d, ff = args.pieces, arch.d_model, ours.weights.blocks[0].w_up.shape[1]
+    n, d, ff = args.pieces, arch.d_model, ours.weights.layers[0].w_up.shape[1]
     per_row = d * arch.heads * arch.head_dim * 2 + 2 * d * arch.kv_heads * arch.head_dim + 3 * d * ff
     flops = 2 * arch.layers * (n * per_row + 2 * arch.heads * n * n * arch.head_dim) + 2 * d * ours.weights.unembed.shape[1]
     a, b = torch.randn(4096, 1024), torch.randn(1024, 4096)

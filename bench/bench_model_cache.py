@@ -58,7 +58,7 @@ def main() -> None:
         subprocess.run([sys.executable, __file__, "--make", str(folder)], check=True, capture_output=True)
         os.environ["ATTNVIZ_MODELS"] = str(folder)
         os.environ["ATTNVIZ_MODEL_BUDGET"] = args.budget
-        from appkit import model as _model
+        from appkit import served as _model
 
         cache, _, _ = _model._models()
         print(f"bench_model_cache: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "

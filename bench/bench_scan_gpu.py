@@ -74,7 +74,7 @@ def profile(ours, ids: list[int], block: int, device) -> None:
     with torch.inference_mode():
         positions = torch.arange(n, device=device)  # (n,)
         x = engine.embed(ours.arch, ours.weights, torch.tensor(ids, device=device), positions)  # (n, d)
-        layer = ours.weights.blocks[0]
+        layer = ours.weights.layers[0]
         for _ in range(2):  # the second under the profiler
             summaries = scanning.Summaries(ours.arch.heads, n, block, scanning.TOP, device)
             activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]

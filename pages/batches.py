@@ -3,7 +3,7 @@
 import streamlit as st
 import torch
 
-from attnviz.attention import attend
+from attnviz.functional import attend
 from attnviz.encdec import bmm_items, pad_batch, padding_mask
 from attnviz.embeddings import embed, tokenize
 from attnviz.figures import SCALES, attention_heatmap, dims, matrix_heatmap

@@ -5,10 +5,10 @@ import streamlit as st
 
 from attnviz import figures, models
 from attnviz.export import Matrix
-from attnviz.selfattention import DECODER_MASKS
+from attnviz.sentence import DECODER_MASKS
 from attnviz.urlstate import Param, int_range, nearest
 from appkit.common import bounded_text_box, save_url_state, scale_select
-from appkit.model import generation, one_more, run
+from appkit.served import generation, one_more, run
 from appkit.model_page import flag, head_sections, keep_in_range, model_schema, open_model, pick_head, run_or_stop
 from appkit.model_views import (atlas, chosen_head, engine_only, head_types_section, lines, row_sum, stopped_text,
                                  write_controls)

@@ -6,7 +6,7 @@ import torch
 from attnviz.encdec import layer_stack, rollout
 from attnviz.embeddings import embed, tokenize
 from attnviz.figures import HEAD_COLOURS, PALETTES, SCALES, attention_heatmap, interactive_heatmap, line_view
-from attnviz.selfattention import MASKS, Config, run, temperature_grid
+from attnviz.sentence import MASKS, Config, run, temperature_grid
 from attnviz.urlstate import Param, boolean, bounded_text, choice, coerce, encode_bool, encode_int_list, int_list, int_range, nearest
 from appkit.common import clamp, clicked, glove, held, load_url_state, position, position_select, save_url_state, scale_select, stop
 from appkit.interactive import interactive_heatmap as mount, screen_sizes, view_state, weights_on_screen

@@ -3,14 +3,14 @@
 import numpy as np
 import streamlit as st
 
-from attnviz.attention import FORMULAS
+from attnviz.functional import FORMULAS
 from attnviz.embeddings import nearest_words
 from attnviz.figures import entropy_against_tau, pca_scatter, weight_bars
 from attnviz.retrieval import (
     ENCODERS, NUMBER_RULE, PRESETS, SIMILARITIES, VALUE_KINDS, RecordError, clean_records, entropy_curve, half_filled, is_number, parse_csv, pca_2d,
     records_frame, retrieve, value_matrix,
 )
-from attnviz.selfattention import temperature_grid
+from attnviz.sentence import temperature_grid
 from attnviz.urlstate import Param, bounded_text, choice, nearest
 from appkit.common import stop, glove, load_url_state, save_url_state
 from attnviz.export import Matrix

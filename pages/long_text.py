@@ -13,7 +13,7 @@ from attnviz.figures import PALETTES, long as drawn
 from attnviz.urlstate import Param, bounded_text, choice, encode_int_list, int_list, int_range
 from appkit.common import bounded_text_box, halt, load_url_state, md_escape, save_url_state, stop
 from appkit.interactive import head_atlas, head_overview, screen_sizes, shaded_document
-from appkit.model import example_document, example_scan, load_or_stop, pick_model
+from appkit.served import example_document, example_scan, load_or_stop, pick_model
 from appkit.model_views import row_sum
 from appkit.present import chart
 

@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from attnviz.attention import pick_device
+from attnviz.functional import pick_device
 from attnviz.figures import SCALES, attention_heatmap, bandwidth_training, pooling_regression
 from attnviz.pooling import KERNELS, TRUE_FUNCTIONS, BandwidthFit, blobs, classify, fit_bandwidth, nadaraya_watson, salary_data
 from attnviz.urlstate import Param, boolean, choice, encode_bool, int_range, nearest

@@ -5,7 +5,7 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from attnviz.attention import FORMULAS, PARAMETERS, SCORING_NAMES, attend, make_scorer
+from attnviz.functional import FORMULAS, PARAMETERS, SCORING_NAMES, attend, make_scorer
 from attnviz.figures import SCALES, attention_heatmap, variance_against_d
 from attnviz.pooling import dot_variance, softmax_entropy
 from attnviz.urlstate import Param, choice, int_range, nearest

@@ -15,10 +15,10 @@ from appkit.explorer import (
     step_walk, view_parts, zoom_window,
 )
 from attnviz import figures
-from attnviz.attention import FORMULAS, PARAMETERS, SCORING_NAMES
+from attnviz.functional import FORMULAS, PARAMETERS, SCORING_NAMES
 from attnviz.embeddings import OOV_POLICIES, nearest_words
 from attnviz.positions import POSITIONS
-from attnviz.selfattention import FULL_LIMIT, MASKS, Config, max_tokens_setting, overflow_message, problem, temperature_grid
+from attnviz.sentence import FULL_LIMIT, MASKS, Config, max_tokens_setting, overflow_message, problem, temperature_grid
 from attnviz.urlstate import Param, boolean, bounded_text, choice, coerce, encode_bool, encode_int_list, int_list, int_range, nearest
 
 MAX_TOKENS, MAX_TOKENS_PROBLEM = max_tokens_setting(os.environ.get("ATTNVIZ_MAX_TOKENS"))  # a setting: see README

@@ -7,10 +7,10 @@ import streamlit as st
 from attnviz import figures, models
 from attnviz.embeddings import embed, tokenize
 from attnviz.export import Matrix
-from attnviz.selfattention import DECODER_MASKS, MASKS, Config, run as toy_run
+from attnviz.sentence import DECODER_MASKS, MASKS, Config, run as toy_run
 from attnviz.urlstate import Param, bounded_text, choice
 from appkit.common import bounded_text_box, clicked, glove, position_select, save_url_state, scale_select
-from appkit.model import generation, word_weights
+from appkit.served import generation, word_weights
 from appkit.model_page import head_sections, model_schema, open_model, pick_head, run_or_stop
 from appkit.interactive import timeline
 from appkit.model_views import atlas, chosen_head, head_types_section, lines, stopped_text, write_controls

@@ -34,7 +34,7 @@ def own_model(family: str, folder: Path, monkeypatch):
 
     sys.path.insert(0, str(ROOT / "tests"))
     import tiny_models
-    from appkit.model import offered
+    from appkit.served import offered
 
     built = tiny_models.build(family, folder)
     monkeypatch.setenv("ATTNVIZ_MODELS", str(built))

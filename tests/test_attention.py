@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnviz import attention
-from attnviz.attention import (
+from attnviz import functional as attention
+from attnviz.functional import (
     Scorer, additive, attend, causal_mask, entropy, general, key_mask, make_projections, make_scorer, multi_head, xavier,
 )
 
@@ -273,7 +273,7 @@ def test_row_blocks_bound_the_intermediate(monkeypatch):
 
 
 def test_small_work_runs_on_one_cpu_thread_and_puts_the_count_back(monkeypatch):
-    from attnviz import attention
+    from attnviz import functional as attention
 
     configured = torch.get_num_threads()
     monkeypatch.setattr(attention, "_THREADS", 2)

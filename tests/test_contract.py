@@ -1,6 +1,6 @@
 """The attention contract (engine.attention): scores → shaped → the keys a query may read → softmax with a sink → αV.
 
-Each strategy behind it (attnviz.attention's grouped_attend, causal_attend's blocks, explicit_attend, the scan's
+Each strategy behind it (attnviz.functional's grouped_attend, causal_attend's blocks, explicit_attend, the scan's
 attend_blocks, and the scan's C kernel) against the contract written out here from the formulas, one head at a time
 in float64, for every mechanism a family adds: an encoder's every key, a decoder's causal mask, grouped K/V heads,
 sliding windows (a decoder's and ModernBERT's either side), ALiBi (BLOOM, 6 heads: slopes for a count that is not a
@@ -21,7 +21,7 @@ import tiny_models  # noqa: E402
 from tolerance import LAMBDA, U32  # noqa: E402
 
 from attnviz import models  # noqa: E402
-from attnviz.attention import grouped_attend  # noqa: E402
+from attnviz.functional import grouped_attend  # noqa: E402
 from attnviz.models import engine, fused, scan  # noqa: E402
 
 # family: (the layer whose rules are tested, what it has)
@@ -41,12 +41,12 @@ BLOCK = 70
 
 @pytest.fixture(scope="module")
 def layers(tmp_path_factory):
-    """family: (Architecture, Block, layer index), from a tiny model of it."""
+    """family: (Architecture, LayerWeights, layer index), from a tiny model of it."""
     root = tmp_path_factory.mktemp("contract")
     out = {}
     for family, (index, _) in CASES.items():
         model = models.load(tiny_models.build(family, root), device="cpu")
-        out[family] = model.arch, model.weights.blocks[index], index
+        out[family] = model.arch, model.weights.layers[index], index
     return out
 
 
@@ -57,7 +57,7 @@ def alibi_slopes(heads: int) -> list[float]:
     return [2 ** (-8 * h / p) for h in range(1, p + 1)] + [2 ** (-8 * (2 * i + 1) / (2 * p)) for i in range(heads - p)]
 
 
-def written_out(arch, block, index, query, key, value, real=None):
+def written_out(arch, params, index, query, key, value, real=None):
     """The contract one head at a time in float64, from the formulas: (weights (H, n, n), αV (H, n, dh), each row's
     log Σ e^a over the keys it reads, the sink's e^{s_h} included (H, n)). A row that may read no key (a padding
     query whose window holds only padding) gets no weight."""
@@ -73,7 +73,7 @@ def written_out(arch, block, index, query, key, value, real=None):
         allowed &= (j > i - window) if arch.causal else ((i - j).abs() <= window)
     if real is not None:
         allowed &= real[None, :]
-    relative = engine.relative(block)
+    relative = engine.relative(params)
     if relative:
         distance = engine.relative_index(arch, torch.arange(n), torch.arange(n))  # (n, n) the bucketed row δ + k
     weights, outputs, normalisers = [], [], []
@@ -81,7 +81,7 @@ def written_out(arch, block, index, query, key, value, real=None):
         q, k, v = query[h].double(), key[h // group].double(), value[h // group].double()  # (n, dh) each
         a = q @ k.T / math.sqrt(dh)  # (n, n)
         if relative:
-            for table, side in ((block.position_key, "c2p"), (block.position_query, "p2c")):
+            for table, side in ((params.position_key, "c2p"), (params.position_query, "p2c")):
                 if table is None:
                     continue
                 rows = engine.of_head(table, h, dh).double()[distance]  # (n, n, dh) the table's row for each δ(i, j)
@@ -91,8 +91,8 @@ def written_out(arch, block, index, query, key, value, real=None):
         if arch.score_cap:
             a = arch.score_cap * torch.tanh(a / arch.score_cap)  # (n, n)
         a = a.masked_fill(~allowed, -math.inf)  # (n, n)
-        if block.sink is not None:
-            a = torch.cat([a, torch.full((n, 1), float(block.sink[h]), dtype=torch.float64)], 1)  # (n, n + 1)
+        if params.sink is not None:
+            a = torch.cat([a, torch.full((n, 1), float(params.sink[h]), dtype=torch.float64)], 1)  # (n, n + 1)
         top = a.amax(1, keepdim=True)  # (n, 1)
         e = torch.exp(a - top)  # (n, n or n + 1)
         total = e.sum(1, keepdim=True)  # (n, 1)
@@ -113,11 +113,11 @@ def inputs(arch, dtype=torch.float64, seed=0):
     return query.to(dtype), key.to(dtype), value.to(dtype), torch.arange(N)
 
 
-def in_dtype(block, dtype):
+def in_dtype(params, dtype):
     """The layer's relative tables in `dtype`, as the layer's own weights would be in a run of that dtype."""
-    tables = {name: getattr(block, name).to(dtype) for name in ("position_key", "position_query")
-              if getattr(block, name) is not None}
-    return dataclasses.replace(block, **tables)
+    tables = {name: getattr(params, name).to(dtype) for name in ("position_key", "position_query")
+              if getattr(params, name) is not None}
+    return dataclasses.replace(params, **tables)
 
 
 def close(actual, desired, what: str, tolerance: float = 1e-10):
@@ -135,28 +135,28 @@ def test_every_strategy_keeps_the_contract(layers, family):
     """In float64, so that only the order of the sums may differ: the contract's dispatcher, the written-out scores
     (explicit_attend), the dense path where it applies (no sink, no relative terms), the causal blocks where the layer
     is causal, and the scan's blocks without the kernel, each against the contract written out."""
-    arch, block, index = layers[family]
-    block = in_dtype(block, torch.float64)
+    arch, params, index = layers[family]
+    params = in_dtype(params, torch.float64)
     query, key, value, positions = inputs(arch)
-    weights, output, normaliser = written_out(arch, block, index, query, key, value)
-    got = engine.attention(arch, block, index, query, key, value, positions)
+    weights, output, normaliser = written_out(arch, params, index, query, key, value)
+    got = engine.attention(arch, params, index, query, key, value, positions)
     close(got.weights, weights, "the contract's weights")
     close(got.output, output, "the contract's αV")
     mask = engine.allowed_keys(arch, index, positions, N)
-    explicit = engine.explicit_attend(arch, block, query, key, value, positions, mask)
+    explicit = engine.explicit_attend(arch, params, query, key, value, positions, mask)
     close(explicit.weights, weights, "explicit_attend's weights")
     close(explicit.output, output, "explicit_attend's αV")
-    if block.sink is None and not engine.relative(block):
+    if params.sink is None and not engine.relative(params):
         dense = grouped_attend(query, key, value, scoring=engine.scorer(arch, positions), mask=mask, need_scores=False)
         close(dense.weights, weights, "grouped_attend's weights")
         close(dense.output, output, "grouped_attend's αV")
     if arch.causal:
         out = torch.empty(arch.heads, N, N, dtype=torch.float64)
-        blocks = engine.causal_attend(arch, index, query, key, value, positions, out, block.sink)
+        blocks = engine.causal_attend(arch, index, query, key, value, positions, out, params.sink)
         close(out, weights, "causal_attend's weights")
         close(blocks.output, output, "causal_attend's αV")
     scanned, logsumexp = scan.attend_blocks(arch, index, query / math.sqrt(arch.head_dim), key, value, positions, BLOCK,
-                                            block=block)
+                                            params=params)
     close(scanned, output, "the scan's αV")
     close(logsumexp, normaliser, "the scan's log-sum-exp")
 
@@ -164,13 +164,13 @@ def test_every_strategy_keeps_the_contract(layers, family):
 @pytest.mark.parametrize("family", CASES)
 def test_padding_keys_are_read_by_no_query(layers, family):
     """Texts padded to one length (batch_weights): no query reads a padding key, under every rule."""
-    arch, block, index = layers[family]
-    block = in_dtype(block, torch.float64)
+    arch, params, index = layers[family]
+    params = in_dtype(params, torch.float64)
     query, key, value, positions = inputs(arch, seed=1)
     real = torch.ones(N, dtype=torch.bool)
     real[-37:] = False  # the last 37 pieces are padding
-    weights, output, _ = written_out(arch, block, index, query, key, value, real)
-    got = engine.attention(arch, block, index, query[None], key[None], value[None], positions, real=real[None])
+    weights, output, _ = written_out(arch, params, index, query, key, value, real)
+    got = engine.attention(arch, params, index, query[None], key[None], value[None], positions, real=real[None])
     close(got.weights[0], weights, "the padded weights")
     close(got.output[0], output, "the padded αV")
     assert float(got.weights[0][..., ~real].abs().max()) == 0.0
@@ -181,13 +181,13 @@ def test_the_kernel_keeps_the_contract_in_float32(layers, family, monkeypatch):
     """The scan's C kernel (fused.c) and its torch passes, in float32, against the contract in float64. A score is a
     float32 sum of dh products, off by at most λ√dh·u·Σ|q_a k_a| (tolerance.py's rounding bound), plus one rounding
     of each shaping step; a log-sum-exp adds its sum's λ√n·u; αV, a sum of n weights times values, adds λ√n·u·max|v|."""
-    arch, block, index = layers[family]
+    arch, params, index = layers[family]
     query, key, value, positions = inputs(arch, dtype=torch.float32, seed=2)
-    _, output, normaliser = written_out(arch, block, index, query, key, value)
+    _, output, normaliser = written_out(arch, params, index, query, key, value)
     dh = arch.head_dim
     size = (query.double().abs() @ key.double().abs().repeat_interleave(arch.heads // arch.kv_heads, 0).transpose(1, 2)).max() / math.sqrt(dh)
     score_error = LAMBDA * math.sqrt(dh) * U32 * float(size) + 4 * U32 * float(size)  # the sum, then its shaping steps
-    if engine.relative(block):
+    if engine.relative(params):
         score_error *= 3  # three such sums
     sum_error = LAMBDA * math.sqrt(N) * U32
     lse_tolerance = score_error + sum_error
@@ -197,7 +197,7 @@ def test_the_kernel_keeps_the_contract_in_float32(layers, family, monkeypatch):
         if not kernel:
             monkeypatch.setattr(fused, "usable", lambda scores: False)
         scanned, logsumexp = scan.attend_blocks(arch, index, query / math.sqrt(dh), key, value, positions, BLOCK,
-                                                block=block)
+                                                params=params)
         monkeypatch.undo()
         close(logsumexp, normaliser, f"{path}: the log-sum-exp", lse_tolerance)
         close(scanned, output, f"{path}: αV", out_tolerance)

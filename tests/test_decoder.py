@@ -101,7 +101,7 @@ def test_each_heads_scores_differ_across_a_row_as_transformers_log_weights_do(mo
 
 def test_rms_norm_and_the_feed_forward_are_the_formulas(model):
     x = torch.randn(4, 576)
-    norm: Norm = model.weights.blocks[0].mlp_norm
+    norm: Norm = model.weights.layers[0].mlp_norm
     assert norm.kind == "rms" and norm.bias is None
     expected = x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + norm.eps) * norm.weight
     torch.testing.assert_close(norm(x), expected)
@@ -312,7 +312,7 @@ def test_one_more_piece_from_the_kv_cache_equals_the_whole_forward(model):
     # other thread counts). Each value ends 30 layers of sums of at most 1,536 terms (the MLP's width), so it may be
     # off by rounding alone in proportion to its row's size (tests/tolerance.py); a wrong position, mask or cached key
     # moves it by far more.
-    layers, width = model.layers, model.weights.blocks[0].w_down.shape[0]  # 30, 1,536
+    layers, width = model.layers, model.weights.layers[0].w_down.shape[0]  # 30, 1,536
     np.testing.assert_allclose(longer.weights, whole.weights, atol=1e-5)
     assert_close_rounding(longer.hidden, whole.hidden, width, layers)  # the last layer reaches ~600
     assert_close_rounding(longer.next_logits, whole.next_logits, width, layers + 1)

@@ -29,7 +29,7 @@ ENCODERS = ("bert", "electra", "modernbert", "deberta-v2")
 FAMILIES = ("gpt2", "llama", *ENCODERS, "qwen3", "phi3", "gpt_neox", *tiny_models.NEW_DECODERS)  # GPT-2's Conv1D, Llama's
 # grouped K/V (8 heads on 2), BERT's post-norm encoder, Qwen3's normed queries and keys, Phi-3's fused projections,
 # GPT-NeoX's parallel residual, Gemma's caps and norms of the updates, SmolLM3's layer without positions, experts,
-# ELECTRA's narrow embeddings, GPT-BigCode's one key/value head, Phi's parallel block with one norm, ModernBERT's
+# ELECTRA's narrow embeddings, GPT-BigCode's one key/value head, Phi's parallel layer with one norm, ModernBERT's
 # local layers reading either side, DeBERTa's relative terms
 TEXT = SENTENCES["cat"]
 
@@ -254,19 +254,19 @@ def test_contributions_are_lm_tts_shares_written_out_on_a_one_layer_model(tmp_pa
     model = models.load(folder, device="cpu")
     run = model.run("the dog was happy")
     found = effects.contributions(model, "the dog was happy")
-    block = model.weights.blocks[0]
+    params = model.weights.layers[0]
     x = run.hidden[0].astype(np.float64)  # (n, d)
     n, heads, dh = x.shape[0], 2, 6
     mean, var = x.mean(1, keepdims=True), x.var(1, keepdims=True)
-    normed = (x - mean) / np.sqrt(var + 1e-5) * block.attention_norm.weight.numpy() + block.attention_norm.bias.numpy()
-    value = normed @ block.w_value.numpy() + block.b_value.numpy()  # (n, d)
-    w_out = block.w_out.numpy().astype(np.float64)
+    normed = (x - mean) / np.sqrt(var + 1e-5) * params.attention_norm.weight.numpy() + params.attention_norm.bias.numpy()
+    value = normed @ params.w_value.numpy() + params.b_value.numpy()  # (n, d)
+    w_out = params.w_out.numpy().astype(np.float64)
     for i in range(n):
         parts = [x[i]]
         for h in range(heads):
             for j in range(n):
                 parts.append(run.weights[0, h, i, j] * value[j, h * dh:(h + 1) * dh] @ w_out[h * dh:(h + 1) * dh])
-        y = x[i] + sum(parts[1:]) + block.b_out.numpy()
+        y = x[i] + sum(parts[1:]) + params.b_out.numpy()
         proximity = np.array([max(np.abs(y).sum() - np.abs(y - z).sum(), 1e-5) for z in parts])
         share = proximity / proximity.sum()
         assert found.residual[0, i] == pytest.approx(share[0], abs=1e-5)

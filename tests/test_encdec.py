@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz.attention import attend, make_projections, multi_head
+from attnviz.functional import attend, make_projections, multi_head
 from attnviz.encdec import alignment, bmm_items, decoder_mask, encoder_decoder, layer_stack, pad_batch, padding_mask, rollout
 from attnviz.figures import FADED, HEAD_COLOURS, line_view
 

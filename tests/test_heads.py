@@ -188,14 +188,14 @@ def test_moved_equals_alpha_times_the_norm_of_f_by_hand(family, tmp_path):
     result = model.run(SENTENCES["dog"])
     layer = 1
     norms = heads.moved_norms(model, result, layer)  # (H, n)
-    block = model.weights.blocks[layer]
+    params = model.weights.layers[layer]
     x = result.traces[layer].x  # (n, d) what W_v multiplies
     dh = model.head_dim
     for h in range(model.heads):
         g = h // model.group
-        w_v = block.w_value[:, g * dh: (g + 1) * dh]  # (d, dh)
-        b_v = block.b_value[g * dh: (g + 1) * dh] if block.b_value is not None else 0
-        w_o = block.w_out[h * dh: (h + 1) * dh]  # (dh, d)
+        w_v = params.w_value[:, g * dh: (g + 1) * dh]  # (d, dh)
+        b_v = params.b_value[g * dh: (g + 1) * dh] if params.b_value is not None else 0
+        w_o = params.w_out[h * dh: (h + 1) * dh]  # (dh, d)
         f = (x @ w_v + b_v) @ w_o  # (n, d)
         alpha = torch.from_numpy(result.weights[layer, h])  # (n, n)
         by_hand = torch.linalg.vector_norm(alpha[:, :, None] * f[None], dim=-1)  # (n, n) ‖α_ij f(x_j)‖
@@ -206,10 +206,10 @@ def test_with_identity_values_and_output_each_head_moves_its_own_slice_of_x(tmp_
     """W_v = W_o = I and b_v = 0: f_h(x_j) is x_j's h-th slice of d_k dimensions, so ‖α_ij f_h(x_j)‖ is α_ij times
     that slice's norm."""
     model = models.load(build("bert", tmp_path), "cpu")
-    block = model.weights.blocks[0]
+    params = model.weights.layers[0]
     d = model.d_model
-    block.w_value, block.w_out = torch.eye(d), torch.eye(d)  # (d, d) each
-    block.b_value = torch.zeros(d)
+    params.w_value, params.w_out = torch.eye(d), torch.eye(d)  # (d, d) each
+    params.b_value = torch.zeros(d)
     result = model.run(SENTENCES["cat"])
     x = result.traces[0].x.numpy()  # (n, d)
     dh = model.head_dim
@@ -316,7 +316,7 @@ def test_the_lessons_copy_step_draws_the_induction_head_on_the_repeat(smollm2):
 def test_the_decoder_page_lists_the_top_heads_and_colours_the_atlas_by_a_score(smollm2):
     import base64
 
-    from appkit.model import head_types
+    from appkit.served import head_types
     from tests.test_decoder import components, decoder_page
 
     heads.cached(smollm2)  # kept on disk by the model's content: the page reads them without measuring

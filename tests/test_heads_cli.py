@@ -104,7 +104,7 @@ def test_a_page_draws_while_the_scores_are_measured_and_colours_the_atlas_when_t
 
     from streamlit.testing.v1 import AppTest
 
-    from appkit.model import _measuring
+    from appkit.served import _measuring
 
     monkeypatch.setenv("ATTNVIZ_CACHE", str(tmp_path / "cache"))
     _measuring.clear()  # no scores measured earlier in this process: the page must measure them

@@ -16,25 +16,26 @@ FLOORS = [
     ("the app's machinery", ["appkit"]),
     ("the library's front doors, and names kept for old code",
      ["attnviz.cli", "attnviz.heads_cli", "attnviz.notebook", "attnviz.why", "attnviz.long", "attnviz.trained",
-      "attnviz.decoder", "attnviz.attentions", "attnviz.models.reading"]),
+      "attnviz.decoder", "attnviz.output_attentions", "attnviz.models.reading", "attnviz.attention",
+      "attnviz.attentions", "attnviz.selfattention", "attnviz.models.model", "attnviz.models.run"]),
     ("what is done with a model", ["attnviz.classroom", "attnviz.needle", "attnviz.effects", "attnviz.heads"]),
     ("the models: loaders and families", ["attnviz.models", "attnviz.models.catalog", "attnviz.models.gguf",
                                           "attnviz.models.hf", "attnviz.models.summaries",
                                           "attnviz.models.walk", "attnviz.models.lens", *[
         f"attnviz.models.{family}" for family in ("bert", "bloom", "deberta", "gemma", "gpt2", "gpt_oss", "llama",
                                                   "modernbert", "neox", "opt", "phi")]]),
-    ("a loaded model", ["attnviz.models.model"]),
-    ("what a model does", ["attnviz.models.generate", "attnviz.models.scan", "attnviz.models.run"]),
+    ("a loaded model", ["attnviz.models.loaded"]),
+    ("what a model does", ["attnviz.models.generate", "attnviz.models.scan", "attnviz.models.result"]),
     ("the engine", ["attnviz.models.engine", "attnviz.models.mapping", "attnviz.models.errors", "attnviz.models.fused",
                     "attnviz.models.onepass", "attnviz.models.pieces", "attnviz.models.files", "attnviz.models.hub"]),
-    ("toy attention", ["attnviz.selfattention", "attnviz.encdec", "attnviz.retrieval", "attnviz.pooling",
+    ("toy attention", ["attnviz.sentence", "attnviz.encdec", "attnviz.retrieval", "attnviz.pooling",
                        "attnviz.qkspace", "attnviz.embeddings"]),
-    ("the ground", ["attnviz", "attnviz.attention", "attnviz.positions", "attnviz.cache", "attnviz.urlstate",
+    ("the ground", ["attnviz", "attnviz.functional", "attnviz.positions", "attnviz.cache", "attnviz.urlstate",
                     "attnviz._deprecated", "attnviz.figures", "attnviz.export", "attnviz.web"]),
 ]
 # What the app may not import: the engine's layout and the families' mappings, which the Model answers for.
 BEHIND_THE_FACADE = [name for _, names in FLOORS[4:8] for name in names if name.startswith("attnviz.models.")
-                     and name not in ("attnviz.models.catalog", "attnviz.models.model", "attnviz.models.run",
+                     and name not in ("attnviz.models.catalog", "attnviz.models.loaded", "attnviz.models.result",
                                       "attnviz.models.pieces", "attnviz.models.files", "attnviz.models.errors",
                                       "attnviz.models.generate", "attnviz.models.summaries", "attnviz.models.walk",
                                       "attnviz.models.lens")]
@@ -126,11 +127,11 @@ def test_the_walk_sees_the_arrows_it_should():
     """The walker itself: arrows it must find (a relative import, an import inside a function, a name imported from
     a package), and one it must not (a type-only import)."""
     graph = arrows()
-    assert "attnviz.models.engine" in graph["attnviz.models.model"]  # from attnviz.models import engine
+    assert "attnviz.models.engine" in graph["attnviz.models.loaded"]  # from attnviz.models import engine
     assert "attnviz.models.engine.attend" in graph["attnviz.models.engine.one_layer"]
     assert "attnviz.effects.interventions" in graph["attnviz.effects.why"]
-    assert "attnviz.models.scan" in graph["attnviz.models.model"]  # also imported inside a method
-    assert "attnviz.models.model" not in graph["attnviz.models.generate"]  # under TYPE_CHECKING only
+    assert "attnviz.models.scan" in graph["attnviz.models.loaded"]  # also imported inside a method
+    assert "attnviz.models.loaded" not in graph["attnviz.models.generate"]  # under TYPE_CHECKING only
     assert "appkit.vectors" in graph["appkit.warm"] and "appkit.common" in graph["pages.self_attention"]
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
@@ -200,5 +201,5 @@ def test_each_score_rule_has_one_owner():
                   "windows[": "a layer's window, read", "def alibi_slopes(": "ALiBi's slopes"}
     found = [f"{name}: {what}" for name, path in modules().items() if name != "attnviz.models.engine.rules"
              for signature, what in signatures.items() if signature in path.read_text()
-             and not (what == "ALiBi's slopes" and name == "attnviz.models.model")]  # the facade's own method
+             and not (what == "ALiBi's slopes" and name == "attnviz.models.loaded")]  # the facade's own method
     assert found == []

@@ -6,7 +6,7 @@ import weakref
 
 import pytest
 
-from appkit import model as _model
+from appkit import served as _model
 
 
 @pytest.fixture

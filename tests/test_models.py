@@ -159,11 +159,11 @@ def test_the_odd_shapes_are_what_the_configs_say(folders):
     llama = models.load(folders["llama"], device="cpu")
     assert (llama.heads, llama.kv_heads, llama.group, llama.head_dim, llama.d_model) == (8, 2, 4, 6, 32)
     assert llama.arch.rope_base == 5000.0 and llama.arch.rope_pairs == "halves"
-    assert llama.weights.blocks[0].b_query is not None and llama.weights.blocks[0].b_gate is not None
+    assert llama.weights.layers[0].b_query is not None and llama.weights.layers[0].b_gate is not None
     assert llama.run(SENTENCES["cat"]).pieces.tokens[0] == "<s>"  # its tokenizer puts <s> first
     qwen = models.load(folders["qwen2"], device="cpu")
     assert qwen.arch.windows == (None, 5, 5) and qwen.arch.rope_base == 123456.0
-    assert qwen.weights.blocks[0].b_key is not None and qwen.weights.blocks[0].b_out is None
+    assert qwen.weights.layers[0].b_key is not None and qwen.weights.layers[0].b_out is None
     assert models.load(folders["mistral"], device="cpu").arch.windows == (4, 4, 4)
     bert = models.load(folders["bert"], device="cpu")
     assert (bert.kind, bert.heads, bert.kv_heads, bert.dtype) == ("encoder", 3, 3, torch.float32)
@@ -179,7 +179,7 @@ def test_one_more_piece_from_the_cache_equals_the_whole_forward(family, folders)
     whole = model.run_pieces(model.reader.append(short.pieces, token))
     assert grown.pieces.ids == whole.pieces.ids == [*short.pieces.ids, token]
     assert np.abs(grown.weights - whole.weights).max() <= 1e-5
-    width = max(model.d_model, model.weights.blocks[0].w_down.shape[-2])  # the longest sums: d_model or the MLP's width
+    width = max(model.d_model, model.weights.layers[0].w_down.shape[-2])  # the longest sums: d_model or the MLP's width
     assert_close_rounding(grown.hidden, whole.hidden, width, model.layers)  # rounding alone (tests/tolerance.py)
     assert_close_rounding(grown.next_logits, whole.next_logits, width, model.layers + 1)
 
@@ -260,7 +260,7 @@ def test_one_run_pieces_signature_and_what_each_model_can_do(folders):
 
     from attnviz import effects
     from attnviz.models.hf import TransformersModel
-    from attnviz.models.model import EngineModel
+    from attnviz.models.loaded import EngineModel
 
     assert inspect.signature(EngineModel.run_pieces) == inspect.signature(TransformersModel.run_pieces)
     ours, theirs = models.load(folders["llama"], device="cpu"), models.load(folders["gptj"], device="cpu")
@@ -443,7 +443,7 @@ def test_the_budget_setting(monkeypatch):
 
 
 def test_the_pieces_a_run_reads_are_bounded_by_its_heads():
-    from attnviz.models.model import RUN_WEIGHTS_BYTES, max_pieces
+    from attnviz.models.loaded import RUN_WEIGHTS_BYTES, max_pieces
 
     assert max_pieces(30, 9, 8192) == 512  # SmolLM2: 270 heads read 512 pieces
     assert max_pieces(32, 32, 4096) == 286  # 1,024 heads
@@ -617,7 +617,7 @@ def test_each_mechanism_that_changes_a_picture_gets_its_sentence(folders):
 
 def offer(folder: Path, monkeypatch) -> None:
     """The pages offer the model in `folder` (ATTNVIZ_MODELS), the server's list of offers made again."""
-    from appkit.model import offered
+    from appkit.served import offered
 
     monkeypatch.setenv("ATTNVIZ_MODELS", str(folder))
     offered.clear()  # a process-wide cache: another test's server may have filled it
@@ -785,3 +785,31 @@ def test_the_old_reading_module_still_works_and_says_where_each_name_moved():
             assert getattr(old, name) is getattr(home, name)
     with pytest.raises(AttributeError):
         old.no_such_name
+
+
+@pytest.mark.parametrize("old, new, name", [
+    ("attnviz.attention", "attnviz.functional", "grouped_attend"),
+    ("attnviz.attentions", "attnviz.output_attentions", "run_of"),
+    ("attnviz.selfattention", "attnviz.sentence", "Config"),
+    ("attnviz.models.model", "attnviz.models.loaded", "Model"),
+    ("attnviz.models.run", "attnviz.models.result", "Run"),
+])
+def test_a_renamed_module_still_works_and_says_where_it_moved(old, new, name):
+    import importlib
+
+    before, after = importlib.import_module(old), importlib.import_module(new)
+    with pytest.warns(DeprecationWarning, match=f"{old}.{name} is deprecated .* use {new}.{name}"):
+        assert getattr(before, name) is getattr(after, name)
+    with pytest.raises(AttributeError):
+        before.no_such_name
+
+
+def test_the_layers_weights_old_names_still_work():
+    from attnviz.models import engine
+
+    with pytest.warns(DeprecationWarning, match="use attnviz.models.engine.LayerWeights"):
+        assert engine.Block is engine.LayerWeights
+    weights = engine.Weights(embeddings=torch.zeros(2, 2), layers=[])
+    with pytest.warns(DeprecationWarning, match="use Weights.layers"):
+        assert weights.blocks is weights.layers
+

@@ -126,7 +126,7 @@ def test_lesson_needle_step_scores_the_heads_as_transformers_attentions_do(smoll
     _, module, _ = smollm2_reference
     at = run_page("lesson.py", {"step": "20"})
     assert not at.exception, at.exception
-    from appkit.model import example_document, example_needle
+    from appkit.served import example_document, example_needle
 
     stack, (written, _, copied) = example_document("smollm2"), example_needle("smollm2")
     assert "48213" in written.text and copied >= 5  # the key came back, copied from the needle

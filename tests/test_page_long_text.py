@@ -123,7 +123,7 @@ def test_a_text_past_the_models_context_says_so_and_keeps_it():
     scan_button.click().run()
     assert not at.exception
     from attnviz.models.scan import most_pieces
-    from appkit.model import model
+    from appkit.served import model
 
     limit = most_pieces(model("smollm2").arch, 512 * 2**20)  # the page's bound: a scan keeps at most 512 MiB
     assert limit < 8192 and f"reads at most {limit} pieces here" in messages(at) and "Shorten it" in messages(at)
@@ -187,7 +187,7 @@ def test_a_server_set_to_read_the_whole_context_scans_it(setting, monkeypatch):
 
 def test_a_malformed_scan_memory_setting_is_said_and_the_default_kept(monkeypatch):
     from attnviz.models.scan import most_pieces
-    from appkit.model import model
+    from appkit.served import model
 
     monkeypatch.setenv("ATTNVIZ_SCAN_MEMORY", "<b>lots</b>")
     at = run_page("long_text.py")

@@ -47,7 +47,7 @@ def test_batches_page_padding_and_bmm():
 
 def test_heads_page_sends_every_heads_scores_for_the_average_and_the_maximum():
     from attnviz.embeddings import embed, tokenize
-    from attnviz.selfattention import Config, run
+    from attnviz.sentence import Config, run
 
     from appkit.common import glove
 

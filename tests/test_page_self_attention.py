@@ -339,7 +339,7 @@ def test_inside_a_score_on_self_attention_equals_the_formula(glove):
     assert np.all(np.diff(np.abs(sorted_terms)) <= 1e-9) and sorted_terms.sum() == pytest.approx(scores[9, 7], abs=1e-4)
     at = page({"query": "2", "key": "5", "parts": "1", "proj": "random", "heads": "3", "scoring": "gaussian", "nhead": "1", "temp": "0.5"})
     rows, score, weight = score_apart(at)
-    from attnviz.selfattention import Config, run
+    from attnviz.sentence import Config, run
     view = run(x.astype(np.float32), Config(scoring="gaussian", projection="random", heads=3, temperature=0.5))
     np.testing.assert_allclose(rows[0], view.query[1][2], atol=1e-5)
     assert score == pytest.approx(float(view.scores[1][2, 5]), rel=1e-4) and rows[-1].sum() == pytest.approx(score, rel=1e-4)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz.attention import attend, gaussian
+from attnviz.functional import attend, gaussian
 from attnviz.pooling import (
     blobs, classify, dot_variance, fit_bandwidth, loo_loss, nadaraya_watson, salary_data,
     softmax_entropy,

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attnviz.positions import cosine_similarity, permutation, rotary_similarity, rotate, sinusoidal
-from attnviz.selfattention import Config, run
+from attnviz.sentence import Config, run
 
 
 def test_sinusoidal_equals_the_formula():
@@ -35,7 +35,7 @@ def test_rotary_equals_complex_multiplication_and_keeps_lengths():
 @pytest.mark.parametrize("scoring", ["dot", "scaled_dot", "cosine", "gaussian"])
 def test_rotary_scores_depend_only_on_the_offset(scoring):
     """Every position shifted by a constant: the same scores (≤ 1e-5), for the scorers built on qᵀk or ‖q − k‖."""
-    from attnviz.attention import make_scorer
+    from attnviz.functional import make_scorer
 
     generator = torch.Generator().manual_seed(2)
     query, key = torch.randn(10, 16, generator=generator), torch.randn(10, 16, generator=generator)  # (n, d) each

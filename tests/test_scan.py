@@ -410,10 +410,10 @@ def test_a_knockout_and_an_ablation_enter_the_blocked_layer_as_they_enter_the_en
         x = engine.embed(arch, weights, torch.tensor(pieces.ids), positions)  # (n, d)
         for intervention in (Knockout(((n - 1, n - 2), (n - 1, 0), (20, 19)), layers=(0,)), Ablation(((0, 1),))):
             rows = []
-            blocked, *_ = blocked_layer(arch, weights.blocks[0], 0, x, positions, 16,
+            blocked, *_ = blocked_layer(arch, weights.layers[0], 0, x, positions, 16,
                                         lambda start, exps, total: rows.append(exps / total), intervention)
-            dense, a, _ = engine.layer(arch, weights.blocks[0], 0, x, positions, intervention=intervention)
-            plain, *_ = blocked_layer(arch, weights.blocks[0], 0, x, positions, 16)
+            dense, a, _ = engine.layer(arch, weights.layers[0], 0, x, positions, intervention=intervention)
+            plain, *_ = blocked_layer(arch, weights.layers[0], 0, x, positions, 16)
             assert (blocked - plain).abs().max() > 1e-4  # the intervention changed the layer
             assert (blocked - dense).abs().max() <= 1e-4
             for start, row in zip(range(0, n, 16), rows):

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from attnviz.embeddings import embed, tokenize
-from attnviz.selfattention import Config, ScoresOverflow, max_tokens_setting, run, steps, temperature_grid
+from attnviz.sentence import Config, ScoresOverflow, max_tokens_setting, run, steps, temperature_grid
 
 DOG = "When he saw his owner, the dog was happy, so he wagged his tail"
 
@@ -138,7 +138,7 @@ def test_scores_past_float32_name_the_largest_inputs():
 def test_explore_runs_the_pages_pipeline_and_problem_says_why_it_cannot(glove):
     """The Self-attention page's pipeline, in the library: a sentence's weights equal softmax(QKᵀ/√d) written out over
     its GloVe vectors, and each input it cannot draw gets its own message."""
-    from attnviz.selfattention import explore, problem
+    from attnviz.sentence import explore, problem
 
     found = explore("The dog was happy", glove, Config())
     x = torch.from_numpy(np.stack([glove[w] for w in ["the", "dog", "was", "happy"]]))  # (4, 50)

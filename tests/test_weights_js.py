@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz.attention import attend, key_mask
+from attnviz.functional import attend, key_mask
 from attnviz.embeddings import embed, tokenize
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,7 +95,7 @@ def test_browser_weights_equal_the_engine(glove, tmp_path):
 def test_several_heads_averaged_and_maximised_equal_the_engine(glove, tmp_path):
     """Four heads of seeded random projections (the Heads and layers page's): each head's softmax, then the mean over
     heads (the engine's own head average) or the maximum, under τ, hard attention, the causal mask and hidden keys."""
-    from attnviz.selfattention import Config, run
+    from attnviz.sentence import Config, run
 
     x = embed(tokenize(DOG), glove).vectors  # (16, 50)
     settings = [dict(), dict(temperature=0.2), dict(hard=True), dict(mask="causal", temperature=5.0),
@@ -188,7 +188,7 @@ def test_a_layers_sliding_window_is_the_same_in_the_browser_the_engine_and_the_d
     from dataclasses import replace
 
     from attnviz.models import engine
-    from attnviz.selfattention import weights_under_view
+    from attnviz.sentence import weights_under_view
 
     x = vectors(glove, DOG)  # (16, 50)
     scores = (x @ x.T / np.sqrt(x.shape[1])).numpy()  # (16, 16)
@@ -217,7 +217,7 @@ def test_a_learned_sink_column_is_the_same_in_the_browser_the_downloads_and_the_
     (weights_under_view with sink) and the engine's softmax with the sink (engine.sunk_softmax, its share 1 − Σ α)
     agree; the sink column is read under the causal mask, a window and hidden keys, and a hard row may pick it."""
     from attnviz.models import engine
-    from attnviz.selfattention import weights_under_view
+    from attnviz.sentence import weights_under_view
 
     x = vectors(glove, DOG)  # (16, 50)
     scores = (x @ x.T / np.sqrt(x.shape[1])).numpy()  # (16, 16)

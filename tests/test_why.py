@@ -176,13 +176,13 @@ def test_composition_scores_equal_the_formula_with_whole_matrices(family, folder
     assert set(found) == {"q", "k", "v"} and all(v.shape == (arch.layers, arch.heads) * 2 for v in found.values())
 
     def head_matrices(layer: int, head: int):
-        block = model.weights.blocks[layer]
-        gain = torch.diag(block.attention_norm.weight.double())  # (d, d) the norm's weight, folded
+        params = model.weights.layers[layer]
+        gain = torch.diag(params.attention_norm.weight.double())  # (d, d) the norm's weight, folded
         dh, kv = arch.head_dim, arch.kv_head(head)
-        w_q = gain @ block.w_query.double()[:, head * dh:(head + 1) * dh]
-        w_k = gain @ block.w_key.double()[:, kv * dh:(kv + 1) * dh]
-        w_v = gain @ block.w_value.double()[:, kv * dh:(kv + 1) * dh]
-        w_o = block.w_out.double()[head * dh:(head + 1) * dh]
+        w_q = gain @ params.w_query.double()[:, head * dh:(head + 1) * dh]
+        w_k = gain @ params.w_key.double()[:, kv * dh:(kv + 1) * dh]
+        w_v = gain @ params.w_value.double()[:, kv * dh:(kv + 1) * dh]
+        w_o = params.w_out.double()[head * dh:(head + 1) * dh]
         return w_q @ w_k.T, w_v @ w_o  # W_QK, W_OV (d, d) each
 
     def score(a, b):

@@ -8,7 +8,7 @@ import streamlit as st
 from attnviz.embeddings import embed, tokenize
 from attnviz.encdec import pad_batch
 from attnviz.retrieval import PRESETS
-from attnviz.selfattention import Config, temperature_grid
+from attnviz.sentence import Config, temperature_grid
 from attnviz.urlstate import Param, boolean, bounded_text, choice, coerce, encode_bool, int_range, nearest
 from appkit.common import glove, page_link
 from appkit.explorer import Request, compare_downloads, live_compare

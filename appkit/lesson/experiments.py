@@ -10,7 +10,7 @@ from attnviz.export import Matrix
 from appkit.lesson.models import COPY_CUT, COPY_PIECES
 from appkit.common import md_escape
 from appkit.lesson.common import FIGURE_COLUMN, explore
-from appkit.model import example_document, example_needle, generation, importance_of, induction, model as loaded_model, probe_run
+from appkit.served import example_document, example_needle, generation, importance_of, induction, model as loaded_model, probe_run
 from attnviz.classroom import questions
 from appkit.classroom import offer
 from appkit.present import chart

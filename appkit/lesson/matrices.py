@@ -5,11 +5,11 @@ import streamlit as st
 import torch
 
 from attnviz import figures
-from attnviz.attention import attend, causal_mask
+from attnviz.functional import attend, causal_mask
 from attnviz.embeddings import embed, tokenize
 from attnviz.encdec import bmm_items, encoder_decoder, pad_batch, padding_mask
 from attnviz.export import Matrix
-from attnviz.selfattention import Config, run, steps
+from attnviz.sentence import Config, run, steps
 from appkit.common import glove
 from attnviz.classroom import questions
 from appkit.classroom import offer

@@ -8,8 +8,8 @@ import torch
 
 from attnviz import figures, models
 from attnviz.export import Matrix
-from attnviz.selfattention import Config, run
-from appkit.model import model as loaded_model, run as model_run
+from attnviz.sentence import Config, run
+from appkit.served import model as loaded_model, run as model_run
 from attnviz.classroom import questions
 from appkit.classroom import offer
 from appkit.present import chart
@@ -101,7 +101,7 @@ COPY_CUT = 3
 def copying_head(seed: int, shuffled: bool = False):
     """(SmolLM2, its induction scores, its strongest induction head (layer, head) from 0, step 16's probe, the run on
     it): what steps 16 and 21 draw."""
-    from appkit.model import induction, probe_run
+    from appkit.served import induction, probe_run
 
     model = loaded_model("smollm2")
     scores, _ = induction("smollm2")

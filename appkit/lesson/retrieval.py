@@ -6,11 +6,11 @@ import streamlit as st
 import torch
 
 from attnviz import figures
-from attnviz.attention import entropy
+from attnviz.functional import entropy
 from attnviz.export import Matrix
 from attnviz.pooling import TRUE_FUNCTIONS, nadaraya_watson, salary_data
 from attnviz.retrieval import exact_matches, retrieve, value_matrix
-from attnviz.selfattention import temperature_grid
+from attnviz.sentence import temperature_grid
 from appkit.common import md_escape
 from attnviz.classroom import questions
 from appkit.classroom import offer

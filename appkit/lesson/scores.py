@@ -6,11 +6,11 @@ import streamlit as st
 import torch
 
 from attnviz import figures
-from attnviz.attention import FORMULAS, attend, make_scorer
+from attnviz.functional import FORMULAS, attend, make_scorer
 from attnviz.embeddings import embed, tokenize
 from attnviz.export import Matrix
 from attnviz.pooling import dot_variance
-from attnviz.selfattention import Config, run
+from attnviz.sentence import Config, run
 from appkit.common import clicked, glove, position_select
 from attnviz.classroom import questions
 from appkit.classroom import offer

@@ -1,6 +1,6 @@
 // The attention weights of one view, computed in the browser from the raw scores that Python sends once:
 // softmax(S / τ) per row over the allowed keys, or the one-hot argmax (hard attention), and the colour scales.
-// It mirrors attnviz/attention.py's `attend` (tests/test_weights_js.py checks it against the torch engine):
+// It mirrors attnviz/functional.py's `attend` (tests/test_weights_js.py checks it against the torch engine):
 //   - S / τ is taken in float32, as torch divides a float32 tensor, so hard attention sees the same ties;
 //   - a masked key gets −∞, so it gets exactly zero weight; a query whose every key is masked gets zeros;
 //   - the softmax subtracts the row's maximum first, so large scores give no NaN;
@@ -29,7 +29,7 @@ export function allowedKeys(i, m, { causal = false, hidden = [], rowStart = 0, w
 }
 
 /**
- * What a mask's name means (attnviz.selfattention.MASK_RULES): whether it is causal, and whether it hides the keys
+ * What a mask's name means (attnviz.sentence.MASK_RULES): whether it is causal, and whether it hides the keys
  * the view names ("causal_keys": both, as a decoder's hidden first piece).
  */
 export function maskRule(mask) {

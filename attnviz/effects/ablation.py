@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from attnviz.models import engine
-from attnviz.models.run import Run
+from attnviz.models.result import Run
 from attnviz.effects.interventions import (
     Ablation, CopyAblation, EffectsError, Knockout, check_heads, check_how, check_piece, engine_model, pairs, pieces_of,
 )

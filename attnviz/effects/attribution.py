@@ -10,7 +10,7 @@ import torch
 
 from attnviz.models import engine
 from attnviz.models.engine import FrozenNorm, output_matrices
-from attnviz.models.run import Run
+from attnviz.models.result import Run
 from attnviz.effects.interventions import EffectsError, engine_model, pieces_of
 from attnviz.effects.routes import update_scale
 
@@ -66,16 +66,16 @@ def logit_attribution_of(model, run: Run, *, top: int = 5) -> LogitAttribution:
     head_terms = np.zeros((arch.layers, arch.heads))
     per_head = []
     with torch.inference_mode():
-        for l, (block, trace) in enumerate(zip(weights.blocks, run.traces)):
-            w_out = output_matrices(arch, block).double().cpu()  # (H, dh, d)
+        for l, (params, trace) in enumerate(zip(weights.layers, run.traces)):
+            w_out = output_matrices(arch, params).double().cpu()  # (H, dh, d)
             outputs = (trace.head_output[:, last, None, :].double() @ w_out)[:, 0]  # (H, d)
             frozen = update_scale(model, l, trace)  # (n, d) or None
             through = (lambda u: u) if frozen is None else (lambda u, s=frozen[last]: u * s)  # the update's frozen norm
             direct = read(through(outputs))  # (H, d)
             head_terms[l] = (direct @ column).numpy()
             per_head.append(direct)
-            if block.b_out is not None:
-                terms[f"layer {l} attention bias"] = float(read(through(block.b_out.double().cpu())) @ column)
+            if params.b_out is not None:
+                terms[f"layer {l} attention bias"] = float(read(through(params.b_out.double().cpu())) @ column)
             terms[f"layer {l} MLP"] = float(read(trace.mlp_out[last].double()) @ column)
         if final is not None and final.bias is not None:
             terms["final norm bias"] = float(final.bias.double().cpu() @ column)

@@ -9,7 +9,7 @@ import torch
 from scipy import stats
 
 from attnviz.models import engine
-from attnviz.models.run import Run
+from attnviz.models.result import Run
 from attnviz.effects.ablation import COPY_ROWS, log_prob, output_vector
 from attnviz.effects.interventions import CopyOcclusion, EffectsError, check_piece, engine_model, pieces_of
 from attnviz.effects.routes import contributions_of

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from attnviz.models.engine import output_matrices
-from attnviz.models.run import Run
+from attnviz.models.result import Run
 from attnviz.effects.interventions import engine_model, pieces_of
 
 PROXIMITY_EPS = 1e-5  # LM-TT's floor on a part's proximity, so every share is positive and the sum never 0
@@ -112,7 +112,7 @@ def contributions_of(model, run: Run) -> Contributions:
 def head_vectors(model, layer: int, trace) -> torch.Tensor:
     """(H, n, d) f_h(x_j) = v_j W_o^(h): what head h adds for each unit of weight on piece j (b_o left out)."""
     value = trace.value.float().repeat_interleave(model.group, 0)  # (H, n, dh)
-    w_out = output_matrices(model.arch, model.weights.blocks[layer]).float().cpu()  # (H, dh, d)
+    w_out = output_matrices(model.arch, model.weights.layers[layer]).float().cpu()  # (H, dh, d)
     return value @ w_out  # (H, n, d)
 
 
@@ -120,14 +120,14 @@ def update_scale(model, layer: int, trace) -> torch.Tensor | None:
     """(n, d) what a layer's norm of its attention's update (Gemma 2 and 3, OLMo 2) multiplies each row of the update
     by, g / rms(u) with u the whole update Σ_h z_h W_o^(h) + b_o: frozen at the clean run's u, the norm is linear, so
     each head's part goes through it alone. None where the family adds the update as it is."""
-    block = model.weights.blocks[layer]
-    if block.attention_out_norm is None:
+    params = model.weights.layers[layer]
+    if params.attention_out_norm is None:
         return None
     heads_out = trace.head_output.double().transpose(0, 1).flatten(1)  # (n, H·dh)
-    update = heads_out @ block.w_out.double().cpu()  # (n, d)
-    if block.b_out is not None:
-        update = update + block.b_out.double().cpu()
-    fixed = block.attention_out_norm.frozen(update)  # the norm, its scale frozen at the whole update
+    update = heads_out @ params.w_out.double().cpu()  # (n, d)
+    if params.b_out is not None:
+        update = update + params.b_out.double().cpu()
+    fixed = params.attention_out_norm.frozen(update)  # the norm, its scale frozen at the whole update
     if fixed.centred:  # each head's part would lose its own mean: no family normalises its update with a LayerNorm
         raise NotImplementedError("an attention update normalised by a LayerNorm")
     return fixed.scale  # (n, d)

@@ -136,12 +136,12 @@ def frozen(norm: Norm | None, whole: torch.Tensor):
 def attention_update(model, run, layer: int, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Layer `layer`'s attention update at `positions` (P,) as it joins the stream, in parts: each head's z_h W_o^(h)
     (H, P, d) and the constant b_o (P, d), through the update's norm with its scale frozen (Gemma 2 and 3, OLMo 2)."""
-    arch, block = model.arch, model.weights.blocks[layer]
-    heads = run.traces[layer].head_output[:, positions].double() @ output_matrices(arch, block).double().cpu()  # (H, P, d)
-    bias = (block.b_out.double().cpu() if block.b_out is not None else torch.zeros(arch.d_model, dtype=torch.float64)
+    arch, params = model.arch, model.weights.layers[layer]
+    heads = run.traces[layer].head_output[:, positions].double() @ output_matrices(arch, params).double().cpu()  # (H, P, d)
+    bias = (params.b_out.double().cpu() if params.b_out is not None else torch.zeros(arch.d_model, dtype=torch.float64)
             ).expand(len(positions), -1).clone()  # (P, d)
-    if block.attention_out_norm is not None:
-        through, constant = frozen(block.attention_out_norm, heads.sum(0) + bias)
+    if params.attention_out_norm is not None:
+        through, constant = frozen(params.attention_out_norm, heads.sum(0) + bias)
         heads, bias = through(heads), through(bias) + constant
     return heads, bias
 
@@ -154,15 +154,15 @@ def stream_parts(model, run, layer: int, positions: torch.Tensor) -> tuple[list[
     embedded = torch.from_numpy(run.hidden[0]).double()[positions]  # (P, d)
     parts = [embedded, torch.zeros_like(embedded)]
     for l in range(layer):
-        block, trace = weights.blocks[l], run.traces[l]
+        params, trace = weights.layers[l], run.traces[l]
         stream = torch.stack(parts)  # (C, P, d)
         x = stream.sum(0)  # (P, d) the layer's input
         heads, bias = attention_update(model, run, l, positions)  # (H, P, d), (P, d)
         mlp = trace.mlp_out[positions].double()  # (P, d) what joins the stream
         if arch.post_norm:  # BERT: LN₁(x + attention), then LN₂(that + MLP)
-            first, constant = frozen(block.attention_norm, x + heads.sum(0) + bias)
+            first, constant = frozen(params.attention_norm, x + heads.sum(0) + bias)
             stream, heads, bias = first(stream), first(heads), first(bias) + constant
-            second, constant = frozen(block.mlp_norm, stream.sum(0) + heads.sum(0) + bias + mlp)
+            second, constant = frozen(params.mlp_norm, stream.sum(0) + heads.sum(0) + bias + mlp)
             stream, heads, bias, mlp = second(stream), second(heads), second(bias) + constant, second(mlp)
         stream[1] += bias  # the constants gather in "bias"
         names += [part_name(l, h) for h in range(arch.heads)] + [part_name(l)]
@@ -174,14 +174,14 @@ def projected(model, run, layer: int, head: int, positions: torch.Tensor, side: 
     """(names, the query's (side "query"), the key's ("key") or the value's ("value") parts (C, P, d_h)) of `head` in
     `layer` at `positions` (P,): each stream part through the frozen norm, W_q, W_k or W_v (the bias in "bias"), and
     for a query or key the frozen query or key norm and the turn by its position."""
-    arch, block = model.arch, model.weights.blocks[layer]
+    arch, params = model.arch, model.weights.layers[layer]
     names, parts = stream_parts(model, run, layer, positions)  # (C, P, d)
     if not arch.post_norm:
-        through, constant = frozen(block.attention_norm, parts.sum(0))
+        through, constant = frozen(params.attention_norm, parts.sum(0))
         parts = through(parts)
         parts[1] += constant
-    w, b, count = {"query": (block.w_query, block.b_query, arch.heads), "key": (block.w_key, block.b_key, arch.kv_heads),
-                   "value": (block.w_value, block.b_value, arch.kv_heads)}[side]
+    w, b, count = {"query": (params.w_query, params.b_query, arch.heads), "key": (params.w_key, params.b_key, arch.kv_heads),
+                   "value": (params.w_value, params.b_value, arch.kv_heads)}[side]
     full = parts @ w.double().cpu()  # (C, P, count·dh)
     if b is not None:
         full[1] += b.double().cpu()
@@ -189,7 +189,7 @@ def projected(model, run, layer: int, head: int, positions: torch.Tensor, side: 
     dh = arch.head_dim
     if side == "value":  # no norm of its own, no turn by position
         return names, full[..., which * dh:(which + 1) * dh]  # (C, P, dh)
-    norm = block.query_norm if side == "query" else block.key_norm
+    norm = params.query_norm if side == "query" else params.key_norm
     if norm is not None and norm.weight.shape[-1] != dh:  # OLMo 2: the whole query or key normed at once
         through, constant = frozen(norm, full.sum(0))
         full = through(full)
@@ -240,11 +240,11 @@ def relative_sides(model, layer: int, head: int, query: int, key: int, names: li
     the distance δ = bucket(query − key), which every query-side part meets (content → position); on the query side
     its query P^q_δ, which meets every key-side part (position → content). Their own cell is no term of the score
     (score_parts_of zeroes it). Other models' sides as they are."""
-    block = model.weights.blocks[layer]
-    if not engine.relative(block):
+    params = model.weights.layers[layer]
+    if not engine.relative(params):
         return names, q, k, False
     dh = model.arch.head_dim
-    tables = [None if t is None else engine.of_head(t, head, dh) for t in (block.position_query, block.position_key)]
+    tables = [None if t is None else engine.of_head(t, head, dh) for t in (params.position_query, params.position_key)]
     query_row, key_row = rules.relative(model.arch).why(query, key, *tables, dh)  # (1, dh) each
     return [*names, RELATIVE], torch.cat([q, query_row]), torch.cat([k, key_row]), True
 
@@ -280,8 +280,8 @@ def value_parts_of(model, run, layer: int, head: int, query: int) -> dict[str, f
 def mixed_values(model, run, layer: int, head: int, read: torch.Tensor, alpha: torch.Tensor):
     """(names, Σ_j α_j v_{c,j} (C, d_h)) for a pre-norm model: each part mixed over the keys `read` (P,) with weights
     `alpha` (P,) as it comes, a layer at a time, so no (C, P, d) array is held (a long text's would take GiBs)."""
-    arch, block = model.arch, model.weights.blocks[layer]
-    through, constant = frozen(block.attention_norm, torch.from_numpy(run.hidden[layer]).double()[read])  # the norm at each key
+    arch, params = model.arch, model.weights.layers[layer]
+    through, constant = frozen(params.attention_norm, torch.from_numpy(run.hidden[layer]).double()[read])  # the norm at each key
 
     def mix(parts: torch.Tensor) -> torch.Tensor:  # (..., P, d) → (..., d)
         return torch.einsum("p,...pd->...d", alpha, through(parts))
@@ -293,9 +293,9 @@ def mixed_values(model, run, layer: int, head: int, read: torch.Tensor, alpha: t
         mixed[1] = mixed[1] + mix(bias)
         names += [part_name(l, h) for h in range(arch.heads)] + [part_name(l)]
         mixed += [*mix(heads), mix(trace.mlp_out[read].double())]
-    full = torch.stack(mixed) @ block.w_value.double().cpu()  # (C, KV·dh)
-    if block.b_value is not None:
-        full[1] += alpha.sum() * block.b_value.double().cpu()
+    full = torch.stack(mixed) @ params.w_value.double().cpu()  # (C, KV·dh)
+    if params.b_value is not None:
+        full[1] += alpha.sum() * params.b_value.double().cpu()
     which = arch.kv_head(head)
     return names, full[:, which * arch.head_dim:(which + 1) * arch.head_dim]  # (C, dh)
 
@@ -330,12 +330,12 @@ def composition(model) -> dict[str, np.ndarray]:
     r = arch.head_dim
     with torch.inference_mode():
         writes, reads, norms = [], {kind: [] for kind in "qkv"}, {kind: [] for kind in "qkv"}
-        for block in model.weights.blocks:
-            gain = block.attention_norm.weight.double().cpu() if (block.attention_norm is not None and not arch.post_norm) else None
+        for params in model.weights.layers:
+            gain = params.attention_norm.weight.double().cpu() if (params.attention_norm is not None and not arch.post_norm) else None
             group = torch.tensor([arch.kv_head(h) for h in range(arch.heads)])
-            w_q = _by_head(arch, block.w_query, gain, arch.heads)  # (H, d, dh)
-            w_k, w_v = (_by_head(arch, w, gain, arch.kv_heads)[group] for w in (block.w_key, block.w_value))  # (H, d, dh)
-            w_o = output_matrices(arch, block).double().cpu()  # (H, dh, d)
+            w_q = _by_head(arch, params.w_query, gain, arch.heads)  # (H, d, dh)
+            w_k, w_v = (_by_head(arch, w, gain, arch.kv_heads)[group] for w in (params.w_key, params.w_value))  # (H, d, dh)
+            w_o = output_matrices(arch, params).double().cpu()  # (H, dh, d)
             ov = lowrank(w_v, w_o)
             writes.append(ov[0])  # (H, dh, d) R_U V
             for kind, (u, v) in (("q", (w_q, w_k.transpose(-2, -1))), ("k", (w_k, w_q.transpose(-2, -1))),

@@ -34,13 +34,13 @@ from attnviz.models.files import (
 )
 from attnviz.models.generate import next_distribution, next_piece, sampler_text, top_pieces
 from attnviz.models.mapping import Unsupported
-from attnviz.models.model import KINDS, MAX_PIECES, EngineModel, Model
+from attnviz.models.loaded import KINDS, MAX_PIECES, EngineModel, Model
 from attnviz.models.pieces import MAX_UPLOAD_BYTES, Pieces, TextError, read_text
 from attnviz.models.lens import logit_lens_table
 from attnviz.models.summaries import SUMMARIES, head_summaries, rollout, summary_names
 from attnviz.models.walk import head_formula, head_steps
 from attnviz.models.scan import SCAN_MEMORY_DEFAULT, scan_memory
-from attnviz.models.run import Attention, Run, Words, log_scores, merge_pieces, words
+from attnviz.models.result import Attention, Run, Words, log_scores, merge_pieces, words
 
 __all__ = ["load", "Model", "Run", "Attention", "Pieces", "Words", "ModelError", "TextError", "BUILTINS", "KINDS",
            "MAX_PIECES", "BUDGET_SETTING", "memory_budget", "size_text", "words", "merge_pieces", "log_scores",
@@ -65,7 +65,7 @@ def load(source: str | os.PathLike, device: torch.device | str | None = None, *,
     name ("org/name", "org/name@revision": attnviz.models.hub, no network request); on `device` (default: CUDA, then MPS, then the CPU).
     `budget`: the most bytes its weights may take (default memory_budget()). `name`: what it is called (default: the
     built-in name, or the folder's or file's name). Raises ModelError, with what to do, for what cannot be loaded."""
-    from attnviz.attention import pick_device
+    from attnviz.functional import pick_device
 
     device = torch.device(device) if device is not None else pick_device()
     if isinstance(source, str) and source in BUILTINS:

@@ -9,7 +9,7 @@ be narrower than its layers (embedding_size), widened by embeddings_project afte
 
 from __future__ import annotations
 
-from attnviz.models.engine import Architecture, Block, Norm, Weights
+from attnviz.models.engine import Architecture, LayerWeights, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.mapping import Built, Unsupported
 
@@ -52,7 +52,7 @@ def build(config: dict, tensors: Tensors) -> Built:
     def norm(name: str) -> Norm:
         return Norm("layer", tensors.get(f"{name}.weight", (d,)), tensors.get(f"{name}.bias", (d,)), eps)
 
-    blocks = []
+    layers = []
     for i in range(arch.layers):
         if distil:
             p = f"transformer.layer.{i}."
@@ -70,7 +70,7 @@ def build(config: dict, tensors: Tensors) -> Built:
         w_o, b_o = linear(o, d, d)
         w_up, b_up = linear(up, d, ff)
         w_down, b_down = linear(down, ff, d)
-        blocks.append(Block(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, norm(attention_norm), norm(mlp_norm),
+        layers.append(LayerWeights(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, norm(attention_norm), norm(mlp_norm),
                             w_up, b_up, w_down, b_down))
     width = setting(config, "embedding_size", d) if config["model_type"] == "electra" else d  # the embeddings' width
     token_type = None
@@ -80,7 +80,7 @@ def build(config: dict, tensors: Tensors) -> Built:
     weights = Weights(
         embeddings=tensors.get("embeddings.word_embeddings.weight", (arch.vocab, width)),
         positions=tensors.get("embeddings.position_embeddings.weight", (arch.max_positions, width)),
-        token_type=token_type, blocks=blocks, embedding_project=widen,
+        token_type=token_type, layers=layers, embedding_project=widen,
         embedding_norm=Norm("layer", tensors.get("embeddings.LayerNorm.weight", (width,)),
                             tensors.get("embeddings.LayerNorm.bias", (width,)), eps),
     )

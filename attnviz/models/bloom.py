@@ -8,7 +8,7 @@ that grows with the distance back, at a slope m_h of each head's own (the engine
 
 from __future__ import annotations
 
-from attnviz.models.engine import Architecture, Block, Norm, Weights
+from attnviz.models.engine import Architecture, LayerWeights, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.mapping import Built, Unsupported
 
@@ -40,7 +40,7 @@ def build(config: dict, tensors: Tensors) -> Built:
     def norm(name: str) -> Norm:
         return Norm("layer", tensors.get(f"{name}.weight", (d,)), tensors.get(f"{name}.bias", (d,)), eps)
 
-    blocks = []
+    layers = []
     for i in range(arch.layers):
         p = f"h.{i}."
         w_qkv, b_qkv = linear(p + "self_attention.query_key_value", d, 3 * d)  # (d, 3d), (3d,)
@@ -50,9 +50,9 @@ def build(config: dict, tensors: Tensors) -> Built:
         w_o, b_o = linear(p + "self_attention.dense", d, d)
         w_up, b_up = linear(p + "mlp.dense_h_to_4h", d, 4 * d)
         w_down, b_down = linear(p + "mlp.dense_4h_to_h", 4 * d, d)
-        blocks.append(Block(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, norm(p + "input_layernorm"),
+        layers.append(LayerWeights(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, norm(p + "input_layernorm"),
                             norm(p + "post_attention_layernorm"), w_up, b_up, w_down, b_down))
     embeddings = tensors.get("word_embeddings.weight", (arch.vocab, d))
     head = tensors.optional("lm_head.weight", (arch.vocab, d))
-    return Built(arch, Weights(embeddings=embeddings, blocks=blocks, embedding_norm=norm("word_embeddings_layernorm"),
+    return Built(arch, Weights(embeddings=embeddings, layers=layers, embedding_norm=norm("word_embeddings_layernorm"),
                                final_norm=norm("ln_f"), unembed=(head if head is not None else embeddings).T))

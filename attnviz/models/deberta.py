@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from attnviz.models.engine import Architecture, Block, Norm, Weights
+from attnviz.models.engine import Architecture, LayerWeights, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.mapping import Built, Unsupported
 
@@ -87,7 +87,7 @@ def build(config: dict, tensors: Tensors) -> Built:
         normed = "layer_norm" in [t.strip() for t in str(config.get("norm_rel_ebd", "none")).lower().split("|")]
         table = norm("encoder.LayerNorm")(stored) if normed else stored  # (2k, d)
     shared = bool(config.get("share_att_key", False))
-    blocks = []
+    layers = []
     for i in range(arch.layers):
         p = f"encoder.layer.{i}."
         a = p + "attention.self."
@@ -104,7 +104,7 @@ def build(config: dict, tensors: Tensors) -> Built:
         w_o, b_o = linear(p + "attention.output.dense", heads * dh, d)
         w_up, b_up = linear(p + "intermediate.dense", d, ff)
         w_down, b_down = linear(p + "output.dense", ff, d)
-        blocks.append(Block(w_q / root, b_q / root, w_k, b_k, w_v, b_v, w_o, b_o, norm(p + "attention.output.LayerNorm"),
+        layers.append(LayerWeights(w_q / root, b_q / root, w_k, b_k, w_v, b_v, w_o, b_o, norm(p + "attention.output.LayerNorm"),
                             norm(p + "output.LayerNorm"), w_up, b_up, w_down, b_down,
                             position_key=position_key, position_query=position_query))
     token_type = None
@@ -114,5 +114,5 @@ def build(config: dict, tensors: Tensors) -> Built:
     if arch.positions == "learned":
         positions = tensors.get("embeddings.position_embeddings.weight", (arch.max_positions, d))
     weights = Weights(embeddings=tensors.get("embeddings.word_embeddings.weight", (arch.vocab, d)), positions=positions,
-                      token_type=token_type, blocks=blocks, embedding_norm=norm("embeddings.LayerNorm"))
+                      token_type=token_type, layers=layers, embedding_norm=norm("embeddings.LayerNorm"))
     return Built(arch, weights)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from attnviz.models.engine import Architecture, Block, Weights
+from attnviz.models.engine import Architecture, LayerWeights, Weights
 from attnviz.models import files
 from attnviz.models.errors import ModelError
 from attnviz.models.files import Tensors, head_shape, setting
@@ -93,7 +93,7 @@ def build(config: dict, tensors: Tensors) -> Built:
     sandwich, head_norms = kind != "gemma", kind == "gemma3_text"
     # the engine divides q·k by √dh; Gemma 2 and 3 by √query_pre_attn_scalar
     ratio = 1.0 if kind == "gemma" else math.sqrt(dh / number(config, "query_pre_attn_scalar", dh))
-    blocks = []
+    layers = []
     for i in range(arch.layers):
         p = f"layers.{i}."
         w_q, b_q = read.linear(p + "self_attn.q_proj", d, arch.heads * dh, bias)
@@ -116,12 +116,12 @@ def build(config: dict, tensors: Tensors) -> Built:
         else:
             norms = dict(attention_norm=read.norm(p + "input_layernorm", d),
                          mlp_norm=read.norm(p + "post_attention_layernorm", d))
-        blocks.append(Block(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, w_up=w_up, b_up=None, w_down=w_down, b_down=None,
+        layers.append(LayerWeights(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, w_up=w_up, b_up=None, w_down=w_down, b_down=None,
                             w_gate=w_gate, query_norm=query_norm,
                             key_norm=read.norm(p + "self_attn.k_norm", dh) if head_norms else None, **norms))
     embeddings = tensors.get("embed_tokens.weight", (arch.vocab, d))
     head = next((tensors.get(name, (arch.vocab, d)) for name in ("lm_head.weight", "language_model.lm_head.weight")
                  if tensors.has(name)), embeddings)
     cap = config.get("final_logit_softcapping") if kind == "gemma2" else None
-    return Built(arch, Weights(embeddings=embeddings, blocks=blocks, final_norm=read.norm("norm", d), unembed=head.T,
+    return Built(arch, Weights(embeddings=embeddings, layers=layers, final_norm=read.norm("norm", d), unembed=head.T,
                                logit_cap=number(config, "final_logit_softcapping", 30.0) if cap is not None else None))

@@ -24,10 +24,10 @@ import numpy as np
 import torch
 
 from attnviz.models.errors import ENGINE_FAMILIES, ModelError, a_or_an
-from attnviz.models.run import Run
+from attnviz.models.result import Run
 
 if TYPE_CHECKING:
-    from attnviz.models.model import Model
+    from attnviz.models.loaded import Model
 
 MAX_STEPS = 64
 TOP = 10  # each step keeps this many of the most likely pieces, before sampling

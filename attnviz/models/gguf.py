@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from attnviz.cache import CACHE_SETTING, cache_root, content_key  # noqa: F401 (gguf.cache_root, content_key: their old home)
-from attnviz.models.engine import Architecture, Block, Norm, Weights
+from attnviz.models.engine import Architecture, LayerWeights, Norm, Weights
 from attnviz.models.errors import ModelError
 from attnviz.models.files import check_budget, size_text
 from attnviz.models.mapping import Built
@@ -204,7 +204,7 @@ def build(config: dict, tensors: dict[str, torch.Tensor], device: torch.device) 
     on = lambda t: t.to(device)  # noqa: E731  on the CPU the cache's own tensor, no copy
     eps = config["eps"]
 
-    def block_of(i: int) -> Block:
+    def layer_of(i: int) -> LayerWeights:
         fields = {}
         for field, name in LAYER_NAMES.items():
             weight = on(tensors[f"blk.{i}.{name}.weight"])
@@ -212,11 +212,11 @@ def build(config: dict, tensors: dict[str, torch.Tensor], device: torch.device) 
         for field, name in BIASES.items():
             bias = tensors.get(f"blk.{i}.{name}.bias")
             fields[field] = on(bias) if bias is not None else None
-        return Block(**fields, b_up=None, b_down=None)
+        return LayerWeights(**fields, b_up=None, b_down=None)
 
     embeddings = on(tensors["token_embd.weight"])  # (vocab, d)
     output = tensors.get("output.weight")  # (vocab, d) where not tied
     unembed = (on(output) if output is not None else embeddings).T  # (d, vocab)
-    weights = Weights(embeddings=embeddings, blocks=[block_of(i) for i in range(arch.layers)],
+    weights = Weights(embeddings=embeddings, layers=[layer_of(i) for i in range(arch.layers)],
                       final_norm=Norm("rms", on(tensors["output_norm.weight"]), None, eps), unembed=unembed)
     return Built(arch, weights, tuple(config.get("end", ())))

@@ -9,7 +9,7 @@ c_attn is [W_q; W_k; W_v] of widths d, dh, dh); without it, c_attn holds each he
 
 from __future__ import annotations
 
-from attnviz.models.engine import Architecture, Block, Norm, Weights
+from attnviz.models.engine import Architecture, LayerWeights, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.mapping import Built, Unsupported
 
@@ -51,7 +51,7 @@ def build(config: dict, tensors: Tensors) -> Built:
     def norm(name: str) -> Norm:
         return Norm("layer", tensors.get(f"{name}.weight", (d,)), tensors.get(f"{name}.bias", (d,)), eps)
 
-    blocks = []
+    layers = []
     for i in range(arch.layers):
         p = f"h.{i}."
         kv = arch.kv_heads * arch.head_dim
@@ -63,11 +63,11 @@ def build(config: dict, tensors: Tensors) -> Built:
         w_o, b_o = linear(p + "attn.c_proj", d, d)
         w_up, b_up = linear(p + "mlp.c_fc", d, ff)
         w_down, b_down = linear(p + "mlp.c_proj", ff, d)
-        blocks.append(Block(w_q.contiguous(), b_q.contiguous(), w_k.contiguous(), b_k.contiguous(), w_v.contiguous(),
+        layers.append(LayerWeights(w_q.contiguous(), b_q.contiguous(), w_k.contiguous(), b_k.contiguous(), w_v.contiguous(),
                             b_v.contiguous(), w_o, b_o,
                             norm(p + "ln_1"), norm(p + "ln_2"), w_up, b_up, w_down, b_down))
     embeddings = tensors.get("wte.weight", (arch.vocab, d))
     head = tensors.optional("lm_head.weight", (arch.vocab, d))
-    weights = Weights(embeddings=embeddings, positions=tensors.get("wpe.weight", (arch.max_positions, d)), blocks=blocks,
+    weights = Weights(embeddings=embeddings, positions=tensors.get("wpe.weight", (arch.max_positions, d)), layers=layers,
                       final_norm=norm("ln_f"), unembed=(head if head is not None else embeddings).T)
     return Built(arch, weights)

@@ -3,7 +3,7 @@
 A Llama-like decoder (RMSNorm before the attention and the MLP, RoPE turning the halves of q and k, grouped-query
 attention, biases on W_q, W_k, W_v and W_o) with three mechanisms of its own:
 - each head's learned sink: a logit s_h in every row's softmax that reads no piece, so a row's weights over the
-  pieces sum to 1 − the sink's share (the engine's Block.sink);
+  pieces sum to 1 − the sink's share (the engine's LayerWeights.sink);
 - sliding windows on every other layer (layer_types), and YaRN's stretched RoPE (attnviz.positions.Rope);
 - a mixture of experts whose router has a bias, each expert a clamped SwiGLU with biases: gate = min(g, limit),
   up = clamp(u, ±limit) + 1, gate·σ(1.702·gate)·up (the engine's gate_limit and quick_gelu).
@@ -14,7 +14,7 @@ those go to transformers.
 
 from __future__ import annotations
 
-from attnviz.models.engine import Architecture, Block, Weights
+from attnviz.models.engine import Architecture, LayerWeights, Weights
 from attnviz.models import files
 from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.llama import Reader, number, rope_base
@@ -56,12 +56,12 @@ def build(config: dict, tensors: Tensors) -> Built:
     read = Reader(tensors, config.get("rms_norm_eps", 1e-5))
     count, ff = setting(config, "num_local_experts"), setting(config, "intermediate_size")
     bias = config.get("attention_bias", True)
-    blocks = []
+    layers = []
     for i in range(arch.layers):
         p, e = f"layers.{i}.", f"layers.{i}.mlp.experts."
         gate_up = tensors.get(e + "gate_up_proj", (count, d, 2 * ff))  # (E, d, 2·ff), gate and up interleaved
         gate_up_bias = tensors.get(e + "gate_up_proj_bias", (count, 2 * ff))  # (E, 2·ff)
-        blocks.append(Block(
+        layers.append(LayerWeights(
             *read.linear(p + "self_attn.q_proj", d, heads * dh, bias), *read.linear(p + "self_attn.k_proj", d, kv * dh, bias),
             *read.linear(p + "self_attn.v_proj", d, kv * dh, bias), *read.linear(p + "self_attn.o_proj", heads * dh, d, bias),
             read.norm(p + "input_layernorm", d), read.norm(p + "post_attention_layernorm", d),
@@ -74,4 +74,4 @@ def build(config: dict, tensors: Tensors) -> Built:
     embeddings = tensors.get("embed_tokens.weight", (arch.vocab, d))
     tied = config.get("tie_word_embeddings", False) and not tensors.has("lm_head.weight")
     head = embeddings if tied else tensors.get("lm_head.weight", (arch.vocab, d))
-    return Built(arch, Weights(embeddings=embeddings, blocks=blocks, final_norm=read.norm("norm", d), unembed=head.T))
+    return Built(arch, Weights(embeddings=embeddings, layers=layers, final_norm=read.norm("norm", d), unembed=head.T))

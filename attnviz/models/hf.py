@@ -2,7 +2,7 @@
 each head's weights are the model's own. Encoder–decoders (T5, BART, Marian) give their three kinds of attention.
 
 Nothing here runs a checkpoint's own code (trust_remote_code stays off) or reads a pickle (use_safetensors=True).
-Such a run keeps no queries or keys, so its scores are ln α (attnviz.models.run.log_scores), and the views that need the
+Such a run keeps no queries or keys, so its scores are ln α (attnviz.models.result.log_scores), and the views that need the
 engine's inside (a score taken apart, the step-by-step walk, the query–key space, the logit lens) say so.
 """
 
@@ -17,9 +17,9 @@ import torch
 
 from attnviz.models import engine
 from attnviz.models.errors import ENGINE_FAMILIES, ModelError
-from attnviz.models.model import Model, max_pieces
+from attnviz.models.loaded import Model, max_pieces
 from attnviz.models.pieces import Pieces, Reader
-from attnviz.models.run import KIND_TITLES, Attention, Run
+from attnviz.models.result import KIND_TITLES, Attention, Run
 
 TARGET_PIECES = 32  # an encoder–decoder's own output, when no target is given, is at most this many pieces
 DECODER_ARCHITECTURES = ("ForCausalLM", "LMHeadModel")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from attnviz.models.model import Model
-from attnviz.models.run import Run
+from attnviz.models.loaded import Model
+from attnviz.models.result import Run
 
 
 def logit_lens_table(model: Model, run: Run, last: int) -> dict[str, list[str]]:

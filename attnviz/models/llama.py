@@ -21,7 +21,7 @@ import math
 
 import torch
 
-from attnviz.models.engine import Architecture, Block, Norm, Weights
+from attnviz.models.engine import Architecture, LayerWeights, Norm, Weights
 from attnviz.models import files
 from attnviz.models.errors import ModelError
 from attnviz.models.files import Tensors, head_shape, setting
@@ -206,7 +206,7 @@ def build(config: dict, tensors: Tensors) -> Built:
     residual = number(config, "residual_multiplier", 1.0) if granite else 1.0
     sizes = (arch.heads * dh, arch.kv_heads * dh, arch.kv_heads * dh)  # the rows of W_q, W_k, W_v
 
-    blocks = []
+    layers = []
     for i in range(arch.layers):
         p = f"layers.{i}."
         ff = setting(config, "intermediate_size")
@@ -239,7 +239,7 @@ def build(config: dict, tensors: Tensors) -> Built:
         w_o, b_o = scaled(*read.linear(p + "self_attn.o_proj", arch.heads * dh, d, attention_bias), residual)
         norm_size = dh if kind != "olmo2" else None
         olmo = kind == "olmo2"  # its norms sit on the updates, not before the attention and MLP
-        blocks.append(Block(
+        layers.append(LayerWeights(
             w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o,
             None if olmo else read.norm(p + "input_layernorm", d),
             None if olmo else read.norm(p + "post_attention_layernorm", d), w_up, b_up, w_down, b_down, w_gate, b_gate,
@@ -253,7 +253,7 @@ def build(config: dict, tensors: Tensors) -> Built:
     final = read.norm("norm", d)
     if granite:  # its logits are divided by logits_scaling: folded into the final norm's scale
         final = Norm("rms", final.weight / number(config, "logits_scaling", 1.0), None, eps)
-    return Built(arch, Weights(embeddings=embeddings, blocks=blocks, final_norm=final, unembed=head.T))
+    return Built(arch, Weights(embeddings=embeddings, layers=layers, final_norm=final, unembed=head.T))
 
 
 def is_sparse(config: dict, layer: int) -> bool:

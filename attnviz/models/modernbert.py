@@ -9,7 +9,7 @@ one on the output. Wqkv holds W_q, W_k and W_v side by side.
 
 from __future__ import annotations
 
-from attnviz.models.engine import Architecture, Block, Norm, Weights
+from attnviz.models.engine import Architecture, LayerWeights, Norm, Weights
 from attnviz.models import files
 from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.llama import bases_by_type
@@ -61,7 +61,7 @@ def build(config: dict, tensors: Tensors) -> Built:
         first, second = w.split(size, 1)
         return (first.contiguous(), second.contiguous()), (b.split(size) if b is not None else (None, None))
 
-    blocks = []
+    layers = []
     for i in range(arch.layers):
         p = f"layers.{i}."
         qkv, b_qkv = linear(p + "attn.Wqkv", d, 3 * d, attention_bias)  # (d, 3d): W_q, W_k, W_v side by side
@@ -72,7 +72,7 @@ def build(config: dict, tensors: Tensors) -> Built:
         (w_gate, w_up), (b_gate, b_up) = halves(wi, b_wi, ff)
         w_down, b_down = linear(p + "mlp.Wo", ff, d, mlp_bias)
         first = norm(p + "attn_norm") if i > 0 else None  # the embeddings' norm serves the first layer
-        blocks.append(Block(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, first, norm(p + "mlp_norm"), w_up, b_up, w_down,
+        layers.append(LayerWeights(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, first, norm(p + "mlp_norm"), w_up, b_up, w_down,
                             b_down, w_gate, b_gate))
     return Built(arch, Weights(embeddings=tensors.get("embeddings.tok_embeddings.weight", (arch.vocab, d)),
-                               embedding_norm=norm("embeddings.norm"), blocks=blocks, final_norm=norm("final_norm")))
+                               embedding_norm=norm("embeddings.norm"), layers=layers, final_norm=norm("final_norm")))

@@ -9,7 +9,7 @@ each head's [q, k, v] rows together, where GPT-2's c_attn holds them side by sid
 
 from __future__ import annotations
 
-from attnviz.models.engine import Architecture, Block, Norm, Weights
+from attnviz.models.engine import Architecture, LayerWeights, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.llama import rope_base, rotary_dims
 from attnviz.models.mapping import Built, Unsupported
@@ -47,7 +47,7 @@ def build(config: dict, tensors: Tensors) -> Built:
     def norm(name: str) -> Norm:
         return Norm("layer", tensors.get(f"{name}.weight", (d,)), tensors.get(f"{name}.bias", (d,)), eps)
 
-    blocks = []
+    layers = []
     for i in range(arch.layers):
         p = f"layers.{i}."
         w_qkv, b_qkv = linear(p + "attention.query_key_value", d, 3 * d, bias)  # (d, 3d), (3d,)
@@ -59,10 +59,10 @@ def build(config: dict, tensors: Tensors) -> Built:
         w_o, b_o = linear(p + "attention.dense", d, d, bias)
         w_up, b_up = linear(p + "mlp.dense_h_to_4h", d, ff)
         w_down, b_down = linear(p + "mlp.dense_4h_to_h", ff, d)
-        blocks.append(Block(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, norm(p + "input_layernorm"),
+        layers.append(LayerWeights(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, norm(p + "input_layernorm"),
                             norm(p + "post_attention_layernorm"), w_up, b_up, w_down, b_down))
     embeddings = tensors.get("embed_in.weight", (arch.vocab, d))
     head = tensors.optional("embed_out.weight", (arch.vocab, d))
     head = head if head is not None else tensors.get("lm_head.weight", (arch.vocab, d))
-    return Built(arch, Weights(embeddings=embeddings, blocks=blocks, final_norm=norm("final_layer_norm"),
+    return Built(arch, Weights(embeddings=embeddings, layers=layers, final_norm=norm("final_layer_norm"),
                                unembed=head.T))

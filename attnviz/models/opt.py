@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from attnviz.models.engine import ACTIVATIONS, Architecture, Block, Norm, Weights
+from attnviz.models.engine import ACTIVATIONS, Architecture, LayerWeights, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.mapping import Built, Unsupported
 
@@ -54,7 +54,7 @@ def build(config: dict, tensors: Tensors) -> Built:
         ones = torch.ones(d, dtype=tensors.dtype, device=tensors.device)  # (d,) layer_norm_elementwise_affine false
         return Norm("layer", ones if weight is None else weight, ones * 0 if bias is None else bias, eps)
 
-    blocks = []
+    layers = []
     for i in range(arch.layers):
         p = f"layers.{i}."
         w_q, b_q = linear(p + "self_attn.q_proj", d, d)
@@ -63,7 +63,7 @@ def build(config: dict, tensors: Tensors) -> Built:
         w_o, b_o = linear(p + "self_attn.out_proj", d, d)
         w_up, b_up = linear(p + "fc1", d, ff)
         w_down, b_down = linear(p + "fc2", ff, d)
-        blocks.append(Block(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, norm(p + "self_attn_layer_norm"),
+        layers.append(LayerWeights(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, norm(p + "self_attn_layer_norm"),
                             norm(p + "final_layer_norm"), w_up, b_up, w_down, b_down))
     words = tensors.get("embed_tokens.weight", (arch.vocab, width))  # (vocab, p)
     head = tensors.optional("lm_head.weight", (arch.vocab, width))  # (vocab, p), or tied
@@ -73,6 +73,6 @@ def build(config: dict, tensors: Tensors) -> Built:
         embeddings = words @ tensors.get("project_in.weight", (d, width)).T  # (vocab, p) @ (p, d) → (vocab, d)
         unembed = (head @ tensors.get("project_out.weight", (width, d))).T  # ((vocab, p) @ (p, d))ᵀ → (d, vocab)
     table = tensors.get("embed_positions.weight", (arch.max_positions + OFFSET, d))  # (max + 2, d)
-    weights = Weights(embeddings=embeddings.contiguous(), positions=table[OFFSET:].contiguous(), blocks=blocks,
+    weights = Weights(embeddings=embeddings.contiguous(), positions=table[OFFSET:].contiguous(), layers=layers,
                       final_norm=norm("final_layer_norm"), unembed=unembed.contiguous())
     return Built(arch, weights)

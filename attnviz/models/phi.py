@@ -1,9 +1,9 @@
 """Phi (Phi-1, Phi-1.5, Phi-2) and StableLM into attnviz's layout: Llama-like decoders with LayerNorm and part of each
 head turned by position.
 
-Phi: a parallel block with one norm, x + attn(norm(x)) + mlp(norm(x)); W_o is `dense`; a GELU MLP (fc1, fc2); biases
+Phi: a parallel layer with one norm, x + attn(norm(x)) + mlp(norm(x)); W_o is `dense`; a GELU MLP (fc1, fc2); biases
 everywhere, the output matrix's included. StableLM: a SwiGLU MLP (gate, up, down), q/k/v biases where use_qkv_bias, and
-a parallel block with one norm where use_parallel_residual, else Llama's two. Both turn the first
+a parallel layer with one norm where use_parallel_residual, else Llama's two. Both turn the first
 partial_rotary_factor of each head's dimensions. With qk_layernorm, each head's query and key are LayerNormed before
 the turn: by one norm over dh that every head shares in Phi (with a bias), by each head's own in StableLM (without).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from attnviz.models.engine import Architecture, Block, Norm, Weights
+from attnviz.models.engine import Architecture, LayerWeights, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.llama import rope_base, rotary_dims
 from attnviz.models.mapping import Built, Unsupported
@@ -63,7 +63,7 @@ def build(config: dict, tensors: Tensors) -> Built:
         weight = torch.stack([tensors.get(f"{name}.norms.{h}.weight", (dh,)) for h in range(count)])  # (count, dh)
         return Norm("layer", weight, None, eps)
 
-    blocks = []
+    layers = []
     for i in range(arch.layers):
         p = f"layers.{i}."
         w_q, b_q = linear(p + "self_attn.q_proj", d, arch.heads * dh, qkv_bias)
@@ -79,13 +79,13 @@ def build(config: dict, tensors: Tensors) -> Built:
             w_up, b_up = linear(p + "mlp.up_proj", d, ff, False)
             w_down, b_down = linear(p + "mlp.down_proj", ff, d, False)
         first = norm(p + "input_layernorm")
-        second = first if arch.parallel else norm(p + "post_attention_layernorm")  # a parallel block norms once
-        blocks.append(Block(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, first, second, w_up, b_up, w_down, b_down, w_gate,
+        second = first if arch.parallel else norm(p + "post_attention_layernorm")  # a parallel layer norms once
+        layers.append(LayerWeights(w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, first, second, w_up, b_up, w_down, b_down, w_gate,
                             query_norm=head_norm(p + "self_attn.q_layernorm", arch.heads),
                             key_norm=head_norm(p + "self_attn.k_layernorm", arch.kv_heads)))
     embeddings = tensors.get("embed_tokens.weight", (arch.vocab, d))
     tied = config.get("tie_word_embeddings", False) and not tensors.has("lm_head.weight")
     head = embeddings if tied else tensors.get("lm_head.weight", (arch.vocab, d))
     bias = tensors.optional("lm_head.bias", (arch.vocab,))
-    return Built(arch, Weights(embeddings=embeddings, blocks=blocks, unembed=head.T, unembed_bias=bias,
+    return Built(arch, Weights(embeddings=embeddings, layers=layers, unembed=head.T, unembed_bias=bias,
                                final_norm=norm("final_layernorm" if phi else "norm")))

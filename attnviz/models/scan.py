@@ -238,13 +238,13 @@ def hide(arch: engine.Architecture, index: int, start: int, rows: torch.Tensor, 
 
 def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                   positions: torch.Tensor, size: int, visit=None, summaries: Summaries | None = None,
-                  block: engine.Block | None = None,
+                  params: engine.LayerWeights | None = None,
                   intervention: engine.Intervention | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Layer `index`'s attention of queries (H, n, dh), already scaled by 1/√dh, over keys and values (KV, n, dh), taken
     `size` queries at a time: (αV (H, n, dh), each query's log-sum-exp (H, n)). `summaries`, where given, are filled
     block by block; `visit(start, exps, total)` sees each block's e^{s − max} (H, r, k), k the keys it may read up to its
     last query, and their sums Z′ (H, r, 1), the weights being α = exps / Z′, before they are dropped. Where the
-    layer's `block` has them, a learned sink (H,) (gpt-oss) joins each Z′ as one more e^{s′}, with no value, so the
+    layer's `params` have them, a learned sink (H,) (gpt-oss) joins each Z′ as one more e^{s′}, with no value, so the
     weights sum to 1 − its share, and DeBERTa's relative terms join each score.
 
     The keys are padded to whole chunks of CHUNK (weight 0), and every block's scores and exponentials are written into
@@ -253,7 +253,7 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
     kernel where it can be built (fused.py), else one torch kernel a pass."""
     heads, n, dh = query.shape
     group = heads // arch.kv_heads
-    sink = None if block is None else block.sink  # (H,) or None
+    sink = None if params is None else params.sink  # (H,) or None
     width = n + (-n % CHUNK)
     padded = torch.nn.functional.pad(key, (0, 0, 0, width - n))  # (KV, width, dh)
     key_t = padded.transpose(-2, -1).contiguous()  # (KV, dh, width)
@@ -270,8 +270,8 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
         scores = scores_buffer[: heads * r * k].view(heads, r, k)  # (H, r, k)
         stacked = query[:, start:stop].reshape(arch.kv_heads, group * r, dh)  # (KV, G·r, dh)
         torch.bmm(stacked, key_t[:, :, :k], out=scores.view(arch.kv_heads, group * r, k))  # (H, r, k)
-        if block is not None and engine.relative(block):
-            scores += engine.relative_terms(arch, block.position_key, block.position_query, query[:, start:stop],
+        if params is not None and engine.relative(params):
+            scores += engine.relative_terms(arch, params.position_key, params.position_query, query[:, start:stop],
                                             padded[:, :k], positions[start:stop], keys[:k], scaled=True)  # (H, r, k)
         engine.shaped(arch, scores, positions[start:stop])
         hide(arch, index, start, positions[start:stop], scores, n)
@@ -312,7 +312,7 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
     return torch.cat(outputs, 1), torch.cat(normalisers, 1)  # (H, n, dh), (H, n)
 
 
-def blocked_layer(arch: engine.Architecture, block: engine.Block, index: int, x: torch.Tensor, positions: torch.Tensor,
+def blocked_layer(arch: engine.Architecture, params: engine.LayerWeights, index: int, x: torch.Tensor, positions: torch.Tensor,
                   size: int, visit=None, intervention: engine.Intervention | None = None,
                   summaries: Summaries | None = None):
     """One layer over inputs x (n, d), its attention taken `size` queries at a time (attend_blocks): (x after the
@@ -322,23 +322,23 @@ def blocked_layer(arch: engine.Architecture, block: engine.Block, index: int, x:
     before W_o. A scan's summaries describe the model's own weights, so they take no intervention."""
     if summaries is not None and intervention is not None:
         raise ValueError("A scan's summaries describe the model's own weights: run an intervention without them.")
-    h = engine.attention_input(arch, block, x)  # (n, d)
-    query, key, value = engine.project(arch, block, h, positions, index)  # (H, n, dh), (KV, n, dh) × 2
+    h = engine.attention_input(arch, params, x)  # (n, d)
+    query, key, value = engine.project(arch, params, h, positions, index)  # (H, n, dh), (KV, n, dh) × 2
     query = query / math.sqrt(query.shape[-1])  # (H, n, dh) as the scaled-dot scorer scales it
     output, normalisers = attend_blocks(arch, index, query, key, value, positions, size, visit,
-                                        summaries, block, intervention)  # (H, n, dh), (H, n)
+                                        summaries, params, intervention)  # (H, n, dh), (H, n)
     if intervention is not None:
         changed = intervention.head_output(index, output)  # (H, n, dh) or None
         output = output if changed is None else changed
-    return engine.after_attention(arch, block, x, output), query, key, value, normalisers
+    return engine.after_attention(arch, params, x, output), query, key, value, normalisers
 
 
-def scan_layer(arch: engine.Architecture, block: engine.Block, index: int, x: torch.Tensor, positions: torch.Tensor,
+def scan_layer(arch: engine.Architecture, params: engine.LayerWeights, index: int, x: torch.Tensor, positions: torch.Tensor,
                size: int, summaries: Summaries, on_block=None):
     """One layer over inputs x (n, d) (blocked_layer), each block's weights summarised: (x after the layer, the
     queries (H, n, dh) scaled by 1/√dh, the keys (KV, n, dh), the normalisers (H, n))."""
     visit = None if on_block is None else (lambda start, exps, total: on_block())
-    x, query, key, _, normalisers = blocked_layer(arch, block, index, x, positions, size, visit, summaries=summaries)
+    x, query, key, _, normalisers = blocked_layer(arch, params, index, x, positions, size, visit, summaries=summaries)
     return x, query, key, normalisers
 
 
@@ -386,6 +386,6 @@ def scan(arch: engine.Architecture, weights: engine.Weights, pieces: Pieces, nam
         return np.stack([getattr(layer, what) for layer in found])
 
     relative = [tuple(None if t is None else t.float().cpu() for t in (b.position_key, b.position_query))
-                for b in weights.blocks] if arch.relative_span else None
+                for b in weights.layers] if arch.relative_span else None
     return Scan(name, pieces, block, stacked("overview"), stacked("sink"), stacked("entropy"), stacked("top_keys"),
                 stacked("top_weights"), next_logits, arch, queries, keys, np.stack(normalisers), relative)

@@ -14,9 +14,9 @@ import unicodedata
 import numpy as np
 import torch
 
-from attnviz.attention import entropy
+from attnviz.functional import entropy
 from attnviz.encdec import rollout as _rollout
-from attnviz.models.run import Run
+from attnviz.models.result import Run
 
 
 def is_punctuation(token: str) -> bool:

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from attnviz.models.engine import rules
-from attnviz.models.model import Model
-from attnviz.models.run import Run
-from attnviz.selfattention import Step, shape_latex
+from attnviz.models.loaded import Model
+from attnviz.models.result import Run
+from attnviz.sentence import Step, shape_latex
 
 
 def head_formula(model: Model, tau: bool = False) -> str:

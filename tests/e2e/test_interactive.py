@@ -275,7 +275,7 @@ def test_heads_average_and_maximum_redraw_in_the_browser(server, page):
     import numpy as np
 
     from attnviz.embeddings import embed, load_glove, tokenize
-    from attnviz.selfattention import Config, run
+    from attnviz.sentence import Config, run
 
     text = "the cat sat on the mat"
     sent = count_sent(page)
@@ -308,7 +308,7 @@ def test_a_long_inputs_zoom_window_redraws_in_the_browser(server, page):
     import numpy as np
 
     from attnviz.embeddings import embed, load_glove, tokenize
-    from attnviz.selfattention import Config, run
+    from attnviz.sentence import Config, run
 
     glove = load_glove()
     text = " ".join([w for w in glove.index_to_key[:2000] if w.isalpha()][:600])  # 600 different words
@@ -359,7 +359,7 @@ def test_compare_redraws_both_sides_and_their_difference_in_the_browser(server, 
     import numpy as np
 
     from attnviz.embeddings import embed, load_glove, tokenize
-    from attnviz.selfattention import Config, run
+    from attnviz.sentence import Config, run
 
     text = "the cat sat on the mat"
     sent = count_sent(page)
@@ -404,7 +404,7 @@ def test_the_lessons_comparison_redraws_in_the_browser_and_each_step_opens_with_
     import numpy as np
 
     from attnviz.embeddings import embed, load_glove, tokenize
-    from attnviz.selfattention import Config, run
+    from attnviz.sentence import Config, run
 
     text = "the cat sat on the mat"
     page.set_viewport_size({"width": 1920, "height": 1080})

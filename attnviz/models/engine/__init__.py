@@ -2,18 +2,18 @@
 
 A family (bert.py, modernbert.py, deberta.py, gpt2.py, llama.py and the Llama-like ones, neox.py, phi.py, bloom.py,
 opt.py, gemma.py, gpt_oss.py; gguf.py reads a GGUF file into any of them) is a mapping of a checkpoint into `Weights`,
-never a second engine. What differs between families is said by `Architecture` and `Block`: where the norms sit,
+never a second engine. What differs between families is said by `Architecture` and `LayerWeights`: where the norms sit,
 LayerNorm or RMSNorm, learned, rotary or no positions (ALiBi, DeBERTa's relative terms), GELU or a gated SiLU or a
 mixture of experts, how many key/value heads the query heads share, sliding windows, soft caps, learned sinks,
 norms of each head's query and key, attention and MLP side by side.
 
 The package, by what each module holds:
-- `layout`: Architecture, Norm, Block, Weights; what a run keeps (Trace, Forward); the seam that changes a run
+- `layout`: Architecture, Norm, LayerWeights, Weights; what a run keeps (Trace, Forward); the seam that changes a run
   (Intervention).
 - `rules`: the rules a family adds, one owner each (Keys: causal, window; Alibi; Relative; SoftCap; Sink): how each
   applies, its LaTeX, its note for the pages, its part in "Why here?".
 - `attend`: the attention contract (`attention`): scores, shaped, the keys a query may read, the softmax (with a
-  learned sink) and αV, by three strategies: attnviz.attention's `grouped_attend`, `causal_attend` (blocks of queries
+  learned sink) and αV, by three strategies: attnviz.functional's `grouped_attend`, `causal_attend` (blocks of queries
   against their keys so far) and `explicit_attend` (scores written out). The scan (attnviz.models.scan) is the fourth;
   its C kernel and the browser's weights.mjs are mirrors.
 - `one_layer`: the embedding, the projections, one layer's attention and the rest of the layer.
@@ -24,8 +24,9 @@ The package, by what each module holds:
 Matrices are kept as (in, out): y = xW + b, as in our notes; nn.Linear's (out, in) are transposed once, at load.
 """
 
+from attnviz._deprecated import warn
 from attnviz.models.engine.layout import (  # noqa: F401
-    ACTIVATIONS, Architecture, rms, Norm, FrozenNorm, Block, Weights, Trace, Intervention, Forward, output_matrices,
+    ACTIVATIONS, Architecture, rms, Norm, FrozenNorm, LayerWeights, Weights, Trace, Intervention, Forward, output_matrices,
 )
 from attnviz.models.engine import rules  # noqa: F401
 from attnviz.models.engine.attend import (  # noqa: F401
@@ -40,3 +41,10 @@ from attnviz.models.engine.running import (  # noqa: F401
 from attnviz.models.engine.notes import (  # noqa: F401
     layers_named, notes,
 )
+
+
+def __getattr__(name: str):
+    if name == "Block":  # renamed: "block" now means consecutive pieces only (docs/development.md)
+        warn("attnviz.models.engine.Block", "attnviz.models.engine.LayerWeights")
+        return LayerWeights
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,9 +10,9 @@ import math
 
 import torch
 
-from attnviz.attention import AttentionResult, Parts, Scorer, grouped_attend, scaled_dot_scores
+from attnviz.functional import AttentionResult, Parts, Scorer, grouped_attend, scaled_dot_scores
 from attnviz.models.engine import rules
-from attnviz.models.engine.layout import Architecture, Block, Intervention, Trace
+from attnviz.models.engine.layout import Architecture, LayerWeights, Intervention, Trace
 from attnviz.models.engine.rules import alibi_slopes  # noqa: F401  engine.alibi_slopes, as before
 
 
@@ -82,7 +82,7 @@ def scorer(arch: Architecture, positions: torch.Tensor) -> Scorer | str:
     return Scorer("shaped_scaled_dot", "a(q,k) = " + formula, fn)
 
 
-def attention(arch: Architecture, block: Block, index: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+def attention(arch: Architecture, params: LayerWeights, index: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
               positions: torch.Tensor, out: torch.Tensor | None = None, real: torch.Tensor | None = None) -> AttentionResult:
     """The attention contract, for layer `index`'s queries (..., H, m, dh) at `positions` (m,) over keys and values
     (..., KV, k, dh), query head h reading K/V head h // (H / KV):
@@ -96,18 +96,18 @@ def attention(arch: Architecture, block: Block, index: int, query: torch.Tensor,
 
     Three strategies compute it, with the same numbers: a long causal run where the weights are kept (`out`
     (H, m, m)) by blocks of queries against their keys so far (causal_attend); a layer with relative terms or a
-    sink, its scores written out (explicit_attend); every other layer through attnviz.attention's grouped_attend.
+    sink, its scores written out (explicit_attend); every other layer through attnviz.functional's grouped_attend.
     The scan's attend_blocks is the fourth, block by block without keeping the weights, and its C kernel
     (models/fused.c) and the browser's weights.mjs are mirrors, each tested against this contract."""
     if (out is not None and real is None and arch.causal and len(positions) > CAUSAL_BLOCK
             and key.shape[-2] == len(positions)):
-        return causal_attend(arch, index, query, key, value, positions, out, block.sink)  # (H, m, m), in out
+        return causal_attend(arch, index, query, key, value, positions, out, params.sink)  # (H, m, m), in out
     mask = allowed_keys(arch, index, positions, key.shape[-2])  # (m, k) or None
     if real is not None:
         padding = real[:, None, None, :]  # (B, 1, 1, k) broadcast over heads and queries
         mask = padding if mask is None else mask & padding  # (B, 1, m, k)
-    if block.sink is not None or relative(block):
-        return explicit_attend(arch, block, query, key, value, positions, mask, out)  # (..., H, m, k)
+    if params.sink is not None or relative(params):
+        return explicit_attend(arch, params, query, key, value, positions, mask, out)  # (..., H, m, k)
     return grouped_attend(query, key, value, scoring=scorer(arch, positions), mask=mask, need_scores=False, out=out)
 
 
@@ -147,7 +147,7 @@ def sunk_softmax(scores: torch.Tensor, sink: torch.Tensor | None) -> torch.Tenso
     return rules.Sink.softmax(scores, sink)
 
 
-def explicit_attend(arch: Architecture, block: Block, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+def explicit_attend(arch: Architecture, params: LayerWeights, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                     positions: torch.Tensor, mask: torch.Tensor | None, out: torch.Tensor | None = None) -> AttentionResult:
     """grouped_attend of queries (..., H, m, dh) at `positions` over keys and values (..., KV, k, dh), its scores and
     softmax written out, for what grouped_attend has no place for: DeBERTa's relative terms added to each score
@@ -156,20 +156,20 @@ def explicit_attend(arch: Architecture, block: Block, query: torch.Tensor, key: 
     heads, m, dh = query.shape[-3:]
     stacked = (query / math.sqrt(dh)).reshape(*query.shape[:-3], arch.kv_heads, heads // arch.kv_heads * m, dh)  # (..., KV, G·m, dh)
     scores = shaped(arch, (stacked @ key.transpose(-2, -1)).view(*query.shape[:-1], key.shape[-2]), positions)  # (..., H, m, k)
-    if relative(block):
+    if relative(params):
         keys = torch.arange(key.shape[-2], device=key.device)  # (k,)
-        scores = scores + relative_terms(arch, block.position_key, block.position_query, query, key, positions, keys)
+        scores = scores + relative_terms(arch, params.position_key, params.position_query, query, key, positions, keys)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))  # (..., H, m, k)
-    weights = sunk_softmax(scores, block.sink)  # (..., H, m, k)
+    weights = sunk_softmax(scores, params.sink)  # (..., H, m, k)
     weights = out.copy_(weights) if out is not None else weights
     allowed = (mask if mask is not None else torch.ones((), dtype=torch.bool, device=query.device)).expand(weights.shape)
     return AttentionResult(None, weights, grouped_values(weights, value), allowed)  # output (..., H, m, dh)
 
 
-def relative(block) -> bool:
-    """Whether a layer (a Block or a Trace) adds DeBERTa's relative terms to its scores."""
-    return block.position_key is not None or block.position_query is not None
+def relative(params) -> bool:
+    """Whether a layer (a LayerWeights or a Trace) adds DeBERTa's relative terms to its scores."""
+    return params.position_key is not None or params.position_query is not None
 
 
 def relative_index(arch: Architecture, rows: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:

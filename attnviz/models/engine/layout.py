@@ -1,4 +1,4 @@
-"""The engine's layout: what every family's weights are mapped into (Architecture, Norm, Block, Weights) and what a
+"""The engine's layout: what every family's weights are mapped into (Architecture, Norm, LayerWeights, Weights) and what a
 run keeps (Trace, Forward), with the one seam where a run is changed (Intervention)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from attnviz._deprecated import warn
 from attnviz.positions import Rope
 
 
@@ -56,8 +57,8 @@ class Architecture:
     top_experts: int = 0  # a mixture of experts (Mixtral, Qwen3-MoE): the experts each piece is sent to
     renormalise_experts: bool = True  # their router probabilities rescaled to sum to 1 (Mixtral; Qwen3-MoE's norm_topk_prob)
     gate_limit: float | None = None  # gpt-oss: the gate clamped to at most this, the up projection to ±this, plus 1
-    sinks: bool = False  # gpt-oss: each head has a learned sink (Block.sink), so its weights sum to less than 1
-    relative_span: int = 0  # DeBERTa: k, its relative distances bucketed into 2k rows (Block.position_key, position_query)
+    sinks: bool = False  # gpt-oss: each head has a learned sink (LayerWeights.sink), so its weights sum to less than 1
+    relative_span: int = 0  # DeBERTa: k, its relative distances bucketed into 2k rows (LayerWeights.position_key, position_query)
     relative_buckets: int = -1  # DeBERTa's position_buckets: distances past half of it go by log buckets (-1: none)
     relative_max: int = -1  # DeBERTa's max_relative_positions, where the log buckets end
 
@@ -152,7 +153,7 @@ class FrozenNorm:
 
 
 @dataclass
-class Block:
+class LayerWeights:
     """One transformer layer in our layout."""
 
     w_query: torch.Tensor  # (d, H·dh)
@@ -187,7 +188,7 @@ class Block:
 @dataclass
 class Weights:
     embeddings: torch.Tensor  # (vocab, d)
-    blocks: list[Block]
+    layers: list[LayerWeights]
     positions: torch.Tensor | None = None  # (max_positions, d), learned positions
     token_type: torch.Tensor | None = None  # (d,)
     embedding_norm: Norm | None = None  # BERT's LayerNorm of the embeddings
@@ -197,6 +198,11 @@ class Weights:
     logit_cap: float | None = None  # Gemma 2: each next-piece logit z becomes cap·tanh(z / cap)
     unembed_bias: torch.Tensor | None = None  # (vocab,) Phi's output bias
 
+    @property
+    def blocks(self) -> list[LayerWeights]:
+        warn("Weights.blocks", "Weights.layers")
+        return self.layers
+
     def tensors(self) -> list[torch.Tensor]:
         """Every tensor held, each once (a tied output matrix shares the embeddings' memory)."""
         found = [self.embeddings, self.positions, self.token_type, self.unembed]
@@ -204,8 +210,8 @@ class Weights:
             if norm is not None:
                 found += [norm.weight, norm.bias]
         found += list(self.embedding_project or ()) + [self.unembed_bias]
-        for block in self.blocks:
-            for value in vars(block).values():
+        for params in self.layers:
+            for value in vars(params).values():
                 found += [value.weight, value.bias] if isinstance(value, Norm) else [value]
         unique: dict[tuple[int, int], torch.Tensor] = {}
         for t in found:
@@ -231,7 +237,7 @@ class Trace:
     attention_out: torch.Tensor  # (n, d) the attention's update: the heads' outputs through W_o, plus b_o
     middle: torch.Tensor  # (n, d) the stream the MLP's update is added to: x + attention_out (normed, post-norm)
     mlp_out: torch.Tensor  # (n, d) the MLP's update
-    position_key: torch.Tensor | None = None  # DeBERTa: the layer's Block.position_key, position_query (the model's own)
+    position_key: torch.Tensor | None = None  # DeBERTa: the layer's LayerWeights.position_key, position_query (the model's own)
     position_query: torch.Tensor | None = None
 
     def to(self, device: torch.device, non_blocking: bool = False) -> Trace:
@@ -282,6 +288,6 @@ class Forward:
     intervention: Intervention | None = None  # what the forward changed, None for the model as it is
 
 
-def output_matrices(arch: Architecture, block: Block) -> torch.Tensor:
+def output_matrices(arch: Architecture, params: LayerWeights) -> torch.Tensor:
     """(H, dh, d) W_o split by head: what head h's αV is multiplied by to join the residual stream."""
-    return block.w_out.view(arch.heads, arch.head_dim, -1)
+    return params.w_out.view(arch.heads, arch.head_dim, -1)

@@ -38,10 +38,10 @@ def notes(arch: Architecture, weights: Weights) -> list[str]:
     if windowed and len(windowed) < arch.layers:
         widest = max(windowed, key=lambda i: rules.keys(arch, i).window)
         said.append(rules.keys(arch, widest).note(layers_named(windowed), len(windowed) > 1))
-    if any(b.attention_out_norm is not None for b in weights.blocks):
+    if any(b.attention_out_norm is not None for b in weights.layers):
         said.append("Each attention update is normed before it joins the residual stream, so a head's share of a "
                     "layer's update is read through that norm, its scale frozen at the whole update's.")
-    routers = [b.router for b in weights.blocks if b.router is not None]
+    routers = [b.router for b in weights.layers if b.router is not None]
     if routers:
         said.append(f"Its MLPs are mixtures of {routers[0].shape[1]} experts, {arch.top_experts} for each piece, "
                     "chosen by a router: the attention is unchanged by them, its input is not.")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from attnviz.positions import rotate, turns
-from attnviz.models.engine.layout import ACTIVATIONS, Architecture, Block, Intervention, Norm, Trace, Weights
+from attnviz.models.engine.layout import ACTIVATIONS, Architecture, LayerWeights, Intervention, Norm, Trace, Weights
 from attnviz.models.engine import attend
 from attnviz.models.engine.attend import intervene
 
@@ -39,17 +39,17 @@ def embed(arch: Architecture, weights: Weights, ids: torch.Tensor, positions: to
     return x if weights.embedding_project is None else _linear(x, *weights.embedding_project)  # (n, d)
 
 
-def project(arch: Architecture, block: Block, x: torch.Tensor, positions: torch.Tensor, index: int):
+def project(arch: Architecture, params: LayerWeights, x: torch.Tensor, positions: torch.Tensor, index: int):
     """Layer `index`'s queries (..., H, m, dh), keys and values (..., KV, m, dh) of inputs x (..., m, d) at `positions` (m,)."""
-    query = _linear(x, block.w_query, block.b_query)  # (..., m, H·dh)
-    key = _linear(x, block.w_key, block.b_key)  # (..., m, KV·dh)
-    whole = block.query_norm is not None and block.query_norm.weight.shape[-1] != arch.head_dim
+    query = _linear(x, params.w_query, params.b_query)  # (..., m, H·dh)
+    key = _linear(x, params.w_key, params.b_key)  # (..., m, KV·dh)
+    whole = params.query_norm is not None and params.query_norm.weight.shape[-1] != arch.head_dim
     if whole:  # OLMo 2 norms the whole query and key, every head at once
-        query, key = block.query_norm(query), block.key_norm(key)  # (..., m, H·dh), (..., m, KV·dh)
+        query, key = params.query_norm(query), params.key_norm(key)  # (..., m, H·dh), (..., m, KV·dh)
     query, key = split_heads(query, arch.heads), split_heads(key, arch.kv_heads)  # (H, m, dh), (KV, m, dh)
-    value = split_heads(_linear(x, block.w_value, block.b_value), arch.kv_heads)  # (KV, m, dh)
-    if block.query_norm is not None and not whole:
-        query, key = block.query_norm(query), block.key_norm(key)  # (H, m, dh), (KV, m, dh)
+    value = split_heads(_linear(x, params.w_value, params.b_value), arch.kv_heads)  # (KV, m, dh)
+    if params.query_norm is not None and not whole:
+        query, key = params.query_norm(query), params.key_norm(key)  # (H, m, dh), (KV, m, dh)
     base = arch.base(index)
     if base is not None:
         angles = turns(positions, arch.rotary_dims or query.shape[-1], base, query.dtype)  # (m, r // 2) each
@@ -57,9 +57,9 @@ def project(arch: Architecture, block: Block, x: torch.Tensor, positions: torch.
     return query, key, value
 
 
-def attention_input(arch: Architecture, block: Block, x: torch.Tensor) -> torch.Tensor:
+def attention_input(arch: Architecture, params: LayerWeights, x: torch.Tensor) -> torch.Tensor:
     """(..., m, d) what a layer's W_q, W_k and W_v read: its input x, after the norm where the family norms it first."""
-    return x if arch.post_norm or block.attention_norm is None else block.attention_norm(x)
+    return x if arch.post_norm or params.attention_norm is None else params.attention_norm(x)
 
 
 def turned(arch: Architecture, x: torch.Tensor, positions: torch.Tensor, angles, base: float) -> torch.Tensor:
@@ -70,11 +70,11 @@ def turned(arch: Architecture, x: torch.Tensor, positions: torch.Tensor, angles,
     return moved if r == x.shape[-1] else torch.cat([moved, x[..., r:]], -1)  # (..., m, dh)
 
 
-def feed_forward(arch: Architecture, block: Block, h: torch.Tensor) -> torch.Tensor:
+def feed_forward(arch: Architecture, params: LayerWeights, h: torch.Tensor) -> torch.Tensor:
     """(..., m, d) the MLP's update of inputs h (..., m, d): one MLP, or the mixture of the experts the router picks."""
-    if block.router is not None:
-        return mixture(arch, block, h)
-    return mlp(arch, h, block.w_gate, block.b_gate, block.w_up, block.b_up, block.w_down, block.b_down)
+    if params.router is not None:
+        return mixture(arch, params, h)
+    return mlp(arch, h, params.w_gate, params.b_gate, params.w_up, params.b_up, params.w_down, params.b_down)
 
 
 def mlp(arch: Architecture, h: torch.Tensor, w_gate, b_gate, w_up, b_up, w_down, b_down) -> torch.Tensor:
@@ -88,12 +88,12 @@ def mlp(arch: Architecture, h: torch.Tensor, w_gate, b_gate, w_up, b_up, w_down,
     return _linear(act(gate) * up, w_down, b_down)  # (m, d)
 
 
-def mixture(arch: Architecture, block: Block, h: torch.Tensor) -> torch.Tensor:
+def mixture(arch: Architecture, params: LayerWeights, h: torch.Tensor) -> torch.Tensor:
     """A mixture of experts (Mixtral, Qwen3-MoE): each piece goes to the top_experts experts of the highest router
     probability, softmax(h W_router), and gets their outputs weighted by those probabilities (rescaled to sum to 1
     where the family does)."""
     flat = h.reshape(-1, h.shape[-1])  # (t, d)
-    probs = torch.softmax(_linear(flat, block.router, block.router_bias).float(), -1)  # (t, E)
+    probs = torch.softmax(_linear(flat, params.router, params.router_bias).float(), -1)  # (t, E)
     share, chosen = probs.topk(arch.top_experts, -1)  # (t, k) each
     if arch.renormalise_experts:  # gpt-oss's softmax over the top logits is the same
         share = share / share.sum(-1, keepdim=True)  # (t, k)
@@ -104,13 +104,13 @@ def mixture(arch: Architecture, block: Block, h: torch.Tensor) -> torch.Tensor:
 
     for expert in chosen.unique().tolist():
         rows, slot = (chosen == expert).nonzero(as_tuple=True)  # (r,) each
-        y = mlp(arch, flat[rows], of(block.w_gate, expert), of(block.b_gate, expert), block.w_up[expert],
-                of(block.b_up, expert), block.w_down[expert], of(block.b_down, expert))  # (r, d)
+        y = mlp(arch, flat[rows], of(params.w_gate, expert), of(params.b_gate, expert), params.w_up[expert],
+                of(params.b_up, expert), params.w_down[expert], of(params.b_down, expert))  # (r, d)
         out.index_add_(0, rows, y * share[rows, slot, None].to(y.dtype))
     return out.view_as(h)
 
 
-def layer(arch: Architecture, block: Block, index: int, x: torch.Tensor, positions: torch.Tensor,
+def layer(arch: Architecture, params: LayerWeights, index: int, x: torch.Tensor, positions: torch.Tensor,
           key: torch.Tensor | None = None, value: torch.Tensor | None = None, out: torch.Tensor | None = None,
           intervention: Intervention | None = None, real: torch.Tensor | None = None):
     """One layer over inputs x (..., m, d) at `positions`: (x after the layer, the attention's result, its Trace).
@@ -119,34 +119,34 @@ def layer(arch: Architecture, block: Block, index: int, x: torch.Tensor, positio
     may replace the weights before they meet V and the heads' outputs before W_o (Intervention). Leading dimensions
     of x are a batch: copies of the same pieces, as the effects of many interventions are computed at once, or
     different texts padded to one length, `real` (B, m) marking their real pieces (no query reads a padding key)."""
-    h = attention_input(arch, block, x)  # (..., m, d)
-    query, new_key, new_value = project(arch, block, h, positions, index)  # (..., H, m, dh), (..., KV, m, dh) × 2
+    h = attention_input(arch, params, x)  # (..., m, d)
+    query, new_key, new_value = project(arch, params, h, positions, index)  # (..., H, m, dh), (..., KV, m, dh) × 2
     key = new_key if key is None else torch.cat([key.expand(*new_key.shape[:-2], -1, -1), new_key], -2)  # (..., KV, c + m, dh)
     value = new_value if value is None else torch.cat([value.expand(*new_value.shape[:-2], -1, -1), new_value], -2)
-    a = attend.attention(arch, block, index, query, key, value, positions, out, real)  # (..., H, m, c + m)
+    a = attend.attention(arch, params, index, query, key, value, positions, out, real)  # (..., H, m, c + m)
     if intervention is not None:
         a = intervene(intervention, index, a, value, positions)
-    y, attended, middle, mlp = rest_of_layer(arch, block, x, a.output)  # (..., m, d) each
-    return y, a, Trace(h, query, key, value, a.output, attended, middle, mlp, block.position_key, block.position_query)
+    y, attended, middle, mlp = rest_of_layer(arch, params, x, a.output)  # (..., m, d) each
+    return y, a, Trace(h, query, key, value, a.output, attended, middle, mlp, params.position_key, params.position_query)
 
 
-def rest_of_layer(arch: Architecture, block: Block, x: torch.Tensor, output: torch.Tensor):
+def rest_of_layer(arch: Architecture, params: LayerWeights, x: torch.Tensor, output: torch.Tensor):
     """The rest of a layer, from its heads' outputs αV (..., H, m, dh) and its input x (..., m, d): W_o, the residual,
     the norms where the family puts them, and the feed-forward. Returns (x after the layer, the attention's update,
     the stream the MLP's update is added to, the MLP's update), (..., m, d) each; an update is what joins the
     residual stream (after Gemma's and OLMo 2's norms of it)."""
     heads_out = output.transpose(-3, -2).flatten(-2)  # (..., m, H·dh)
-    attended = normed(block.attention_out_norm, _linear(heads_out, block.w_out, block.b_out))  # (..., m, d)
+    attended = normed(params.attention_out_norm, _linear(heads_out, params.w_out, params.b_out))  # (..., m, d)
     if arch.parallel:  # the MLP reads the layer's input, not the attention's sum
         middle = x + attended  # (..., m, d)
-        update = feed_forward(arch, block, block.mlp_norm(x))  # (..., m, d)
+        update = feed_forward(arch, params, params.mlp_norm(x))  # (..., m, d)
         return middle + update, attended, middle, update
     if arch.post_norm:
-        middle = block.attention_norm(x + attended)  # (..., m, d)
-        update = feed_forward(arch, block, middle)  # (..., m, d)
-        return block.mlp_norm(middle + update), attended, middle, update
+        middle = params.attention_norm(x + attended)  # (..., m, d)
+        update = feed_forward(arch, params, middle)  # (..., m, d)
+        return params.mlp_norm(middle + update), attended, middle, update
     middle = x + attended  # (..., m, d)
-    update = normed(block.mlp_out_norm, feed_forward(arch, block, normed(block.mlp_norm, middle)))  # (..., m, d)
+    update = normed(params.mlp_out_norm, feed_forward(arch, params, normed(params.mlp_norm, middle)))  # (..., m, d)
     return middle + update, attended, middle, update
 
 
@@ -154,6 +154,6 @@ def normed(norm: Norm | None, x: torch.Tensor) -> torch.Tensor:
     return x if norm is None else norm(x)
 
 
-def after_attention(arch: Architecture, block: Block, x: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+def after_attention(arch: Architecture, params: LayerWeights, x: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
     """x after the layer (..., m, d), from its heads' outputs αV and its input x (rest_of_layer)."""
-    return rest_of_layer(arch, block, x, output)[0]
+    return rest_of_layer(arch, params, x, output)[0]

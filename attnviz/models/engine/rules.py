@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attnviz.attention import softmax
+from attnviz.functional import softmax
 from attnviz.models.engine.layout import Architecture
 
 

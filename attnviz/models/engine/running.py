@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnviz.attention import cpu_threads
+from attnviz.functional import cpu_threads
 from attnviz.models.engine.layout import Architecture, Forward, Intervention, Trace, Weights
 from attnviz.models.engine.one_layer import attention_input, embed, layer, project
 
@@ -25,7 +25,7 @@ def run_layers(arch: Architecture, weights: Weights, x: torch.Tensor | None, pos
     - `cached(index)`: the layer's cached keys and values (..., KV, c, dh) of the pieces before these (a K/V step).
     - `out(index)`: where the layer's weights (H, m, m) are computed (a forward on the CPU), or None.
     - `real` (B, m): padded texts' real pieces (a batch of texts).
-    - `step(arch, block, index, x, positions, intervention)`: another way through a layer, returning (x, what it
+    - `step(arch, params, index, x, positions, intervention)`: another way through a layer, returning (x, what it
       kept): the scan's attention, a block of queries at a time (attnviz.models.scan). Yields (index, x, kept, None).
     - `last_row`: the last layer computes that query row only (its keys and values over the rows up to it), which is
       all a caller reads there; its x holds rows 0 … last_row, the earlier ones as they came. Only for a causal
@@ -33,21 +33,21 @@ def run_layers(arch: Architecture, weights: Weights, x: torch.Tensor | None, pos
     for i in range(start, arch.layers):
         if before is not None:
             x, intervention = before(i, x)
-        block = weights.blocks[i]
+        params = weights.layers[i]
         if step is not None:
-            x, kept = step(arch, block, i, x, positions, intervention)
+            x, kept = step(arch, params, i, x, positions, intervention)
             yield i, x, kept, None
             continue
         if i == arch.layers - 1 and last_row is not None and arch.causal and not arch.post_norm:
-            h = attention_input(arch, block, x[..., : last_row + 1, :])  # (..., r + 1, d)
-            _, key, value = project(arch, block, h, positions[: last_row + 1], i)  # (..., KV, r + 1, dh) × 2
-            y, a, trace = layer(arch, block, i, x[..., last_row: last_row + 1, :], positions[last_row: last_row + 1],
+            h = attention_input(arch, params, x[..., : last_row + 1, :])  # (..., r + 1, d)
+            _, key, value = project(arch, params, h, positions[: last_row + 1], i)  # (..., KV, r + 1, dh) × 2
+            y, a, trace = layer(arch, params, i, x[..., last_row: last_row + 1, :], positions[last_row: last_row + 1],
                                 key[..., :last_row, :] if last_row else None, value[..., :last_row, :] if last_row else None,
                                 intervention=intervention)  # (..., 1, d)
             yield i, torch.cat([x[..., :last_row, :], y], -2), a, trace  # (..., r + 1, d)
             return
         key, value = cached(i) if cached is not None else (None, None)  # (..., KV, c, dh) each, or None
-        x, a, trace = layer(arch, block, i, x, positions, key, value, out=None if out is None else out(i),
+        x, a, trace = layer(arch, params, i, x, positions, key, value, out=None if out is None else out(i),
                             intervention=intervention, real=real)  # (..., m, d)
         yield i, x, a, trace
 

@@ -256,7 +256,7 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
                    "weights (a row's scores are known up to a constant the softmax removes).")
         st.latex(r"\alpha = \mathrm{softmax}\big(\ln \alpha\,/\,\tau\big)")
         return shown
-    st.latex(models.head_formula(model, tau=True))
+    st.latex(models.head_formula(model, tau=True, layer=layer - 1))
     trace = result.traces[layer - 1]
     q, k = trace.query[head - 1], trace.key[(head - 1) // model.group]  # (n, dh) each: this head's, its group's
     rope = model.positions == "rotary"

@@ -813,3 +813,24 @@ def test_the_layers_weights_old_names_still_work():
     with pytest.warns(DeprecationWarning, match="use Weights.layers"):
         assert weights.blocks is weights.layers
 
+
+@pytest.mark.parametrize("family", ["mistral", "qwen2", "modernbert", "gpt2"])
+def test_a_heads_walk_writes_the_keys_its_layer_reads(family, folders):
+    """The walk's weights step names the mask its layer applies (a sliding window, a local window either side, the
+    causal mask), and its weights are 0 exactly where that mask, written out from the config, hides a key."""
+    model = models.load(folders[family], device="cpu")
+    config = json.loads((folders[family] / "config.json").read_text())
+    run = model.run(SENTENCES["dog"])
+    n = len(run.pieces)
+    for layer in range(model.layers):
+        sliding = family == "mistral" or config.get("layer_types", [""] * model.layers)[layer] == "sliding_attention"
+        if family == "modernbert":
+            mask = r"M_{|i - j| \le %d}" % (config["local_attention"] // 2) if sliding else None
+        elif family == "gpt2" or not sliding:
+            mask = r"M_{\text{causal}}"
+        else:
+            mask = r"M_{i - %d < j \le i}" % config["sliding_window"]
+        step = next(s for s in models.head_steps(run, layer, 0) if s.title.startswith("Weights"))
+        assert ((step.matrix > 0) == expected_mask(config, family, layer, n)).all(), layer
+        for latex in (step.latex, models.head_formula(model, layer=layer)):
+            assert (mask in latex) if mask else ("M_" not in latex), (layer, latex)

@@ -9,16 +9,20 @@ from attnviz.models.result import Run
 from attnviz.sentence import Step, shape_latex
 
 
-def head_formula(model: Model, tau: bool = False) -> str:
+def head_formula(model: Model, tau: bool = False, layer: int | None = None) -> str:
     """The chosen head's weights as the model computes them, in LaTeX: its projections, RoPE where it turns q and k,
-    the key/value head a grouped query head reads, and the causal mask of a decoder."""
+    the key/value head a grouped query head reads, and the keys its queries may read: layer `layer`'s (counted from
+    0: a decoder's causal mask, a sliding window), or, with no layer, a decoder's causal mask."""
     rope = getattr(model, "positions", "") == "rotary"
     q = r"R_p(XW_q^{(h)} + b_q)" if rope else r"(XW_q^{(h)} + b_q)"
     k_head = r"g(h)" if model.kv_heads != model.heads else "h"
     k = (r"R_p(XW_k^{(%s)} + b_k)" if rope else r"(XW_k^{(%s)} + b_k)") % k_head
     scale = r"\sqrt{%d}%s" % (model.head_dim, r"\,\tau" if tau else "")
-    mask = r" + M_{\text{causal}}" if model.kind == "decoder" else ""
     arch = getattr(model, "arch", None)
+    if arch is not None and layer is not None:
+        mask = rules.keys(arch, layer).latex()
+    else:
+        mask = r" + M_{\text{causal}}" if model.kind == "decoder" else ""
     if arch is not None and arch.sinks:  # a learned sink: one more logit in every row, its column dropped after
         mask += rules.Sink().latex(tau)
     relative = None if arch is None else rules.relative(arch)
@@ -60,7 +64,7 @@ def head_steps(run: Run, layer: int, head: int) -> list[Step]:
     out.append(Step("Scaled scores" + (" (with DeBERTa's two relative terms, q_i·P^k_δ and k_j·P^q_δ)" if arch.relative_span else ""),
                     r"S = %s,\ d_k = %d%s\ " % (rules.shaped_latex(arch, content), d_k, slope)
                     + shape_latex(scores), scores, "tokens", "tokens", symbol="S"))
-    masked = (r" + M_{\text{causal}}" if arch.causal else "") + (rules.Sink().latex() if arch.sinks else "")
+    masked = rules.keys(arch, layer).latex() + (rules.Sink().latex() if arch.sinks else "")
     out.append(Step("Weights" + (" (the head's learned sink s_h is one more logit in each row; its share is left out, so "
                                  "a row sums to less than 1)" if arch.sinks else ""),
                     r"\alpha = \mathrm{softmax}_{\text{row}}(S%s)\ " % masked + shape_latex(weights), weights, "tokens",

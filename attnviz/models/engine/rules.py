@@ -42,6 +42,15 @@ class Keys:
             allowed &= keys[None, :] > rows[:, None] - self.window
         return allowed
 
+    def latex(self) -> str:
+        """The mask's term in a score's LaTeX (0 where the query may read the key, −∞ where not); "" where every query
+        reads every key."""
+        if self.everything:
+            return ""
+        if not self.causal:
+            return r" + M_{|i - j| \le %d}" % self.window
+        return r" + M_{i - %d < j \le i}" % self.window if self.window else r" + M_{\text{causal}}"
+
     def first_hidden(self, start: int) -> int:
         """In a decoder, the first key that a block of queries from position `start` on may be unable to read: with a
         window any earlier key may lie out of its reach; without one, only the block's own keys can lie ahead."""

@@ -4,7 +4,6 @@ logit lens and the page against the formulas."""
 
 import base64
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -27,16 +26,19 @@ SENTENCES = [
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("decoder_cache")
-    os.environ["ATTNVIZ_CACHE"] = str(cache)
-    try:
-        first = models.load("smollm2", device="cpu")  # from the GGUF file, written to the cache
-        assert any(cache.iterdir())
-        yield models.load("smollm2", device="cpu")  # read back from the cache
-    finally:
-        del os.environ["ATTNVIZ_CACHE"]
-    del first
+def model():
+    return models.load("smollm2", device="cpu")  # from the machine's cache once any run has filled it
+
+
+@pytest.mark.slow  # de-quantizes the GGUF file afresh: 15 s
+def test_the_first_load_writes_the_cache_and_a_second_reads_back_the_same_model(model, tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNVIZ_CACHE", str(tmp_path))
+    first = models.load("smollm2", device="cpu")  # from the GGUF file, written to the cache
+    assert any(tmp_path.iterdir())
+    again = models.load("smollm2", device="cpu")  # read back from the cache
+    sentence = SENTENCES[0]
+    assert np.array_equal(first.run(sentence).weights, again.run(sentence).weights)
+    assert np.array_equal(again.run(sentence).next_logits, model.run(sentence).next_logits)
 
 
 @pytest.fixture(scope="module")
@@ -404,7 +406,7 @@ def test_the_pieces_of_one_character_are_labelled_by_their_bytes(model):
 def test_the_first_load_says_what_it_writes_before_it_writes_it(model, tmp_path, monkeypatch, capfd):
     """SmolLM2's first load on a machine de-quantizes 538 MB into the cache: the page's spinner and stderr say so, with
     the size and the folder, before the work starts; once cached, nothing is said."""
-    assert models.first_load_note("smollm2") is None  # the fixture's load filled this cache
+    assert models.first_load_note("smollm2") is None  # the fixture's load filled the machine's cache
     monkeypatch.setenv("ATTNVIZ_CACHE", str(tmp_path))
     note = models.first_load_note("smollm2")
     size = gguf.float_bytes(models.smollm2_path())

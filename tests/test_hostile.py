@@ -34,6 +34,17 @@ LONG = " ".join(WORDS[i % len(WORDS)] for i in range(600))
 # ---------------------------------------------------------------- the checks
 
 
+def sampled(cases: list[tuple], group, keep: int = 2) -> list:
+    """Each case as a pytest param, the first `keep` of each group (`group(case)`) in the fast tier and the rest marked
+    slow: every case runs in the full suite (README's command, CI), a sample of each kind in the edit–test loop."""
+    seen: dict = {}
+    out = []
+    for case in cases:
+        seen[group(case)] = seen.get(group(case), 0) + 1
+        out.append(pytest.param(*case, marks=() if seen[group(case)] <= keep else pytest.mark.slow))
+    return out
+
+
 def run_page(page: str, params: dict | None = None, setup=None) -> AppTest:
     at = AppTest.from_file(str(ROOT / "pages" / page), default_timeout=TIMEOUT)
     for name, value in (params or {}).items():
@@ -104,7 +115,7 @@ TEXTS = [
 ]
 
 
-@pytest.mark.parametrize("text, expect", TEXTS, ids=[f"text{i}" for i in range(len(TEXTS))])
+@pytest.mark.parametrize("text, expect", sampled(TEXTS, lambda case: case[1] == DRAWN, keep=6), ids=[f"text{i}" for i in range(len(TEXTS))])
 def test_sentence_text(text, expect):
     at = run_page("self_attention.py", setup=lambda at: at.text_area(key="text").input(text).run())
     check(at, expect)
@@ -113,7 +124,7 @@ def test_sentence_text(text, expect):
         assert any("<" in t for t in rows)  # plain text, which the browser sets as text (tests/e2e: no element appears)
 
 
-@pytest.mark.parametrize("text", PAYLOADS[:3])
+@pytest.mark.parametrize("text", sampled([(p,) for p in PAYLOADS[:3]], lambda case: None, keep=1))
 @pytest.mark.parametrize("page, key", [("heads.py", "text"), ("encoder_decoder.py", "src"), ("batches.py", "batch")])
 def test_html_in_the_other_pages_text(page, key, text):
     widget = {"batch": "text_area"}.get(key, "text_input")
@@ -207,7 +218,7 @@ URLS = [
 ]
 
 
-@pytest.mark.parametrize("page, params, expect", URLS, ids=[f"{p[:-3]}-{i}" for i, (p, _, _) in enumerate(URLS)])
+@pytest.mark.parametrize("page, params, expect", sampled(URLS, lambda case: case[0]), ids=[f"{p[:-3]}-{i}" for i, (p, _, _) in enumerate(URLS)])
 def test_url_parameters(page, params, expect):
     check(run_page(page, params), expect)
 
@@ -264,7 +275,7 @@ def _file_cases():
     return [case[0] for case in vector_files(Path("/unused"))]
 
 
-@pytest.mark.parametrize("name", _file_cases())
+@pytest.mark.parametrize("name", sampled([(n,) for n in _file_cases()], lambda case: None, keep=8))
 def test_vector_files_through_the_page(tmp_path, monkeypatch, marker, name):
     _, content, expect = next(case for case in vector_files(marker) if case[0] == name)
     path = tmp_path / name
@@ -322,7 +333,7 @@ RECORDS = [
 ]
 
 
-@pytest.mark.parametrize("params, csv_text, expect", RECORDS, ids=[f"records{i}" for i in range(len(RECORDS))])
+@pytest.mark.parametrize("params, csv_text, expect", sampled(RECORDS, lambda case: case[2] == DRAWN, keep=4), ids=[f"records{i}" for i in range(len(RECORDS))])
 def test_csv_records(params, csv_text, expect):
     at = run_page("kv_database.py", params, setup=lambda at: at.text_area(key="records_paste").input(csv_text).run())
     check(at, expect)
@@ -341,7 +352,7 @@ CONTROLS = [
 ]
 
 
-@pytest.mark.parametrize("params", CONTROLS, ids=[f"controls{i}" for i in range(len(CONTROLS))])
+@pytest.mark.parametrize("params", sampled([(c,) for c in CONTROLS], lambda case: None, keep=4), ids=[f"controls{i}" for i in range(len(CONTROLS))])
 def test_extreme_controls(params):
     check(run_page("self_attention.py", params), DRAWN)
 

@@ -20,12 +20,6 @@ def test_pages_holds_only_the_page_scripts_the_navigation_lists():
     assert {p.name for p in (ROOT / "pages").iterdir() if p.name != "__pycache__"} == listed
 
 
-@pytest.mark.parametrize("name", PAGES)
-def test_every_page_runs(name):
-    at = AppTest.from_file(str(ROOT / "pages" / name), default_timeout=TIMEOUT).run()
-    assert not at.exception, at.exception
-
-
 def test_html_like_text_is_shown_as_text():
     at = page({"text": "<script>alert(1)</script> dog <b>"})
     assert not at.exception
@@ -43,8 +37,8 @@ def test_messages_quoting_user_text_render_it_literally():
 
 
 @pytest.mark.parametrize("name", PAGES)
-def test_every_chart_downloads_as_png_at_3x_or_as_svg(name):
-    """app.py's sidebar holds the setting (AppTest's switch_page runs a page without app.py, so the pages are run
+def test_every_page_runs_and_its_charts_download_as_png_at_3x_or_as_svg(name):
+    """Each page runs without an exception, under either download setting. app.py's sidebar holds the setting (AppTest's switch_page runs a page without app.py, so the pages are run
     alone here with the setting in session state)."""
     for fmt, scale in (("png", 3), ("svg", 1)):
         at = AppTest.from_file(str(ROOT / "pages" / name), default_timeout=TIMEOUT)

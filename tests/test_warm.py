@@ -146,6 +146,7 @@ print(type(late).__name__, vectors.early_glove() is None, all(np.array_equal(a, 
 """
 
 
+@pytest.mark.slow  # a fresh interpreter runs the warm-up whole
 def test_the_first_heatmap_is_drawn_from_the_mapped_matrix_and_the_keyed_vectors_come_behind_it():
     """Issue 51 D: the warm-up's first figure, and a page run before the first page has ended, get GloVe's matrix
     memory-mapped, with gensim not yet imported; once a page has run, gensim's KeyedVectors are built and served,
@@ -174,6 +175,7 @@ print(json.dumps({"errors": len(at.exception), "scores": ["scores" in d for d in
 """
 
 
+@pytest.mark.slow  # a fresh interpreter runs the warm-up whole
 def test_the_first_pages_first_run_needs_no_pandas():
     """Issue 51 D: pandas' import is 0.5 s of a cold start, and the warm-up no longer makes it. The Self-attention
     page's first run draws its heatmap without it: the component's data goes as a list, where a dict would have

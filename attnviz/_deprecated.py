@@ -13,11 +13,13 @@ def warn(old: str, new: str) -> None:
                   stacklevel=3)
 
 
-def moved(old: str, home):
-    """A module's `__getattr__` for an old module name whose every name now lives in module `home`: each still works,
-    and warns with the new name."""
+def moved(old: str, *homes):
+    """A module's `__getattr__` for an old module name whose names now live in the modules `homes`: each name still
+    works, taken from the first home that has it, and warns with its new name."""
     def __getattr__(name: str):
-        value = getattr(home, name)
-        warn(f"{old}.{name}", f"{home.__name__}.{name}")
-        return value
+        for home in homes:
+            if hasattr(home, name):
+                warn(f"{old}.{name}", f"{home.__name__}.{name}")
+                return getattr(home, name)
+        raise AttributeError(f"module {old!r} has no attribute {name!r}")
     return __getattr__

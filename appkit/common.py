@@ -117,6 +117,8 @@ def load_url_state(schema: dict[str, Param]) -> None:
     After a run that stopped early (an upload still to choose, a message), the widgets it did not draw have
     lost their state, or kept a value their re-drawn widget would not show: every control is set again
     through the session-state API, which also sends the value to the browser.
+    A fragment that reruns without its page (the explorer's sentence and figures) calls it too, so such a run takes
+    the same views and restores the same controls.
     """
     page = page_id(schema)
     saved = st.session_state.setdefault(_SAVED, {})

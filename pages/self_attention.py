@@ -6,7 +6,10 @@ from dataclasses import replace
 import numpy as np
 import streamlit as st
 
-from appkit.common import clamp, held, newcomer_note, load_url_state, md_escape, position, position_select, save_url_state, scale_select, stop, word_vectors
+from appkit.common import (
+    clamp, held, newcomer_note, load_url_state, md_escape, position, position_select, save_url_state, scale_select, stop,
+    word_vectors,
+)
 from attnviz.export import Matrix
 from appkit.interactive import interactive_heatmap, screen_sizes, view_state
 from appkit.present import chart, downloads
@@ -89,20 +92,6 @@ st.write(
 )
 load_url_state(SCHEMA)
 vectors_slot = st.sidebar.container()  # filled after the controls, so none is lost while an upload waits
-sentence = st.text_area("Sentence", key="text", max_chars=TEXT_CHARS, height=80,
-                        help=f"Up to {MAX_TOKENS:,} tokens; paste a page of prose to see a long input.")
-if st.session_state.cmp:
-    with st.container(border=True):
-        st.markdown("**B**: a second sentence, or the same one under other settings. **A** is the sentence above with "
-                    "the sidebar's settings; both share the vectors, tokens, d_k and seed.")
-        st.text_input("Sentence B (empty: A's sentence)", key="b_text", max_chars=TEXT_CHARS)
-        b_left, b_middle, b_right, b_far = st.columns(4)
-        b_left.selectbox("Scoring (B)", SCORING_NAMES, key="b_scoring")
-        b_middle.radio("Projections (B)", ["identity", "random"], key="b_proj", horizontal=True)
-        b_right.slider("Heads (B)", 1, 8, key="b_heads", disabled=st.session_state.b_proj != "random")
-        b_far.selectbox("Positions (B)", POSITIONS, key="b_pos", format_func=POSITION_NAMES.get)
-        st.caption("B's temperature, hard attention and mask are above its heatmap.")
-
 with st.sidebar:
     st.toggle("Compare A | B", key="cmp", help="Side by side: this sentence and settings (A) against a second sentence or "
               "other settings (B), on one colour scale, with the difference B − A. The link keeps both.")
@@ -150,19 +139,11 @@ with st.sidebar:
     )
 
 loaded = word_vectors(vectors_slot)
-if loaded is None:
-    stop("Choose the word vectors in the sidebar to see the attention.", SCHEMA)
-kv, vectors_id, vectors_name = loaded
-if not sentence.strip():
-    stop("Type a sentence above to see its attention.", SCHEMA)
-
 base = Config(
     scoring=scoring, projection=projection, d_k=st.session_state.dk, seed=st.session_state.seed,
     bias=st.session_state.bias and random_proj, heads=st.session_state.heads if random_proj else 1,
     sigma=st.session_state.sigma, additive_hidden=st.session_state.h, positions=st.session_state.pos,
 )
-if MAX_TOKENS_PROBLEM:
-    st.warning(MAX_TOKENS_PROBLEM)
 
 
 def controls() -> None:
@@ -189,12 +170,35 @@ def clean_view(sent: dict) -> dict:
 
 
 @st.fragment
-def attention(kv, vectors_id: str, vectors_name: str, sentence: str, base: Config, interactive: bool) -> None:
-    """Everything drawn from the weights. With one head and no comparison, the browser computes the weights from the
-    raw scores and redraws on its own as τ, hard, the mask, the colour scale and the query change (appkit/interactive);
-    it reruns this fragment once the person pauses, so the link, the nearest words and the downloads follow. So does
-    a long input's zoom window, below the server's overview, and Compare A | B. With several heads (the grid) τ, hard
-    and the mask are widgets whose changes rerun this fragment, not the sidebar and the sentence box."""
+def attention(loaded, base: Config, interactive: bool) -> None:
+    """The sentence box and everything drawn from the weights: a new sentence reruns this fragment, not the sidebar.
+    With one head and no comparison, the browser computes the weights from the raw scores and redraws on its own as
+    τ, hard, the mask, the colour scale and the query change (appkit/interactive); it reruns this fragment once the
+    person pauses, so the link, the nearest words and the downloads follow. So does a long input's zoom window, below
+    the server's overview, and Compare A | B. With several heads (the grid) τ, hard and the mask are widgets whose
+    changes rerun this fragment."""
+    load_url_state(SCHEMA)  # again for a run of this fragment alone: the views the heatmap posted, what a stop lost
+    sentence = st.text_area("Sentence", key="text", max_chars=TEXT_CHARS, height=80,
+                            help=f"Up to {MAX_TOKENS:,} tokens; paste a page of prose to see a long input.")
+    if st.session_state.cmp:
+        with st.container(border=True):
+            st.markdown("**B**: a second sentence, or the same one under other settings. **A** is the sentence above with "
+                        "the sidebar's settings; both share the vectors, tokens, d_k and seed.")
+            st.text_input("Sentence B (empty: A's sentence)", key="b_text", max_chars=TEXT_CHARS)
+            b_left, b_middle, b_right, b_far = st.columns(4)
+            b_left.selectbox("Scoring (B)", SCORING_NAMES, key="b_scoring")
+            b_middle.radio("Projections (B)", ["identity", "random"], key="b_proj", horizontal=True)
+            b_right.slider("Heads (B)", 1, 8, key="b_heads", disabled=st.session_state.b_proj != "random")
+            b_far.selectbox("Positions (B)", POSITIONS, key="b_pos", format_func=POSITION_NAMES.get)
+            st.caption("B's temperature, hard attention and mask are above its heatmap.")
+    if loaded is None:
+        stop("Choose the word vectors in the sidebar to see the attention.", SCHEMA)
+    kv, vectors_id, vectors_name = loaded
+    if not sentence.strip():
+        stop("Type a sentence above to see its attention.", SCHEMA)
+    if MAX_TOKENS_PROBLEM:
+        st.warning(MAX_TOKENS_PROBLEM)
+
     # The raw scores a(q_i, k_j) do not depend on τ, hard or the mask: the browser applies those.
     raw = Request(vectors_id, sentence, st.session_state.punct, st.session_state.oov, base, MAX_TOKENS)
     with st.spinner("Computing attention…"):
@@ -407,5 +411,4 @@ def nearest_to_mix(kv, vectors_name: str, view, query: int, config: Config) -> N
         st.write("The mix is the zero vector (its row is fully masked or all its keys are zero), so it has no neighbours.")
 
 
-attention(kv, vectors_id, vectors_name, sentence, base, interactive)
-
+attention(loaded, base, interactive)

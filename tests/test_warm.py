@@ -192,3 +192,15 @@ def test_the_first_pages_first_run_needs_no_pandas():
     found = json.loads(out.stdout.strip().splitlines()[-1])
     assert found["errors"] == 0 and found["scores"] == [True]  # the heatmap was sent, with its raw scores
     assert found["pandas"] is False
+
+
+def test_the_server_runs_on_httptools_and_uvloop():
+    """uvicorn, under Streamlit, takes the C HTTP parser and libuv's event loop where they are installed (requirements):
+    with Streamlit's own settings for it, these are what it would use."""
+    from streamlit.web.server.starlette.starlette_server import _get_uvicorn_config_kwargs
+    from uvicorn.config import Config
+
+    config = Config(lambda scope, receive, send: None, **_get_uvicorn_config_kwargs())
+    config.load()
+    assert config.http_protocol_class.__name__ == "HttpToolsProtocol"
+    assert config.get_loop_factory().__module__.startswith("uvloop")

@@ -36,8 +36,12 @@ def test_a_paused_view_and_a_new_sentence_over_the_protocol(server):
             assert part in session.query.split("&"), session.query  # the link follows the view the browser sent
         assert heatmap_data(session)["view"] == view
 
-        typed = await session.change(session.find("Sentence"), string_value="a cat sat on the mat")
+        box = session.find("Sentence")
+        assert box.fragment, "the sentence box is drawn inside the page's fragment"
+        typed = await session.change(box, string_value="a cat sat on the mat")
         assert typed.ok, typed.problem
+        drawn = [(kind, getattr(element, "label", "")) for kind, element in session.elements]
+        assert ("selectbox", "Scoring function a(q, k)") not in drawn, "a new sentence ran the sidebar again"
         data = heatmap_data(session)
         assert len(data["rows"]) == 6 and "text=a+cat+sat+on+the+mat" in session.query
         scores = np.frombuffer(base64.b64decode(data["scores"]), dtype=np.float32)

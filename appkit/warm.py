@@ -14,7 +14,7 @@ import streamlit as st
 from appkit import vectors
 
 _LOGGER = logging.getLogger(__name__)
-COLLECT_SECONDS = 10.0  # the server's garbage collection: one full collection this often (see _collect)
+COLLECT_SECONDS = 60.0  # the server's garbage collection: one full collection this often (see _collect)
 READY = threading.Event()  # set once the warm-up has ended (loaded; or failed, and the pages load GloVe themselves)
 IMPORTED = threading.Event()  # set once the warm-up thread has imported torch and the engine and mapped GloVe (or failed to)
 STARTED = threading.Event()  # set when the lifespan starts the warm-up (never under AppTest, or a page run alone)
@@ -41,7 +41,9 @@ def _collect(stop: threading.Event | None = None, seconds: float = COLLECT_SECON
     """A full garbage collection every `seconds`, in place of Streamlit's after every run (runner.postScriptGC, off in
     .streamlit/config.toml and in the attnviz command). Streamlit's walked every live object after every run: with 30
     sessions open, 11 ms a run held under the GIL, growing with the sessions (bench_load). Reference counting still
-    frees most of a run's objects as it ends; what sits in reference cycles is freed within `seconds`."""
+    frees most of a run's objects as it ends; what sits in reference cycles is freed within `seconds` (Python's own
+    collections free most of it sooner). Once a minute, not every 10 s: with 200 to 300 sessions open a full
+    collection holds the GIL for 250 to 400 ms, and every request waits behind it (bench_class)."""
     stop = stop or threading.Event()
     while not stop.wait(seconds):
         gc.collect()

@@ -259,7 +259,7 @@ def main() -> None:
     print(f"\nbench_class ({setup}): {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
           f"{os.cpu_count()} cores, Python {platform.python_version()}, {args.seconds:.0f} s\n")
     print("| students K | class | today's mix p50 / p95 | follow p50 / p95 (events / expected) | answers counted p95 | "
-          "answers (lost) | server CPU, in cores | peak memory |\n|---|---|---|---|---|---|---|---|")
+          "answers (lost) | server CPU, in cores | the client's CPU, in cores | peak memory |\n|---|---|---|---|---|---|---|---|---|")
     for k, with_class, r in rows:
         if with_class:
             follow = f"{r['follow_p50_ms']:.0f} / {r['follow_p95_ms']:.0f} ms ({r['follow_events']} / {r['expected_follow']})"
@@ -269,7 +269,7 @@ def main() -> None:
             follow = answers = count = "—"
         failed = f", {len(r['failed'])} failed" if r["failed"] else ""
         print(f"| {k} | {'yes' if with_class else 'no'} | {r['p50_ms']:.0f} / {r['p95_ms']:.0f} ms{failed} | {follow} | "
-              f"{answers} | {count} | {r['cores']:.2f} | {r['peak_mib']:,.0f} MiB |")
+              f"{answers} | {count} | {r['cores']:.2f} | {r['client_cores']:.2f} | {r['peak_mib']:,.0f} MiB |")
 
 
 if __name__ == "__main__":

@@ -92,12 +92,13 @@ class Usage(threading.Thread):
         return ticks / os.sysconf("SC_CLK_TCK")
 
     def run(self):
-        self.cpu_start, self.wall_start = self.cpu_seconds(), time.perf_counter()
+        self.cpu_start, self.wall_start, client_start = self.cpu_seconds(), time.perf_counter(), time.process_time()
         while self.running:
             self.peak = max(self.peak, self.memory())
             time.sleep(0.2)
         self.cpu = self.cpu_seconds() - self.cpu_start
         self.wall = time.perf_counter() - self.wall_start
+        self.client_cpu = time.process_time() - client_start  # this process: the load client, on the same cores
 
 
 def new_sentence(rng: random.Random) -> str:
@@ -180,7 +181,7 @@ async def protocol_load(url: str, sessions: int, seconds: float, pids: list[int]
     ok = [run.seconds * 1000 for _, run in runs if run.ok]
     result = {"runs": len(runs), "failed": failures, "p50_ms": statistics.median(ok) if ok else float("nan"),
               "p95_ms": percentile(ok, 0.95), "cpu_ms_per_run": 1000 * usage.cpu / max(len(runs), 1),
-              "cores": usage.cpu / usage.wall, "peak_mib": usage.peak, "per_second": len(runs) / usage.wall}
+              "cores": usage.cpu / usage.wall, "client_cores": usage.client_cpu / usage.wall, "peak_mib": usage.peak, "per_second": len(runs) / usage.wall}
     for kind in ("control", "sentence"):
         times = [run.seconds * 1000 for k, run in runs if k == kind and run.ok]
         result[f"{kind}_p50_ms"], result[f"{kind}_p95_ms"] = statistics.median(times) if times else float("nan"), percentile(times, 0.95)

@@ -37,7 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.bench_load import percentile, protocol_load, servers, stop, warm  # noqa: E402
+from bench.bench_load import percentile, protocol_load, servers, settle, stop, warm  # noqa: E402
 
 PRESENTER_EVERY = 3.0  # seconds between the presenter's view changes
 QUESTION_EVERY = 15.0
@@ -247,6 +247,7 @@ def main() -> None:
             try:
                 for server in replicas:
                     warm(server.url)
+                settle([r.process.pid for r in replicas])
                 pids = [r.process.pid for r in replicas] + ([redis.pid] if redis else [])
                 result = asyncio.run(run_class(url, k, args.seconds, pids, with_class))
             finally:

@@ -41,6 +41,7 @@ export class Atlas {
     const started = performance.now();
     this.setTriggerValue = setTriggerValue;
     if (!this.data || this.data.version !== data.version) {
+      this.tip.style.display = "none"; // a hover over the last data's heads names none of these
       this.values = bytesOf(data.blocks); // (L, H, r, r) each block's colour value, 0 … 255
       this.masked = data.masked ? bytesOf(data.masked) : null; // (r, r) 1 where no query reads any key of the block
       this.image = null;

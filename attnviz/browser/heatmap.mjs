@@ -68,6 +68,7 @@ export class Heatmap {
     if (data.masks) this.masks = data.masks; // a page's own mask choices (a decoder's are causal)
     this.root.style.fontSize = `${data.font_px + 2}px`; // the toolbar, hover and inspector; the figure's text is font_px
     if (fresh) {
+      this.tip.style.display = "none"; // a hover over the last data's cells names none of these
       // (H, n, M) float32, before τ, mask and softmax: base64 from Python, or a slice a notebook widget already holds
       this.scores = typeof data.scores === "string" ? float32Of(data.scores) : data.scores;
       // (n, m) the drawn columns' scores of the first head, for the hover

@@ -175,6 +175,13 @@ def test_hovering_a_cell_names_it_and_gives_its_numbers(server, page):
     assert lines[:2] == ["query #6 the", "key #2 saw"] and abs(weight - trace["w"][6][2]) <= 5e-4 * trace["w"][6][2]
     assert lines[3].startswith("score: ")
 
+    # A new sentence under a still mouse: the old hover, which names the old sentence's words, goes with it.
+    box = page.get_by_role("textbox", name="Sentence")
+    box.fill("a cat sat on the mat")
+    box.press("Control+Enter")
+    wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 6)
+    assert not tip.is_visible()
+
 
 def test_hidden_keys_and_a_fully_masked_row(server, page):
     page.goto(f"{server}/?text=a+dog+ran&mask=keys&hide=0")

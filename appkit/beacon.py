@@ -8,16 +8,24 @@ its session state (load_url_state), so the next sentence, a page switch or a rel
 does depend on it (Self-attention's nearest words, Inside a score, the step walk), the heatmap reruns the page as
 before (appkit/interactive.interactive_heatmap's `beacon`).
 
+A new sentence is told the same way where nothing the server drew depends on the sentence either (the page registers
+a `sentence` function with the token): the sentence box posts the text to POST …/_attnviz/sentence, the answer is the
+heatmap's data for it (its raw scores: a few milliseconds of the server's time, against a run's 17 ms) and the link,
+and the text is kept as a posted view is. Where the function says the page must run (an unknown word, a long text),
+the answer says so and the box asks for the run.
+
 What is posted is checked as a link's values are (attnviz.urlstate.coerce) against the page's URL schema, registered
 with the token the page sent the browser; the store is bounded (TOKENS_KEPT), so memory does not grow with sessions."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import threading
 import urllib.parse
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import streamlit as st
@@ -25,6 +33,7 @@ import streamlit as st
 from attnviz.urlstate import Param, coerce, encode_params
 
 PATH = "/_attnviz/view"
+SENTENCE_PATH = "/_attnviz/sentence"
 BODY_LIMIT = 16_384  # bytes: a view is a few hundred; a longer body is refused unread
 TOKENS_KEPT = 20_000  # the tokens remembered (a session has one per heatmap it showed): the oldest go first
 SESSION_TOKENS = "_beacon_tokens"  # session key: {token: page id} of the heatmaps this session was sent
@@ -37,28 +46,40 @@ class Beacon:
     views: list[dict] = field(default_factory=list)  # posted, not yet taken by a run (the last one counts)
     posted: int = 0  # views posted so far: each answer gives the browser its number
     taken: int = 0  # the number of the last view a run took: the browser keeps a later one it posted (see taken())
+    # text → the heatmap's data for that sentence, or None where the page must run for it; None: every sentence runs
+    sentence: Callable[[str], dict | None] | None = None
 
 
 _beacons: OrderedDict[str, Beacon] = OrderedDict()
 _lock = threading.Lock()
 
 
-def token_for(key: str, page: str, schema: dict[str, Param]) -> str:
-    """This session's token for the heatmap `key` on `page` (made once, and registered for the handler)."""
-    tokens = st.session_state.setdefault(SESSION_TOKENS, {})
-    for token, (where, name) in tokens.items():
+def token_for(key: str, page: str, schema: dict[str, Param],
+              sentence: Callable[[str], dict | None] | None = None) -> str:
+    """This session's token for the heatmap `key` on `page` (made once, and registered for the handler), with what a
+    posted sentence gets (None: the page runs for every sentence) as of this run."""
+    token = registered(key, page, sentence)
+    if token:
+        return token
+    token = secrets.token_urlsafe(16)
+    st.session_state.setdefault(SESSION_TOKENS, {})[token] = (page, key)
+    with _lock:
+        _beacons[token] = Beacon(page, schema, sentence=sentence)
+        while len(_beacons) > TOKENS_KEPT:
+            _beacons.popitem(last=False)
+    return token
+
+
+def registered(key: str, page: str, sentence: Callable[[str], dict | None] | None = None) -> str | None:
+    """This session's token for the heatmap `key` on `page` where it has one (it then gets `sentence`), else None."""
+    for token, (where, name) in st.session_state.get(SESSION_TOKENS, {}).items():
         if where == page and name == key:
             with _lock:
                 if token in _beacons:
                     _beacons.move_to_end(token)
+                    _beacons[token].sentence = sentence
                     return token
-    token = secrets.token_urlsafe(16)
-    tokens[token] = (page, key)
-    with _lock:
-        _beacons[token] = Beacon(page, schema)
-        while len(_beacons) > TOKENS_KEPT:
-            _beacons.popitem(last=False)
-    return token
+    return None
 
 
 def take() -> dict[str, dict]:
@@ -73,6 +94,13 @@ def take() -> dict[str, dict]:
         for view in views:
             taken.setdefault(where, {}).update(coerce(view, schema))
     return taken
+
+
+def waiting() -> bool:
+    """Whether this session's heatmaps posted a view (or a sentence) that no run has taken yet: a fragment that reruns
+    alone on its arguments from the last run (a nested one) would draw the view before it."""
+    with _lock:
+        return any(_beacons[token].views for token in st.session_state.get(SESSION_TOKENS, {}) if token in _beacons)
 
 
 def taken(token: str) -> int:
@@ -98,10 +126,36 @@ def receive(body: bytes) -> tuple[int, dict]:
         beacon = _beacons.get(token)
         if beacon is None:
             return 404, {"error": "unknown token: the page reruns to tell the server instead"}
-        beacon.views = [*beacon.views[-7:], view]
-        beacon.posted += 1
-        schema, seq = beacon.schema, beacon.posted
-    return 200, {"search": link(search, coerce(view, schema), schema), "seq": seq}
+        return 200, keep(beacon, view, search)
+
+
+def keep(beacon: Beacon, view: dict, search: str) -> dict:
+    """Keep `view` for the session's next run (the lock held): the answer, with the link and the view's number."""
+    beacon.views = [*beacon.views[-7:], view]
+    beacon.posted += 1
+    return {"search": link(search, coerce(view, beacon.schema), beacon.schema), "seq": beacon.posted}
+
+
+def receive_sentence(body: bytes) -> tuple[int, dict]:
+    """(HTTP status, answer) for a posted {"token", "text", "search"}: the heatmap's data for the new sentence (`data`),
+    with the text kept as a posted view and the link; or, where the page must run for it, `run` saying why."""
+    try:
+        sent = json.loads(body)
+        token, text, search = sent["token"], sent["text"], sent.get("search", "")
+        if not (isinstance(token, str) and isinstance(text, str) and isinstance(search, str)):
+            raise TypeError
+    except (ValueError, TypeError, KeyError):
+        return 400, {"error": "expected JSON {token, text, search}"}
+    with _lock:
+        beacon = _beacons.get(token)
+        make = beacon.sentence if beacon else None
+    if beacon is None:
+        return 404, {"error": "unknown token: the page reruns to tell the server instead"}
+    data = make(text) if make else None  # outside the lock: the scores take a few milliseconds
+    if data is None:
+        return 200, {"run": "the page draws more from this sentence than the heatmap"}
+    with _lock:
+        return 200, {"data": data, **keep(beacon, {"text": text}, search)}
 
 
 def link(search: str, values: dict, schema: dict[str, Param]) -> str:
@@ -118,27 +172,33 @@ def link(search: str, values: dict, schema: dict[str, Param]) -> str:
 
 
 class ViewBeacon:
-    """ASGI middleware (st.App's `middleware`, in app.py) that answers POST …/_attnviz/view, under any base URL path,
-    and passes every other request on to Streamlit."""
+    """ASGI middleware (st.App's `middleware`, in app.py) that answers POST …/_attnviz/view and …/_attnviz/sentence,
+    under any base URL path, and passes every other request on to Streamlit."""
 
     def __init__(self, app):
         self.app = app
 
     async def __call__(self, scope, receive_message, send):
-        if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].endswith(PATH):
+        path = scope["path"] if scope["type"] == "http" and scope["method"] == "POST" else ""
+        if not path.endswith((PATH, SENTENCE_PATH)):
             return await self.app(scope, receive_message, send)
         body, more = b"", True
         while more and len(body) <= BODY_LIMIT:
             message = await receive_message()
             body += message.get("body", b"")
             more = message.get("more_body", False)
-        status, answer = (413, {"error": "too long"}) if len(body) > BODY_LIMIT else receive(body)
+        if len(body) > BODY_LIMIT:
+            status, answer = 413, {"error": "too long"}
+        elif path.endswith(SENTENCE_PATH):  # the scores in a worker thread: the loop goes on serving the sockets
+            status, answer = await asyncio.to_thread(receive_sentence, body)
+        else:
+            status, answer = receive(body)
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]})
         await send({"type": "http.response.body", "body": json.dumps(answer).encode()})
 
 
-def url() -> str:
-    """Where the browser posts: under the server's base URL path."""
+def url(path: str = PATH) -> str:
+    """Where the browser posts (a view, or with SENTENCE_PATH a sentence): under the server's base URL path."""
     base = (st.get_option("server.baseUrlPath") or "").strip("/")
-    return (f"/{base}" if base else "") + PATH
+    return (f"/{base}" if base else "") + path

@@ -18,6 +18,7 @@ from attnviz.sentence import (
     FULL_LIMIT, Config, Explored, Step, View, explore, overflow_message, problem, steps,
 )
 from attnviz.urlstate import Param
+from appkit import beacon
 from appkit.common import VISIT, clamp, held, md_escape, position_select, save_url_state, widget_key
 from attnviz.export import Matrix, matrices_zip
 from appkit.interactive import interactive_heatmap, weights_on_screen
@@ -53,6 +54,19 @@ def _views() -> ByteBudgetCache:
 def compute(kv, request: Request) -> Explored:
     """The view for `request`, from the shared byte-bounded cache or computed now."""
     return _views().get(request, lambda: _compute(kv, request))
+
+
+def computer(kv) -> Callable[[Request], Explored]:
+    """compute for `kv`, callable off the script thread (appkit/beacon's worker): the shared cache is taken now."""
+    views = _views()
+    return lambda request: views.get(request, lambda: _compute(kv, request))
+
+
+def whole_page_if_stale() -> None:
+    """A nested fragment rerun alone draws from its arguments of the page's last run. Where the heatmap has posted a
+    view or a new sentence since (appkit/beacon), those are out of date: the page runs instead, and takes them."""
+    if beacon.waiting():
+        st.rerun()
 
 
 def _compute(kv, r: Request) -> Explored:
@@ -159,6 +173,7 @@ def inside_a_score(parts_of: Callable[[int, int], Parts], scores: np.ndarray, we
 @st.fragment
 def _score_section(parts_of, scores, weights, allowed, label: list[str], query: int, tau: float, hard: bool,
                    names: tuple[str, str], schema: dict[str, Param]) -> None:
+    whole_page_if_stale()
     section = st.expander("Inside a score: the chosen cell's q, k and their terms, dimension by dimension", key="parts",
                           on_change="rerun")
     if section.open:
@@ -293,6 +308,7 @@ def walk_section(label: str, size: int, unit: str, draw: Callable[[], None], sch
 def walk_expander(label: str, draw: Callable[[], None], schema: dict[str, Param]) -> None:
     """The walk's expander, a fragment of its own (inside the page's): opening it, or one of its tabs, reruns the
     walk only. `draw` fills it while it is open; closed, it costs nothing."""
+    whole_page_if_stale()
     walk = st.expander(label, key="steps", on_change="rerun")
     if walk.open:
         with walk:

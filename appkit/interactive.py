@@ -88,16 +88,46 @@ def browser_figure(data: dict, *, key: str) -> None:
     _mount(_heatmap, data, key=key)
 
 
-def interactive_heatmap(data: dict, *, key: str, clean, schema: dict | None = None) -> None:
+def interactive_heatmap(data: dict, *, key: str, clean, schema: dict | None = None, sentence=None) -> None:
     """Mount the heatmap for `data` (figures.interactive_heatmap, or figures.interactive_comparison). When the browser
     sends a paused view, `clean` turns it into allowed values (as a link's values are), which go into session state
     before this fragment reruns. With the page's URL `schema`, a pause reruns nothing: the browser posts the view
     (appkit/beacon) and writes the link itself, and the page's next run takes the view; for a page none of whose
-    server-side views depends on the heatmap's view."""
+    server-side views depends on the heatmap's view. `sentence(text)`, where nothing else the page drew depends on
+    the sentence either: this heatmap's data for a new sentence, or None where the page must run (sentence_box)."""
     if schema is not None:
-        token = beacon.token_for(key, page_id(schema), schema)
+        token = beacon.token_for(key, page_id(schema), schema, sentence)
         data = {**data, "beacon": {"url": beacon.url(), "token": token, "taken": beacon.taken(token)}}
     _mount(_heatmap, data, key=key, on_view_change=lambda: _adopt(key, clean))
+
+
+_sentence = st.components.v2.component("attnviz_sentence", js=web.bundle("streamlit/sentence.mjs"),
+                                       css=web.css(), isolate_styles=False)
+
+
+def sentence_box(name: str, *, label: str, help: str, max_chars: int, height: int, heatmap: str, posts: bool,
+                 schema: dict) -> str:
+    """A text box for the session-state text `name`, committed as Streamlit's text area is (Ctrl+Enter, or leaving
+    it changed). Where it `posts`, a new text goes to the server, which answers with the data of the page's heatmap
+    `heatmap` (its key; a beacon's) where nothing else the page drew depends on the text (interactive_heatmap's
+    `sentence`): no run. Else, or where the server says the page must run, the text comes back as a trigger, and this
+    fragment reruns. The text as it stands."""
+    data = {"text": st.session_state.get(name, ""), "label": label, "help": help, "max_chars": max_chars,
+            "height": height}
+    if posts:
+        token = beacon.token_for(heatmap, page_id(schema), schema)
+        data["post"] = {"url": beacon.url(beacon.SENTENCE_PATH), "token": token}
+    else:
+        beacon.registered(heatmap, page_id(schema))  # a heatmap's page that posted before draws more from it now
+    box = f"{name}_box"
+    _mount(_sentence, data, key=box, on_text_change=lambda: _typed(box, name, max_chars))
+    return st.session_state.get(name, "")
+
+
+def _typed(box: str, name: str, max_chars: int) -> None:
+    text = st.session_state[box].get("text")
+    if isinstance(text, str):
+        st.session_state[name] = text[:max_chars]
 
 
 def _adopt(key: str, clean) -> None:

@@ -7,19 +7,19 @@ import numpy as np
 import streamlit as st
 
 from appkit.common import (
-    clamp, held, newcomer_note, load_url_state, md_escape, position, position_select, save_url_state, scale_select, stop,
-    word_vectors,
+    URL_TEXT_LIMIT, clamp, held, newcomer_note, load_url_state, md_escape, position, position_select, save_url_state,
+    scale_select, stop, word_vectors,
 )
 from attnviz.export import Matrix
-from appkit.interactive import interactive_heatmap, screen_sizes, view_state
+from appkit.interactive import interactive_heatmap, screen_sizes, sentence_box, view_state
 from appkit.present import chart, downloads
 from appkit.explorer import (
-    INTERACTIVE_LIMIT, ZOOM_SIZES, Request, compare_downloads, compute, inside_a_score, live_compare, positions_section,
-    step_walk, view_parts, zoom_window,
+    INTERACTIVE_LIMIT, STEPS_LIMIT, ZOOM_SIZES, Request, compare_downloads, compute, computer, inside_a_score,
+    live_compare, positions_section, step_walk, view_parts, zoom_window,
 )
 from attnviz import figures
 from attnviz.functional import FORMULAS, PARAMETERS, SCORING_NAMES
-from attnviz.embeddings import OOV_POLICIES, nearest_words
+from attnviz.embeddings import OOV_POLICIES, nearest_words, tokenize
 from attnviz.positions import POSITIONS
 from attnviz.sentence import FULL_LIMIT, MASKS, Config, max_tokens_setting, overflow_message, problem, temperature_grid
 from attnviz.urlstate import Param, boolean, bounded_text, choice, coerce, encode_bool, encode_int_list, int_list, int_range, nearest
@@ -178,7 +178,10 @@ def attention(loaded, base: Config, interactive: bool) -> None:
     the server's overview, and Compare A | B. With several heads (the grid) τ, hard and the mask are widgets whose
     changes rerun this fragment."""
     load_url_state(SCHEMA)  # again for a run of this fragment alone: the views the heatmap posted, what a stop lost
-    sentence = st.text_area("Sentence", key="text", max_chars=TEXT_CHARS, height=80,
+    # A new sentence is posted to the live heatmap (no run) while none of the server's views below depends on it.
+    posts = interactive and not server_views() and base.positions == "none"
+    sentence = sentence_box("text", label="Sentence", max_chars=TEXT_CHARS, height=80, heatmap="live", posts=posts,
+                            schema=SCHEMA,
                             help=f"Up to {MAX_TOKENS:,} tokens; paste a page of prose to see a long input.")
     if st.session_state.cmp:
         with st.container(border=True):
@@ -231,11 +234,11 @@ def attention(loaded, base: Config, interactive: bool) -> None:
                      hidden=tuple(hidden))
     request = replace(raw, config=config)
     shown = compute(kv, request)  # the weights on screen (at τ, hard, mask): the downloads, nearest words and walk
-    st.caption(f"{n} token{'s' if n != 1 else ''} · d_model = {computed.view.x.shape[1]} · computed with torch on "
-               f"**{computed.view.device}**")
+    counted = "" if interactive else f"{n} token{'s' if n != 1 else ''} · "  # the live heatmap's title counts them
+    st.caption(f"{counted}d_model = {computed.view.x.shape[1]} · computed with torch on **{computed.view.device}**")
     everything = Matrix(lambda: compute(kv, request).view.mean_weights, tokens, tokens)  # computed again on a click
     if interactive:
-        live_view(kv, vectors_name, computed, shown, config, hidden)
+        live_view(kv, vectors_name, raw, computed, shown, config, hidden)
     elif zoomed:
         st.session_state.hide = hidden
         long_input(kv, vectors_name, computed, shown, config, everything)
@@ -246,23 +249,62 @@ def attention(loaded, base: Config, interactive: bool) -> None:
         grid_view(kv, vectors_name, shown, config, everything)
 
 
-def live_view(kv, vectors_name: str, computed, shown, config: Config, hidden: list[int]) -> None:
+def server_views() -> bool:
+    """Whether the server draws a view below the live heatmap from τ, hard, the mask or the query (the nearest words,
+    a score taken apart, the walk): then each pause reruns the page."""
+    return bool(st.session_state.near or st.session_state.parts or st.session_state.steps)
+
+
+def heatmap_data(computed, view: dict, sizes: dict) -> dict:
+    """The live heatmap's data: the sentence's raw scores, its tokens, and the view it opens with."""
+    tokens, oov, n = computed.embedded.tokens, computed.embedded.oov, len(computed.embedded.tokens)
+    scores = computed.view.scores_block(0, slice(None), slice(None))  # (n, n)
+    title = f"Attention weights α: {n} quer{'ies' if n != 1 else 'y'} × {n} key{'s' if n != 1 else ''}"
+    return figures.interactive_heatmap(
+        scores, tokens, row_oov=oov, view=view, title=title, taus=temperature_grid(),
+        overflow=overflow_message(computed, "The scores divided by τ"), file="attnviz_heatmap", bars_limit=BARS_LIMIT,
+        **sizes,
+    )
+
+
+def drawn_alone(computed, text: str) -> bool:
+    """Whether the live heatmap is all that `text` changes on the page: no message (no words, too many, scores past
+    float32), no unknown word, no zoom window, a walk small enough to draw, the text in the link."""
+    return (problem(computed, MAX_TOKENS) is None and not any(computed.embedded.oov)
+            and len(computed.embedded.tokens) <= min(STEPS_LIMIT, INTERACTIVE_LIMIT) and len(text) <= URL_TEXT_LIMIT)
+
+
+def browser_sentence(kv, raw: Request, view: dict, sizes: dict):
+    """text → the live heatmap's data for that sentence, where it is all the sentence changes (drawn_alone), else
+    None: the page runs for it. Called by appkit/beacon off the script thread."""
+    compute_now = computer(kv)
+
+    def data_for(text: str) -> dict | None:
+        if len(tokenize(text, drop_punctuation=raw.drop_punctuation)) not in range(1, STEPS_LIMIT + 1):
+            return None  # before the scores: a long text's would go unused
+        computed = compute_now(replace(raw, sentence=text))
+        return heatmap_data(computed, view, sizes) if drawn_alone(computed, text) else None
+
+    return data_for
+
+
+def live_view(kv, vectors_name: str, raw: Request, computed, shown, config: Config, hidden: list[int]) -> None:
     """One head, no comparison: the browser computes the weights from the raw scores and redraws on its own; below
     it, what the server draws from the view (a score taken apart, the nearest words, positions, the walk)."""
-    tokens, oov, n = computed.embedded.tokens, computed.embedded.oov, len(computed.embedded.tokens)
+    tokens, oov = computed.embedded.tokens, computed.embedded.oov
     palette = st.session_state.palette
     query = position(tokens, "query")
     st.session_state.query, st.session_state.hide = query, hidden
-    scores = computed.view.scores_block(0, slice(None), slice(None))  # (n, n)
-    data = figures.interactive_heatmap(
-        scores, tokens, row_oov=oov, view=view_state(SCHEMA), title=f"Attention weights α: {n} quer{'ies' if n != 1 else 'y'} × {n} key{'s' if n != 1 else ''}",
-        taus=temperature_grid(), overflow=overflow_message(computed, "The scores divided by τ"), file="attnviz_heatmap",
-        bars_limit=BARS_LIMIT, **screen_sizes(),
-    )
+    sizes = screen_sizes()
+    data = heatmap_data(computed, view_state(SCHEMA), sizes)
     # A pause reruns the page only for a view drawn here from τ, hard, the mask or the query: else it costs the
-    # server one small request (appkit/beacon), and the browser writes the link and builds the downloads.
-    server_views = st.session_state.near or st.session_state.parts or st.session_state.steps
-    interactive_heatmap(data, key="live", clean=clean_view, schema=None if server_views else SCHEMA)
+    # server one small request (appkit/beacon), and the browser writes the link and builds the downloads. So does a
+    # new sentence, while nothing drawn below depends on it.
+    paused = server_views()
+    alone = (not paused and config.positions == "none" and shown.view is not None
+             and drawn_alone(computed, st.session_state.text))
+    interactive_heatmap(data, key="live", clean=clean_view, schema=None if paused else SCHEMA,
+                        sentence=browser_sentence(kv, raw, view_state(SCHEMA), sizes) if alone else None)
     if shown.view is None:  # S/τ left float32's range: the heatmap says so, and there is nothing more to show
         save_url_state(SCHEMA)
         return
@@ -271,6 +313,7 @@ def live_view(kv, vectors_name: str, computed, shown, config: Config, hidden: li
                "and a click on a cell (or the arrow keys) redraw at once. Under the hide-keys mask, click a key's label "
                "to hide it. The buttons above the heatmap save what it draws (PNG, SVG, CSV, .npy); the link follows "
                "once you pause.")
+    scores = computed.view.scores_block(0, slice(None), slice(None))  # (n, n)
     inside_a_score(view_parts(view), scores, view.mean_weights, view.allowed, tokens, oov, query,  # one head: its own
                    tau=config.temperature, hard=config.hard, schema=SCHEMA)
     nearest_to_mix(kv, vectors_name, view, query, config)

@@ -59,6 +59,19 @@ def decode(value):
     return np.asarray(value)
 
 
+def sent_figures(at) -> list[dict]:
+    """The data each of the page's browser figures got: every component's but the sentence box's (its text)."""
+    return [d for d in (component_data(c) for c in at.get("bidi_component")) if "max_chars" not in d]
+
+
+def type_sentence(at, text: str, name: str = "text"):
+    """What the sentence box (appkit/interactive.sentence_box) sends for a text that needs a run: the text, then the
+    run. AppTest cannot fire a component's trigger, so the text goes into session state as the box's callback puts
+    it."""
+    at.session_state[name] = text
+    return at.run()
+
+
 def heatmap(at) -> dict:
     """The first chart's first trace, with "weights": the true weights it carries for hover (its z is what the
     colour scale shows)."""
@@ -69,7 +82,7 @@ def heatmap(at) -> dict:
 def live(at, index: int = 0) -> dict:
     """The interactive heatmap's data (appkit/interactive): its raw scores decoded into an (n, m) array, or (n, M)
     for a zoom window's rows over every key (M = len(keys)). Figures of final numbers (a matrix, bars) are not counted."""
-    sent = [component_data(c) for c in at.get("bidi_component")]
+    sent = sent_figures(at)
     data = [d for d in sent if d.get("kind") not in ("matrix", "bars")][index]
     width = len(data["keys"]) if "keys" in data else data["m"]
     return {**data, "scores": np.frombuffer(base64.b64decode(data["scores"]), "<f4").reshape(data["n"], width)}
@@ -142,7 +155,7 @@ def chart_data(at, index: int) -> list[dict]:
 
 def atlas_tiles(at) -> tuple[dict, np.ndarray]:
     """The browser atlas's data and its thumbnails (L, H, r, r) on 0 … 255, as the colour scale shows them."""
-    data = component_data(at.get("bidi_component")[0])
+    data = sent_figures(at)[0]
     tiles = np.frombuffer(base64.b64decode(data["blocks"]), np.uint8).reshape(data["layers"], data["heads"], data["r"], data["r"])
     return data, tiles
 
@@ -174,7 +187,7 @@ def link_params(at, label: str) -> dict:
 
 def compared(at) -> tuple[dict, dict, dict]:
     """The two sides of the interactive comparison, their raw scores decoded, and the whole data."""
-    sent = component_data(at.get("bidi_component")[0])
+    sent = sent_figures(at)[0]
     a, b = ({**side, "scores": np.frombuffer(base64.b64decode(side["scores"]), "<f4").reshape(side["n"], side["m"])}
             for side in sent["sides"])
     return a, b, sent

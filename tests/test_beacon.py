@@ -6,11 +6,14 @@ import asyncio
 import concurrent.futures
 import json
 
+import base64
+
+import numpy as np
 import pytest
 from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
-from page_support import component_data
+from page_support import component_data, glove_scores, type_sentence
 
 from appkit import beacon as _beacon
 from attnviz.urlstate import Param, boolean, choice, encode_bool, int_range, nearest
@@ -95,11 +98,14 @@ def test_the_middleware_answers_the_post_and_passes_the_rest_on(beacon):
     good = json.dumps({"token": beacon, "view": {"temp": 2.0}, "search": ""}).encode()
     sent = run(call("/base/_attnviz/view", good))
     assert sent[0]["status"] == 200 and json.loads(sent[1]["body"]) == {"search": "?temp=2.0", "seq": 1}
+    words = run(call("/_attnviz/sentence", json.dumps({"token": beacon, "text": "a cat", "search": ""}).encode()))
+    assert words[0]["status"] == 200 and "run" in json.loads(words[1]["body"])  # a schema with no sentence function
     too_long = run(call("/_attnviz/view", b" " * (_beacon.BODY_LIMIT + 5000)))
     assert too_long[0]["status"] == 413
     run(call("/_attnviz/view", good, method="GET"))
+    run(call("/_attnviz/sentence", good, method="GET"))
     run(call("/_stcore/health", b""))
-    assert passed == ["/_attnviz/view", "/_stcore/health"]
+    assert passed == ["/_attnviz/view", "/_attnviz/sentence", "/_stcore/health"]
 
 
 def live(at) -> dict:
@@ -118,7 +124,7 @@ def test_the_next_run_takes_the_view_a_pause_posted_on_self_attention(glove):
     assert status == 200 and answer["search"] == "?text=the+dog+ran+home&temp=0.5&hard=1&query=2"
     assert answer["seq"] == 1 and post(token, {**data["view"], "temp": 0.5, "hard": True, "query": 2})[1]["seq"] == 2
     assert at.session_state.temp == 1.0  # nothing ran yet
-    at.text_area(key="text").set_value("the dog ran home fast").run()  # the next run, for another reason
+    type_sentence(at, "the dog ran home fast")  # the next run, for another reason
     assert (at.session_state.temp, at.session_state.hard, at.session_state.query) == (0.5, True, 2)
     assert live(at)["view"]["temp"] == 0.5 and live(at)["view"]["hard"] is True
     assert live(at)["beacon"]["taken"] == 2  # the browser stops keeping its own view: this run has both posts
@@ -138,3 +144,69 @@ def test_a_view_posted_before_leaving_a_page_is_what_the_page_shows_on_return(gl
     at.switch_page("pages/scoring.py").run()  # the other page's run takes the view into what this one showed
     at.switch_page("pages/self_attention.py").run()
     assert at.session_state.temp == 2.0 and live(at)["view"]["temp"] == 2.0
+
+
+def say(token, text, search=""):
+    return _beacon.receive_sentence(json.dumps({"token": token, "text": text, "search": search}).encode())
+
+
+def box(at) -> dict:
+    return next(d for d in (component_data(c) for c in at.get("bidi_component")) if "max_chars" in d)
+
+
+def test_a_new_sentence_posted_by_the_box_is_answered_with_its_scores_and_taken_by_the_next_run(glove):
+    """The page as it opens draws nothing else from the sentence: the box posts to the sentence endpoint with the
+    heatmap's token, the answer holds the new sentence's raw scores (the scaled-dot formula written out) and the link,
+    nothing runs, and the next run has the sentence, drawn as the answer drew it."""
+    at = AppTest.from_file(str(ROOT / "pages" / "self_attention.py"), default_timeout=120)
+    at.query_params["text"] = "the dog ran home"
+    at.run()
+    token = live(at)["beacon"]["token"]
+    assert box(at)["post"] == {"url": "/_attnviz/sentence", "token": token} and box(at)["text"] == "the dog ran home"
+    status, answer = say(token, "a cat sat on the mat", "?text=the+dog+ran+home&temp=2.0")
+    assert status == 200 and answer["search"] == "?text=a+cat+sat+on+the+mat&temp=2.0" and answer["seq"] == 1
+    data = answer["data"]
+    scores = np.frombuffer(base64.b64decode(data["scores"]), "<f4").reshape(data["n"], data["m"])
+    np.testing.assert_allclose(scores, glove_scores(glove, "a cat sat on the mat"), rtol=1e-5, atol=1e-5)
+    assert at.session_state.text == "the dog ran home"  # nothing ran
+    at.run()  # the next run, for another reason
+    assert at.session_state.text == "a cat sat on the mat" and box(at)["text"] == "a cat sat on the mat"
+    assert live(at)["version"] == data["version"] and live(at)["beacon"]["taken"] == 1
+
+
+@pytest.mark.parametrize("text, why", [("a qzxjvwk sat", "an unknown word draws a warning"), ("   ", "no words"),
+                                       (" ".join(["dog"] * 70), "over the walk's 64 tokens")])
+def test_a_sentence_that_draws_more_than_the_heatmap_is_answered_with_a_run_and_kept_nowhere(glove, text, why):
+    at = AppTest.from_file(str(ROOT / "pages" / "self_attention.py"), default_timeout=120)
+    at.query_params["text"] = "the dog ran home"
+    at.run()
+    status, answer = say(live(at)["beacon"]["token"], text)
+    assert status == 200 and "run" in answer and "data" not in answer, why
+    at.run()
+    assert at.session_state.text == "the dog ran home"
+
+
+def test_a_page_that_draws_from_the_sentence_runs_for_each_one(glove):
+    """A page showing an unknown word's warning, or a server view below the heatmap, gets a run for every sentence:
+    the box of the second has no endpoint, and the token's answer says so."""
+    at = AppTest.from_file(str(ROOT / "pages" / "self_attention.py"), default_timeout=120)
+    at.query_params["text"] = "the qzxjvwk ran"
+    at.run()
+    assert say(live(at)["beacon"]["token"], "a cat sat")[1].keys() == {"run"}  # the warning would stay on screen
+    type_sentence(at, "the dog ran")
+    token = live(at)["beacon"]["token"]
+    assert "data" in say(token, "a cat sat")[1]
+    at.run()
+    at.toggle(key="near").set_value(True).run()  # the nearest words depend on the sentence
+    assert "post" not in box(at) and "beacon" not in live(at)
+    assert say(token, "a dog sat")[1].keys() == {"run"}
+
+
+@pytest.mark.parametrize("body", [b"{}", b'{"token": 5, "text": "a"}', b'{"token": "x", "text": ["a"]}', b"nope"])
+def test_a_malformed_sentence_post_gets_400(body):
+    status, answer = _beacon.receive_sentence(body)
+    assert status == 400 and "expected JSON" in answer["error"]
+
+
+def test_a_sentence_for_an_unknown_token_gets_404():
+    assert say("no-such-token", "a cat")[0] == 404

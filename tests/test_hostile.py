@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from page_support import component_data
+from page_support import sent_figures, type_sentence
 
 from attnviz.embeddings import VectorFileError, load_uploaded, load_vectors, npy_row_blocks
 from attnviz.retrieval import RecordError, parse_csv
@@ -78,7 +78,7 @@ def leaves(value):
 def live_scores(at) -> list[np.ndarray]:
     """The raw scores each interactive heatmap got, each side's for Compare (its tokens are plain text, set as text by
     the browser). The head atlas sends thumbnails, not scores, and no user text."""
-    sent = [component_data(c) for c in at.get("bidi_component")]
+    sent = sent_figures(at)
     heatmaps = [side for data in sent for side in data.get("sides", [data])
                 if "blocks" not in side and side.get("kind") not in ("matrix", "bars")]
     return [np.frombuffer(base64.b64decode(data["scores"]), "<f4") for data in heatmaps]
@@ -117,10 +117,10 @@ TEXTS = [
 
 @pytest.mark.parametrize("text, expect", sampled(TEXTS, lambda case: case[1] == DRAWN, keep=6), ids=[f"text{i}" for i in range(len(TEXTS))])
 def test_sentence_text(text, expect):
-    at = run_page("self_attention.py", setup=lambda at: at.text_area(key="text").input(text).run())
+    at = run_page("self_attention.py", setup=lambda at: type_sentence(at, text))
     check(at, expect)
     if expect == DRAWN and "<" in text:
-        rows = component_data(at.get("bidi_component")[0])["rows"]
+        rows = sent_figures(at)[0]["rows"]
         assert any("<" in t for t in rows)  # plain text, which the browser sets as text (tests/e2e: no element appears)
 
 
@@ -284,7 +284,7 @@ def test_vector_files_through_the_page(tmp_path, monkeypatch, marker, name):
 
     def choose_the_file(at):
         at.radio(key="vectors").set_value(at.radio(key="vectors").options[1]).run()
-        at.text_area(key="text").input("<b>the</b> dog the").run()
+        type_sentence(at, "<b>the</b> dog the")
 
     check(run_page("self_attention.py", setup=choose_the_file), expect)
     assert not marker.exists()

@@ -4,7 +4,7 @@ import base64
 import json
 import numpy as np
 
-from page_support import ROOT, TIMEOUT, chart_data, component_data, decode, held, messages, run_page, softmax
+from page_support import ROOT, TIMEOUT, chart_data, decode, held, messages, run_page, sent_figures, softmax
 
 
 def test_scoring_page_mismatched_dimensions_show_a_message():
@@ -53,7 +53,7 @@ def test_heads_page_sends_every_heads_scores_for_the_average_and_the_maximum():
 
     at = run_page("heads.py", {"text": "the cat sat on the mat", "heads": "3", "seed": "7"})
     assert not at.exception
-    sent = component_data(at.get("bidi_component")[0])
+    sent = sent_figures(at)[0]
     assert sent["heads"] == 3 and sent["n"] == sent["m"] == 6 and sent["view"]["over"] == "mean"
     scores = np.frombuffer(base64.b64decode(sent["scores"]), "<f4").reshape(3, 6, 6)
     engine = run(embed(tokenize("the cat sat on the mat"), glove()).vectors, Config(projection="random", heads=3, d_k=16, seed=7))
@@ -61,7 +61,7 @@ def test_heads_page_sends_every_heads_scores_for_the_average_and_the_maximum():
     at.session_state["over"], at.session_state["mask"] = "max", "causal"  # a view the browser sent
     at.run()
     assert not at.exception and at.query_params["over"] in ("max", ["max"]) and at.query_params["mask"] in ("causal", ["causal"])
-    np.testing.assert_array_equal(np.frombuffer(base64.b64decode(component_data(at.get("bidi_component")[0])["scores"]),
+    np.testing.assert_array_equal(np.frombuffer(base64.b64decode(sent_figures(at)[0]["scores"]),
                                                 "<f4").reshape(3, 6, 6), scores)  # the browser's view never changes the scores
 
 

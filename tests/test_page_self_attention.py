@@ -9,7 +9,7 @@ import torch
 
 from page_support import (
     DEFAULT, ROOT, SELF, TIMEOUT, component_data, decode, glove_scores, heatmap, held, live, masked_cells, messages, page, run_page,
-    score_apart, softmax, spec_titled, walk_titles,
+    score_apart, sent_figures, softmax, spec_titled, type_sentence, walk_titles,
 )
 
 
@@ -27,7 +27,7 @@ def test_default_sentence_heatmap(glove):
 
 def test_typing_a_sentence_redraws_with_new_tokens():
     at = page()
-    at.text_area(key="text").input("the cat sat").run()
+    type_sentence(at, "the cat sat")
     data = live(at)
     assert data["scores"].shape == (3, 3)
     assert data["rows"] == ["the", "cat", "sat"]
@@ -117,7 +117,7 @@ def test_the_zoom_windows_size_keeps_what_it_sends_bounded():
     text = " ".join(["dog", "cat", "sat", "on", "mat"] * 400)  # 2,000 tokens
     at = page({"text": text, "proj": "random", "heads": "8", "zw": "128"})
     assert not at.exception
-    sent = component_data(at.get("bidi_component")[0])
+    sent = sent_figures(at)[0]
     assert sent["heads"] == 8 and sent["n"] == sent["m"] == 32  # 8 heads × 32 rows × 2,000 keys ≤ 2**19 scores
     assert len(base64.b64decode(sent["scores"])) == 8 * 32 * 2000 * 4
     assert at.select_slider(key="zw").options == ["8", "16", "32"]
@@ -159,7 +159,7 @@ def test_the_chosen_query_survives_edits():
     at = page({"text": "the cat sat on the mat", "near": "1"})
     at.session_state["query"] = 3
     assert inspected(at.run()) == 3
-    at.text_area(key="text").set_value("a dog").run()  # position 3 is gone: back to 0
+    type_sentence(at, "a dog")  # position 3 is gone: back to 0
     assert inspected(at) == 0 and at.session_state["query"] == 0
     at.session_state["query"] = 1
     at.session_state["hard"] = True
@@ -190,7 +190,7 @@ def test_nearest_words_table_lists_the_mixtures_neighbours(glove):
 def test_compare_sends_each_sides_raw_scores_and_view_and_takes_back_both_views(glove):
     at = page({"cmp": "1", "b_scoring": "dot", "b_mask": "causal", "b_temp": "0.5"})
     assert not at.exception
-    sent = component_data(at.get("bidi_component")[0])
+    sent = sent_figures(at)[0]
     a, b = ({**side, "scores": np.frombuffer(base64.b64decode(side["scores"]), "<f4").reshape(16, 16)} for side in sent["sides"])
     x = glove_scores(glove, DEFAULT) * np.sqrt(50)  # XXᵀ: the dot scores; A's are ÷ √50
     np.testing.assert_allclose(a["scores"], x / np.sqrt(50), atol=1e-5)
@@ -202,11 +202,11 @@ def test_compare_sends_each_sides_raw_scores_and_view_and_takes_back_both_views(
     at.run()
     params = {k: at.query_params[k] for k in ("b_temp", "b_hard", "temp")}
     assert params == {"b_temp": ["2.0"], "b_hard": ["1"], "temp": ["0.2"]} or params == {"b_temp": "2.0", "b_hard": "1", "temp": "0.2"}
-    again = component_data(at.get("bidi_component")[0])
+    again = sent_figures(at)[0]
     assert again["sides"][1]["view"]["temp"] == 2.0 and again["sides"][1]["view"]["hard"] and again["sides"][0]["view"]["temp"] == 0.2
     assert again["sides"][1]["scores"] == sent["sides"][1]["scores"]  # a view never changes the scores
     at.text_input(key="b_text").input("a dog ran").run()
-    other = component_data(at.get("bidi_component")[0])
+    other = sent_figures(at)[0]
     assert "difference" not in other and other["sides"][1]["n"] == 3 and "different tokens" in messages(at)
 
 
@@ -224,7 +224,7 @@ def test_an_all_unknown_sentence_is_drawn_under_the_random_policy_and_refused_as
     drawn = page({"text": "qzxjvwk zzqqx", "oov": "random"})
     assert live(drawn)["n"] == 2 and "not in the vocabulary" in messages(drawn)  # the OOV warning, and a heatmap
     refused = page({"text": "qzxjvwk zzqqx"})
-    assert not refused.get("bidi_component") and "every weight 1/n" in messages(refused)
+    assert not sent_figures(refused) and "every weight 1/n" in messages(refused)
 
 
 def test_oov_words_are_marked():

@@ -5,7 +5,7 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from page_support import KV, PAGES, ROOT, SELF, TIMEOUT, component_data, kv_page, live, page
+from page_support import KV, PAGES, ROOT, SELF, TIMEOUT, component_data, kv_page, live, page, sent_figures
 
 
 def test_app_runs_the_default_page():
@@ -47,7 +47,7 @@ def test_every_page_runs_and_its_charts_download_as_png_at_3x_or_as_svg(name):
         at.run()
         assert not at.exception, at.exception
         charts = at.get("plotly_chart")
-        drawn = [component_data(c) for c in at.get("bidi_component")]
+        drawn = sent_figures(at)
         # The browser's figures (the interactive heatmap, a matrix, bars) have their own PNG and SVG buttons
         assert charts or any(d.get("file", "").startswith("attnviz_") for d in drawn), name
         for chart in charts:

@@ -47,7 +47,22 @@ export class Heatmap {
     this.figure.addEventListener("keydown", (e) => this.key(e));
     this.resize = new ResizeObserver(() => this.layout() && this.draw());
     this.resize.observe(root);
-    if (!this.owner) root.attnvizFollow = (view) => this.follow(view);
+    if (!this.owner) {
+      root.attnvizFollow = (view) => this.follow(view);
+      root.attnvizSentence = (data) => this.newSentence(data);
+    }
+  }
+
+  /** A new sentence's data from the server (the sentence box, sentence.mjs), drawn under the view shown: the query,
+   * the hidden keys and the key taken apart stay where the new sentence still has them, else go back to their first
+   * values, as the page's run would; a view that changed goes to the host. */
+  newSentence(data) {
+    const n = data.n, shown = this.view, synced = this.synced;
+    const view = { ...shown, query: shown.query < n ? shown.query : 0, hide: shown.hide.filter((j) => j < n) };
+    if ("key" in view && view.key >= n) view.key = -1;
+    this.load({ ...data, view, beacon: this.data.beacon, awaiting: false }, this.setStateValue);
+    this.synced = synced; // what the host has
+    if (this.timer === null) this.sync();
   }
 
   /** A class's view (the presenter's), applied here without telling the host: a student's page follows it. */
@@ -65,6 +80,7 @@ export class Heatmap {
     const fresh = !this.data || this.data.version !== data.version;
     const pythonView = JSON.stringify(data.view);
     this.data = data;
+    this.root.attnvizBeacon = data.beacon ? data.beacon.token : null; // the sentence box finds its heatmap by it
     if (data.masks) this.masks = data.masks; // a page's own mask choices (a decoder's are causal)
     this.root.style.fontSize = `${data.font_px + 2}px`; // the toolbar, hover and inspector; the figure's text is font_px
     if (fresh) {

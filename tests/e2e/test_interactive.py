@@ -117,6 +117,41 @@ def test_a_burst_of_changes_asks_the_server_nothing_until_the_pause(server, page
     page.screenshot(path=str(SHOTS / "self_attention_interactive.png"))
 
 
+def test_a_new_sentence_is_drawn_without_a_run_and_the_page_follows(server, page):
+    """While nothing else on the page depends on the sentence, the box posts it and the heatmap redraws from the
+    server's answer: the page sends Streamlit nothing, and the link follows. A part opened afterwards (Inside a score)
+    takes apart the new sentence, not the one of the page's last run; a reload keeps it."""
+    sent = count_sent(page)  # before the page opens its websocket
+    page.goto(server)
+    wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 16)
+    settle(page)
+    assert sent, "the page's runs were not seen"
+    before = len(sent)
+    box = page.get_by_role("textbox", name="Sentence")
+    box.fill("the cat sat on the mat today")
+    box.press("Control+Enter")
+    typed = wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 7)
+    assert [row.split(" ")[-1] for row in typed["y"]][:3] == ["the", "cat", "sat"]
+    assert url_has(page, "text=the+cat+sat+on+the+mat+today")
+    page.wait_for_timeout(1500)  # longer than the heatmap's pause: a view it had to send would have gone
+    assert len(sent) == before, "the new sentence asked the server for a run"
+    page.get_by_text("Inside a score").first.click()
+    page.get_by_text("Query #0 the (q) and key #").first.wait_for(timeout=30_000)
+    settle(page)
+    assert box.input_value() == "the cat sat on the mat today"
+    page.reload()
+    wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 7)
+    box = page.get_by_role("textbox", name="Sentence")
+    assert box.input_value() == "the cat sat on the mat today"
+    settle(page)
+    before = len(sent)
+    box.fill("a qzxjvwk sat")  # an unknown word: the page draws its warning, so the box asks for a run
+    box.press("Control+Enter")
+    wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 3)
+    page.get_by_text("not in the vocabulary").first.wait_for(timeout=30_000)
+    assert len(sent) > before and url_has(page, "text=a+qzxjvwk+sat")
+
+
 def test_a_paused_view_survives_a_new_sentence_and_a_page_switch(server, page):
     """The view a pause posted (no run) is what the next run keeps: a new sentence keeps τ and the mask, and so does
     a visit to another page and back."""

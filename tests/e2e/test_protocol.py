@@ -16,9 +16,11 @@ from bench.protocol import Session  # noqa: E402
 
 def heatmap_data(session: Session) -> dict:
     """The data the Self-attention heatmap component received in the session's last run."""
-    sent = [element for kind, element in session.elements if kind == "bidi_component"]
-    assert sent, "the run drew no heatmap component"
-    return json.loads(sent[-1].json)[0]  # a one-item list (appkit.interactive)
+    sent = [json.loads(element.json)[0]  # one-item lists (appkit.interactive)
+            for kind, element in session.elements if kind == "bidi_component"]
+    heatmaps = [data for data in sent if "scores" in data]  # not the sentence box
+    assert heatmaps, "the run drew no heatmap component"
+    return heatmaps[-1]
 
 
 def test_a_paused_view_and_a_new_sentence_over_the_protocol(server):
@@ -36,16 +38,32 @@ def test_a_paused_view_and_a_new_sentence_over_the_protocol(server):
             assert part in session.query.split("&"), session.query  # the link follows the view the browser sent
         assert heatmap_data(session)["view"] == view
 
-        box = session.find("Sentence")
+        box = session.find("text_box", "bidi_component")
         assert box.fragment, "the sentence box is drawn inside the page's fragment"
-        typed = await session.change(box, string_value="a cat sat on the mat")
+        assert session.data["text_box"]["text"] == "the dog was happy" and "post" in session.data["text_box"]
+        # Nothing else on the page depends on the sentence: the box's POST is answered with the heatmap's data, and
+        # nothing runs (the session reads no message), the link follows the answer.
+        typed = await session.type_sentence(server, "text_box", "a cat sat on the mat")
+        assert typed.ok and "data" in typed.answer, typed
+        data = typed.answer["data"]
+        assert [row.split(" ")[0] for row in data["rows"]] == ["a", "cat", "sat", "on", "the", "mat"]
+        assert "text=a+cat+sat+on+the+mat" in session.query.split("&")
+        scores = np.frombuffer(base64.b64decode(data["scores"]), dtype=np.float32)
+        assert scores.size == 36 and np.isfinite(scores).all()
+        # The next run (a paused view that reruns) takes the sentence: the box and the heatmap have it.
+        rerun = await session.set_component_state("live", {"view": {**view, "temp": 1.0}})
+        assert rerun.ok, rerun.problem
+        assert session.data["text_box"]["text"] == "a cat sat on the mat"
+        assert heatmap_data(session)["version"] == data["version"]
+
+        # An unknown word draws a warning: the server answers that the page runs, and the box's trigger runs its
+        # fragment, not the sidebar.
+        typed = await session.type_sentence(server, "text_box", "a qzxjvwk sat")
         assert typed.ok, typed.problem
         drawn = [(kind, getattr(element, "label", "")) for kind, element in session.elements]
         assert ("selectbox", "Scoring function a(q, k)") not in drawn, "a new sentence ran the sidebar again"
-        data = heatmap_data(session)
-        assert len(data["rows"]) == 6 and "text=a+cat+sat+on+the+mat" in session.query
-        scores = np.frombuffer(base64.b64decode(data["scores"]), dtype=np.float32)
-        assert scores.size == 36 and np.isfinite(scores).all()
+        assert len(heatmap_data(session)["rows"]) == 3 and "text=a+qzxjvwk+sat" in session.query
+        assert any(kind == "alert" and "not in the vocabulary" in element.body for kind, element in session.elements)
         await session.close()
 
     # In a thread of its own: Playwright's sync API, open in this process for the other tests, holds an event loop here.

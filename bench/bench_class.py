@@ -37,6 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.protocol import dechunk  # noqa: E402
 from bench.bench_load import percentile, protocol_load, servers, settle, stop, warm  # noqa: E402
 
 PRESENTER_EVERY = 3.0  # seconds between the presenter's view changes
@@ -59,17 +60,6 @@ async def request(url: str, method: str, path: str, body: dict | None = None) ->
     if b"transfer-encoding: chunked" in head.lower():
         payload = dechunk(payload)
     return status, json.loads(payload or b"{}")
-
-
-def dechunk(payload: bytes) -> bytes:
-    out = b""
-    while payload:
-        size, _, rest = payload.partition(b"\r\n")
-        n = int(size, 16)
-        if n == 0:
-            break
-        out, payload = out + rest[:n], rest[n + 2:]
-    return out
 
 
 async def events(url: str, path: str, heard, stop_at: float) -> None:

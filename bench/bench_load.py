@@ -9,7 +9,9 @@ The protocol client (bench/protocol.py) speaks Streamlit's websocket protocol as
 the server's own: nothing else competes for the cores but one small Python process. Each session opens the page on
 its own 16-token sentence; once all have drawn it, each interacts once a second: every 8th second a new sentence of
 8-20 words (session k in the seconds s with s mod 8 = k mod 8, so that the class does not type in step), otherwise a
-control, for at most the given seconds (behind a saturated server a session makes fewer runs). The control is what
+control, for at most the given seconds (behind a saturated server a session makes fewer runs). A new sentence is what
+the page's sentence box sends: a POST answered with the heatmap's new raw scores (no run) while nothing else on the
+page depends on the sentence, as on the page as it opens; else one run of the page's fragment. The control is what
 reaches the server when a student plays with the heatmap: the
 browser redraws on its own and sends the view (τ, hard, mask, query) once the student pauses, which reruns the
 heatmap's fragment (on a checkout without the browser-side heatmap: a click on the hard-attention toggle). A
@@ -51,6 +53,7 @@ from bench.protocol import Run, Session  # noqa: E402
 
 HARD = "Hard attention (one-hot argmax)"
 COMPONENT = "live"  # the Self-attention heatmap's key
+BOX = "text_box"  # its sentence box's key
 TAUS = [0.1, 0.2, 0.5, 1.0, 2.0, 5.0]
 NEW_SENTENCE_EVERY = 8  # seconds
 # Common words GloVe knows: a new sentence is 8-20 of them, drawn at random, so no cache has seen it.
@@ -101,6 +104,14 @@ class Usage(threading.Thread):
         self.client_cpu = time.process_time() - client_start  # this process: the load client, on the same cores
 
 
+async def type_sentence(session: Session, url: str, text: str) -> Run:
+    """A new sentence as the page's box sends it (Session.type_sentence): a POST answered with the heatmap's data
+    while nothing else on the page depends on the sentence, else a run; on a checkout before the box, its text area."""
+    if session.has(BOX):
+        return await session.type_sentence(url, BOX, text)
+    return await session.change(session.find("Sentence"), string_value=text)
+
+
 def new_sentence(rng: random.Random) -> str:
     return " ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(8, 20)))
 
@@ -145,7 +156,7 @@ async def student(url: str, k: int, seconds: float, ready: list, start: asyncio.
         if second % NEW_SENTENCE_EVERY == k % NEW_SENTENCE_EVERY:  # each session on its own beat: not all at once
             text = new_sentence(rng)
             tokens = len(text.split())
-            run = await session.change(session.find("Sentence"), string_value=text)
+            run = await type_sentence(session, url, text)
             kind = "sentence"
         else:
             run = await control(session, rng, tokens, url)
@@ -202,7 +213,7 @@ async def solo(url: str, pid: int, tokens: int, runs: int) -> dict:
         before = usage.cpu_seconds()
         if kind == "sentence":
             text = " ".join(rng.choice(VOCABULARY) for _ in range(tokens))  # a sentence no cache has seen
-            run = await session.change(session.find("Sentence"), string_value=text)
+            run = await type_sentence(session, url, text)
         else:
             run = await control(session, rng, tokens, url)
         await asyncio.sleep(0.15)

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 import websockets
+from streamlit.components.v2.bidi_component.main import _make_trigger_id
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
@@ -38,6 +39,7 @@ class Run:
     seconds: float  # request sent → script_finished
     ok: bool
     problem: str = ""  # why not ok: the app's exception, a compile error, a lost connection
+    answer: dict | None = None  # a POST's JSON answer
 
 
 def initial_state(kind: str, element) -> WidgetState | None:
@@ -135,6 +137,29 @@ class Session:
         current = json.loads(widget.state.json_value) if widget.state.HasField("json_value") else {}
         return await self.change(widget, timeout=timeout, json_value=json.dumps({**current, **values}))
 
+    async def trigger(self, name: str, event: str, value, timeout: float = 120) -> Run:
+        """What a components-v2 component's `setTriggerValue(event, value)` sends: a one-run trigger (its payload list,
+        as JSON, under the component's trigger widget), and a rerun of its fragment."""
+        widget = self.find(name, "bidi_component")
+        state = WidgetState(id=_make_trigger_id(widget.state.id, "events"))
+        state.json_trigger_value = json.dumps([{"event": event, "value": value}])
+        return await self.rerun(widget.fragment, timeout=timeout, triggers=[state])
+
+    async def type_sentence(self, url: str, box: str, text: str, timeout: float = 120) -> Run:
+        """What the sentence box (attnviz/browser/sentence.mjs) does with a committed text: where its data carries
+        `post`, the POST, whose answer is the heatmap's data (no run; the link follows the answer) or says the page must
+        run; else, or then, the trigger and the run of its fragment (the time of both)."""
+        post = self.data.get(box, {}).get("post")
+        if post:
+            sent = await self.post(url, post["url"], {"token": post["token"], "text": text, "search": "?" + self.query},
+                                   timeout=timeout)
+            if sent.ok and "data" in (sent.answer or {}):
+                self.query = sent.answer["search"].lstrip("?")
+                return sent
+            run = await self.trigger(box, "text", text, timeout=timeout)
+            return Run(sent.seconds + run.seconds, run.ok, run.problem)
+        return await self.trigger(box, "text", text, timeout=timeout)
+
     async def post(self, url: str, path: str, body: dict, timeout: float = 120) -> Run:
         """An HTTP POST of `body` as JSON to `path` on the server at `url`, as a page's fetch() sends it (no page run):
         the time to the whole answer, ok on a 2xx status."""
@@ -152,16 +177,24 @@ class Session:
                 writer.close()
         except (TimeoutError, OSError) as error:
             return Run(time.perf_counter() - started, False, f"POST {path}: {type(error).__name__}")
+        seconds = time.perf_counter() - started
         status = answer.split(b" ", 2)[1].decode() if answer.startswith(b"HTTP/") else "no answer"
-        return Run(time.perf_counter() - started, status.startswith("2"), "" if status.startswith("2") else f"HTTP {status}")
+        head, _, payload = answer.partition(b"\r\n\r\n")
+        if b"transfer-encoding: chunked" in head.lower():
+            payload = dechunk(payload)
+        try:
+            parsed = json.loads(payload) if payload else None
+        except ValueError:
+            parsed = None
+        return Run(seconds, status.startswith("2"), "" if status.startswith("2") else f"HTTP {status}", parsed)
 
-    async def rerun(self, fragment: str = "", timeout: float = 120) -> Run:
+    async def rerun(self, fragment: str = "", timeout: float = 120, triggers: list[WidgetState] = ()) -> Run:
         message = BackMsg()
         state = message.rerun_script
         state.query_string = self.query
         state.page_script_hash = self.page
         state.fragment_id = fragment
-        state.widget_states.widgets.extend(w.state for w in self.widgets.values())
+        state.widget_states.widgets.extend([*(w.state for w in self.widgets.values()), *triggers])
         state.cached_message_hashes.extend(self.cache)
         self.elements, seen = [], set()
         started = time.perf_counter()
@@ -240,3 +273,15 @@ class Session:
         for widget_id, widget in list(self.widgets.items()):
             if widget_id not in seen and (not fragment or widget.fragment == fragment):
                 del self.widgets[widget_id]
+
+
+def dechunk(payload: bytes) -> bytes:
+    """An HTTP/1.1 chunked body's bytes."""
+    out = b""
+    while payload:
+        size, _, rest = payload.partition(b"\r\n")
+        n = int(size, 16)
+        if n == 0:
+            break
+        out, payload = out + rest[:n], rest[n + 2:]
+    return out

@@ -3,7 +3,8 @@ step-by-step walk. pages/self_attention.py reads the controls and lays these out
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -12,6 +13,7 @@ import torch
 
 from attnviz import figures
 from attnviz.cache import ByteBudgetCache
+from attnviz.embeddings import tokenize
 from attnviz.functional import Parts
 from attnviz.positions import cosine_similarity, permutation, rotary_angles, rotary_similarity, sinusoidal
 from attnviz.sentence import (
@@ -56,10 +58,26 @@ def compute(kv, request: Request) -> Explored:
     return _views().get(request, lambda: _compute(kv, request))
 
 
-def computer(kv) -> Callable[[Request], Explored]:
-    """compute for `kv`, callable off the script thread (appkit/beacon's worker): the shared cache is taken now."""
+def computer() -> Callable[..., Explored]:
+    """compute, callable off the script thread (appkit/beacon's worker): the shared cache is taken now."""
     views = _views()
-    return lambda request: views.get(request, lambda: _compute(kv, request))
+    return lambda kv, request: views.get(request, lambda: _compute(kv, request))
+
+
+def browser_sentence(kv, raw: Request, data_of: Callable[[Explored, str], dict | None]) -> Callable[[str], dict | None]:
+    """text → the page's data for that sentence under `raw`'s settings, `data_of(computed, text)` (None where the page
+    draws more from it than its heatmap), or None: the page runs for it. appkit/beacon calls it off the script thread
+    and keeps it until the token is evicted, so the vectors are held weakly: a session's uploaded file (or GloVe's
+    matrix mapped during the warm-up) goes once nothing else holds it, and then the page runs."""
+    compute_now, vectors = computer(), weakref.ref(kv)
+
+    def data_for(text: str) -> dict | None:
+        if len(tokenize(text, drop_punctuation=raw.drop_punctuation)) not in range(1, STEPS_LIMIT + 1):
+            return None  # no words, or more than the walk draws: the page runs, and a long text's scores are not made
+        held = vectors()
+        return None if held is None else data_of(compute_now(held, replace(raw, sentence=text)), text)
+
+    return data_for
 
 
 def whole_page_if_stale() -> None:

@@ -14,12 +14,12 @@ from attnviz.export import Matrix
 from appkit.interactive import interactive_heatmap, screen_sizes, sentence_box, view_state
 from appkit.present import chart, downloads
 from appkit.explorer import (
-    INTERACTIVE_LIMIT, STEPS_LIMIT, ZOOM_SIZES, Request, compare_downloads, compute, computer, inside_a_score,
+    INTERACTIVE_LIMIT, STEPS_LIMIT, ZOOM_SIZES, Request, browser_sentence, compare_downloads, compute, inside_a_score,
     live_compare, positions_section, step_walk, view_parts, zoom_window,
 )
 from attnviz import figures
 from attnviz.functional import FORMULAS, PARAMETERS, SCORING_NAMES
-from attnviz.embeddings import OOV_POLICIES, nearest_words, tokenize
+from attnviz.embeddings import OOV_POLICIES, nearest_words
 from attnviz.positions import POSITIONS
 from attnviz.sentence import FULL_LIMIT, MASKS, Config, max_tokens_setting, overflow_message, problem, temperature_grid
 from attnviz.urlstate import Param, boolean, bounded_text, choice, coerce, encode_bool, encode_int_list, int_list, int_range, nearest
@@ -274,20 +274,6 @@ def drawn_alone(computed, text: str) -> bool:
             and len(computed.embedded.tokens) <= min(STEPS_LIMIT, INTERACTIVE_LIMIT) and len(text) <= URL_TEXT_LIMIT)
 
 
-def browser_sentence(kv, raw: Request, view: dict, sizes: dict):
-    """text → the live heatmap's data for that sentence, where it is all the sentence changes (drawn_alone), else
-    None: the page runs for it. Called by appkit/beacon off the script thread."""
-    compute_now = computer(kv)
-
-    def data_for(text: str) -> dict | None:
-        if len(tokenize(text, drop_punctuation=raw.drop_punctuation)) not in range(1, STEPS_LIMIT + 1):
-            return None  # before the scores: a long text's would go unused
-        computed = compute_now(replace(raw, sentence=text))
-        return heatmap_data(computed, view, sizes) if drawn_alone(computed, text) else None
-
-    return data_for
-
-
 def live_view(kv, vectors_name: str, raw: Request, computed, shown, config: Config, hidden: list[int]) -> None:
     """One head, no comparison: the browser computes the weights from the raw scores and redraws on its own; below
     it, what the server draws from the view (a score taken apart, the nearest words, positions, the walk)."""
@@ -295,16 +281,20 @@ def live_view(kv, vectors_name: str, raw: Request, computed, shown, config: Conf
     palette = st.session_state.palette
     query = position(tokens, "query")
     st.session_state.query, st.session_state.hide = query, hidden
-    sizes = screen_sizes()
-    data = heatmap_data(computed, view_state(SCHEMA), sizes)
+    sizes, opened = screen_sizes(), view_state(SCHEMA)
+    data = heatmap_data(computed, opened, sizes)
     # A pause reruns the page only for a view drawn here from τ, hard, the mask or the query: else it costs the
     # server one small request (appkit/beacon), and the browser writes the link and builds the downloads. So does a
     # new sentence, while nothing drawn below depends on it.
     paused = server_views()
     alone = (not paused and config.positions == "none" and shown.view is not None
              and drawn_alone(computed, st.session_state.text))
+
+    def redrawn(new, text: str) -> dict | None:  # off the script thread: what it reads of the session is taken now
+        return heatmap_data(new, opened, sizes) if drawn_alone(new, text) else None
+
     interactive_heatmap(data, key="live", clean=clean_view, schema=None if paused else SCHEMA,
-                        sentence=browser_sentence(kv, raw, view_state(SCHEMA), sizes) if alone else None)
+                        sentence=browser_sentence(kv, raw, redrawn) if alone else None)
     if shown.view is None:  # S/τ left float32's range: the heatmap says so, and there is nothing more to show
         save_url_state(SCHEMA)
         return

@@ -210,3 +210,24 @@ def test_a_malformed_sentence_post_gets_400(body):
 
 def test_a_sentence_for_an_unknown_token_gets_404():
     assert say("no-such-token", "a cat")[0] == 404
+
+
+def test_the_sentence_function_holds_the_vectors_weakly(glove):
+    """The beacon keeps a page's sentence function until its token is evicted, long after the session: the vectors
+    it reads (an uploaded file's) must go when the session lets go of them; then the page runs for the sentence."""
+    import gc
+
+    from gensim.models import KeyedVectors
+
+    from appkit.explorer import Request, browser_sentence
+    from attnviz.sentence import Config
+
+    uploaded = KeyedVectors(50)
+    uploaded.add_vectors(["a", "cat", "sat"], glove[["a", "cat", "sat"]])
+    raw = Request("upload:test", "a cat", False, "zero", Config(), 1000)
+    drawn = browser_sentence(uploaded, raw, lambda computed, text: {"tokens": computed.embedded.tokens, "text": text})
+    assert drawn("a cat sat") == {"tokens": ["a", "cat", "sat"], "text": "a cat sat"}
+    assert drawn(" ") is None and drawn(" ".join(["cat"] * 65)) is None  # no words; more than the walk draws
+    del uploaded
+    gc.collect()
+    assert drawn("a sat cat") is None

@@ -112,16 +112,25 @@ def taken(token: str) -> int:
         return beacon.taken if beacon else 0
 
 
+def posted(body: bytes, name: str, kind: type) -> tuple[str, object, str] | None:
+    """(token, the body's `name`, search) of a posted JSON {"token", name, "search"}; None where it is not that."""
+    try:
+        sent = json.loads(body)
+        token, value, search = sent["token"], sent[name], sent.get("search", "")
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    if isinstance(token, str) and isinstance(value, kind) and isinstance(search, str):
+        return token, value, search
+    return None
+
+
 def receive(body: bytes) -> tuple[int, dict]:
     """(HTTP status, answer) for a posted {"token", "view", "search"}: the view kept for the session's next run, and
     the page's link (`search`, the address's query) with it, and the view's number (`seq`)."""
-    try:
-        sent = json.loads(body)
-        token, view, search = sent["token"], sent["view"], sent.get("search", "")
-        if not (isinstance(token, str) and isinstance(view, dict) and isinstance(search, str)):
-            raise TypeError
-    except (ValueError, TypeError, KeyError):
+    sent = posted(body, "view", dict)
+    if sent is None:
         return 400, {"error": "expected JSON {token, view, search}"}
+    token, view, search = sent
     with _lock:
         beacon = _beacons.get(token)
         if beacon is None:
@@ -139,13 +148,10 @@ def keep(beacon: Beacon, view: dict, search: str) -> dict:
 def receive_sentence(body: bytes) -> tuple[int, dict]:
     """(HTTP status, answer) for a posted {"token", "text", "search"}: the heatmap's data for the new sentence (`data`),
     with the text kept as a posted view and the link; or, where the page must run for it, `run` saying why."""
-    try:
-        sent = json.loads(body)
-        token, text, search = sent["token"], sent["text"], sent.get("search", "")
-        if not (isinstance(token, str) and isinstance(text, str) and isinstance(search, str)):
-            raise TypeError
-    except (ValueError, TypeError, KeyError):
+    sent = posted(body, "text", str)
+    if sent is None:
         return 400, {"error": "expected JSON {token, text, search}"}
+    token, text, search = sent
     with _lock:
         beacon = _beacons.get(token)
         make = beacon.sentence if beacon else None

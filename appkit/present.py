@@ -13,7 +13,6 @@ FORMATS = {"png": "PNG, 3× size", "svg": "SVG (vector, for papers)"}
 PRESENTER_CSS = """<style>
 .stApp [data-testid="stMarkdownContainer"] p, .stApp [data-testid="stMarkdownContainer"] li,
 .stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stWidgetLabel"] p, .stApp input, .stApp textarea,
-.stApp .av-sentence-label,
 .stApp [data-baseweb="select"] div { font-size: 22px !important; }
 .stApp h1 { font-size: 3.2rem !important; }
 </style>"""

@@ -91,3 +91,22 @@ def smollm2_reference(tmp_path_factory):
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
     module = LlamaForCausalLM.from_pretrained(str(folder), attn_implementation="eager", dtype=torch.float32).eval()
     return tokenizer, module, folder
+
+
+@pytest.fixture
+def interpreted(monkeypatch):
+    """The scan's GPU kernel (attnviz.models.flash) run by Triton's interpreter on the CPU, so that its arithmetic is
+    tested without a GPU. Without Triton these tests skip and say why, except with ATTNVIZ_REQUIRE_TRITON=1 (CI, where
+    requirements-dev.txt installs it), when they fail."""
+    import os
+
+    from attnviz.models import flash
+
+    if flash.tl is None:
+        message = "Triton is not installed (requirements-dev.txt installs it for the GPU kernel's tests)"
+        if os.environ.get("ATTNVIZ_REQUIRE_TRITON") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.delenv(flash.SETTING, raising=False)
+    return flash

@@ -201,3 +201,39 @@ def test_the_kernel_keeps_the_contract_in_float32(layers, family, monkeypatch):
         monkeypatch.undo()
         close(logsumexp, normaliser, f"{path}: the log-sum-exp", lse_tolerance)
         close(scanned, output, f"{path}: αV", out_tolerance)
+
+
+@pytest.mark.parametrize("family", [family for family in CASES if family != "deberta-v2"])
+def test_the_gpu_kernel_keeps_the_contract_in_float32(layers, family, interpreted):
+    """The scan's Triton kernel (flash.py, in Triton's interpreter), in float32, against the contract in float64: αV
+    and the log-sum-exp as the C kernel is held (tolerances derived as there), and the summaries it alone writes, from
+    the written-out weights: a weight α is e^{a − log Σ}, off by its score's error and the log-sum-exp's, relatively."""
+    arch, params, index = layers[family]
+    query, key, value, positions = inputs(arch, dtype=torch.float32, seed=3)
+    weights, output, normaliser = written_out(arch, params, index, query, key, value)  # (H, N, N), (H, N, dh), (H, N)
+    dh, block, top = arch.head_dim, 64, 5
+    size = (query.double().abs() @ key.double().abs().repeat_interleave(arch.heads // arch.kv_heads, 0).transpose(1, 2)).max() / math.sqrt(dh)
+    score_error = LAMBDA * math.sqrt(dh) * U32 * float(size) + 4 * U32 * float(size)
+    sum_error = LAMBDA * math.sqrt(N) * U32
+    lse_tolerance = score_error + sum_error
+    relative = score_error + lse_tolerance  # a weight's relative error
+    summaries = scan.Summaries(arch.heads, N, block, top)
+    scanned, logsumexp = scan.attend_blocks(arch, index, query / math.sqrt(dh), key, value, positions, block,
+                                            summaries=summaries, params=params)
+    close(logsumexp, normaliser, "the log-sum-exp", lse_tolerance)
+    close(scanned, output, "αV", (2 * score_error + 2 * sum_error) * float(value.abs().max()))
+    every = torch.cat([weights, 1 - weights.sum(-1, keepdim=True)], -1) if params.sink is not None else weights
+    logs = torch.log(every.clamp_min(1e-300))  # (H, N, N [+ 1]) log α, the sink's share one more outcome
+    entropy = -(every * logs).sum(-1)  # (H, N)
+    spread = (every * (logs - logs.amax(-1, keepdim=True)).abs()).sum(-1)  # (H, N) Σ α |a − max a|
+    close(summaries.entropy, entropy, "the entropy", float((relative * (1 + spread)).max()))
+    strongest = weights.topk(top, -1).values  # (H, N, top)
+    close(summaries.top_weights, strongest, "the strongest weights", relative * float(strongest.max()))
+    named = weights.gather(-1, summaries.top_keys.long())  # (H, N, top) the written-out weights of the keys it names
+    close(named, strongest, "the weights of the keys it names", relative * float(strongest.max()))
+    count = math.ceil(N / block)
+    blocks = torch.nn.functional.pad(weights, (0, 0, 0, count * block - N)).view(arch.heads, count, block, N)
+    by_block = torch.nn.functional.pad(blocks.sum(2), (0, count * block - N)).view(arch.heads, count, count, block)
+    overview = by_block.sum(-1) / torch.tensor([min(block, N - a * block) for a in range(count)])[None, :, None]
+    close(summaries.overview, overview, "the overview", relative)
+    close(summaries.first, weights[:, 1:, 0].sum(-1), "the first key's share", relative * N)

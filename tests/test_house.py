@@ -27,7 +27,7 @@ FLOORS = [
     ("a loaded model", ["attnviz.models.loaded"]),
     ("what a model does", ["attnviz.models.generate", "attnviz.models.scan", "attnviz.models.result"]),
     ("the engine", ["attnviz.models.engine", "attnviz.models.mapping", "attnviz.models.errors", "attnviz.models.fused",
-                    "attnviz.models.onepass", "attnviz.models.pieces", "attnviz.models.files", "attnviz.models.hub"]),
+                    "attnviz.models.flash", "attnviz.models.onepass", "attnviz.models.pieces", "attnviz.models.files", "attnviz.models.hub"]),
     ("toy attention", ["attnviz.sentence", "attnviz.encdec", "attnviz.retrieval", "attnviz.pooling",
                        "attnviz.qkspace", "attnviz.embeddings"]),
     ("the ground", ["attnviz", "attnviz.functional", "attnviz.positions", "attnviz.cache", "attnviz.urlstate",

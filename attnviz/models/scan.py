@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attnviz.models import engine, fused
+from attnviz.models import engine, flash, fused
 from attnviz.cache import memory_bound
 from attnviz.models.pieces import Pieces
 
@@ -250,10 +250,14 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
     The keys are padded to whole chunks of CHUNK (weight 0), and every block's scores and exponentials are written into
     the same two buffers: a fresh H × size × n tensor a block costs more in page faults than the exponential does. On a
     CPU, each block's passes over its scores (the strongest keys, the exponentials and their sums) run in one compiled
-    kernel where it can be built (fused.py), else one torch kernel a pass."""
+    kernel where it can be built (fused.py), else one torch kernel a pass. On a GPU, a scan's layer (summaries, no
+    visit, no intervention) is one fused Triton kernel where flash.declined finds nothing against it (flash.py)."""
     heads, n, dh = query.shape
     group = heads // arch.kv_heads
     sink = None if params is None else params.sink  # (H,) or None
+    if (summaries is not None and visit is None and intervention is None
+            and flash.declined(arch, query, summaries.block) is None):
+        return flash.attend(arch, index, query, key, value, summaries, sink)  # (H, n, dh), (H, n)
     width = n + (-n % CHUNK)
     padded = torch.nn.functional.pad(key, (0, 0, 0, width - n))  # (KV, width, dh)
     key_t = padded.transpose(-2, -1).contiguous()  # (KV, dh, width)
@@ -337,8 +341,11 @@ def scan_layer(arch: engine.Architecture, params: engine.LayerWeights, index: in
                size: int, summaries: Summaries, on_block=None):
     """One layer over inputs x (n, d) (blocked_layer), each block's weights summarised: (x after the layer, the
     queries (H, n, dh) scaled by 1/√dh, the keys (KV, n, dh), the normalisers (H, n))."""
-    visit = None if on_block is None else (lambda start, exps, total: on_block())
+    fused_gpu = flash.declined(arch, x, summaries.block) is None  # the kernel takes the layer whole: progress after it
+    visit = None if on_block is None or fused_gpu else (lambda start, exps, total: on_block())
     x, query, key, _, normalisers = blocked_layer(arch, params, index, x, positions, size, visit, summaries=summaries)
+    for _ in range(math.ceil(x.shape[0] / size) if fused_gpu and on_block is not None else 0):
+        on_block()
     return x, query, key, normalisers
 
 

@@ -97,8 +97,9 @@ def attention(arch: Architecture, params: LayerWeights, index: int, query: torch
     Three strategies compute it, with the same numbers: a long causal run where the weights are kept (`out`
     (H, m, m)) by blocks of queries against their keys so far (causal_attend); a layer with relative terms or a
     sink, its scores written out (explicit_attend); every other layer through attnviz.functional's grouped_attend.
-    The scan's attend_blocks is the fourth, block by block without keeping the weights, and its C kernel
-    (models/fused.c) and the browser's weights.mjs are mirrors, each tested against this contract."""
+    The scan's attend_blocks is the fourth, block by block without keeping the weights; its C kernel
+    (models/fused.c), its GPU kernel (models/flash.py) and the browser's weights.mjs are mirrors, each tested against
+    this contract."""
     if (out is not None and real is None and arch.causal and len(positions) > CAUSAL_BLOCK
             and key.shape[-2] == len(positions)):
         return causal_attend(arch, index, query, key, value, positions, out, params.sink)  # (H, m, m), in out

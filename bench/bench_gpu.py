@@ -34,6 +34,8 @@ SMOLLM2 = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, nu
                num_key_value_heads=3, rope_theta=100000.0, tie_word_embeddings=True)
 ONE_B = dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
              num_key_value_heads=8, rope_theta=500000.0, tie_word_embeddings=True)
+EIGHT_B = dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+               num_key_value_heads=8, rope_theta=500000.0, tie_word_embeddings=False)  # Llama-3.1-8B's shapes
 SMALL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
              tie_word_embeddings=True)
 TEXT = ("The cat sat on the mat because the mat was warm, and the dog that had been sleeping by the door watched it "
@@ -50,8 +52,9 @@ def tokenizer_file(given: str | None, folder: Path) -> Path:
     return path
 
 
-def build(shape: dict, tokenizer: Path, folder: Path, context: int = 8192, device: str = "cpu"):
-    """A Llama of `shape` with seeded random weights, saved as a safetensors folder with the tokenizer."""
+def build(shape: dict, tokenizer: Path, folder: Path, context: int = 8192, device: str = "cpu", dtype=None):
+    """A Llama of `shape` with seeded random weights, saved as a safetensors folder with the tokenizer, in float32
+    (or `dtype`: bf16 for an 8B model's weights as shipped)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -59,7 +62,7 @@ def build(shape: dict, tokenizer: Path, folder: Path, context: int = 8192, devic
     config = LlamaConfig(vocab_size=49152, max_position_embeddings=context, rms_norm_eps=1e-5, bos_token_id=0,
                          eos_token_id=0, **shape)
     with torch.device(device):
-        LlamaForCausalLM(config).float().save_pretrained(folder)
+        LlamaForCausalLM(config).to(dtype or torch.float32).save_pretrained(folder)
     shutil.copy(tokenizer, folder / "tokenizer.json")
 
 

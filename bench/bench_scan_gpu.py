@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_gpu import ONE_B, SMALL, build, tokenizer_file  # noqa: E402
+from bench.bench_gpu import EIGHT_B, ONE_B, SMALL, build, tokenizer_file  # noqa: E402
 from bench.bench_scan import pieces_of, random_ids  # noqa: E402
 
 
@@ -104,6 +104,9 @@ def main() -> None:
     parser.add_argument("--no-parity", action="store_true", help="skip the parity check at 1,024 pieces")
     parser.add_argument("--profile", action="store_true", help="only profile one layer's scan: its kernels' times")
     parser.add_argument("--small", action="store_true", help="a 2-layer model at 1,024 pieces: to try it on the CPU")
+    parser.add_argument("--eight", action="store_true",
+                        help="Llama-3.1-8B's shapes (32 layers × 32 heads over 8 K/V heads, d = 4,096), bf16 weights")
+    parser.add_argument("--parity-pieces", type=int, default=1024, help="the parity check's length (the 8B: 4096)")
     parser.add_argument("--passes", action="store_true",
                         help="torch's passes instead of the fused Triton kernel (ATTNVIZ_FLASH=0): the figures before it")
     args = parser.parse_args()
@@ -114,15 +117,17 @@ def main() -> None:
     where = torch.cuda.get_device_name(device) if cuda else platform.processor() or "CPU"
     print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {where}, {os.cpu_count()} CPU cores, "
           f"Python {platform.python_version()}, torch {torch.__version__}", flush=True)
-    shape, n = (SMALL, 1024) if args.small else (ONE_B, args.pieces)
+    shape, n = (SMALL, 1024) if args.small else (EIGHT_B if args.eight else ONE_B, args.pieces)
+    weights_dtype = torch.bfloat16 if args.eight else torch.float32  # an 8B model's weights as shipped
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch) / "model"
         began = time.perf_counter()
-        build(shape, tokenizer_file(args.tokenizer, Path(scratch)), folder, context=max(n, 1024), device=device.type)
+        build(shape, tokenizer_file(args.tokenizer, Path(scratch)), folder, context=max(n, args.parity_pieces),
+              device=device.type, dtype=weights_dtype)
         ours = models.load(folder, device=device)
-        print(f"~1B Llama: {ours.layers} layers × {ours.heads} heads ({ours.kv_heads} K/V), d = {ours.d_model}, "
+        print(f"{'Llama-3.1-8B-shaped' if args.eight else '~1B'} Llama: {ours.layers} layers × {ours.heads} heads ({ours.kv_heads} K/V), d = {ours.d_model}, "
               f"context {ours.arch.context:,}, computed by {ours.computed_by} in {ours.dtype} on {ours.device} "
               f"(built and loaded in {time.perf_counter() - began:.0f} s)", flush=True)
         from attnviz.models import flash
@@ -135,10 +140,10 @@ def main() -> None:
             profile(ours, random_ids(n), args.block, device)
             return
         if not args.no_parity:
-            eager = LlamaForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32)
-            parity(ours, eager.to(device).eval(), 1024, args.block, device)
+            eager = LlamaForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=weights_dtype)
+            parity(ours, eager.to(device).eval(), args.parity_pieces, args.block, device)
             del eager
-        theirs = LlamaForCausalLM.from_pretrained(folder, attn_implementation="sdpa", dtype=torch.float32)
+        theirs = LlamaForCausalLM.from_pretrained(folder, attn_implementation="sdpa", dtype=weights_dtype)
         theirs = theirs.to(device).eval()
 
     ids = random_ids(n)

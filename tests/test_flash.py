@@ -170,3 +170,31 @@ def test_on_cuda_the_compiled_kernel_gives_the_cpus_scan(tmp_path):
     gpu, cpu = gpu_model.scan(text, block=128), cpu_model.scan(text, block=128)
     for name in ("overview", "sink", "entropy", "top_weights", "normalisers", "next_logits"):
         assert np.abs(getattr(gpu, name) - getattr(cpu, name)).max() <= 1e-5, name
+
+
+def test_a_kernel_triton_cannot_build_leaves_the_scan_to_torchs_passes(mistral, interpreted, monkeypatch):
+    """Where Triton cannot build or launch the kernel (a GPU it does not know, too little shared memory), the scan still
+    completes, through torch's passes, with the same numbers, and declined says why from then on."""
+    from test_scan import long_text
+    from triton.compiler.errors import CompilationError
+
+    class Unbuildable:
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                raise CompilationError("kernel.py", None, "no such instruction on this GPU")
+            return launch
+
+    pieces = mistral.scan(long_text(mistral, 200), block=128).pieces
+    monkeypatch.setattr(flash, "_kernel", lambda interpret: Unbuildable())
+    monkeypatch.setattr(flash, "_failed", None)
+    heard = []
+    fallen = scan.scan(mistral.arch, mistral.weights, pieces, "m", block=128,
+                       progress=lambda done, total: heard.append(done))
+    assert "Triton could not build or launch the kernel here (CompilationError" in flash.declined(
+        mistral.arch, torch.zeros(1), 128)
+    assert heard == list(range(1, len(heard) + 1)) and len(heard) == mistral.arch.layers * 2
+    monkeypatch.setattr(flash, "_failed", None)
+    monkeypatch.setenv(flash.SETTING, "0")
+    cpu = scan.scan(mistral.arch, mistral.weights, pieces, "m", block=128)
+    for name in ("overview", "entropy", "top_weights", "normalisers", "next_logits"):
+        assert np.array_equal(getattr(fallen, name), getattr(cpu, name)), name

@@ -28,12 +28,19 @@ from attnviz.models.engine.layout import Architecture
 try:
     import triton
     import triton.language as tl
+    from triton.errors import TritonError
 except ImportError:  # the CPU build of torch comes without Triton
     triton = tl = None
 
 TILE = 64  # queries a program, and keys read at a time, where the overview's block allows (the scan's 128 does)
 SMALLEST = 16  # tl.dot's least size: an overview block that is no multiple of it is declined
 SETTING = "ATTNVIZ_FLASH"  # "0": the scan on a GPU takes torch's passes
+_failed: str | None = None  # why Triton could not build or launch the kernel in this process, once it could not
+
+
+class Failed(Exception):
+    """Triton could not build or launch the kernel here (a GPU it does not know, too little shared memory): the scan
+    takes torch's passes for this layer and the rest of the process, and `declined` says why."""
 
 
 def interpreting() -> bool:
@@ -54,6 +61,8 @@ def declined(arch: Architecture, query: torch.Tensor, block: int) -> str | None:
         return "Triton is not installed (the CPU build of torch comes without it)."
     if os.environ.get(SETTING, "") == "0":
         return f"{SETTING}=0 turns the fused kernel off."
+    if _failed is not None:
+        return f"Triton could not build or launch the kernel here ({_failed}), so the scan takes torch's passes."
     if query.device.type != "cuda" and not interpreting():
         return "the model is on the CPU, where the scan has its own C kernel (fused.py)."
     if arch.relative_span:
@@ -91,12 +100,17 @@ def attend(arch: Architecture, index: int, query: torch.Tensor, key: torch.Tenso
     top_weights = torch.empty((heads, n, kept), dtype=torch.float32, device=device)  # (H, n, kept)
     top_keys = torch.empty((heads, n, kept), dtype=torch.int32, device=device)  # (H, n, kept)
     grid = (math.ceil(n / size), heads)
-    _kernel(interpreting())[grid](
-        query, key, value, output, normaliser, entropy, first, overview, top_weights, top_keys, slopes, sinks,
-        n, dh, heads // arch.kv_heads, keys_rule.window or 0, float(arch.score_cap or 1.0), block, overview.shape[-1],
-        CAUSAL=keys_rule.causal, WINDOW=bool(keys_rule.window), ALIBI=bool(arch.alibi), CAP=bool(arch.score_cap),
-        SINK=sink is not None, D=width, BLOCK_M=size, BLOCK_N=size, TOP=kept,
-        num_warps=4 if width <= 64 else 8)  # a head of 128 dimensions keeps twice the registers a program
+    try:
+        _kernel(interpreting())[grid](
+            query, key, value, output, normaliser, entropy, first, overview, top_weights, top_keys, slopes, sinks,
+            n, dh, heads // arch.kv_heads, keys_rule.window or 0, float(arch.score_cap or 1.0), block, overview.shape[-1],
+            CAUSAL=keys_rule.causal, WINDOW=bool(keys_rule.window), ALIBI=bool(arch.alibi), CAP=bool(arch.score_cap),
+            SINK=sink is not None, D=width, BLOCK_M=size, BLOCK_N=size, TOP=kept,
+            num_warps=4 if width <= 64 else 8)  # a head of 128 dimensions keeps twice the registers a program
+    except TritonError as error:  # raised before the kernel wrote anything: nothing to undo
+        global _failed
+        _failed = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}"
+        raise Failed(_failed) from error
     summaries.entropy[...] = entropy
     summaries.top_weights[...] = top_weights[..., :top]
     summaries.top_keys[...] = top_keys[..., :top]

@@ -257,7 +257,10 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
     sink = None if params is None else params.sink  # (H,) or None
     if (summaries is not None and visit is None and intervention is None
             and flash.declined(arch, query, summaries.block) is None):
-        return flash.attend(arch, index, query, key, value, summaries, sink)  # (H, n, dh), (H, n)
+        try:
+            return flash.attend(arch, index, query, key, value, summaries, sink)  # (H, n, dh), (H, n)
+        except flash.Failed:  # declined from now on, and says why; this layer takes the passes below
+            pass
     width = n + (-n % CHUNK)
     padded = torch.nn.functional.pad(key, (0, 0, 0, width - n))  # (KV, width, dh)
     key_t = padded.transpose(-2, -1).contiguous()  # (KV, dh, width)

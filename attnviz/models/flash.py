@@ -7,7 +7,7 @@ each block's scores q·kᵀ in registers and writing none to memory:
 2. with each row's m and l final, the exact weights α = e^{s − m} / l of each block: αV (compensated sums), the
    entropy's Σ α(s − m) (float64), each block of the overview's share and each query's weight on the first key.
 The normalisation is applied once, at the end of the first reading; the second reads the same scores again rather than
-keep, for every query, a sum for every block of keys: at 131,072 pieces that would be 17 GiB a layer.
+keep, for every query, a sum for every block of keys: at 131,072 pieces that would be 16 GiB a layer.
 
 Float32 throughout, no TF32 (tl.dot's "ieee" precision). The keys a query may read (causal, a sliding window either
 way), ALiBi's bias, a soft cap and a learned sink are applied as engine.rules applies them; DeBERTa's relative terms

@@ -58,24 +58,18 @@ def compute(kv, request: Request) -> Explored:
     return _views().get(request, lambda: _compute(kv, request))
 
 
-def computer() -> Callable[..., Explored]:
-    """compute, callable off the script thread (appkit/beacon's worker): the shared cache is taken now."""
-    views = _views()
-    return lambda kv, request: views.get(request, lambda: _compute(kv, request))
-
-
 def browser_sentence(kv, raw: Request, data_of: Callable[[Explored, str], dict | None]) -> Callable[[str], dict | None]:
     """text → the page's data for that sentence under `raw`'s settings, `data_of(computed, text)` (None where the page
     draws more from it than its heatmap), or None: the page runs for it. appkit/beacon calls it off the script thread
     and keeps it until the token is evicted, so the vectors are held weakly: a session's uploaded file (or GloVe's
     matrix mapped during the warm-up) goes once nothing else holds it, and then the page runs."""
-    compute_now, vectors = computer(), weakref.ref(kv)
+    views, vectors = _views(), weakref.ref(kv)  # the shared cache taken now, on the script thread
 
     def data_for(text: str) -> dict | None:
         if len(tokenize(text, drop_punctuation=raw.drop_punctuation)) not in range(1, STEPS_LIMIT + 1):
             return None  # no words, or more than the walk draws: the page runs, and a long text's scores are not made
-        held = vectors()
-        return None if held is None else data_of(compute_now(held, replace(raw, sentence=text)), text)
+        held, request = vectors(), replace(raw, sentence=text)
+        return None if held is None else data_of(views.get(request, lambda: _compute(held, request)), text)
 
     return data_for
 

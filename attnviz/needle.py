@@ -165,96 +165,152 @@ def write(model, pieces: Pieces, steps: int, heads_off=(), progress=None) -> Wri
     """`steps` pieces written greedily after `pieces` (fewer where the model's end piece comes), the document read one
     block of queries at a time into each layer's K/V cache; each written piece's query row of weights (L, H, k) kept.
     `heads_off` [(layer, head), …] are removed (their output set to 0 before W_o), as effects.ablate removes them."""
-    return _write(model, pieces, steps, heads_off, progress)[0]
+    return _write(model, pieces, steps, [tuple(heads_off)], progress)[0][0]
 
 
 READ_ON = 512  # the rows a step when a document is read on from a shared prefix (its weights: H × 512 × n at most)
 
 
-def _write(model, pieces: Pieces, steps: int, heads_off=(), progress=None, prefix: Prefix | None = None
-           ) -> tuple[Written, Prefix]:
-    """write, and the document as read (a Prefix of all its pieces). With a `prefix` read under the same heads off,
-    its pieces are not read again: the rest are read on from its keys and values, READ_ON rows a step."""
+def first_changed(layers: int, removals) -> int:
+    """The first layer that any set of heads in `removals` removes a head of (`layers` where none removes any): below
+    it, the model under every set is the model as it is, so those layers are computed once for all the sets."""
+    return min((layer for heads in removals for layer, _ in heads), default=layers)
+
+
+def _write(model, pieces: Pieces, steps: int, removals, progress=None, prefixes: list[Prefix] | None = None
+           ) -> list[tuple[Written, Prefix]]:
+    """write under each set of heads off in `removals` [[(layer, head), …], …], and the document as each read it (a
+    Prefix of all its pieces). The layers below the first one any set changes (first_changed) are computed once for
+    all of them. With `prefixes`, one per set, read under the same heads off (the grid's filler), their pieces are not
+    read again: the rest are read on from their keys and values, READ_ON rows a step. `progress(done, total)` counts
+    layers computed over the document: the shared ones once, the others once a set."""
     check_model(model)
-    arch, weights = model.arch, model.weights
+    arch = model.arch
     n = len(pieces)
     if n + steps > arch.context:
         raise ModelError(f"{model.name} reads at most {arch.context:,} pieces; {n:,} and {steps} to write are more.")
-    intervention = Ablation(tuple(heads_off)) if heads_off else None
-    device = weights.embeddings.device
-    ends = set(getattr(model, "end_ids", ()))
+    interventions = [Ablation(tuple(heads)) if heads else None for heads in removals]
+    split = first_changed(arch.layers, removals)
+    counter = _Counter(progress, split + len(removals) * (arch.layers - split))
     with torch.inference_mode():
-        shared = 0 if prefix is None else min(prefix.shared(pieces.ids), n - 1)  # at least the last piece is read
+        shared = 0 if prefixes is None else min(prefixes[0].shared(pieces.ids), n - 1)  # at least the last is read
         if shared >= BLOCK:  # fewer: the whole document is read as quickly
-            caches, last, x = _read_on(model, pieces, prefix.cut(shared), intervention, progress)
+            read = _read_on(model, pieces, [prefix.cut(shared) for prefix in prefixes], interventions, split, counter)
         else:
-            caches, last, x = _read(model, pieces, intervention, progress)
-        read = Prefix(list(pieces.ids), list(caches))
-        logits = engine.logits(weights, x[-1:])[0]  # (vocab,)
-        rows, written = [torch.stack(last).numpy()], []  # (L, H, n)
-        for step in range(steps):
-            token = int(logits.argmax())
-            written.append(token)
-            if token in ends or step == steps - 1:
-                break
-            position = torch.tensor([n + step], device=device)  # (1,)
-            x = engine.embed(arch, weights, torch.tensor([token], device=device), position)  # (1, d)
-            row = []
-            for i, x, a, trace in engine.run_layers(arch, weights, x, position, intervention=intervention,
-                                                    cached=caches.__getitem__):
-                caches[i] = (trace.key, trace.value)  # (KV, c + 1, dh) each
-                row.append(a.weights[:, 0].float().cpu())  # (H, c + 1)
-            rows.append(torch.stack(row).numpy())  # (L, H, c + 1)
-            logits = engine.logits(weights, x)[0]  # (vocab,)
+            read = _read(model, pieces, interventions, split, counter)
+        return [_answer(model, pieces, steps, caches, last, x, intervention)
+                for (caches, last, x), intervention in zip(read, interventions)]
+
+
+class _Counter:
+    """progress(done, total) in whole layers over a document, where a step may be a share of a layer (read on)."""
+
+    def __init__(self, progress, total: int):
+        self.progress, self.total, self.done, self.told = progress, total, 0.0, 0
+
+    def add(self, share: float = 1.0) -> None:
+        self.done += share
+        whole = min(self.total, int(self.done + 1e-9))
+        if self.progress is not None and whole > self.told:
+            self.progress(whole, self.total)
+            self.told = whole
+
+
+def _answer(model, pieces: Pieces, steps: int, caches: list, last: list, x: torch.Tensor, intervention
+            ) -> tuple[Written, Prefix]:
+    """The pieces written greedily from a document read into `caches` (each layer's keys and values), `last` its last
+    query's row of weights in each layer (H, n) and x the last layer's output (n, d); and the document as read."""
+    arch, weights = model.arch, model.weights
+    n, device = len(pieces), weights.embeddings.device
+    ends = set(getattr(model, "end_ids", ()))
+    read = Prefix(list(pieces.ids), list(caches))
+    logits = engine.logits(weights, x[-1:])[0]  # (vocab,)
+    rows, written = [torch.stack(last).numpy()], []  # (L, H, n)
+    for step in range(steps):
+        token = int(logits.argmax())
+        written.append(token)
+        if token in ends or step == steps - 1:
+            break
+        position = torch.tensor([n + step], device=device)  # (1,)
+        x = engine.embed(arch, weights, torch.tensor([token], device=device), position)  # (1, d)
+        row = []
+        for i, x, a, trace in engine.run_layers(arch, weights, x, position, intervention=intervention,
+                                                cached=caches.__getitem__):
+            caches[i] = (trace.key, trace.value)  # (KV, c + 1, dh) each
+            row.append(a.weights[:, 0].float().cpu())  # (H, c + 1)
+        rows.append(torch.stack(row).numpy())  # (L, H, c + 1)
+        logits = engine.logits(weights, x)[0]  # (vocab,)
     return Written(written, model.tokenizer.decode(written, skip_special_tokens=True), rows), read
 
 
-def _read(model, pieces: Pieces, intervention, progress):
-    """The whole document read one block of queries at a time (the scan's blocked layer): each layer's keys and
-    values (KV, n, dh), the last query's row of weights in each layer (H, n), and the last layer's output (n, d)."""
+def _read(model, pieces: Pieces, interventions: list, split: int, counter: _Counter) -> list[tuple]:
+    """The whole document read one block of queries at a time (the scan's blocked layer), layers 0 … split − 1 once,
+    the rest once under each intervention: for each, every layer's keys and values (KV, n, dh), the last query's row of
+    weights in each layer (H, n), and the last layer's output (n, d)."""
     arch, weights = model.arch, model.weights
     n, device = len(pieces), weights.embeddings.device
     positions = torch.arange(n, device=device)  # (n,)
     x = engine.embed(arch, weights, torch.tensor(pieces.ids, device=device), positions)  # (n, d)
+
+    def blocked(last: list):  # run_layers' step: a block of queries at a time, keeping the last query's row (H, n)
+        def visit(start, exps, total):
+            if start + exps.shape[1] == n:
+                last.append((exps[:, -1] / total[:, -1]).float().cpu())
+
+        def step(arch, params, i, x, positions, intervention):
+            x, _, key, value, _ = blocked_layer(arch, params, i, x, positions, BLOCK, visit, intervention)
+            return x, (key, value)
+        return step
+
     caches, last = [], []
-
-    def visit(start, exps, total):  # keeps the last query's row of weights (H, n)
-        if start + exps.shape[1] == n:
-            last.append((exps[:, -1] / total[:, -1]).float().cpu())
-
-    def blocked(arch, params, i, x, positions, intervention):  # run_layers' step: a block of queries at a time
-        x, _, key, value, _ = blocked_layer(arch, params, i, x, positions, BLOCK, visit, intervention)
-        return x, (key, value)
-
-    for i, x, cache, _ in engine.run_layers(arch, weights, x, positions, intervention=intervention, step=blocked):
+    for i, x, cache, _ in (engine.run_layers(arch, weights, x, positions, step=blocked(last)) if split else ()):
         caches.append(cache)
-        if progress is not None:
-            progress(i + 1, arch.layers)
-    return caches, last, x
+        counter.add()
+        if i + 1 == split:
+            break
+    read = []
+    for intervention in interventions:
+        own, own_last, y = list(caches), list(last), x
+        for _, y, cache, _ in engine.run_layers(arch, weights, x, positions, start=split, intervention=intervention,
+                                                step=blocked(own_last)):
+            own.append(cache)
+            counter.add()
+        read.append((own, own_last, y))
+    return read
 
 
-def _read_on(model, pieces: Pieces, prefix: Prefix, intervention, progress):
-    """_read of a document whose first pieces are `prefix`'s: only the rest are read, READ_ON rows at a time, each
-    block through every layer against the keys and values so far."""
+def _read_on(model, pieces: Pieces, prefixes: list[Prefix], interventions: list, split: int, counter: _Counter
+             ) -> list[tuple]:
+    """_read of a document whose first pieces are each prefix's (one per intervention, read under it): only the rest
+    are read, READ_ON rows at a time, each block through every layer against the keys and values so far, the layers
+    below `split` once for all."""
     arch, weights = model.arch, model.weights
-    n, p, device = len(pieces), len(prefix.ids), weights.embeddings.device
-    caches = list(prefix.caches)  # (KV, p, dh) each, growing
+    n, p, device = len(pieces), len(prefixes[0].ids), weights.embeddings.device
+    caches = [list(prefix.caches) for prefix in prefixes]  # (KV, p, dh) each, growing
     starts = range(p, n, READ_ON)
-    told = 0  # progress counts layers, as _read does: each step's share of them, once each
-    for b, start in enumerate(starts):
+    for start in starts:
         stop = min(n, start + READ_ON)
         positions = torch.arange(start, stop, device=device)  # (m,)
         x = engine.embed(arch, weights, torch.tensor(pieces.ids[start:stop], device=device), positions)  # (m, d)
         last = []
-        for i, x, a, trace in engine.run_layers(arch, weights, x, positions, intervention=intervention,
-                                                cached=caches.__getitem__):
-            caches[i] = (trace.key, trace.value)  # (KV, stop, dh) each
+        for i, x, a, trace in (engine.run_layers(arch, weights, x, positions, cached=caches[0].__getitem__)
+                               if split else ()):
+            for own in caches:  # below split every set's keys and values are the same tensors
+                own[i] = (trace.key, trace.value)  # (KV, stop, dh) each
             last.append(a.weights[:, -1].float().cpu())  # (H, stop): the block's last query
-            done = (b * arch.layers + i + 1) // len(starts)
-            if progress is not None and done > told:
-                progress(done, arch.layers)
-                told = done
-    return caches, last, x
+            counter.add(1 / len(starts))
+            if i + 1 == split:
+                break
+        read = []
+        for own, intervention in zip(caches, interventions):
+            own_last, y = list(last), x
+            for i, y, a, trace in engine.run_layers(arch, weights, x, positions, start=split,
+                                                    intervention=intervention, cached=own.__getitem__):
+                own[i] = (trace.key, trace.value)  # (KV, stop, dh) each
+                own_last.append(a.weights[:, -1].float().cpu())  # (H, stop)
+                counter.add(1 / len(starts))
+            read.append((own, own_last, y))
+    return read
 
 
 def retrievals(ids: list[int], needle: range, written: list[int], rows: list[np.ndarray]) -> tuple[np.ndarray, int]:
@@ -285,36 +341,66 @@ def needle(model, lengths=LENGTHS, depths=DEPTHS, seed: int = 0, heads_off=(), p
     Every document starts with the same filler, up to its needle: the longest document with the deepest needle is read
     first, and each other reads on from the filler it shares with it (`share_filler`; False reads every document
     whole, the same numbers up to float32's rounding, in more time)."""
+    return grids(model, lengths, depths, seed, [heads_off], progress, share_filler)[0]
+
+
+def grids(model, lengths=LENGTHS, depths=DEPTHS, seed: int = 0, removals=((),), progress=None,
+          share_filler: bool = True) -> list[NeedleGrid]:
+    """needle's grid under each set of heads off in `removals` [[(layer, head), …], …], the same documents read once
+    for all of them: each document's layers below the first one any set changes (first_changed) are computed once, the
+    rest once a set, so removing heads of late layers costs about those layers. Each grid equals needle's under its set
+    (up to float32's rounding where the filler is shared). `progress(done, total)` counts layers over documents."""
     check_model(model)
     lengths, depths = _checked(model, lengths, depths)
-    heads_off = tuple((int(l), int(h)) for l, h in heads_off)
-    for l, h in heads_off:
+    removals = [tuple((int(l), int(h)) for l, h in heads) for heads in removals]
+    if not removals:
+        raise ValueError("give at least one set of heads to remove (an empty one: the model as it is).")
+    for l, h in (head for heads in removals for head in heads):
         if not (0 <= l < model.layers and 0 <= h < model.heads):
             raise ValueError(f"head ({l}, {h}) is not in {model.name} ({model.layers} layers × {model.heads} heads, "
                              "counted from 0).")
     rng = np.random.default_rng(seed)
     shape = (len(lengths), len(depths))
     keys = [[str(rng.integers(10_000, 100_000)) for _ in depths] for _ in lengths]
-    answers = [["" for _ in depths] for _ in lengths]
-    pieces, copied = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
-    found = np.zeros(shape, bool)
-    events = np.zeros((*shape, model.layers, model.heads), np.int64)
-    total = len(lengths) * len(depths) * model.layers
+    found = [_Cells(shape, model.layers, model.heads) for _ in removals]
+    split = first_changed(model.layers, removals)
+    each = split + len(removals) * (model.layers - split)  # layers computed over one document
+    total = len(lengths) * len(depths) * each
     order = sorted(np.ndindex(*shape), key=lambda ab: (-depths[ab[1]], -lengths[ab[0]]))  # the longest filler first
-    filler, read = None, 0
+    fillers, read = None, 0
     for done, (a, b) in enumerate(order):
         stack = haystack(model, lengths[a], depths[b], keys[a][b])
-        tick = None if progress is None else (lambda i, _, done=done * model.layers: progress(done + i, total))
+        tick = None if progress is None else (lambda i, _, done=done * each: progress(done + i, total))
         steps = len(model.reader(f" {stack.key}.", limit=10**9).ids) + 2
-        shared = 0 if filler is None else min(filler.shared(stack.pieces.ids), len(stack.pieces) - 1)
+        shared = 0 if fillers is None else min(fillers[0].shared(stack.pieces.ids), len(stack.pieces) - 1)
         shared = shared if shared >= BLOCK else 0  # as _write decides
-        written, whole = _write(model, stack.pieces, steps, heads_off, tick, filler if shared else None)
+        outcome = _write(model, stack.pieces, steps, removals, tick, fillers if shared else None)
         read += len(stack.pieces) - shared
-        if share_filler and (filler is None or stack.needle.start > len(filler.ids)):
-            filler = whole.cut(stack.needle.start)  # the pieces before its needle: filler every document starts with
-        answers[a][b], pieces[a, b], found[a, b] = written.text, len(stack.pieces), stack.key in written.text
-        events[a, b], copied[a, b] = retrievals(stack.pieces.ids, stack.needle, written.ids, written.rows)
-    return NeedleGrid(model.name, lengths, depths, keys, answers, pieces, found, events, copied, heads_off, read)
+        if share_filler and (fillers is None or stack.needle.start > len(fillers[0].ids)):
+            fillers = [whole.cut(stack.needle.start) for _, whole in outcome]  # the filler every document starts with
+        for cells, (written, _) in zip(found, outcome):
+            cells.note((a, b), stack, written)
+    return [cells.grid(model.name, lengths, depths, keys, heads, read) for cells, heads in zip(found, removals)]
+
+
+class _Cells:
+    """What one grid found, document by document."""
+
+    def __init__(self, shape: tuple[int, int], layers: int, heads: int):
+        self.answers = [["" for _ in range(shape[1])] for _ in range(shape[0])]
+        self.pieces, self.copied = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+        self.found = np.zeros(shape, bool)
+        self.events = np.zeros((*shape, layers, heads), np.int64)
+
+    def note(self, cell: tuple[int, int], stack: Haystack, written: Written) -> None:
+        a, b = cell
+        self.answers[a][b], self.pieces[a, b] = written.text, len(stack.pieces)
+        self.found[a, b] = stack.key in written.text
+        self.events[a, b], self.copied[a, b] = retrievals(stack.pieces.ids, stack.needle, written.ids, written.rows)
+
+    def grid(self, name, lengths, depths, keys, heads_off, read) -> NeedleGrid:
+        return NeedleGrid(name, lengths, depths, keys, self.answers, self.pieces, self.found, self.events,
+                          self.copied, tuple(heads_off), read)
 
 
 def _checked(model, lengths, depths) -> tuple[list[int], list[float]]:
@@ -360,7 +446,8 @@ def without_retrieval_heads(model, k: int = 8, lengths=LENGTHS, depths=DEPTHS, s
                             progress=None, share_filler: bool = True) -> Ablated:
     """The pass-key grid before and after removing the k strongest retrieval heads, beside removing k random heads
     of the same layers. `before`, where given, is the model's own grid on these documents (it is not read again).
-    `share_filler`: as needle's."""
+    Both sets are removed in one reading of the documents (grids): the layers below the first strong head's are
+    computed once for both, as the random heads lie in the same layers. `share_filler`: as needle's."""
     before = before or needle(model, lengths, depths, seed, share_filler=share_filler)
     heads = before.strongest(k)
     rng = np.random.default_rng(seed + 1)
@@ -369,5 +456,6 @@ def without_retrieval_heads(model, k: int = 8, lengths=LENGTHS, depths=DEPTHS, s
     for layer, _ in heads:  # one random head of the same layer for each strong head, none of the strong ones
         pool = [(layer, h) for h in range(model.heads) if (layer, h) not in chosen and (layer, h) not in others]
         others.append(pool[rng.integers(len(pool))] if pool else heads[0])
-    return Ablated(before, needle(model, before.lengths, before.depths, seed, heads, progress, share_filler),
-                   needle(model, before.lengths, before.depths, seed, tuple(others), progress, share_filler))
+    strongest, random = grids(model, before.lengths, before.depths, seed, [heads, tuple(others)], progress,
+                              share_filler)
+    return Ablated(before, strongest, random)

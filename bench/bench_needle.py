@@ -6,6 +6,9 @@ Run: python bench/bench_needle.py [--lengths 1000 2000 4000] [--depths 0 0.25 0.
      python bench/bench_needle.py --waits --lengths 500 1000 --depths 0 0.5 1: the Long text page's two
      waits (the grid, then "Turn off the k strongest" beside k random heads), each document read whole against the
      filler shared (needle's share_filler), alternated, each twice; and whether both give the same grids.
+     python bench/bench_needle.py --sets --lengths 500 1000 --depths 0 0.5 1: "Turn off the k strongest" with both
+     sets of heads removed in one reading of the documents (needle.grids, as the page does) against each set in a
+     reading of its own (two needle calls), alternated, each --runs times; and whether both give the same grids.
 Not a test; docs/benchmarks.md records its output.
 """
 
@@ -60,6 +63,34 @@ def waits(model, lengths, depths, k: int, seed: int) -> None:
         print(grid_text(grids[share][0], "shared" if share else "whole"))
 
 
+def sets(model, lengths, depths, k: int, seed: int, runs: int) -> None:
+    """The turning off both ways, alternated so that a busy machine weighs on both: each set of heads in a reading of
+    its own, and both in one reading (the layers below the first removed head once)."""
+    from attnviz import needle
+
+    before = needle.needle(model, lengths, depths, seed)
+    off = needle.without_retrieval_heads(model, k, seed=seed, before=before)
+    split = needle.first_changed(model.layers, [off.strongest.heads_off, off.random.heads_off])
+    print(f"the strongest {off.strongest.heads_off}; random {off.random.heads_off}; the first layer either set "
+          f"changes: {split} (from 0) of {model.layers}")
+    times = {"each set alone": [], "one reading": []}
+    same = True
+    for _ in range(runs):
+        started = time.perf_counter()
+        alone = [needle.needle(model, lengths, depths, seed, heads) for heads in (off.strongest.heads_off,
+                                                                                 off.random.heads_off)]
+        times["each set alone"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        together = needle.without_retrieval_heads(model, k, seed=seed, before=before)
+        times["one reading"].append(time.perf_counter() - started)
+        for a, b in zip(alone, (together.strongest, together.random)):
+            same &= a.answers == b.answers and (a.found == b.found).all() and (a.retrievals == b.retrievals).all()
+        print(", ".join(f"{name} {runs[-1]:.1f} s" for name, runs in times.items()), flush=True)
+    for name, runs in times.items():
+        print(f"{name}: median {sorted(runs)[len(runs) // 2]:.1f} s ({', '.join(f'{t:.1f}' for t in runs)})")
+    print(f"the same answers, keys found and retrieval events both ways: {same}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--lengths", type=int, nargs="+", default=[1000, 2000, 4000])
@@ -68,6 +99,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--waits", action="store_true")
+    parser.add_argument("--sets", action="store_true")
+    parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
 
     import torch
@@ -79,6 +112,8 @@ def main() -> None:
           f"{torch.get_num_threads()} threads, torch {torch.__version__}; {model.name}: {model.describe()}")
     if args.waits:
         return waits(model, args.lengths, args.depths, args.k, args.seed)
+    if args.sets:
+        return sets(model, args.lengths, args.depths, args.k, args.seed, args.runs)
     started = time.perf_counter()
     before = needle.needle(model, args.lengths, args.depths, args.seed)
     first = time.perf_counter() - started

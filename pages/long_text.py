@@ -203,15 +203,11 @@ if grid is not None:
                                                        for l, h in strongest) + ". Sort the atlas by retrieval score to see them.")
     k = st.slider("Heads to turn off", 1, 16, 8, key="long_k")
     if st.button(f"Turn off the {k} strongest, and {k} random heads of the same layers"):
-        bar = st.progress(0.0, text="Reading the documents without the strongest heads…")
-        phase = {"run": 0, "last": 0}  # without_retrieval_heads reads the documents twice: the strongest off, then random
+        bar = st.progress(0.0, text="Reading the documents without the strongest heads, and without random ones…")
 
-        def advance(done: int, total: int) -> None:
-            phase["run"] += done < phase["last"]
-            phase["last"] = done
-            which = "the strongest heads" if phase["run"] == 0 else "random heads"
-            bar.progress(min(1.0, (phase["run"] + done / total) / 2), text=f"Reading the documents without {which}: "
-                                                                             f"{done:,} of {total:,} layers")
+        def advance(done: int, total: int) -> None:  # one reading for both sets: the layers below theirs once
+            bar.progress(done / total, text=f"Reading the documents without the strongest heads, and without random "
+                                            f"ones: {done:,} of {total:,} layers")
 
         off = needle.without_retrieval_heads(model, k, before=grid, progress=advance)
         bar.empty()

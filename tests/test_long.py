@@ -233,13 +233,13 @@ def test_a_document_read_on_from_a_shared_filler_equals_it_read_whole(folders, f
     monkeypatch.setattr(lab, "READ_ON", read_on)
     model = models.load(folders[family], device="cpu")
     first = lab.haystack(model, 900, 1.0, "31415")
-    _, whole = lab._write(model, first.pieces, 4, heads_off)
+    [(_, whole)] = lab._write(model, first.pieces, 4, [heads_off])
     filler = whole.cut(first.needle.start)
     second = lab.haystack(model, 700, 0.5, "27182")
     shared = filler.shared(second.pieces.ids)
     assert shared >= second.needle.start > lab.BLOCK  # everything before its needle is the first one's filler
-    on, on_read = lab._write(model, second.pieces, 6, heads_off, prefix=filler)
-    alone, alone_read = lab._write(model, second.pieces, 6, heads_off)
+    [(on, on_read)] = lab._write(model, second.pieces, 6, [heads_off], prefixes=[filler])
+    [(alone, alone_read)] = lab._write(model, second.pieces, 6, [heads_off])
     assert on.ids == alone.ids and on.text == alone.text
     n, layers = len(second.pieces), model.layers
     for (key, value), (their_key, their_value) in zip(on_read.caches, alone_read.caches):
@@ -258,3 +258,48 @@ def test_the_grid_shares_its_filler_and_counts_what_it_read(folders):
     assert whole.read == whole.pieces.sum() and shared.read < 0.65 * whole.read, (shared.read, whole.read)
     assert shared.answers == whole.answers and np.array_equal(shared.found, whole.found)
     assert np.array_equal(shared.retrievals, whole.retrievals) and np.array_equal(shared.copied, whole.copied)
+
+
+@pytest.mark.parametrize("read_on", [False, True])
+def test_sets_of_heads_removed_in_one_reading_equal_each_set_removed_alone(folders, read_on):
+    """The page's "Turn off" removes two sets of heads in one reading of each document (needle.grids): the layers below
+    the first one either set changes are computed once. Each set's written pieces, rows of weights and K/V caches are
+    bit for bit those of the set removed alone, read whole or on from the filler, and the progress counts the shared
+    layer once and the other once a set."""
+    model = models.load(folders["mistral"], device="cpu")
+    removals = [(), ((1, 3),), ((1, 5), (1, 6))]
+    assert lab.first_changed(model.layers, removals) == 1 == model.layers - 1
+    document = lab.haystack(model, 700, 0.5, "27182")
+    fillers = None
+    if read_on:
+        first = lab.haystack(model, 900, 1.0, "31415")
+        fillers = [whole.cut(first.needle.start) for _, whole in lab._write(model, first.pieces, 4, removals)]
+    heard = []
+    together = lab._write(model, document.pieces, 6, removals, lambda done, total: heard.append((done, total)),
+                          prefixes=fillers)
+    assert heard[-1] == (4, 4) and [done for done, _ in heard] == sorted({done for done, _ in heard})
+    for (written, read), heads, filler in zip(together, removals, fillers or [None] * 3):
+        [(alone, alone_read)] = lab._write(model, document.pieces, 6, [heads],
+                                           prefixes=None if filler is None else [filler])
+        assert written.ids == alone.ids and len(written.rows) == len(alone.rows)
+        for row, theirs in zip(written.rows, alone.rows):
+            np.testing.assert_array_equal(row, theirs)
+        for (key, value), (their_key, their_value) in zip(read.caches, alone_read.caches):
+            assert torch.equal(key, their_key) and torch.equal(value, their_value)
+    interventions = [None] + [lab.Ablation(heads) for heads in removals[1:]]
+    with torch.inference_mode():
+        outputs = [x for _, _, x in lab._read(model, document.pieces, interventions, 1, lab._Counter(None, 4))]
+    assert not torch.allclose(outputs[0], outputs[1]) and not torch.allclose(outputs[1], outputs[2])  # the sets differ
+
+
+def test_turning_heads_off_reads_the_documents_once_for_both_sets(folders):
+    model = models.load(folders["mistral"], device="cpu")
+    before = lab.needle(model, lengths=[400, 600], depths=[0.5, 1], seed=2)
+    heard = []
+    off = lab.without_retrieval_heads(model, 2, before=before, seed=2, progress=lambda *a: heard.append(a))
+    for grid in (off.strongest, off.random):
+        alone = lab.needle(model, lengths=[400, 600], depths=[0.5, 1], seed=2, heads_off=grid.heads_off)
+        assert grid.answers == alone.answers and np.array_equal(grid.found, alone.found)
+        assert np.array_equal(grid.retrievals, alone.retrievals) and np.array_equal(grid.copied, alone.copied)
+    split = lab.first_changed(model.layers, [off.strongest.heads_off, off.random.heads_off])
+    assert heard[-1] == (4 * (split + 2 * (model.layers - split)),) * 2

@@ -7,7 +7,9 @@ ATTNVIZ_CACHE); the forward at 64 and 512 pieces on the CPU (and on CUDA, with t
 the Trained model page's server-side build. With --browser, headless Chromium on the real server: a "Next word
 (greedy)" click at 64 pieces until what it adds is drawn and until the whole page is, the latter beside a one-button
 Streamlit app's click in the same run (--next-word: only that); the page's first paint while head scores are measured
-(--scores: only that); a 32-layer × 32-head model's
+(--scores: only that); where a Next word click's time goes (--next-word-trace: the websocket's frames and Chromium's
+trace and profile of the page on one clock, per click, beside the same click on the server alone in AppTest); a
+32-layer × 32-head model's
 atlas (1,024 thumbnails at 64 pieces) drawn again after a click, and drawn by the browser alone; the server's resident
 memory before and after SmolLM2 is loaded. Not a test; README and docs/benchmarks.md record its output with the date
 and machine.
@@ -16,6 +18,7 @@ and machine.
 from __future__ import annotations
 
 import argparse
+import base64
 import datetime
 import json
 import os
@@ -234,6 +237,151 @@ def next_word_beside_peer(browser, text: str, blocks: int = 3, clicks: int = 3) 
             ("Next word ÷ the one-button app (goal ≤ 2)", f"{ratio:.2f}")]
 
 
+COUNTED = {"script": ("FunctionCall", "EvaluateScript", "TimerFire", "FireAnimationFrame", "RunMicrotasks",
+                      "EventDispatch", "v8.compile", "V8.GCScavenger", "MajorGC", "MinorGC"),
+           "style": ("UpdateLayoutTree", "RecalculateStyles", "ParseAuthorStyleSheet"),
+           "layout": ("Layout", "PrePaint"),
+           "paint": ("Paint", "Layerize", "UpdateLayer", "Commit", "CompositeLayers")}
+
+
+def main_thread_time(events: list[dict], start: float, stop: float) -> dict[str, float]:
+    """ms of the renderer's main thread in [start, stop] (µs, the trace's clock) by kind (COUNTED), an event inside one
+    already counted left out; "busy" is every top-level task (RunTask) in the window."""
+    main = {(e["pid"], e["tid"]) for e in events if e.get("name") == "thread_name"
+            and e.get("args", {}).get("name") == "CrRendererMain"}
+    kinds = {name: kind for kind, names in COUNTED.items() for name in names}
+    spent = dict.fromkeys([*COUNTED, "busy"], 0.0)
+    ends = {}  # per kind of counting ("busy" or the rest): where the event last counted ends
+    for e in sorted((e for e in events if e.get("ph") == "X" and (e["pid"], e["tid"]) in main
+                     and start <= e["ts"] <= stop), key=lambda e: e["ts"]):
+        kind = "busy" if e["name"] == "RunTask" else kinds.get(e["name"])
+        lane = "busy" if kind == "busy" else "kinds"
+        if kind is None or e["ts"] < ends.get(lane, -1):
+            continue
+        spent[kind] += e.get("dur", 0) / 1000
+        ends[lane] = e["ts"] + e.get("dur", 0)
+    return spent
+
+
+def next_word_trace(browser, text: str, clicks: int = 5) -> list[tuple[str, str]]:
+    """Where a Next word click's time goes, the server and the browser on one clock: Chromium's trace of the page
+    (its main thread's script, style, layout and paint) and the websocket's frames read off the page (CDP), per click,
+    from the pointer press: until the click's message leaves, until the server's first reply, until its last (the
+    callback and the page's run on the server, with the browser drawing what has come meanwhile), and until the page
+    is drawn."""
+    import json as json_module
+
+    from bench.browser import Server
+
+    alone = server_alone(text, clicks)
+    server = Server(ROOT / "app.py")
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{server.url}/decoder?{urlencode({'text': text, 't': '0'})}")
+    page.wait_for_selector(".av-atlas canvas", timeout=300_000)
+    page.wait_for_function(PAGE_DRAWN, timeout=300_000)
+    page.wait_for_timeout(1500)
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Network.enable")
+    frames, kinds = [], {}  # (s on the trace's clock, "sent" or "received", bytes); kB received by what they carry
+    cdp.on("Network.webSocketFrameSent", lambda e: frames.append((e["timestamp"], "sent", len(e["response"]["payloadData"]))))
+
+    def received(e) -> None:
+        data = base64.b64decode(e["response"]["payloadData"]) if e["response"]["opcode"] == 2 else b""
+        frames.append((e["timestamp"], "received", len(data)))
+        kinds[what_it_carries(data)] = kinds.get(what_it_carries(data), 0) + len(data) / 1000
+    cdp.on("Network.webSocketFrameReceived", received)
+    browser.start_tracing(page=page, categories=["devtools.timeline", "disabled-by-default-devtools.timeline", "v8"])
+    cdp.send("Profiler.enable")
+    cdp.send("Profiler.setSamplingInterval", {"interval": 200})
+    cdp.send("Profiler.start")
+    _, whole = click_times(page, clicks)
+    profile = cdp.send("Profiler.stop")["profile"]
+    events = json_module.loads(browser.stop_tracing())["traceEvents"]
+    server.stop()
+    presses = sorted(e["ts"] for e in events if e.get("name") == "EventDispatch"
+                     and e.get("args", {}).get("data", {}).get("type") == "pointerdown")
+    rows = []
+    for k, (press, total) in enumerate(zip(presses, whole)):
+        stop = press + total * 1000  # µs
+        mine = [(t * 1e6, kind, size) for t, kind, size in frames if press <= t * 1e6 <= stop]
+        sent = next((t for t, kind, _ in mine if kind == "sent"), None)
+        received = [(t, size) for t, kind, size in mine if kind == "received"]
+        if sent is None or not received:
+            rows.append((f"click {k + 1}", f"{total:.0f} ms; its frames were not seen"))
+            continue
+        spent = main_thread_time(events, press, stop)
+        after = main_thread_time(events, received[-1][0], stop)
+        rows.append((f"click {k + 1}: {total:.0f} ms from the press until the page is drawn",
+                     f"message sent {(sent - press) / 1000:.0f} ms; the server's first reply "
+                     f"{(received[0][0] - press) / 1000:.0f} ms, its last {(received[-1][0] - press) / 1000:.0f} ms "
+                     f"({len(received)} frames, {sum(size for _, size in received) / 1000:.0f} kB); the browser's main "
+                     f"thread busy {spent['busy']:.0f} ms: script {spent['script']:.0f}, style {spent['style']:.0f}, "
+                     f"layout {spent['layout']:.0f}, paint {spent['paint']:.0f}; after the last frame "
+                     f"{(stop - received[-1][0]) / 1000:.0f} ms, {after['busy']:.0f} of them busy"))
+    rows.append(("the same click on the server alone (AppTest, no browser: the callback's K/V step and the page's run)",
+                 f"{statistics.median(alone):.0f} ms ({', '.join(f'{t:.0f}' for t in alone)})"))
+    largest = sorted(kinds.items(), key=lambda item: -item[1])[:8]
+    rows.append(("what the frames carried, over every click (kB)", "; ".join(f"{name} {kb:.0f}" for name, kb in largest)))
+    spent = self_time(profile)
+    rows.append(("the page's JavaScript over every click, self time by where it runs (ms; Chromium's sampling profiler)",
+                 "; ".join(f"{where} {ms:.0f}" for where, ms in sorted(spent.items(), key=lambda item: -item[1])[:10])))
+    return rows
+
+
+def self_time(profile: dict) -> dict[str, float]:
+    """ms of self time in a CDP cpuProfile by where the code comes from: attnviz's components (their modules are
+    blobs or inline), Streamlit's own bundle (by its file), and the engine's own entries ((garbage collector), …)."""
+    nodes = {node["id"]: node for node in profile["nodes"]}
+    spent: dict[str, float] = {}
+    for sample, delta in zip(profile["samples"], profile["timeDeltas"]):
+        frame = nodes[sample]["callFrame"]
+        url = frame["url"]
+        if not url:
+            where = frame["functionName"] or "(anonymous)"
+        elif "/static/js/" in url:
+            where = "streamlit " + url.rsplit("/", 1)[-1].split(".")[0]
+        else:
+            where = "component " + url.rsplit("/", 1)[-1][:24]
+        if where in ("(idle)", "(program)"):
+            continue
+        spent[where] = spent.get(where, 0.0) + delta / 1000
+    return spent
+
+
+def server_alone(text: str, clicks: int) -> list[float]:
+    """ms per Next word click in AppTest: the click's callback and the Decoder page's run, with no browser beside."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "pages" / "decoder.py"), default_timeout=300)
+    at.session_state.text, at.session_state.t = text, 0.0
+    at.run()
+    times = []
+    for _ in range(clicks + 1):
+        started = time.perf_counter()
+        next(b for b in at.button if b.label == "Next word (greedy)").click().run()
+        times.append((time.perf_counter() - started) * 1000)
+    return times[1:]  # the first click's run warms what the page caches
+
+
+def what_it_carries(data: bytes) -> str:
+    """A ForwardMsg's kind: the element a delta adds (a component by its name), or the message's own field."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    message = ForwardMsg()
+    try:
+        message.ParseFromString(data)
+    except Exception:  # noqa: BLE001  a frame that is not a ForwardMsg
+        return "other"
+    kind = message.WhichOneof("type") or "other"
+    if kind != "delta" or message.delta.WhichOneof("type") != "new_element":
+        return kind
+    element = message.delta.new_element
+    name = element.WhichOneof("type") or "element"
+    if name == "bidi_component":
+        return f"component {element.bidi_component.component_name.rsplit('.', 1)[-1]}"
+    return name
+
+
 PROGRESS = "() => document.querySelector('[data-testid=\"stProgress\"]') !== null"
 ATLAS = "() => { const a = document.querySelector('.av-atlas'); return a && a.attnviz ? a.attnviz : null; }"
 FIRST_PAINT = f"() => ({ATLAS})() !== null && document.querySelector('.av-root .av-figure canvas') !== null"
@@ -364,9 +512,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--browser", action="store_true", help="also time the pages in Chromium and read the server's memory")
     parser.add_argument("--next-word", action="store_true", help="only Next word beside a one-button app, in Chromium")
+    parser.add_argument("--next-word-trace", action="store_true", help="where a Next word click's time goes: the "
+                        "server's frames and the browser's main thread on one clock, in Chromium")
     parser.add_argument("--scores", action="store_true", help="only the page's first paint while head scores are "
                                                               "measured, in Chromium")
     args = parser.parse_args()
+    if args.next_word_trace:
+        return print_rows(in_chromium(next_word_trace, models), torch, "per click")
     if args.scores or args.next_word:
         one = (scores_first_paint, "median of 3 (each round)") if args.scores else (next_word_beside_peer, "median (each click)")
         return print_rows(in_chromium(one[0], models), torch, one[1])

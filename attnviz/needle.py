@@ -177,13 +177,16 @@ def first_changed(layers: int, removals) -> int:
     return min((layer for heads in removals for layer, _ in heads), default=layers)
 
 
-def _write(model, pieces: Pieces, steps: int, removals, progress=None, prefixes: list[Prefix] | None = None
-           ) -> list[tuple[Written, Prefix]]:
+def _write(model, pieces: Pieces, steps: int, removals, progress=None, prefixes: list[Prefix] | None = None,
+           keep: int | None = None) -> list[tuple[Written, Prefix | None]]:
     """write under each set of heads off in `removals` [[(layer, head), …], …], and the document as each read it (a
     Prefix of all its pieces). The layers below the first one any set changes (first_changed) are computed once for
-    all of them. With `prefixes`, one per set, read under the same heads off (the grid's filler), their pieces are not
-    read again: the rest are read on from their keys and values, READ_ON rows a step. `progress(done, total)` counts
-    layers computed over the document: the shared ones once, the others once a set."""
+    all of them; then each set in turn reads the rest and writes, so one set's keys and values of the later layers are
+    held at a time. With `prefixes`, one per set, read under the same heads off (the grid's filler), their pieces are
+    not read again: the rest are read on from their keys and values, READ_ON rows a step. `progress(done, total)`
+    counts layers computed over the document: the shared ones once, the others once a set. `keep`: how many of the
+    document's first pieces each Prefix holds (all by default; 0 none, so each set's keys and values go as soon as
+    it has written)."""
     check_model(model)
     arch = model.arch
     n = len(pieces)
@@ -195,11 +198,19 @@ def _write(model, pieces: Pieces, steps: int, removals, progress=None, prefixes:
     with torch.inference_mode():
         shared = 0 if prefixes is None else min(prefixes[0].shared(pieces.ids), n - 1)  # at least the last is read
         if shared >= BLOCK:  # fewer: the whole document is read as quickly
-            read = _read_on(model, pieces, [prefix.cut(shared) for prefix in prefixes], interventions, split, counter)
+            below = _read_on_below(model, pieces, prefixes[0].cut(shared), split, counter)
+            rest = [lambda k=k: _read_on_above(model, below, prefixes[k].cut(shared), interventions[k], split, counter)
+                    for k in range(len(removals))]
         else:
-            read = _read(model, pieces, interventions, split, counter)
-        return [_answer(model, pieces, steps, caches, last, x, intervention)
-                for (caches, last, x), intervention in zip(read, interventions)]
+            below = _read_below(model, pieces, split, counter)
+            rest = [lambda k=k: _read_above(model, below, interventions[k], split, counter)
+                    for k in range(len(removals))]
+        written = []
+        for read, intervention in zip(rest, interventions):
+            answer, whole = _answer(model, pieces, steps, *read(), intervention)
+            written.append((answer, whole if keep is None else whole.cut(keep) if keep else None))
+            del whole  # before the next set reads: one set's keys and values at a time
+        return written
 
 
 class _Counter:
@@ -243,74 +254,95 @@ def _answer(model, pieces: Pieces, steps: int, caches: list, last: list, x: torc
     return Written(written, model.tokenizer.decode(written, skip_special_tokens=True), rows), read
 
 
-def _read(model, pieces: Pieces, interventions: list, split: int, counter: _Counter) -> list[tuple]:
-    """The whole document read one block of queries at a time (the scan's blocked layer), layers 0 … split − 1 once,
-    the rest once under each intervention: for each, every layer's keys and values (KV, n, dh), the last query's row of
-    weights in each layer (H, n), and the last layer's output (n, d)."""
+@dataclass
+class _Below:
+    """A document read through the layers below `split`: their keys and values (KV, n, dh), the last query's row of
+    weights in each (H, n), and what enters layer `split`: x (n, d) at `positions` (n,), or for a document read on, a
+    list of (positions (m,), x (m, d)), one a step of READ_ON rows."""
+
+    caches: list
+    last: list
+    x: torch.Tensor | list
+    positions: torch.Tensor | None = None
+
+
+def _blocked(n: int, last: list):
+    """run_layers' step for a whole document: a block of queries at a time (the scan's blocked layer), the last
+    query's row of weights (H, n) appended to `last`."""
+    def visit(start, exps, total):
+        if start + exps.shape[1] == n:
+            last.append((exps[:, -1] / total[:, -1]).float().cpu())
+
+    def step(arch, params, i, x, positions, intervention):
+        x, _, key, value, _ = blocked_layer(arch, params, i, x, positions, BLOCK, visit, intervention)
+        return x, (key, value)
+    return step
+
+
+def _read_below(model, pieces: Pieces, split: int, counter: _Counter) -> _Below:
+    """The whole document read through layers 0 … split − 1, one block of queries at a time."""
     arch, weights = model.arch, model.weights
     n, device = len(pieces), weights.embeddings.device
     positions = torch.arange(n, device=device)  # (n,)
     x = engine.embed(arch, weights, torch.tensor(pieces.ids, device=device), positions)  # (n, d)
-
-    def blocked(last: list):  # run_layers' step: a block of queries at a time, keeping the last query's row (H, n)
-        def visit(start, exps, total):
-            if start + exps.shape[1] == n:
-                last.append((exps[:, -1] / total[:, -1]).float().cpu())
-
-        def step(arch, params, i, x, positions, intervention):
-            x, _, key, value, _ = blocked_layer(arch, params, i, x, positions, BLOCK, visit, intervention)
-            return x, (key, value)
-        return step
-
     caches, last = [], []
-    for i, x, cache, _ in (engine.run_layers(arch, weights, x, positions, step=blocked(last)) if split else ()):
+    for i, x, cache, _ in (engine.run_layers(arch, weights, x, positions, step=_blocked(n, last)) if split else ()):
         caches.append(cache)
         counter.add()
         if i + 1 == split:
             break
-    read = []
-    for intervention in interventions:
-        own, own_last, y = list(caches), list(last), x
-        for _, y, cache, _ in engine.run_layers(arch, weights, x, positions, start=split, intervention=intervention,
-                                                step=blocked(own_last)):
-            own.append(cache)
-            counter.add()
-        read.append((own, own_last, y))
-    return read
+    return _Below(caches, last, x, positions)
 
 
-def _read_on(model, pieces: Pieces, prefixes: list[Prefix], interventions: list, split: int, counter: _Counter
-             ) -> list[tuple]:
-    """_read of a document whose first pieces are each prefix's (one per intervention, read under it): only the rest
-    are read, READ_ON rows at a time, each block through every layer against the keys and values so far, the layers
-    below `split` once for all."""
+def _read_above(model, below: _Below, intervention, split: int, counter: _Counter) -> tuple[list, list, torch.Tensor]:
+    """The rest of _read_below's document, layers split … L − 1 under `intervention`: every layer's keys and values
+    (KV, n, dh), the last query's row of weights in each layer (H, n), and the last layer's output (n, d)."""
+    caches, last, x = list(below.caches), list(below.last), below.x
+    for _, x, cache, _ in engine.run_layers(model.arch, model.weights, below.x, below.positions, start=split,
+                                            intervention=intervention, step=_blocked(len(below.positions), last)):
+        caches.append(cache)
+        counter.add()
+    return caches, last, x
+
+
+def _read_on_below(model, pieces: Pieces, prefix: Prefix, split: int, counter: _Counter) -> _Below:
+    """A document whose first pieces are `prefix`'s, read on through layers 0 … split − 1: only the rest, READ_ON rows
+    at a time, each step against the keys and values so far."""
     arch, weights = model.arch, model.weights
-    n, p, device = len(pieces), len(prefixes[0].ids), weights.embeddings.device
-    caches = [list(prefix.caches) for prefix in prefixes]  # (KV, p, dh) each, growing
-    starts = range(p, n, READ_ON)
-    for start in starts:
+    n, p, device = len(pieces), len(prefix.ids), weights.embeddings.device
+    caches = list(prefix.caches[:split])  # (KV, p, dh) each, growing
+    steps = []
+    for start in range(p, n, READ_ON):
         stop = min(n, start + READ_ON)
         positions = torch.arange(start, stop, device=device)  # (m,)
         x = engine.embed(arch, weights, torch.tensor(pieces.ids[start:stop], device=device), positions)  # (m, d)
         last = []
-        for i, x, a, trace in (engine.run_layers(arch, weights, x, positions, cached=caches[0].__getitem__)
+        for i, x, a, trace in (engine.run_layers(arch, weights, x, positions, cached=caches.__getitem__)
                                if split else ()):
-            for own in caches:  # below split every set's keys and values are the same tensors
-                own[i] = (trace.key, trace.value)  # (KV, stop, dh) each
-            last.append(a.weights[:, -1].float().cpu())  # (H, stop): the block's last query
-            counter.add(1 / len(starts))
+            caches[i] = (trace.key, trace.value)  # (KV, stop, dh) each
+            last.append(a.weights[:, -1].float().cpu().clone())  # (H, stop): a copy, as a view keeps the step's weights
+            counter.add((stop - start) / (n - p))
             if i + 1 == split:
                 break
-        read = []
-        for own, intervention in zip(caches, interventions):
-            own_last, y = list(last), x
-            for i, y, a, trace in engine.run_layers(arch, weights, x, positions, start=split,
-                                                    intervention=intervention, cached=own.__getitem__):
-                own[i] = (trace.key, trace.value)  # (KV, stop, dh) each
-                own_last.append(a.weights[:, -1].float().cpu())  # (H, stop)
-                counter.add(1 / len(starts))
-            read.append((own, own_last, y))
-    return read
+        steps.append((positions, x))
+    return _Below(caches, last, steps)
+
+
+def _read_on_above(model, below: _Below, prefix: Prefix, intervention, split: int, counter: _Counter
+                   ) -> tuple[list, list, torch.Tensor]:
+    """The rest of _read_on_below's document, layers split … L − 1 under `intervention`, read on from `prefix`'s keys
+    and values of those layers (read under the same intervention): as _read_above gives."""
+    arch, weights = model.arch, model.weights
+    caches = list(below.caches) + list(prefix.caches[split:])  # (KV, p or more, dh) each, growing
+    n = len(prefix.ids) + sum(len(positions) for positions, _ in below.x)
+    for positions, x in below.x:
+        last = list(below.last) if positions[-1] == n - 1 else []
+        for i, x, a, trace in engine.run_layers(arch, weights, x, positions, start=split, intervention=intervention,
+                                                cached=caches.__getitem__):
+            caches[i] = (trace.key, trace.value)  # (KV, stop, dh) each
+            last.append(a.weights[:, -1].float().cpu().clone())  # (H, stop)
+            counter.add(len(positions) / (n - len(prefix.ids)))
+    return caches, last, x
 
 
 def retrievals(ids: list[int], needle: range, written: list[int], rows: list[np.ndarray]) -> tuple[np.ndarray, int]:
@@ -374,10 +406,12 @@ def grids(model, lengths=LENGTHS, depths=DEPTHS, seed: int = 0, removals=((),), 
         steps = len(model.reader(f" {stack.key}.", limit=10**9).ids) + 2
         shared = 0 if fillers is None else min(fillers[0].shared(stack.pieces.ids), len(stack.pieces) - 1)
         shared = shared if shared >= BLOCK else 0  # as _write decides
-        outcome = _write(model, stack.pieces, steps, removals, tick, fillers if shared else None)
+        refill = share_filler and (fillers is None or stack.needle.start > len(fillers[0].ids))
+        outcome = _write(model, stack.pieces, steps, removals, tick, fillers if shared else None,
+                         keep=stack.needle.start if refill else 0)
         read += len(stack.pieces) - shared
-        if share_filler and (fillers is None or stack.needle.start > len(fillers[0].ids)):
-            fillers = [whole.cut(stack.needle.start) for _, whole in outcome]  # the filler every document starts with
+        if refill:
+            fillers = [filler for _, filler in outcome]  # the pieces before its needle: filler every document starts with
         for cells, (written, _) in zip(found, outcome):
             cells.note((a, b), stack, written)
     return [cells.grid(model.name, lengths, depths, keys, heads, read) for cells, heads in zip(found, removals)]

@@ -74,21 +74,42 @@ def sets(model, lengths, depths, k: int, seed: int, runs: int) -> None:
     print(f"the strongest {off.strongest.heads_off}; random {off.random.heads_off}; the first layer either set "
           f"changes: {split} (from 0) of {model.layers}")
     times = {"each set alone": [], "one reading": []}
+    grown = {"each set alone": [], "one reading": []}  # MiB: the peak resident memory over what it was before
     same = True
     for _ in range(runs):
-        started = time.perf_counter()
+        started, base = time.perf_counter(), peak_reset()
         alone = [needle.needle(model, lengths, depths, seed, heads) for heads in (off.strongest.heads_off,
                                                                                  off.random.heads_off)]
         times["each set alone"].append(time.perf_counter() - started)
-        started = time.perf_counter()
+        grown["each set alone"].append(status("VmHWM") - base)
+        started, base = time.perf_counter(), peak_reset()
         together = needle.without_retrieval_heads(model, k, seed=seed, before=before)
         times["one reading"].append(time.perf_counter() - started)
+        grown["one reading"].append(status("VmHWM") - base)
         for a, b in zip(alone, (together.strongest, together.random)):
             same &= a.answers == b.answers and (a.found == b.found).all() and (a.retrievals == b.retrievals).all()
         print(", ".join(f"{name} {runs[-1]:.1f} s" for name, runs in times.items()), flush=True)
     for name, runs in times.items():
-        print(f"{name}: median {sorted(runs)[len(runs) // 2]:.1f} s ({', '.join(f'{t:.1f}' for t in runs)})")
+        print(f"{name}: median {sorted(runs)[len(runs) // 2]:.1f} s ({', '.join(f'{t:.1f}' for t in runs)}); the peak "
+              f"resident memory grew by {', '.join(f'{m:.0f}' for m in grown[name])} MiB")
     print(f"the same answers, keys found and retrieval events both ways: {same}")
+
+
+def status(field: str) -> float:
+    """MiB of this process's `field` in /proc/self/status (VmRSS, VmHWM)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise KeyError(field)
+
+
+def peak_reset() -> float:
+    """The resident memory now (MiB), with the peak (VmHWM) reset to it (Linux's clear_refs)."""
+    import gc
+
+    gc.collect()
+    Path("/proc/self/clear_refs").write_text("5")
+    return status("VmRSS")
 
 
 def main() -> None:

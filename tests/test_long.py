@@ -288,7 +288,8 @@ def test_sets_of_heads_removed_in_one_reading_equal_each_set_removed_alone(folde
             assert torch.equal(key, their_key) and torch.equal(value, their_value)
     interventions = [None] + [lab.Ablation(heads) for heads in removals[1:]]
     with torch.inference_mode():
-        outputs = [x for _, _, x in lab._read(model, document.pieces, interventions, 1, lab._Counter(None, 4))]
+        below = lab._read_below(model, document.pieces, 1, lab._Counter(None, 4))
+        outputs = [lab._read_above(model, below, each, 1, lab._Counter(None, 4))[2] for each in interventions]
     assert not torch.allclose(outputs[0], outputs[1]) and not torch.allclose(outputs[1], outputs[2])  # the sets differ
 
 
@@ -303,3 +304,22 @@ def test_turning_heads_off_reads_the_documents_once_for_both_sets(folders):
         assert np.array_equal(grid.retrievals, alone.retrievals) and np.array_equal(grid.copied, alone.copied)
     split = lab.first_changed(model.layers, [off.strongest.heads_off, off.random.heads_off])
     assert heard[-1] == (4 * (split + 2 * (model.layers - split)),) * 2
+
+
+def test_reading_on_keeps_each_layers_last_row_and_not_the_steps_weights(folders, monkeypatch):
+    """A document read on from a filler keeps each layer's last query row (H, n). A view of it would hold that step's
+    whole weights (H × READ_ON × n) in every layer: over 2 GiB at SmolLM2's 4,000 pieces (docs/benchmarks.md)."""
+    monkeypatch.setattr(lab, "READ_ON", 100)
+    model = models.load(folders["mistral"], device="cpu")
+    first = lab.haystack(model, 900, 1.0, "31415")
+    [(_, filler)] = lab._write(model, first.pieces, 2, [()], keep=first.needle.start)
+    assert len(filler.ids) == first.needle.start
+    document = lab.haystack(model, 700, 0.5, "27182")
+    shared = filler.shared(document.pieces.ids)
+    with torch.inference_mode():
+        below = lab._read_on_below(model, document.pieces, filler.cut(shared), 1, lab._Counter(None, 2))
+        _, last, _ = lab._read_on_above(model, below, filler.cut(shared), None, 1, lab._Counter(None, 2))
+    assert len(last) == model.layers
+    for row in last:
+        assert row.shape == (model.heads, len(document.pieces))
+        assert row.untyped_storage().nbytes() == row.numel() * row.element_size()

@@ -411,7 +411,7 @@ def grids(model, lengths=LENGTHS, depths=DEPTHS, seed: int = 0, removals=((),), 
                          keep=stack.needle.start if refill else 0)
         read += len(stack.pieces) - shared
         if refill:
-            fillers = [filler for _, filler in outcome]  # the pieces before its needle: filler every document starts with
+            fillers = [filler for _, filler in outcome]  # the filler every later document starts with
         for cells, (written, _) in zip(found, outcome):
             cells.note((a, b), stack, written)
     return [cells.grid(model.name, lengths, depths, keys, heads, read) for cells, heads in zip(found, removals)]

@@ -266,64 +266,75 @@ class _Below:
     positions: torch.Tensor | None = None
 
 
-def _blocked(n: int, last: list):
-    """run_layers' step for a whole document: a block of queries at a time (the scan's blocked layer), the last
-    query's row of weights (H, n) appended to `last`."""
-    def visit(start, exps, total):
-        if start + exps.shape[1] == n:
+def _whole(model, x: torch.Tensor, positions: torch.Tensor, start: int, stop: int, intervention, counter: _Counter
+           ) -> tuple[torch.Tensor, list, list]:
+    """A whole document's x (n, d) at `positions` (n,) through layers start … stop − 1, a block of queries at a time
+    (the scan's blocked layer): (x after them, each layer's keys and values (KV, n, dh), each layer's last query row
+    of weights (H, n))."""
+    n, caches, last = len(positions), [], []
+
+    def visit(first, exps, total):  # the block of queries from `first`
+        if first + exps.shape[1] == n:
             last.append((exps[:, -1] / total[:, -1]).float().cpu())
 
-    def step(arch, params, i, x, positions, intervention):
+    def step(arch, params, i, x, positions, intervention):  # run_layers' step
         x, _, key, value, _ = blocked_layer(arch, params, i, x, positions, BLOCK, visit, intervention)
         return x, (key, value)
-    return step
+
+    for i, x, cache, _ in (engine.run_layers(model.arch, model.weights, x, positions, start=start,
+                                             intervention=intervention, step=step) if start < stop else ()):
+        caches.append(cache)
+        counter.add()
+        if i + 1 == stop:
+            break
+    return x, caches, last
+
+
+def _on(model, x: torch.Tensor, positions: torch.Tensor, caches: list, start: int, stop: int, intervention,
+        share: float, counter: _Counter) -> tuple[torch.Tensor, list]:
+    """A step of rows x (m, d) at `positions` (m,) read on through layers start … stop − 1, each against its keys and
+    values so far in `caches` (grown in place, to (KV, c + m, dh)): (x after them, each layer's last query row of
+    weights (H, c + m)). `share`: the step's share of the rows, for the progress."""
+    last = []
+    for i, x, a, trace in (engine.run_layers(model.arch, model.weights, x, positions, start=start,
+                                             intervention=intervention, cached=caches.__getitem__)
+                           if start < stop else ()):
+        caches[i] = (trace.key, trace.value)  # (KV, c + m, dh) each
+        last.append(a.weights[:, -1].float().cpu().clone())  # (H, c + m): a copy, as a view keeps the step's weights
+        counter.add(share)
+        if i + 1 == stop:
+            break
+    return x, last
 
 
 def _read_below(model, pieces: Pieces, split: int, counter: _Counter) -> _Below:
-    """The whole document read through layers 0 … split − 1, one block of queries at a time."""
-    arch, weights = model.arch, model.weights
-    n, device = len(pieces), weights.embeddings.device
-    positions = torch.arange(n, device=device)  # (n,)
-    x = engine.embed(arch, weights, torch.tensor(pieces.ids, device=device), positions)  # (n, d)
-    caches, last = [], []
-    for i, x, cache, _ in (engine.run_layers(arch, weights, x, positions, step=_blocked(n, last)) if split else ()):
-        caches.append(cache)
-        counter.add()
-        if i + 1 == split:
-            break
+    """The whole document read through layers 0 … split − 1."""
+    device = model.weights.embeddings.device
+    positions = torch.arange(len(pieces), device=device)  # (n,)
+    x = engine.embed(model.arch, model.weights, torch.tensor(pieces.ids, device=device), positions)  # (n, d)
+    x, caches, last = _whole(model, x, positions, 0, split, None, counter)
     return _Below(caches, last, x, positions)
 
 
 def _read_above(model, below: _Below, intervention, split: int, counter: _Counter) -> tuple[list, list, torch.Tensor]:
     """The rest of _read_below's document, layers split … L − 1 under `intervention`: every layer's keys and values
     (KV, n, dh), the last query's row of weights in each layer (H, n), and the last layer's output (n, d)."""
-    caches, last, x = list(below.caches), list(below.last), below.x
-    for _, x, cache, _ in engine.run_layers(model.arch, model.weights, below.x, below.positions, start=split,
-                                            intervention=intervention, step=_blocked(len(below.positions), last)):
-        caches.append(cache)
-        counter.add()
-    return caches, last, x
+    x, caches, last = _whole(model, below.x, below.positions, split, model.layers, intervention, counter)
+    return below.caches + caches, below.last + last, x
 
 
 def _read_on_below(model, pieces: Pieces, prefix: Prefix, split: int, counter: _Counter) -> _Below:
     """A document whose first pieces are `prefix`'s, read on through layers 0 … split − 1: only the rest, READ_ON rows
     at a time, each step against the keys and values so far."""
-    arch, weights = model.arch, model.weights
-    n, p, device = len(pieces), len(prefix.ids), weights.embeddings.device
+    n, p, device = len(pieces), len(prefix.ids), model.weights.embeddings.device
     caches = list(prefix.caches[:split])  # (KV, p, dh) each, growing
-    steps = []
+    steps, last = [], []
     for start in range(p, n, READ_ON):
         stop = min(n, start + READ_ON)
         positions = torch.arange(start, stop, device=device)  # (m,)
-        x = engine.embed(arch, weights, torch.tensor(pieces.ids[start:stop], device=device), positions)  # (m, d)
-        last = []
-        for i, x, a, trace in (engine.run_layers(arch, weights, x, positions, cached=caches.__getitem__)
-                               if split else ()):
-            caches[i] = (trace.key, trace.value)  # (KV, stop, dh) each
-            last.append(a.weights[:, -1].float().cpu().clone())  # (H, stop): a copy, as a view keeps the step's weights
-            counter.add((stop - start) / (n - p))
-            if i + 1 == split:
-                break
+        x = engine.embed(model.arch, model.weights, torch.tensor(pieces.ids[start:stop], device=device),
+                         positions)  # (m, d)
+        x, last = _on(model, x, positions, caches, 0, split, None, (stop - start) / (n - p), counter)
         steps.append((positions, x))
     return _Below(caches, last, steps)
 
@@ -332,17 +343,11 @@ def _read_on_above(model, below: _Below, prefix: Prefix, intervention, split: in
                    ) -> tuple[list, list, torch.Tensor]:
     """The rest of _read_on_below's document, layers split … L − 1 under `intervention`, read on from `prefix`'s keys
     and values of those layers (read under the same intervention): as _read_above gives."""
-    arch, weights = model.arch, model.weights
-    caches = list(below.caches) + list(prefix.caches[split:])  # (KV, p or more, dh) each, growing
-    n = len(prefix.ids) + sum(len(positions) for positions, _ in below.x)
+    caches = below.caches + list(prefix.caches[split:])  # (KV, p or more, dh) each, growing
+    new = sum(len(positions) for positions, _ in below.x)  # the pieces read on
     for positions, x in below.x:
-        last = list(below.last) if positions[-1] == n - 1 else []
-        for i, x, a, trace in engine.run_layers(arch, weights, x, positions, start=split, intervention=intervention,
-                                                cached=caches.__getitem__):
-            caches[i] = (trace.key, trace.value)  # (KV, stop, dh) each
-            last.append(a.weights[:, -1].float().cpu().clone())  # (H, stop)
-            counter.add(len(positions) / (n - len(prefix.ids)))
-    return caches, last, x
+        x, last = _on(model, x, positions, caches, split, model.layers, intervention, len(positions) / new, counter)
+    return caches, below.last + last, x
 
 
 def retrievals(ids: list[int], needle: range, written: list[int], rows: list[np.ndarray]) -> tuple[np.ndarray, int]:

@@ -269,8 +269,6 @@ def next_word_trace(browser, text: str, clicks: int = 5) -> list[tuple[str, str]
     from the pointer press: until the click's message leaves, until the server's first reply, until its last (the
     callback and the page's run on the server, with the browser drawing what has come meanwhile), and until the page
     is drawn."""
-    import json as json_module
-
     from bench.browser import Server
 
     alone = server_alone(text, clicks)
@@ -288,7 +286,8 @@ def next_word_trace(browser, text: str, clicks: int = 5) -> list[tuple[str, str]
     def received(e) -> None:
         data = base64.b64decode(e["response"]["payloadData"]) if e["response"]["opcode"] == 2 else b""
         frames.append((e["timestamp"], "received", len(data)))
-        kinds[what_it_carries(data)] = kinds.get(what_it_carries(data), 0) + len(data) / 1000
+        kind = what_it_carries(data)
+        kinds[kind] = kinds.get(kind, 0) + len(data) / 1000
     cdp.on("Network.webSocketFrameReceived", received)
     browser.start_tracing(page=page, categories=["devtools.timeline", "disabled-by-default-devtools.timeline", "v8"])
     cdp.send("Profiler.enable")
@@ -296,7 +295,7 @@ def next_word_trace(browser, text: str, clicks: int = 5) -> list[tuple[str, str]
     cdp.send("Profiler.start")
     _, whole = click_times(page, clicks)
     profile = cdp.send("Profiler.stop")["profile"]
-    events = json_module.loads(browser.stop_tracing())["traceEvents"]
+    events = json.loads(browser.stop_tracing())["traceEvents"]
     server.stop()
     presses = sorted(e["ts"] for e in events if e.get("name") == "EventDispatch"
                      and e.get("args", {}).get("data", {}).get("type") == "pointerdown")

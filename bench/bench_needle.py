@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import sys
 import time
@@ -81,11 +82,11 @@ def sets(model, lengths, depths, k: int, seed: int, runs: int) -> None:
         alone = [needle.needle(model, lengths, depths, seed, heads) for heads in (off.strongest.heads_off,
                                                                                  off.random.heads_off)]
         times["each set alone"].append(time.perf_counter() - started)
-        grown["each set alone"].append(status("VmHWM") - base)
+        grown["each set alone"].append(peak() - base)
         started, base = time.perf_counter(), peak_reset()
         together = needle.without_retrieval_heads(model, k, seed=seed, before=before)
         times["one reading"].append(time.perf_counter() - started)
-        grown["one reading"].append(status("VmHWM") - base)
+        grown["one reading"].append(peak() - base)
         for a, b in zip(alone, (together.strongest, together.random)):
             same &= a.answers == b.answers and (a.found == b.found).all() and (a.retrievals == b.retrievals).all()
         print(", ".join(f"{name} {runs[-1]:.1f} s" for name, runs in times.items()), flush=True)
@@ -95,21 +96,22 @@ def sets(model, lengths, depths, k: int, seed: int, runs: int) -> None:
     print(f"the same answers, keys found and retrieval events both ways: {same}")
 
 
-def status(field: str) -> float:
-    """MiB of this process's `field` in /proc/self/status (VmRSS, VmHWM)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    raise KeyError(field)
+def peak() -> float:
+    """This process's peak resident memory (VmHWM, MiB)."""
+    from bench.bench_memory import status
+
+    return status(os.getpid(), "VmHWM")
 
 
 def peak_reset() -> float:
-    """The resident memory now (MiB), with the peak (VmHWM) reset to it (Linux's clear_refs)."""
+    """This process's resident memory now (MiB), with its peak (VmHWM) reset to it."""
     import gc
 
+    from bench.bench_memory import reset_peak, status
+
     gc.collect()
-    Path("/proc/self/clear_refs").write_text("5")
-    return status("VmRSS")
+    reset_peak(os.getpid())
+    return status(os.getpid(), "VmRSS")
 
 
 def main() -> None:

@@ -299,3 +299,11 @@ def bounded_text_box(widget, label: str, *, key: str, limit: int, **kwargs) -> s
                    f"first {limit:,}.")
     st.caption(f"{len(value):,} / {limit:,} characters")
     return value
+
+
+def fragment_alone() -> bool:
+    """Whether this run is a fragment's alone, the rest of the page as the last run left it."""
+    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return bool(ctx and ctx.fragment_ids_this_run)

@@ -177,3 +177,25 @@ def head_overview(data: dict, *, key: str, on_region) -> None:
             on_region(region)
 
     _mount(_overview, data, key=key, on_region_change=picked)
+
+
+_settle = st.components.v2.component("attnviz_settle", js=web.bundle("streamlit/settle.mjs"),
+                                     css=web.css(), isolate_styles=False)
+_SETTLED = "_settled"  # session: the keys whose settle component asked for the whole page
+PAUSE_MS = 700  # the rest of a page follows a fragment's run once no press and no key has come for this long
+
+
+def catch_up(note: str, *, key: str, pause_ms: int = PAUSE_MS) -> None:
+    """In a fragment whose run left the rest of its page behind: `note` says so, and once the person pauses (no press
+    and no key for `pause_ms`) the browser reruns this fragment, where `caught_up(key)` is then true."""
+    st.session_state[f"_{key}_runs"] = token = st.session_state.get(f"_{key}_runs", 0) + 1  # new data: a new wait
+    _mount(_settle, {"token": token, "pause_ms": pause_ms, "note": note}, key=key,
+           on_settled_change=lambda: st.session_state.setdefault(_SETTLED, set()).add(key))
+
+
+def caught_up(key: str) -> bool:
+    """Whether `key`'s settle component asked for the whole page since the last run (catch_up); asked once."""
+    asked = st.session_state.get(_SETTLED, set())
+    found = key in asked
+    asked.discard(key)
+    return found

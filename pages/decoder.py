@@ -7,12 +7,12 @@ from attnviz import figures, models
 from attnviz.export import Matrix
 from attnviz.sentence import DECODER_MASKS
 from attnviz.urlstate import Param, int_range, nearest
-from appkit.common import bounded_text_box, save_url_state, scale_select
+from appkit.common import bounded_text_box, fragment_alone, save_url_state, scale_select
 from appkit.served import generation, one_more, run
 from appkit.model_page import flag, head_sections, keep_in_range, model_schema, open_model, pick_head, run_or_stop
 from appkit.model_views import (atlas, chosen_head, engine_only, head_types_section, lines, row_sum, stopped_text,
                                  write_controls)
-from appkit.interactive import browser_figure, timeline
+from appkit.interactive import browser_figure, catch_up, caught_up, timeline
 from appkit.present import downloads
 
 TEXT_CHARS = 4_000
@@ -20,6 +20,8 @@ TEMPERATURES = [0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 0.8, 1.0, 1.2, 1.5, 2.0]
 TOP_P = [0.5, 0.8, 0.9, 0.95, 1.0]
 BARS = 10  # next-piece bars
 LENS_POSITIONS = 12  # the logit lens's last positions
+CATCH_UP = "decoder_catch_up"
+WHOLE, CLICKED = "_decoder_whole", "_decoder_clicked"  # session: the text the whole page last drew; the last Next word's
 SCHEMA = model_schema(
     model="smollm2", text="When he saw his owner, the dog was", text_chars=TEXT_CHARS,
     query=-1, mask="causal", masks=DECODER_MASKS,  # the query starts on the last piece, the one that predicts the next
@@ -62,7 +64,7 @@ def next_word(greedy: bool) -> None:
                                position=len(result.pieces))
     longer = one_more(name, st.session_state.text, chosen)
     if len(longer) <= TEXT_CHARS:  # the text box holds at most TEXT_CHARS characters
-        st.session_state.text = longer
+        st.session_state.text = st.session_state[CLICKED] = longer
         st.session_state.query = -1  # the new piece is inspected
 
 
@@ -117,43 +119,69 @@ def looks_back(result: models.Run, labels: list[str], layer: int) -> None:
                "the next piece adds one row each.")
 
 
-text = bounded_text_box(st.text_area, "Text", key="text", limit=TEXT_CHARS, height=80)
+@st.fragment
+def writing() -> tuple[str, models.Run]:
+    """The text, the next word and what a click adds (the last piece's row, the writing), a fragment: a Next word or
+    a sampler's control reruns it alone, at once. The heads, sinks and lens below follow once the clicks pause
+    (catch_up); text typed into the box reruns the whole page at once."""
+    alone = fragment_alone()
+    if caught_up(CATCH_UP) and alone:
+        st.rerun(scope="app")
+    text = bounded_text_box(st.text_area, "Text", key="text", limit=TEXT_CHARS, height=80)
+    behind = text != st.session_state.get(WHOLE)  # the rest of the page shows another text
+    if alone and behind and text != st.session_state.get(CLICKED):
+        st.rerun(scope="app")  # typed, not a Next word's: the whole page reads it
+    result = run_or_stop(name, text, SCHEMA)
+    labels = result.pieces.labels()
+    n_layers, n_heads, n = result.weights.shape[:3]
+    st.caption(f"{n} pieces (at most {model.max_pieces}; in labels · marks a space, ↵ a line break) · computed by "
+               f"{model.computed_by} with torch on **{model.device}**")
+    if not alone:
+        keep_in_range(n_layers, n_heads)
+    next_word_section(result, labels)
+    looks_back(result, labels, st.session_state.layer)
+    write_section(text, st.session_state.layer)
+    if alone and behind:
+        catch_up("The heads, sinks and logit lens below still show the text before the last click; they follow once "
+                 "the clicks pause.", key=CATCH_UP)
+    if alone:
+        save_url_state(SCHEMA, note=False)
+    return text, result
+
+
+def next_word_section(result: models.Run, labels: list[str]) -> None:
+    """The sampler's controls, the two Next word buttons and the next piece's bars."""
+    st.header("The next word")
+    controls, bars = st.columns([2, 3])
+    controls.select_slider("Temperature T (0: greedy)", TEMPERATURES, key="t")
+    controls.number_input("Top-k (0: every piece)", 0, 1000, key="topk")
+    controls.select_slider("Top-p (nucleus)", TOP_P, key="topp")
+    controls.latex(r"P(\text{drawn})_i = \frac{e^{z_i/T}}{\sum_{j\ \text{kept}} e^{z_j/T}}")
+    sample, greedy = controls.columns(2)
+    sample.button("Next word (sample)", on_click=next_word, args=(False,), icon=":material/casino:")
+    greedy.button("Next word (greedy)", on_click=next_word, args=(True,), icon=":material/arrow_forward:")
+    probs = distribution(result).numpy()  # (vocab,)
+    top, names = models.top_pieces(model, probs, BARS)
+    next_title = (f"Next piece after “…{labels[-1]}”: the {len(top)} most likely "
+                  f"({models.sampler_text(st.session_state.t, st.session_state.topk, st.session_state.topp)})")
+    with bars:
+        browser_figure(figures.bars_data(probs[top], names, title=next_title, axis=DRAWN), key="next")
+    downloads(bars, "next", lambda: figures.weight_bars(probs[top], names, title=next_title, axis=DRAWN),
+              Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"),
+              image_help="the figure as a page (HTML).")
+    gap = model.reader.vocabulary_gap(len(probs))
+    if gap:
+        st.warning(gap)
+    controls.caption("A click appends the piece. The model keeps each layer's keys and values of the pieces so far "
+                     "(its K/V cache), so the new piece costs one query row per head: its attention back over the "
+                     "text, below.")
+
+
 with st.sidebar:
     scale_select(st)
-result = run_or_stop(name, text, SCHEMA)
-
+text, result = writing()
 labels = result.pieces.labels()
 n_layers, n_heads, n = result.weights.shape[:3]
-st.caption(f"{n} pieces (at most {model.max_pieces}; in labels · marks a space, ↵ a line break) · computed by "
-           f"{model.computed_by} with torch on **{model.device}**")
-keep_in_range(n_layers, n_heads)
-
-# ---------------------------------------------------------------- the next word
-st.header("The next word")
-controls, bars = st.columns([2, 3])
-controls.select_slider("Temperature T (0: greedy)", TEMPERATURES, key="t")
-controls.number_input("Top-k (0: every piece)", 0, 1000, key="topk")
-controls.select_slider("Top-p (nucleus)", TOP_P, key="topp")
-controls.latex(r"P(\text{drawn})_i = \frac{e^{z_i/T}}{\sum_{j\ \text{kept}} e^{z_j/T}}")
-sample, greedy = controls.columns(2)
-sample.button("Next word (sample)", on_click=next_word, args=(False,), icon=":material/casino:")
-greedy.button("Next word (greedy)", on_click=next_word, args=(True,), icon=":material/arrow_forward:")
-probs = distribution(result).numpy()  # (vocab,)
-top, names = models.top_pieces(model, probs, BARS)
-next_title = (f"Next piece after “…{labels[-1]}”: the {len(top)} most likely "
-              f"({models.sampler_text(st.session_state.t, st.session_state.topk, st.session_state.topp)})")
-with bars:
-    browser_figure(figures.bars_data(probs[top], names, title=next_title, axis=DRAWN), key="next")
-downloads(bars, "next", lambda: figures.weight_bars(probs[top], names, title=next_title, axis=DRAWN),
-          Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"),
-          image_help="the figure as a page (HTML).")
-gap = model.reader.vocabulary_gap(len(probs))
-if gap:
-    st.warning(gap)
-controls.caption("A click appends the piece. The model keeps each layer's keys and values of the pieces so far (its "
-                 "K/V cache), so the new piece costs one query row per head: its attention back over the text, below.")
-looks_back(result, labels, st.session_state.layer)
-write_section(text, st.session_state.layer)
 
 # ---------------------------------------------------------------- heads
 layer, head = pick_head(f"All {n_layers * n_heads} heads", n_layers, n_heads)
@@ -194,3 +222,4 @@ if st.toggle("Read every layer's prediction", key="lens",
                "final norm and the output matrix, with its probability p = softmax(z) at T = 1 over every piece (the "
                "model's own, whatever the sampler above is set to); the last row is the model's own prediction.")
 save_url_state(SCHEMA)
+st.session_state[WHOLE] = text

@@ -222,6 +222,15 @@ def settle(page, timeout=60_000):
     page.wait_for_timeout(200)
 
 
+def caught_up(page, timeout=60_000):
+    """After a fragment's run that left the rest of its page behind (a note, .av-settle, says so): wait for the whole
+    page's run that follows once the person pauses to have ended."""
+    settle(page, timeout)
+    page.wait_for_selector(".av-settle", state="detached", timeout=timeout)
+    page.wait_for_selector(NOT_RUNNING, timeout=timeout)
+    page.wait_for_timeout(200)
+
+
 def loaded(page, selector: str, timeout=60_000):
     """After a page's load: its first `selector` drawn and its script finished (no rerun to wait for)."""
     page.wait_for_selector(selector, timeout=timeout)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from driver import (SHOTS, atlases, click_head, click_point, exceptions, live_select, outside_requests, plots, settle,
-                    shown_value, url_has, wait_for_heatmap)
+from driver import (NOT_RUNNING, SHOTS, atlases, caught_up, click_head, click_point, exceptions, live_select,
+                    outside_requests, plots, settle, shown_value, url_has, wait_for_heatmap)
 
 # Every page's first load without an error box, at 1280×800 and 1920×1080: test_layout (layout.py's checks).
 PAGES = ["", "lesson", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads", "trained", "decoder",
@@ -103,7 +103,7 @@ def test_the_decoder_writes_on_reads_back_and_keeps_its_controls(server, page):
         before = box.input_value()
         page.get_by_role("button", name="Next word (greedy)").click()
         page.wait_for_function("(b) => document.querySelector('textarea').value !== b", arg=before, timeout=60_000)
-        settle(page)
+        caught_up(page)
     assert box.input_value().startswith(start) and len(box.input_value()) > len(start)
     head = wait_for_heatmap(page, lambda t: len(t["y"]) == 11)  # the chosen head follows the two new pieces
     assert head["view"]["query"] == 10 and head["view"]["mask"] == "causal"  # the newest piece is inspected
@@ -121,7 +121,7 @@ def test_the_decoder_writes_on_reads_back_and_keeps_its_controls(server, page):
     page.get_by_role("button", name="Next word (sample)").click()
     page.wait_for_function("() => document.querySelector('textarea').value.length > 'A cat sat on the warm mat and'.length",
                            timeout=60_000)
-    settle(page)
+    caught_up(page)
     head = wait_for_heatmap(page, lambda t: t["view"]["hide"] == [0] and len(t["y"]) > 8)
     assert all(abs(sum(row) - 1) < 1e-4 for row in head["w"][1:])
     assert exceptions(page) == []
@@ -131,6 +131,40 @@ def test_the_decoder_writes_on_reads_back_and_keeps_its_controls(server, page):
     page.wait_for_selector(".av-atlas canvas", timeout=120_000)
     settle(page)
     assert exceptions(page) == [] and page.locator('[data-testid="stException"]').count() == 0
+
+
+NOTE = "still show the text before the last click"
+
+
+def test_a_next_word_redraws_its_part_at_once_and_the_rest_once_the_clicks_pause(server, page):
+    """Next word reruns the text, its bars and the new piece's row alone: until the clicks pause, the chosen head
+    below keeps the text before the click and a note says so; then the whole page follows and the note goes. Text
+    typed into the box reruns the whole page at once, with no note."""
+    page.goto(f"{server}/decoder?t=0&text=the+dog+saw+the+cat")
+    page.wait_for_selector(".av-atlas canvas", timeout=120_000)
+    settle(page)
+    n = len(wait_for_heatmap(page, lambda t: True)["y"])
+    box = page.get_by_role("textbox", name="Text")
+    for clicks in range(1, 3):
+        before = box.input_value()
+        page.get_by_role("button", name="Next word (greedy)").click()
+        page.wait_for_function("(b) => document.querySelector('textarea').value !== b", arg=before, timeout=60_000)
+        page.wait_for_selector(".av-settle", timeout=60_000)
+        page.wait_for_selector(NOT_RUNNING, timeout=60_000)
+        assert NOTE in page.locator(".av-settle").inner_text()
+        assert len(wait_for_heatmap(page, lambda t: True)["y"]) == n  # the chosen head: the text before the clicks
+    caught_up(page)
+    assert page.locator(".av-settle").count() == 0
+    assert len(wait_for_heatmap(page, lambda t: True)["y"]) > n  # the chosen head reads the written pieces
+    assert url_has(page, "text=the+dog+saw+the+cat")
+    box.fill("A cat sat on the mat")
+    box.press("Control+Enter")
+    page.wait_for_function("() => document.querySelector('.av-atlas') && document.querySelector('.av-atlas')"
+                           ".attnviz.drawn > 0", timeout=60_000)
+    settle(page)
+    head = wait_for_heatmap(page, lambda t: any("mat" in label for label in t["y"]))
+    assert page.locator(".av-settle").count() == 0 and not any("dog" in label for label in head["y"])
+    assert exceptions(page) == []
 
 
 def test_a_deep_narrow_models_atlas_takes_the_width_in_columns_of_layers(server, page):

@@ -127,10 +127,10 @@ def writing() -> tuple[str, models.Run]:
     alone = fragment_alone()
     if caught_up(CATCH_UP) and alone:
         st.rerun(scope="app")
+    behind = st.session_state.get("text") != st.session_state.get(WHOLE)  # the rest of the page shows another text
+    if alone and behind and st.session_state.get("text") != st.session_state.get(CLICKED):
+        st.rerun(scope="app")  # typed, not a Next word's: the whole page reads it (before the box says what it cut)
     text = bounded_text_box(st.text_area, "Text", key="text", limit=TEXT_CHARS, height=80)
-    behind = text != st.session_state.get(WHOLE)  # the rest of the page shows another text
-    if alone and behind and text != st.session_state.get(CLICKED):
-        st.rerun(scope="app")  # typed, not a Next word's: the whole page reads it
     result = run_or_stop(name, text, SCHEMA)
     labels = result.pieces.labels()
     n_layers, n_heads, n = result.weights.shape[:3]

@@ -180,7 +180,7 @@ class TransformersModel(Model):
         encoder's output."""
         with torch.inference_mode():
             out = self.module(encoder_outputs=encoded, decoder_input_ids=torch.tensor([ids], device=self.device))
-        return out.logits[0, -1].float().cpu()  # (vocab,)
+        return out.logits[0, -1].float().cpu().clone()  # (vocab,): a copy, as a view keeps the whole (1, t, vocab)
 
     def run_target(self, pieces: Pieces, ids: list[int]) -> Run:
         """The run of the source `pieces` with the decoder reading `ids`: encoder, decoder and cross-attention."""

@@ -230,28 +230,66 @@ class _Counter:
 def _answer(model, pieces: Pieces, steps: int, caches: list, last: list, x: torch.Tensor, intervention
             ) -> tuple[Written, Prefix]:
     """The pieces written greedily from a document read into `caches` (each layer's keys and values), `last` its last
-    query's row of weights in each layer (H, n) and x the last layer's output (n, d); and the document as read."""
+    query's row of weights in each layer (H, n) and x the last layer's output (n, d); and the document as read.
+    Each step feeds the piece written and the pieces that followed the same words earlier in the text (_guess); a fed
+    piece is kept while the row before it chose it, as a greedy step would: the same pieces, with the weights read
+    once for several of them where the model copies from the document (the pass key)."""
     arch, weights = model.arch, model.weights
     n, device = len(pieces), weights.embeddings.device
     ends = set(getattr(model, "end_ids", ()))
     read = Prefix(list(pieces.ids), list(caches))
-    logits = engine.logits(weights, x[-1:])[0]  # (vocab,)
+    logits = engine.logits(weights, x[-1:])  # (1, vocab)
     rows, written = [torch.stack(last).numpy()], []  # (L, H, n)
-    for step in range(steps):
-        token = int(logits.argmax())
+    while True:
+        token = int(logits[-1].argmax())
         written.append(token)
-        if token in ends or step == steps - 1:
+        if token in ends or len(written) == steps:
             break
-        position = torch.tensor([n + step], device=device)  # (1,)
-        x = engine.embed(arch, weights, torch.tensor([token], device=device), position)  # (1, d)
-        row = []
-        for i, x, a, trace in engine.run_layers(arch, weights, x, position, intervention=intervention,
+        fed = [token] + _guess(pieces.ids, written, steps, ends)  # (m,) pieces greedy steps may write and feed
+        c = n + len(written) - 1  # the first fed piece's position
+        positions = torch.arange(c, c + len(fed), device=device)  # (m,)
+        x = engine.embed(arch, weights, torch.tensor(fed, device=device), positions)  # (m, d)
+        seen = []
+        for i, x, a, trace in engine.run_layers(arch, weights, x, positions, intervention=intervention,
                                                 cached=caches.__getitem__):
-            caches[i] = (trace.key, trace.value)  # (KV, c + 1, dh) each
-            row.append(a.weights[:, 0].float().cpu())  # (H, c + 1)
-        rows.append(torch.stack(row).numpy())  # (L, H, c + 1)
-        logits = engine.logits(weights, x)[0]  # (vocab,)
+            caches[i] = (trace.key, trace.value)  # (KV, c + m, dh) each
+            seen.append(a.weights.float().cpu())  # (H, m, c + m)
+        logits = engine.logits(weights, x)  # (m, vocab)
+        kept = 1  # the fed pieces that greedy steps would have fed: each chosen by the row before it
+        while kept < len(fed) and int(logits[kept - 1].argmax()) == fed[kept]:
+            kept += 1
+        written += fed[1:kept]
+        rows += [torch.stack([w[:, j, :c + j + 1] for w in seen]).numpy() for j in range(kept)]  # (L, H, c + j + 1)
+        if kept < len(fed):
+            caches[:] = [(key[..., :c + kept, :], value[..., :c + kept, :]) for key, value in caches]
+        logits = logits[:kept]  # (kept, vocab): the last row chooses the next piece
     return Written(written, model.tokenizer.decode(written, skip_special_tokens=True), rows), read
+
+
+LOOKUP = 3  # the most pieces matched when the pieces to feed are looked up in the text so far
+
+
+def _guess(ids: list[int], written: list[int], steps: int, ends: set) -> list[int]:
+    """The pieces to feed after `written`, looked up in the text so far (_lookup over the document's `ids` and
+    `written`): at most those that greedy steps would feed (none an end piece, and not the last of `steps`)."""
+    guess = []
+    for piece in _lookup(ids + written)[:max(0, steps - len(written) - 1)]:
+        if piece in ends:
+            break
+        guess.append(piece)
+    return guess
+
+
+def _lookup(ids: list[int]) -> list[int]:
+    """The pieces that followed the latest earlier place where the text's last LOOKUP pieces (or fewer, down to one)
+    stand: what a model copying from its context writes next (prompt lookup, Saxena 2023), such as the pass key after
+    "The pass key is"."""
+    for match in range(min(LOOKUP, len(ids) - 1), 0, -1):
+        tail = ids[-match:]
+        for start in range(len(ids) - match - 1, -1, -1):
+            if ids[start:start + match] == tail:
+                return ids[start + match:start + match + 16]
+    return []
 
 
 @dataclass

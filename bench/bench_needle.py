@@ -9,6 +9,10 @@ Run: python bench/bench_needle.py [--lengths 1000 2000 4000] [--depths 0 0.25 0.
      python bench/bench_needle.py --sets --lengths 500 1000 --depths 0 0.5 1: "Turn off the k strongest" with both
      sets of heads removed in one reading of the documents (needle.grids, as the page does) against each set in a
      reading of its own (two needle calls), alternated, each --runs times; and whether both give the same grids.
+     python bench/bench_needle.py --lookup --lengths 500 1000 --depths 0 0.5 1: the page's two waits with each step
+     feeding the pieces that followed the same words earlier in the text (needle._guess, as the page does) against
+     one greedy step a piece, alternated, each --runs times; the pieces fed a step, and whether both give the same
+     grids.
 Not a test; docs/benchmarks.md records its output.
 """
 
@@ -96,6 +100,45 @@ def sets(model, lengths, depths, k: int, seed: int, runs: int) -> None:
     print(f"the same answers, keys found and retrieval events both ways: {same}")
 
 
+def looked_up(model, lengths, depths, k: int, seed: int, runs: int) -> None:
+    """The grid and the turning off with the pieces looked up in the text fed at once (needle._answer) and without
+    (each piece its own greedy step: needle._guess made to find nothing), alternated so that a busy machine weighs on
+    both."""
+    from attnviz import needle
+
+    guess, fed = needle._guess, []
+
+    def counted(*args):
+        found = guess(*args)
+        fed.append(1 + len(found))
+        return found
+
+    times = {"one greedy step a piece": [], "pieces looked up and fed at once": []}
+    grids = {}
+    for _ in range(runs):
+        for name, guesser in zip(times, (lambda *args: [], counted)):
+            needle._guess, fed[:] = guesser, []
+            try:
+                started = time.perf_counter()
+                before = needle.needle(model, lengths, depths, seed)
+                middle = time.perf_counter()
+                off = needle.without_retrieval_heads(model, k, seed=seed, before=before)
+                times[name].append((middle - started, time.perf_counter() - middle))
+            finally:
+                needle._guess = guess
+            grids[name] = (before, off.strongest, off.random)
+            steps = f"; {len(fed)} steps fed {sum(fed)} pieces" if fed else ""
+            print(f"{name}: the grid {middle - started:.1f} s, turning off {k} heads "
+                  f"{time.perf_counter() - middle:.1f} s{steps}", flush=True)
+    for name, both in times.items():
+        print(f"{name}: the grid {', '.join(f'{g:.1f}' for g, _ in both)} s; turning off {k} heads "
+              f"{', '.join(f'{o:.1f}' for _, o in both)} s")
+    a, b = grids.values()
+    same = all(x.answers == y.answers and (x.found == y.found).all() and (x.retrievals == y.retrievals).all()
+               and (x.copied == y.copied).all() for x, y in zip(a, b))
+    print(f"the same answers, keys found, retrieval events and copies both ways: {same}")
+
+
 def peak() -> float:
     """This process's peak resident memory (VmHWM, MiB)."""
     from bench.bench_memory import status
@@ -123,6 +166,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--waits", action="store_true")
     parser.add_argument("--sets", action="store_true")
+    parser.add_argument("--lookup", action="store_true")
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
 
@@ -135,6 +179,8 @@ def main() -> None:
           f"{torch.get_num_threads()} threads, torch {torch.__version__}; {model.name}: {model.describe()}")
     if args.waits:
         return waits(model, args.lengths, args.depths, args.k, args.seed)
+    if args.lookup:
+        return looked_up(model, args.lengths, args.depths, args.k, args.seed, args.runs)
     if args.sets:
         return sets(model, args.lengths, args.depths, args.k, args.seed, args.runs)
     started = time.perf_counter()

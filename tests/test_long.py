@@ -222,6 +222,58 @@ def test_the_old_name_still_works_and_says_where_each_name_moved():
         old.no_such_name
 
 
+@pytest.mark.parametrize("family, heads_off", [("gpt2", ()), ("mistral", ((0, 3), (1, 5)))])
+def test_pieces_fed_in_one_step_write_what_greedy_steps_write(folders, family, heads_off, monkeypatch):
+    """Each step feeds the piece written and the pieces looked up after it (_guess), kept while the row before each
+    chose it. Whatever the lookup offers (all of the answer, its start only, a wrong piece first, more than the steps
+    left), the pieces written and each one's row of weights are greedy steps' and transformers'; the whole answer
+    offered takes two steps, not six."""
+    from tolerance import assert_close_rounding
+
+    model = models.load(folders[family], device="cpu")
+    stack = lab.haystack(model, 900, 0.5, "48213")
+    n, vocab = len(stack.pieces), model.weights.embeddings.shape[0]
+    made, expected = transformers_reading(folders[family], stack.pieces.ids, 6, heads_off)
+    monkeypatch.setattr(lab, "_lookup", lambda ids: [])
+    [(alone, _)] = lab._write(model, stack.pieces, 6, [heads_off])
+    assert alone.ids == made[:len(alone.ids)] and len(alone.ids) == 6  # no end piece: every step is taken
+    other = lambda piece: (piece + 1) % vocab  # noqa: E731
+    drafts = [alone.ids, alone.ids[:2] + [other(alone.ids[2])] + alone.ids[3:], [other(alone.ids[0])] + alone.ids[1:],
+              alone.ids[:3], alone.ids + [1, 2, 3]]
+    steps_taken = []
+    real_logits = lab.engine.logits
+    monkeypatch.setattr(lab.engine, "logits", lambda *a: steps_taken.append(1) or real_logits(*a))
+    for draft in drafts:
+        def offered(ids, draft=draft):  # the draft's pieces after those written, where they agree with it
+            written = ids[n:]
+            return draft[len(written):] if draft[:len(written)] == written else []
+        monkeypatch.setattr(lab, "_lookup", offered)
+        for steps in (1, 3, 6):
+            steps_taken.clear()
+            [(written, _)] = lab._write(model, stack.pieces, steps, [heads_off])
+            assert written.ids == alone.ids[:steps], (draft, steps)
+            assert len(written.rows) == steps
+            for t, row in enumerate(written.rows):
+                assert row.shape == (model.layers, model.heads, n + t)
+                assert_close_rounding(row, alone.rows[t], n, model.layers)
+                assert np.abs(row - expected[:, :, n - 1 + t, :n + t]).max() <= 1e-5, t
+            if draft is drafts[0] and steps == 6:
+                assert len(steps_taken) == 2  # the document's logits, then five pieces fed at once
+
+
+def test_the_pieces_to_feed_are_those_that_followed_the_same_words_latest():
+    """Prompt lookup: the pieces after the latest earlier place of the last three pieces (or two, or one), at most
+    those greedy steps would feed: no end piece, not the last step's."""
+    key = [9, 1, 2, 3]  # "The pass key is" 1 2 3
+    text = [7, 9, 1, 2, 5, 6] + key + [4, 4, 7, 9, 1, 2]  # … and the question "The pass key is"
+    assert lab._lookup(text) == [3, 4, 4, 7, 9, 1, 2]  # the latest place of [9, 1, 2] is the needle's, not the first
+    assert lab._lookup([1, 2, 3, 8, 3]) == [8, 3]  # one piece matched where no two are
+    assert lab._lookup([1, 2, 3]) == [] and lab._lookup([5]) == []
+    assert lab._guess(text[:-1], [2], 4, set()) == [3, 4]  # the answer's pieces, written and fed: steps − 1 − 1
+    assert lab._guess(text[:-1], [2], 10, {4}) == [3]  # stops before an end piece
+    assert lab._guess(text[:-1], [2], 1, set()) == []
+
+
 @pytest.mark.parametrize("family, heads_off, read_on", [("gpt2", (), 512), ("mistral", (), 100),
                                                          ("mistral", ((0, 3), (1, 5)), 100)])
 def test_a_document_read_on_from_a_shared_filler_equals_it_read_whole(folders, family, heads_off, read_on, monkeypatch):

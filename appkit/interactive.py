@@ -179,8 +179,7 @@ def head_overview(data: dict, *, key: str, on_region) -> None:
     _mount(_overview, data, key=key, on_region_change=picked)
 
 
-_settle = st.components.v2.component("attnviz_settle", js=web.bundle("streamlit/settle.mjs"),
-                                     css=web.css(), isolate_styles=False)
+_settle = st.components.v2.component("attnviz_settle", js=web.bundle("streamlit/settle.mjs"), isolate_styles=False)
 _SETTLED = "_settled"  # session: the keys whose settle component asked for the whole page
 PAUSE_MS = 700  # the rest of a page follows a fragment's run once no press and no key has come for this long
 

@@ -24,7 +24,8 @@ export function mountSettle({ data, parentElement, setTriggerValue }, doc = glob
   };
   state.restart = restart;
   for (const name of EVENTS) doc.addEventListener(name, restart, CAPTURE);
-  parentElement.classList.add("av-settle");
+  parentElement.classList.add("av-settle"); // a caption's look, set here: this component carries no style sheet
+  Object.assign(parentElement.style, { fontSize: "0.875rem", opacity: "0.7" });
   parentElement.textContent = data.note;
   restart();
   return stop;

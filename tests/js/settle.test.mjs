@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { mountSettle } from "../../attnviz/browser/settle.mjs";
 
 function host() {
-  return { classList: { names: new Set(), add(name) { this.names.add(name); } }, textContent: "" };
+  return { classList: { names: new Set(), add(name) { this.names.add(name); } }, style: {}, textContent: "" };
 }
 
 function mount(context, parent, doc, token, sent) {

@@ -13,6 +13,8 @@ Run: python bench/bench_needle.py [--lengths 1000 2000 4000] [--depths 0 0.25 0.
      feeding the pieces that followed the same words earlier in the text (needle._guess, as the page does) against
      one greedy step a piece, alternated, each --runs times; the pieces fed a step, and whether both give the same
      grids.
+     --root DIR: the attnviz of another checkout (`git worktree add DIR COMMIT`) instead of this one's, to time an
+     earlier commit's two waits beside these (each mode's code must exist there; the default mode is the oldest).
 Not a test; docs/benchmarks.md records its output.
 """
 
@@ -168,7 +170,10 @@ def main() -> None:
     parser.add_argument("--sets", action="store_true")
     parser.add_argument("--lookup", action="store_true")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--root", type=Path, help="the checkout whose attnviz is timed (this one by default)")
     args = parser.parse_args()
+    if args.root:
+        sys.path.insert(0, str(args.root.resolve()))
 
     import torch
 
@@ -176,7 +181,8 @@ def main() -> None:
 
     model = models.load("smollm2", device="cpu")
     print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
-          f"{torch.get_num_threads()} threads, torch {torch.__version__}; {model.name}: {model.describe()}")
+          f"{torch.get_num_threads()} threads, torch {torch.__version__}; {model.name}: {model.describe()}; "
+          f"attnviz from {Path(needle.__file__).parents[1]}")
     if args.waits:
         return waits(model, args.lengths, args.depths, args.k, args.seed)
     if args.lookup:
@@ -192,7 +198,11 @@ def main() -> None:
     print("strongest retrieval heads (layer, head from 0: score): "
           + ", ".join(f"L{l}H{h}: {before.scores[l, h]:.2f}" for l, h in strongest))
     print(f"heads with a score above 0.1: {int((before.scores > 0.1).sum())} of {before.scores.size}")
-    off = needle.without_retrieval_heads(model, args.k, seed=args.seed, before=before)
+    started = time.perf_counter()
+    off = needle.without_retrieval_heads(model, args.k, lengths=args.lengths, depths=args.depths, seed=args.seed,
+                                         before=before)
+    print(f"turning off the {args.k} strongest beside {args.k} random heads (two grids): "
+          f"{time.perf_counter() - started:.1f} s")
     print(grid_text(off.strongest, f"without the {args.k} strongest"))
     print(grid_text(off.random, f"without {args.k} random heads of the same layers ({off.random.heads_off})"))
     for name, grid in (("without the strongest", off.strongest), ("without random heads", off.random)):

@@ -213,8 +213,8 @@ def peer_click_times(page, clicks: int) -> list[float]:
 
 
 def next_word_beside_peer(browser, text: str, blocks: int = 3, clicks: int = 3) -> list[tuple[str, str]]:
-    """The Decoder's Next word (the whole page drawn again) and the one-button app's click, in alternated blocks of
-    `clicks`, each on its own server, in one browser."""
+    """The Decoder's Next word (its part of the page drawn, then the rest caught up) and the one-button app's click,
+    in alternated blocks of `clicks`, each on its own server, in one browser."""
     from appkit.interactive import PAUSE_MS
     from bench.browser import Server
 

@@ -145,7 +145,7 @@ def test_a_next_word_redraws_its_part_at_once_and_the_rest_once_the_clicks_pause
     settle(page)
     n = len(wait_for_heatmap(page, lambda t: True)["y"])
     box = page.get_by_role("textbox", name="Text")
-    for clicks in range(1, 3):
+    for _ in range(2):
         before = box.input_value()
         page.get_by_role("button", name="Next word (greedy)").click()
         page.wait_for_function("(b) => document.querySelector('textarea').value !== b", arg=before, timeout=60_000)

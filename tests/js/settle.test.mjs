@@ -7,7 +7,7 @@ function host() {
   return { classList: { names: new Set(), add(name) { this.names.add(name); } }, style: {}, textContent: "" };
 }
 
-function mount(context, parent, doc, token, sent) {
+function mount(parent, doc, token, sent) {
   return mountSettle({ data: { token, pause_ms: 700, note: `behind ${token}` }, parentElement: parent,
     setTriggerValue: (name, value) => sent.push([name, value]) }, doc);
 }
@@ -15,12 +15,12 @@ function mount(context, parent, doc, token, sent) {
 test("the whole page is asked for once, after the pause, with the last data's token", (context) => {
   context.mock.timers.enable({ apis: ["setTimeout"] });
   const doc = new EventTarget(), parent = host(), sent = [];
-  mount(context, parent, doc, "a", sent);
+  mount(parent, doc, "a", sent);
   assert.equal(parent.textContent, "behind a");
   assert.ok(parent.classList.names.has("av-settle"));
   context.mock.timers.tick(699);
   assert.deepEqual(sent, []);
-  mount(context, parent, doc, "b", sent); // the next click's run: the wait starts again
+  mount(parent, doc, "b", sent); // the next click's run: the wait starts again
   context.mock.timers.tick(699);
   assert.deepEqual(sent, []);
   context.mock.timers.tick(1);
@@ -32,7 +32,7 @@ test("the whole page is asked for once, after the pause, with the last data's to
 test("a press or a key starts the wait again; once asked, or unmounted, it stops listening", (context) => {
   context.mock.timers.enable({ apis: ["setTimeout"] });
   const doc = new EventTarget(), parent = host(), sent = [];
-  const cleanup = mount(context, parent, doc, "a", sent);
+  const cleanup = mount(parent, doc, "a", sent);
   context.mock.timers.tick(600);
   doc.dispatchEvent(new Event("pointerdown"));
   context.mock.timers.tick(600);
@@ -44,7 +44,7 @@ test("a press or a key starts the wait again; once asked, or unmounted, it stops
   doc.dispatchEvent(new Event("pointerdown")); // a press while the whole page's run is on its way asks for no second
   context.mock.timers.tick(5000);
   assert.equal(sent.length, 1);
-  mount(context, parent, doc, "b", sent);
+  mount(parent, doc, "b", sent);
   context.mock.timers.tick(300);
   cleanup(); // the whole page has caught up: this component is gone
   context.mock.timers.tick(5000);

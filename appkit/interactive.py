@@ -13,7 +13,7 @@ import streamlit as st
 from attnviz import figures, web
 from attnviz.sentence import weights_under_view
 from appkit import beacon
-from appkit.common import page_id
+from appkit.common import fragment_alone, page_id
 from appkit.present import CHART_FONT_PX, PRESENT
 
 VIEW_KEYS = ("temp", "hard", "mask", "hide", "scale", "palette", "query", "over", "key")  # key: the cell taken apart
@@ -186,15 +186,17 @@ PAUSE_MS = 700  # the rest of a page follows a fragment's run once no press and 
 
 def catch_up(note: str, *, key: str, pause_ms: int = PAUSE_MS) -> None:
     """In a fragment whose run left the rest of its page behind: `note` says so, and once the person pauses (no press
-    and no key for `pause_ms`) the browser reruns this fragment, where `caught_up(key)` is then true."""
+    and no key for `pause_ms`) the browser reruns this fragment, whose caught_up(key) then runs the whole page."""
     st.session_state[f"_{key}_runs"] = token = st.session_state.get(f"_{key}_runs", 0) + 1  # new data: a new wait
     _mount(_settle, {"token": token, "pause_ms": pause_ms, "note": note}, key=key,
            on_settled_change=lambda: st.session_state.setdefault(_SETTLED, set()).add(key))
 
 
-def caught_up(key: str) -> bool:
-    """Whether `key`'s settle component asked for the whole page since the last run (catch_up); asked once."""
+def caught_up(key: str) -> None:
+    """At the top of catch_up's fragment: the whole page's run, if `key`'s settle component asked for it since the
+    last run (a whole page's run forgets the ask)."""
     asked = st.session_state.get(_SETTLED, set())
-    found = key in asked
-    asked.discard(key)
-    return found
+    if key in asked:
+        asked.discard(key)
+        if fragment_alone():
+            st.rerun(scope="app")

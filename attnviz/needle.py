@@ -288,7 +288,7 @@ def _lookup(ids: list[int]) -> list[int]:
         tail = ids[-match:]
         for start in range(len(ids) - match - 1, -1, -1):
             if ids[start:start + match] == tail:
-                return ids[start + match:start + match + 16]
+                return ids[start + match:]
     return []
 
 

@@ -124,11 +124,10 @@ def writing() -> tuple[str, models.Run]:
     """The text, the next word and what a click adds (the last piece's row, the writing), a fragment: a Next word or
     a sampler's control reruns it alone, at once. The heads, sinks and lens below follow once the clicks pause
     (catch_up); text typed into the box reruns the whole page at once."""
-    alone = fragment_alone()
-    if caught_up(CATCH_UP) and alone:
-        st.rerun(scope="app")
-    behind = st.session_state.get("text") != st.session_state.get(WHOLE)  # the rest of the page shows another text
-    if alone and behind and st.session_state.get("text") != st.session_state.get(CLICKED):
+    caught_up(CATCH_UP)
+    alone, typed = fragment_alone(), st.session_state.get("text")
+    behind = typed != st.session_state.get(WHOLE)  # the rest of the page shows another text
+    if alone and behind and typed != st.session_state.get(CLICKED):
         st.rerun(scope="app")  # typed, not a Next word's: the whole page reads it (before the box says what it cut)
     text = bounded_text_box(st.text_area, "Text", key="text", limit=TEXT_CHARS, height=80)
     result = run_or_stop(name, text, SCHEMA)

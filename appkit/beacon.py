@@ -20,7 +20,6 @@ with the token the page sent the browser; the store is bounded (TOKENS_KEPT), so
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import threading
 import urllib.parse
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
+from attnviz.asgi import TooLarge, loads, read_body, respond
 from attnviz.urlstate import Param, coerce, encode_params
 
 PATH = "/_attnviz/view"
@@ -115,7 +115,7 @@ def taken(token: str) -> int:
 def posted(body: bytes, name: str, kind: type) -> tuple[str, object, str] | None:
     """(token, the body's `name`, search) of a posted JSON {"token", name, "search"}; None where it is not that."""
     try:
-        sent = json.loads(body)
+        sent = loads(body)
         token, value, search = sent["token"], sent[name], sent.get("search", "")
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
@@ -188,20 +188,15 @@ class ViewBeacon:
         path = scope["path"] if scope["type"] == "http" and scope["method"] == "POST" else ""
         if not path.endswith((PATH, SENTENCE_PATH)):
             return await self.app(scope, receive_message, send)
-        body, more = b"", True
-        while more and len(body) <= BODY_LIMIT:
-            message = await receive_message()
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-        if len(body) > BODY_LIMIT:
-            status, answer = 413, {"error": "too long"}
-        elif path.endswith(SENTENCE_PATH):  # the scores in a worker thread: the loop goes on serving the sockets
+        try:
+            body = await read_body(receive_message, BODY_LIMIT)
+        except TooLarge:
+            return await respond(send, 413, {"error": "too long"})
+        if path.endswith(SENTENCE_PATH):  # the scores in a worker thread: the loop goes on serving the sockets
             status, answer = await asyncio.to_thread(receive_sentence, body)
         else:
             status, answer = receive(body)
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]})
-        await send({"type": "http.response.body", "body": json.dumps(answer).encode()})
+        await respond(send, status, answer)
 
 
 def url(path: str = PATH) -> str:

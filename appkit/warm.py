@@ -32,9 +32,26 @@ async def lifespan(_app):
     # run that page without app.py (no menu, no page config) until some run called st.navigation.
     PagesManager.uses_pages_directory = False
     STARTED.set()
+    print_teacher_link()
     threading.Thread(target=_load, name="attnviz-warm-up", daemon=True).start()
     threading.Thread(target=_collect, name="attnviz-collector", daemon=True).start()
     yield
+
+
+def print_teacher_link() -> None:
+    """The teacher link, as Jupyter prints its token: the Lesson in presenter mode with the key that starts a class
+    (attnviz.classroom.teacher). Said on stderr, with the server's own lines."""
+    import sys
+
+    from attnviz.classroom import teacher
+
+    address = st.get_option("browser.serverAddress") or "localhost"
+    base = (st.get_option("server.baseUrlPath") or "").strip("/")
+    origin = f"http://{address}:{st.get_option('server.port')}" + (f"/{base}" if base else "")
+    try:
+        print(f"attnviz: to teach a class, open {teacher.link(origin)}", file=sys.stderr, flush=True)
+    except (OSError, ValueError) as error:
+        print(f"attnviz: classes cannot be started on this server: {error}", file=sys.stderr, flush=True)
 
 
 def _collect(stop: threading.Event | None = None, seconds: float = COLLECT_SECONDS) -> None:

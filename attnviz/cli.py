@@ -42,6 +42,10 @@ def parser() -> argparse.ArgumentParser:
                    help="what Long text's scan of a whole document may keep, such as 2GiB, or 'all' for the model's "
                         "whole context (default 512 MiB: one request then grows the server by under 1 GiB; also the "
                         "ATTNVIZ_SCAN_MEMORY setting)")
+    p.add_argument("--teacher-key", metavar="KEY",
+                   help="the key that starts a class (at least 12 characters; also the ATTNVIZ_TEACHER_KEY setting, "
+                        "which replicas share); default: a random key kept in attnviz's cache folder. The server "
+                        "prints a teacher link with it when it starts")
     p.add_argument("--headless", action="store_true", help="kept for old scripts: the server always starts headless "
                                                               "(no prompt, no browser opened); open the address it prints")
     return p
@@ -123,6 +127,12 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"attnviz: {', '.join(refused)} will not load (why: above); the server was not started. "
                          "Fix the model or leave its --model out. (Models --hub finds that will not load are only "
                          "left out.)")
+    if args.teacher_key is not None:
+        from attnviz.classroom.teacher import KEY_SETTING, MIN_CHARS
+
+        if len(args.teacher_key.strip()) < MIN_CHARS:
+            raise SystemExit(f"attnviz: --teacher-key must be at least {MIN_CHARS} characters: a short key can be guessed.")
+        os.environ[KEY_SETTING] = args.teacher_key.strip()
     line = command(args)
     os.execv(line[0], line)  # the server replaces this process, so Ctrl+C and signals reach it directly
 

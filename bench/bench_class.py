@@ -104,7 +104,7 @@ class Class:
 
     def projector_heard(self, at: float, state: dict) -> None:
         if state.get("question"):
-            self.projector.append((at, state["question"]["id"], state["tally"]["answered"]))
+            self.projector.append((at, state["question"]["id"], state["answered"]))
 
 
 async def presenter(url: str, code: str, secret: str, klass: Class, stop_at: float, asked: list) -> None:
@@ -167,10 +167,16 @@ def answer_latencies(klass: Class) -> list[float]:
 async def run_class(url: str, k: int, seconds: float, pids: list[int], with_class: bool) -> dict:
     klass, asked, tokens = Class(), [], []
     if with_class:
-        made = (await request(url, "POST", "/_attnviz/class", {}))[1]
+        from attnviz.classroom.teacher import teacher_key
+
+        made = (await request(url, "POST", "/_attnviz/class", {"key": teacher_key()}))[1]
         code, secret = made["code"], made["secret"]
-        for _ in range(k):
-            tokens.append((await request(url, "POST", f"/_attnviz/class/{code}/join", {}))[1]["student"])
+        while len(tokens) < k:  # joins are limited per class (JOINS_PER_SECOND): a refused one waits its second
+            status, joined = await request(url, "POST", f"/_attnviz/class/{code}/join", {})
+            if status == 429:
+                await asyncio.sleep(0.1)
+            else:
+                tokens.append(joined["student"])
 
     def alongside(stop_at: float) -> list:
         """Each student's event stream and answers, the projector's stream, and the presenter (a second later)."""
@@ -178,7 +184,8 @@ async def run_class(url: str, k: int, seconds: float, pids: list[int], with_clas
             return []
         tasks = [asyncio.create_task(events(url, f"/_attnviz/class/{code}/events?tally=1", klass.projector_heard, stop_at))]
         for i, token in enumerate(tokens):
-            tasks.append(asyncio.create_task(events(url, f"/_attnviz/class/{code}/events", klass.student_heard(set()), stop_at)))
+            tasks.append(asyncio.create_task(events(url, f"/_attnviz/class/{code}/events?student={token}",
+                                                    klass.student_heard(set()), stop_at)))
             tasks.append(asyncio.create_task(class_student(url, code, i, klass, stop_at, asked, token)))
         tasks.append(asyncio.create_task(later(1.0, presenter(url, code, secret, klass, stop_at, asked))))
         return tasks
@@ -187,7 +194,7 @@ async def run_class(url: str, k: int, seconds: float, pids: list[int], with_clas
     if with_class:
         final = (await request(url, "GET", f"/_attnviz/class/{code}"))[1]
         last = asked[-1][0] if asked else None
-        lost = len(klass.posted.get(last, ())) - (final["tally"]["answered"] if final.get("question") else 0) if last else 0
+        lost = len(klass.posted.get(last, ())) - (final["answered"] if final.get("question") else 0) if last else 0
         latencies = answer_latencies(klass)
         result.update(follow_p50_ms=1000 * statistics.median(klass.follow) if klass.follow else float("nan"),
                       follow_p95_ms=1000 * percentile(klass.follow, 0.95), follow_events=len(klass.follow),

@@ -46,8 +46,12 @@ STEPS = [
 assert len(STEPS) == STEP_COUNT, "the URL's step range (STEP_COUNT) names every step"
 
 
+MOVED = "_lesson_moved"  # session: Previous or Next moved the step in its callback this run
+
+
 def move(by: int) -> None:
     st.session_state.step = min(max(st.session_state.step + by, 1), len(STEPS))
+    st.session_state[MOVED] = True
     new_step()
 
 
@@ -62,14 +66,23 @@ if st.query_params.get(classroom.QUIZ) == "1":  # the concept quiz alone, from a
     st.stop()
 classroom.role()
 load_url_state(SCHEMA)
+classroom.adopt_class(SCHEMA)  # a session that has just taken its class starts on the class's step
 class_slot = st.container()  # filled after the step: the presenter's questions come from the step's own numbers
 back, picker, forward_button = st.columns([1, 4, 1], vertical_alignment="bottom")
-back.button("Previous", icon=":material/arrow_back:", on_click=move, args=(-1,), disabled=st.session_state.step == 1,
-            key="previous", width="stretch")
+went_back = back.button("Previous", icon=":material/arrow_back:", on_click=move, args=(-1,),
+                        disabled=st.session_state.step == 1, key="previous", width="stretch")
+went_on = forward_button.button("Next", icon=":material/arrow_forward:", on_click=move, args=(1,),
+                                disabled=st.session_state.step == len(STEPS), key="next", width="stretch")
+if (went_back or went_on) and not st.session_state.pop(MOVED, False):
+    move(-1 if went_back else 1)  # a click whose callback this session never registered: the server restarted
+    st.session_state.pop(MOVED, None)
 picker.selectbox("Lesson step", list(range(1, len(STEPS) + 1)), key="step",
                  format_func=lambda i: f"{i} of {len(STEPS)} · {STEPS[i - 1][0]}", on_change=new_step)
-forward_button.button("Next", icon=":material/arrow_forward:", on_click=move, args=(1,),
-                      disabled=st.session_state.step == len(STEPS), key="next", width="stretch")
+classroom.publish(SCHEMA)  # the presenter's move reaches the room before this page computes the step
+if classroom.join_slide():
+    classroom.draw_join_slide(class_slot)
+    save_url_state(SCHEMA, kept=classroom.kept_params())
+    st.stop()
 number = st.session_state.step
 title, draw = STEPS[number - 1]
 st.header(f"{number}. {title}")

@@ -3,6 +3,7 @@ file's schema, scores and normalised gain."""
 
 import json
 import math
+import time
 
 import numpy as np
 import pytest
@@ -159,33 +160,97 @@ def test_a_malformed_quiz_file_names_the_item_and_the_field(change, message):
             quizzes.loads(bad)
 
 
-def test_the_normalised_gain_over_the_students_who_took_both():
+def quiz_rows(phase: str, student: str, answers: dict, at: float = 0.0) -> list:
+    from attnviz.classroom.store import Answer
+
+    return [Answer(f"quiz:{phase}:{k}", 1, student, v, at) for k, v in answers.items()]
+
+
+def test_the_class_measures_over_the_students_who_took_both():
+    """⟨g⟩ from class averages, the mean of per-student g, Cohen's d (against scipy's standard deviations written out)
+    and each item's share, on four students with different scores; a student with one test is not matched."""
+    from scipy import stats
+
     quiz = quizzes.load()
-    right = {i.id: i.right for i in quiz.items}
-    wrong = {i.id: (i.right + 1) % len(i.options) for i in quiz.items}
+    n = len(quiz.items)
     ids = [i.id for i in quiz.items]
-    half = {k: (right if n < len(ids) // 2 else wrong)[k] for n, k in enumerate(ids)}
-    rows = [(f"quiz:pre:{k}", "s1", v) for k, v in wrong.items()]  # s1: 0% → 100%
-    rows += [(f"quiz:post:{k}", "s1", v) for k, v in right.items()]
-    rows += [(f"quiz:pre:{k}", "s2", v) for k, v in half.items()]  # s2: 50% → 50%
-    rows += [(f"quiz:post:{k}", "s2", v) for k, v in half.items()]
-    rows += [(f"quiz:pre:{k}", "s3", v) for k, v in right.items()]  # s3 took only the pre-test: not counted
+    right = {i.id: i.answer for i in quiz.items}  # as the class keeps them: the option's index in the file
+    wrong = {i.id: (i.answer + 1) % len(i.options) for i in quiz.items}
+
+    def first(k: int) -> dict:  # the first k items right, the rest wrong
+        return {item: (right if m < k else wrong)[item] for m, item in enumerate(ids)}
+
+    scores = {"s1": (0, n), "s2": (n // 2, n // 2), "s3": (3, n - 1), "s4": (n - 2, n)}  # items right before, after
+    rows = [row for s, (a, b) in scores.items() for row in quiz_rows("pre", s, first(a)) + quiz_rows("post", s, first(b))]
+    rows += quiz_rows("pre", "s5", right)  # took only the pre-test
     found = quizzes.results(quiz, rows)
-    pre, post = (0 + 50) / 2, (100 + 50) / 2
-    assert found.matched == 2 and found.pre_mean == pytest.approx(pre) and found.post_mean == pytest.approx(post)
-    assert found.gain == pytest.approx((post - pre) / (100 - pre))
-    assert found.items[ids[0]] == (pytest.approx(2 / 3), 1.0)  # s2 and s3 right before; s1 and s2 after
-    assert quizzes.results(quiz, []).gain is None
-    assert quizzes.answers_csv(rows).splitlines()[0] == "question,student,answer"
+    pre = np.array([100 * a / n for a, _ in scores.values()])
+    post = np.array([100 * b / n for _, b in scores.values()])
+    assert found.matched == 4 and found.pre_mean == pytest.approx(pre.mean()) and found.post_mean == pytest.approx(post.mean())
+    assert found.gain == pytest.approx((post.mean() - pre.mean()) / (100 - pre.mean()))
+    assert found.mean_g == pytest.approx(np.mean((post - pre) / (100 - pre)))
+    pooled = np.sqrt((stats.tstd(pre) ** 2 + stats.tstd(post) ** 2) / 2)
+    assert found.cohen_d == pytest.approx((post - pre).mean() / pooled)
+    assert found.items[ids[0]] == (pytest.approx(4 / 5), 1.0)  # s2, s3, s4, s5 right before; all four after
+    empty = quizzes.results(quiz, [])
+    assert (empty.gain, empty.mean_g, empty.cohen_d) == (None, None, None)
+
+
+def test_the_quiz_keeps_the_options_identity_whatever_order_a_page_showed():
+    quiz = quizzes.load()
+    for item in quiz.items:
+        assert quiz.check({item.id: item.right}) == {item.id: item.answer}
+        shown_wrong = (item.right + 1) % len(item.options)
+        assert item.options[quiz.check({item.id: shown_wrong})[item.id]] == item.shown[shown_wrong]
+
+
+def test_the_class_record_reads_without_attnviz():
+    """The three CSV files, read back with the csv module alone: each answer's option text, right or wrong, round,
+    step and time; each student's scores; the class's measures, equal to results()'."""
+    import csv
+    import io
+
+    from attnviz.classroom import report
+    from attnviz.classroom.questions import Question
+    from attnviz.classroom.store import Answer
+
+    quiz = quizzes.load()
+    item = quiz.items[0]
+    question = Question("s7-word", 7, "pick", "=Which word?", ("dog", "-happy", "tail"), 1, explain="")
+    asked = {"s7-word": question.full(), "s12-T": Question("s12-T", 12, "number", "T?", (), 9.0, 0).full()}
+    answers = [Answer("s7-word", 1, "aaaa", 0, 1795000000.0), Answer("s7-word", 2, "aaaa", 1, 1795000060.0),
+               Answer("s12-T", 1, "bbbb", 9.0, 1795000100.0), Answer("gone", 1, "aaaa", 0, 0.0),
+               *quiz_rows("pre", "aaaa", {item.id: item.answer}, 1795000200.0)]
+    rows = list(csv.DictReader(io.StringIO(report.answers_csv(answers, asked, quiz))))
+    assert [(r["kind"], r["step"], r["question"], r["round"], r["answer"], r["right"]) for r in rows] == [
+        ("question", "7", "s7-word", "1", "dog", "no"), ("question", "7", "s7-word", "2", "'-happy", "yes"),
+        ("question", "12", "s12-T", "1", "9", "yes"), ("pre-test", "", item.id, "", item.options[item.answer], "yes")]
+    assert rows[0]["prompt"] == "'=Which word?" and rows[0]["time"] == time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(1795000000))
+    assert rows[0]["student"] == "aaaa" and "nickname" not in rows[0]
+    named = list(csv.DictReader(io.StringIO(report.answers_csv(answers, asked, quiz, {"aaaa": "=Ada"}))))
+    assert named[0]["nickname"] == "'=Ada" and named[2]["nickname"] == ""
+
+    ids = [i.id for i in quiz.items]
+    wrong = {i.id: (i.answer + 1) % len(i.options) for i in quiz.items}
+    right = {i.id: i.answer for i in quiz.items}
+    taken = quiz_rows("pre", "s1", wrong) + quiz_rows("post", "s1", right)
+    taken += quiz_rows("pre", "s2", {**wrong, ids[0]: right[ids[0]]}) + quiz_rows("post", "s2", right)
+    students = list(csv.DictReader(io.StringIO(report.students_csv(taken, quiz))))
+    assert [(s["student"], s["pre %"], s["post %"], s["g"]) for s in students] == [
+        ("s1", "0.0", "100.0", "1.0000"), ("s2", f"{100 / len(ids):.1f}", "100.0", "1.0000")]
+    found = quizzes.results(quiz, taken)
+    summary = {r["measure"]: r["value"] for r in csv.DictReader(io.StringIO(report.summary_csv(taken, quiz)))}
+    assert summary["matched N"] == "2" and float(summary["<g>"]) == pytest.approx(found.gain, abs=1e-4)
+    assert float(summary["Cohen's d"]) == pytest.approx(found.cohen_d, abs=1e-4)
+    assert summary[f"item {ids[0]}: share right before"] == "0.5000"
 
 
 def test_the_quiz_figures_draw_what_the_results_say():
     from attnviz.figures import quiz_figures
 
     quiz = quizzes.load()
-    right = {i.id: i.right for i in quiz.items}
-    rows = [(f"quiz:post:{k}", "s1", v) for k, v in right.items()]
-    rows += [(f"quiz:pre:{quiz.items[0].id}", "s1", right[quiz.items[0].id])]
+    right = {i.id: i.answer for i in quiz.items}
+    rows = quiz_rows("post", "s1", right) + quiz_rows("pre", "s1", {quiz.items[0].id: right[quiz.items[0].id]})
     scores, items = quiz_figures(quizzes.results(quiz, rows), quiz)
     pre, post = scores.data
     assert sum(pre.y) == 1 and sum(post.y) == 1 and post.x[list(post.y).index(1)] == 100

@@ -96,6 +96,9 @@ def test_answers_count_once_per_student_and_only_while_the_question_is_open(make
     with pytest.raises(stores.ClassError, match="revealed"):
         store.answer(code, b, "s7-word", 1)
     assert sorted(store.answers(code, "s7-word").values()) == [1, 2]
+    assert store.get(code).students == 0  # joined, but no page of theirs has opened its stream yet
+    store.seen(code, a)
+    store.seen(code, b)
     assert store.get(code).students == 2
 
 
@@ -129,7 +132,7 @@ def test_the_caps_hold(make, monkeypatch):
         store.join(code)
     with pytest.raises(stores.ClassError, match="full") as full:
         store.join(code)
-    assert full.value.status == 409 and store.get(code).students == 3
+    assert full.value.status == 409 and "Tell the teacher" in str(full.value)
 
 
 def test_the_default_store_is_sqlite_in_the_cache_folder(tmp_path, monkeypatch):
@@ -146,3 +149,106 @@ def test_an_unreachable_redis_says_which_setting_to_fix():
     with pytest.raises(stores.ClassError, match="ATTNVIZ_CLASS_STORE=redis://127.0.0.1") as error:
         stores.open_store(f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
     assert error.value.status == 503
+
+
+def test_joins_no_page_follows_expire_and_a_closed_page_leaves(make, monkeypatch):
+    """A script's joins that never open a stream hold a place for PENDING_S only; a page that closes stops counting
+    at once, and one that goes silent after PRESENT_S; the same token comes back as the same student."""
+    store = make()
+    monkeypatch.setattr(stores, "MAX_STUDENTS", 3)
+    code, _ = store.create()
+    t0 = time.time()
+    for _ in range(3):
+        store.join(code, now=t0)  # a flood: three joins, no page
+    with pytest.raises(stores.ClassError, match="full"):
+        store.join(code, now=t0 + 1)
+    real = store.join(code, now=t0 + stores.PENDING_S + 1)  # the flood's places have expired
+    assert store.seen(code, real, now=t0 + stores.PENDING_S + 2) == stores.pseudonym(stores.digest(real))
+    later = t0 + stores.PENDING_S + 3
+    assert store.get(code, now=later).students == 1
+    assert [s.id for s in store.roster(code, now=later)] == [stores.pseudonym(stores.digest(real))]
+    assert store.get(code, now=later + stores.PRESENT_S + 1).students == 0  # silent for PRESENT_S: not present
+    store.seen(code, real, now=later + 1)
+    store.seen(code, real, now=later + 2, here=False)  # the browser closed
+    assert store.get(code, now=later + 3).students == 0
+    store.seen(code, real, now=later + 4)  # a reload: the same token, the same student
+    assert store.get(code, now=later + 5).students == 1 and len(store.roster(code, now=later + 5)) == 1
+
+
+def test_the_teacher_closes_joins_removes_a_student_and_ends_the_class(make):
+    store = make()
+    code, secret = store.create()
+    kept, removed = store.join(code), store.join(code)
+    for student in (kept, removed):
+        store.seen(code, student)
+    store.act(code, secret, joins=False)
+    with pytest.raises(stores.ClassError, match="closed it to joins") as closed:
+        store.join(code)
+    assert closed.value.status == 403
+    gone = stores.pseudonym(stores.digest(removed))
+    with pytest.raises(stores.ClassError) as wrong:
+        store.remove(code, "not the secret", gone)
+    assert wrong.value.status == 403
+    store.act(code, secret, question=QUESTION)
+    store.answer(code, removed, "s7-word", 2)
+    store.remove(code, secret, gone)
+    assert store.get(code).state["removed"] == [gone] and store.get(code).students == 1
+    with pytest.raises(stores.ClassError, match="removed you") as refused:
+        store.answer(code, removed, "s7-word", 1)
+    assert refused.value.status == 403 and store.answers(code, "s7-word") == {gone: 2}  # the answer given stays
+    store.end(code, secret)
+    with pytest.raises(stores.ClassError) as ended:
+        store.get(code)
+    assert ended.value.status == 404
+
+
+def test_a_second_round_is_kept_apart_and_lock_timer_and_next_close_answers(make):
+    store = make()
+    code, secret = store.create()
+    a, b = store.join(code), store.join(code)
+    store.act(code, secret, question=QUESTION)
+    t0 = time.time()
+    store.answer(code, a, "s7-word", 0, now=t0)
+    store.answer(code, b, "s7-word", 0, now=t0)
+    store.act(code, secret, locked=True)
+    with pytest.raises(stores.ClassError, match="locked") as locked:
+        store.answer(code, a, "s7-word", 1)
+    assert locked.value.status == 409
+    store.act(code, secret, shown=True)
+    assert store.get(code).state["shown"] is True
+    store.act(code, secret, round=2)  # talk to your neighbour, then vote again: hidden and open again
+    state = store.get(code).state
+    assert (state["round"], state["shown"], state["locked"]) == (2, False, False)
+    store.answer(code, a, "s7-word", 1, now=t0 + 5)
+    assert store.answers(code, "s7-word", 1) == {stores.pseudonym(stores.digest(a)): 0,
+                                                  stores.pseudonym(stores.digest(b)): 0}
+    assert store.answers(code, "s7-word", 2) == {stores.pseudonym(stores.digest(a)): 1}
+    rows = store.all_answers(code)
+    assert [(r.round, r.value) for r in rows if r.student == stores.pseudonym(stores.digest(a))] == [(1, 0), (2, 1)]
+    assert rows[-1].at == pytest.approx(t0 + 5)
+    store.act(code, secret, deadline=t0 + 10)
+    with pytest.raises(stores.ClassError, match="Time is up"):
+        store.answer(code, b, "s7-word", 1, now=t0 + 11)
+    store.answer(code, b, "s7-word", 1, now=t0 + 9)
+    store.act(code, secret, step=8)  # Next: the question leaves every screen
+    state = store.get(code).state
+    assert state["question"] is None and state["round"] == 1 and state["deadline"] is None
+    assert store.asked(code)["s7-word"]["answer"] == 1  # kept for the record, with its truth
+    with pytest.raises(stores.ClassError) as no_round:
+        store.act(code, secret, round=2)
+    assert no_round.value.status == 409
+
+
+def test_a_class_asks_nicknames_only_when_the_teacher_wants_them(make):
+    store = make()
+    code, secret = store.create()
+    anonymous = store.join(code, nickname="<b>Ada</b>")
+    store.seen(code, anonymous)
+    assert store.roster(code)[0].nickname == ""  # off by default: nothing kept
+    store.act(code, secret, nicknames=True)
+    with pytest.raises(stores.ClassError, match="nickname") as none:
+        store.join(code, nickname="  ")
+    assert none.value.status == 400
+    named = store.join(code, nickname="  Ada\x00  Lovelace " + "x" * 40)
+    store.seen(code, named)
+    assert [s.nickname for s in store.roster(code)] == ["", ("Ada Lovelace " + "x" * 40)[:stores.NICKNAME_CHARS]]

@@ -1,41 +1,57 @@
 """A class's HTTP contract (docs/urls.md), as ASGI middleware in front of the app (app.py), under any base URL path:
 
-    GET  /_attnviz/class/{code}          the state as JSON (live.public_state)
-    GET  /_attnviz/class/{code}/events   Server-Sent Events: one JSON `data:` line per change (`?tally=1`: answers and
-                                         joins too, for the projector; else the presenter's changes only)
-    POST /_attnviz/class                 a new class: {code, secret}
-    POST /_attnviz/class/{code}/join     a new student: {student}
+    GET  /_attnviz/class/{code}          the state as JSON (live.public_state; `?console=TOKEN`: the console's)
+    GET  /_attnviz/class/{code}/events   Server-Sent Events: one JSON `data:` line per change (`?student=TOKEN`: this
+                                         student's page, which keeps them present; `?tally=1`: answers and joins too;
+                                         `?console=TOKEN`: the teacher's console, with the hidden tallies)
+    POST /_attnviz/class                 a new class, with the teacher key: {key} → {code, secret}
+    POST /_attnviz/class/{code}/join     a new student: {nickname?} → {student}
     POST /_attnviz/class/{code}/answer   {student, question, value}
     POST /_attnviz/class/{code}/quiz     {student, phase, answers: {item id: option index}}
-    POST /_attnviz/class/{code}/present  {secret, step?, params?, view?, revealed?, quiz?}: the presenter's change
+    POST /_attnviz/class/{code}/present  {secret, step?, params?, view?, question?, round?, shown?, locked?, timer?,
+                                         revealed?, quiz?, joins?, nicknames?}: the presenter's change
+    POST /_attnviz/class/{code}/console  {secret} → {console}: the console's token, and a cookie that keeps this
+                                         browser the presenter across a server restart
+    POST /_attnviz/class/{code}/remove   {secret, student}: the teacher removes a student (by pseudonym)
+    POST /_attnviz/class/{code}/end      {secret}: the teacher ends the class
 
-Bad input gets a 4xx with {"error": a sentence} and nothing stored: an unknown or expired code (404), a wrong secret
-(403), an unknown student (403), an answer to a closed question (409), a body over 4 KB (413), more than 5 answers a
-second from one student (429). Every change reaches the event streams through one Broker per process, which hears the
-store (in this process for SQLite, through Redis pub/sub across replicas) and sends each class's new state to its
-streams at most once per COALESCE_S."""
+Bad input gets a 4xx with {"error": a sentence} and nothing stored: an unknown or expired code (404), a wrong key or
+secret (403), an unknown student (403), an answer to a closed question (409), a body over 4 KB (413), more than 5
+answers a second from one student, more than JOINS_PER_SECOND joins a second to one class, or more than
+MISSES_PER_MINUTE wrong codes, keys or secrets a minute from one client (429). Every change reaches the event streams
+through one Broker per process, which hears the store (in this process for SQLite, through Redis pub/sub across
+replicas) and sends each class's new state to its streams at most once per COALESCE_S."""
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
+import math
+import os
 import signal
 import threading
 import time
 from collections import OrderedDict, deque
 
-from attnviz.classroom import live
+from attnviz.asgi import TooLarge, loads, read_body as read_raw, respond
+from attnviz.classroom import live, teacher
 from attnviz.classroom.questions import Question
-from attnviz.classroom.quiz import PHASES, QuizError, load as load_quiz
+from attnviz.classroom.quiz import PHASES, QuizError
 from attnviz.classroom.store import MAX_STUDENTS, ClassError, ClassStore, shared_store
 
 PATH = "/_attnviz/class"
 BODY_LIMIT = 4096  # bytes a POST may carry
 ANSWERS_PER_SECOND = 5  # a student's answers (and quiz posts) in any one second
+JOINS_PER_SECOND = 20  # joins to one class in any one second: a room of 500 is in within half a minute
+MISSES_PER_MINUTE = 12  # wrong codes, keys, secrets or console tokens from one client in any one minute
 COALESCE_S = 0.1  # a class's streams get its state at most this often
-KEEPALIVE_S = 15.0  # a comment line keeps an idle stream open through proxies
+KEEPALIVE_S = 10.0  # a comment line keeps an idle stream open through proxies, and its student present
 POLL_S = 2.0  # the broker also reads each watched class's counters this often (a change another process made)
 STREAMS_PER_CLASS = 2 * MAX_STUDENTS  # students, projectors and a margin for reconnects
+TIMER_S = (5, 3600)  # a question's timer, in seconds
+COOKIE = "attnviz_teach"  # CODE.SECRET: this browser presents that class (HttpOnly; read by appkit/classroom.py)
+PROXIES_SETTING = "ATTNVIZ_TRUSTED_PROXIES"  # peers whose X-Forwarded-For names the client (default: loopback)
 
 
 class Broker:
@@ -64,15 +80,21 @@ class Broker:
         if not streams:
             return
         try:
-            state = await asyncio.to_thread(self.state, code)
+            record, public, console = await asyncio.to_thread(self.states, code, any(s.console for s in streams))
         except ClassError:
-            state = None
-        self.sent[code] = state["seq"] if state else -1
+            record = public = console = None
+        self.sent[code] = record.seq if record else -1
+        removed = set(record.state.get("removed", ())) if record else set()
         for stream in list(streams):
-            stream.offer(state)
+            if stream.student in removed:
+                stream.remove()
+            else:
+                stream.offer(console if stream.console else public)
 
-    def state(self, code: str) -> dict:
-        return live.public_state(self.store, self.store.get(code))
+    def states(self, code: str, console: bool):
+        record = self.store.get(code)
+        public = live.public_state(self.store, record)
+        return record, public, live.console_state(self.store, record) if console else None
 
     async def poll(self) -> None:
         ticks = 0
@@ -93,11 +115,11 @@ class Broker:
                 if record is None or record.seq != self.sent.get(code):
                     self.due(code)
 
-    def open(self, code: str, tally: bool) -> "Stream":
+    def open(self, code: str, tally: bool, student: str | None = None, console: bool = False) -> "Stream":
         streams = self.streams.setdefault(code, set())
         if len(streams) >= STREAMS_PER_CLASS:
             raise ClassError(429, "This class has as many open pages as it can hold; close a tab and reload.")
-        stream = Stream(tally)
+        stream = Stream(tally or console, student, console)
         streams.add(stream)
         return stream
 
@@ -112,15 +134,20 @@ class Broker:
 class Stream:
     """One page's event stream: it keeps only the latest state not yet written (a slow page skips to the newest)."""
 
-    def __init__(self, tally: bool):
-        self.tally = tally
+    def __init__(self, tally: bool, student: str | None = None, console: bool = False):
+        self.tally, self.student, self.console = tally, student, console
         self.version = None
         self.latest = None
         self.ended = False
+        self.removed = False
         self.ready = asyncio.Event()
 
     def end(self) -> None:
         self.ended = True
+        self.ready.set()
+
+    def remove(self) -> None:
+        self.removed = True
         self.ready.set()
 
     def offer(self, state: dict | None) -> None:
@@ -132,26 +159,56 @@ class Stream:
 
 
 class Limiter:
-    """At most `rate` events a second per key, for the most recent `kept` keys."""
+    """At most `rate` events per `window` seconds per key, for the most recent `kept` keys."""
 
-    def __init__(self, rate: int, kept: int = 20_000):
-        self.rate, self.kept = rate, kept
+    def __init__(self, rate: int, window: float = 1.0, kept: int = 20_000):
+        self.rate, self.window, self.kept = rate, window, kept
         self.seen: OrderedDict[str, deque] = OrderedDict()
         self.lock = threading.Lock()
 
+    def _times(self, key: str, now: float) -> deque:
+        times = self.seen.pop(key, None) or deque()
+        while times and now - times[0] >= self.window:
+            times.popleft()
+        self.seen[key] = times
+        while len(self.seen) > self.kept:
+            self.seen.popitem(last=False)
+        return times
+
     def allow(self, key: str, now: float | None = None) -> bool:
+        """Whether one more event is allowed now; an allowed event is counted."""
         now = time.monotonic() if now is None else now
         with self.lock:
-            times = self.seen.pop(key, None) or deque()
-            while times and now - times[0] >= 1.0:
-                times.popleft()
-            self.seen[key] = times
-            while len(self.seen) > self.kept:
-                self.seen.popitem(last=False)
+            times = self._times(key, now)
             if len(times) >= self.rate:
                 return False
             times.append(now)
             return True
+
+    def spent(self, key: str, now: float | None = None) -> bool:
+        """Whether `key` has used its events, without counting one."""
+        now = time.monotonic() if now is None else now
+        with self.lock:
+            return len(self._times(key, now)) >= self.rate
+
+
+def trusted_proxies() -> set[str]:
+    names = os.environ.get(PROXIES_SETTING, "127.0.0.1,::1")
+    return {name.strip() for name in names.split(",") if name.strip()}
+
+
+def client_of(scope) -> str:
+    """The client's address: the peer's, or, where the peer is a trusted proxy, the last X-Forwarded-For hop."""
+    peer = (scope.get("client") or ("unknown", 0))[0]
+    if peer in trusted_proxies():
+        for name, value in scope.get("headers", []):
+            if name == b"x-forwarded-for":
+                hop = value.decode("latin-1").split(",")[-1].strip()
+                try:
+                    return str(ipaddress.ip_address(hop))
+                except ValueError:
+                    break
+    return peer
 
 
 class ClassRoutes:
@@ -162,6 +219,8 @@ class ClassRoutes:
         self._store = store
         self._broker: Broker | None = None
         self.limiter = Limiter(ANSWERS_PER_SECOND)
+        self.joins = Limiter(JOINS_PER_SECOND)
+        self.misses = Limiter(MISSES_PER_MINUTE, 60.0)
 
     @property
     def store(self) -> ClassStore:
@@ -180,30 +239,50 @@ class ClassRoutes:
         if at < 0 or not (path[at + len(PATH):] == "" or path[at + len(PATH)] == "/"):
             return await self.app(scope, receive, send)
         parts = [p for p in path[at + len(PATH):].split("/") if p]
+        client = client_of(scope)
         try:
+            if self.misses.spent(client):
+                raise ClassError(429, "Too many wrong codes or keys from this device: wait a minute, then check the "
+                                      "code on the projector.")
             await self.route(scope, receive, send, parts)
         except ClassError as error:
-            await respond(send, error.status, {"error": str(error)})
+            if error.status in (403, 404):
+                self.misses.allow(client)
+            headers = [(b"retry-after", b"60" if self.misses.spent(client) else b"1")] if error.status == 429 else []
+            await respond(send, error.status, {"error": str(error)}, headers)
 
     async def route(self, scope, receive, send, parts: list[str]) -> None:
         method = scope["method"]
+        query = query_of(scope)
         if method == "GET" and len(parts) == 1:
-            state = await asyncio.to_thread(lambda: live.public_state(self.store, self.store.get(parts[0])))
-            return await respond(send, 200, state)
+            return await respond(send, 200, await asyncio.to_thread(self.state, parts[0], query.get("console")))
         if method == "GET" and len(parts) == 2 and parts[1] == "events":
-            return await self.events(scope, receive, send, parts[0])
+            return await self.events(scope, receive, send, parts[0], query)
         if method != "POST" or len(parts) > 2:
             raise ClassError(405 if len(parts) <= 2 else 404, "Not a class request: see docs/urls.md.")
         body = await read_body(receive)
         if not parts:
-            code, secret = await asyncio.to_thread(self.store.create)
-            return await respond(send, 201, {"code": code, "secret": secret})
+            return await respond(send, 201, await asyncio.to_thread(self.create, body))
         action = parts[1] if len(parts) == 2 else ""
-        handlers = {"join": self.join, "answer": self.answer, "quiz": self.quiz, "present": self.present}
+        handlers = {"join": self.join, "answer": self.answer, "quiz": self.quiz, "present": self.present,
+                    "console": self.console, "remove": self.remove, "end": self.end}
         if action not in handlers:
-            raise ClassError(404, f"Unknown class action {action[:20]!r}: join, answer, quiz or present.")
-        status, answer = await asyncio.to_thread(handlers[action], parts[0], body)
-        await respond(send, status, answer)
+            raise ClassError(404, f"Unknown class action {action[:20]!r}: join, answer, quiz, present, console, remove "
+                                  "or end.")
+        status, answer, *headers = await asyncio.to_thread(handlers[action], parts[0], body)
+        await respond(send, status, answer, *headers)
+
+    def state(self, code: str, console: str | None) -> dict:
+        if console is not None:
+            return live.console_state(self.store, self.store.check_console(code, console))
+        return live.public_state(self.store, self.store.get(code))
+
+    def create(self, body: dict) -> dict:
+        if not teacher.is_key(body.get("key")):
+            raise ClassError(403, "Starting a class takes the teacher key: open the teacher link the server printed "
+                                  "when it started, or type the key it showed.")
+        code, secret = self.store.create()
+        return {"code": code, "secret": secret}
 
     def limit(self, student: str) -> None:
         """ClassError 429 past ANSWERS_PER_SECOND posts from one student in a second (answers and quiz posts alike)."""
@@ -211,17 +290,23 @@ class ClassRoutes:
             raise ClassError(429, f"At most {ANSWERS_PER_SECOND} answers a second: wait a moment.")
 
     def join(self, code: str, body: dict) -> tuple[int, dict]:
-        return 201, {"student": self.store.join(code)}
+        record = self.store.get(code)
+        if not self.joins.allow(record.code):
+            raise ClassError(429, "Many students are joining at once: your page tries again in a moment.")
+        return 201, {"student": self.store.join(record.code, nickname=body.get("nickname"))}
 
     def answer(self, code: str, body: dict) -> tuple[int, dict]:
         student, question_id, value = body.get("student"), body.get("question"), body.get("value")
-        if not isinstance(student, str) or not isinstance(question_id, str):
-            raise ClassError(400, "Expected JSON {student, question, value}.")
+        if not isinstance(student, str) or not student:
+            raise ClassError(403, "Your page has not joined the class (it may be full, or closed to new students): "
+                                  "reload it to join.")
+        if not isinstance(question_id, str):
+            raise ClassError(400, "An answer names the question it answers: reload the page.")
         self.limit(student)
         record = self.store.get(code)
         question = live.question_of(record)
         if question is None or question.id != question_id:
-            raise ClassError(409, "This question is not open: the presenter has not asked it, or has moved on.")
+            raise ClassError(409, "This question is not open: the teacher has not asked it, or has moved on.")
         try:
             value = question.check(value)
         except ValueError as error:
@@ -248,17 +333,50 @@ class ClassRoutes:
     def present(self, code: str, body: dict) -> tuple[int, dict]:
         secret = body.pop("secret", None)
         changes = checked_changes(body)
-        self.store.check_secret(code, secret)
+        record = self.store.check_secret(code, secret)
+        if "extend" in changes:  # more time: from the deadline where one runs, else from now
+            now = time.time()
+            changes["deadline"] = max(record.state.get("deadline") or now, now) + float(changes.pop("extend"))
         if changes.get("quiz") and not self.store.get(code).state.get("quiz_items"):
+            from attnviz.classroom.quiz import load as load_quiz
+
             changes["quiz_items"] = load_quiz().to_dict()
         record = self.store.act(code, secret, **changes)
         return 200, {"version": record.version}
 
-    async def events(self, scope, receive, send, code: str) -> None:
-        tally = b"tally=1" in scope.get("query_string", b"").split(b"&")
-        first = await asyncio.to_thread(lambda: live.public_state(self.store, self.store.get(code)))
+    def console(self, code: str, body: dict):
+        secret = body.get("secret")
+        token = self.store.console_token(code, secret)
+        record = self.store.get(code)
+        cookie = (f"{COOKIE}={record.code}.{secret}; Path=/; Max-Age={int(record.expires - time.time())}; HttpOnly; "
+                  "SameSite=Strict")
+        return 200, {"console": token}, [(b"set-cookie", cookie.encode())]
+
+    def remove(self, code: str, body: dict) -> tuple[int, dict]:
+        student = body.get("student")
+        if not isinstance(student, str):
+            raise ClassError(400, "Name the student to remove by the pseudonym the console shows.")
+        self.store.remove(code, body.get("secret"), student)
+        return 200, {"ok": True}
+
+    def end(self, code: str, body: dict) -> tuple[int, dict]:
+        self.store.end(code, body.get("secret"))
+        return 200, {"ok": True}
+
+    async def events(self, scope, receive, send, code: str, query: dict) -> None:
+        student, console = query.get("student"), query.get("console")
+        if console is not None:
+            first = await asyncio.to_thread(lambda: live.console_state(self.store, self.store.check_console(code, console)))
+        else:
+            first = await asyncio.to_thread(lambda: live.public_state(self.store, self.store.get(code)))
+        who = None
+        if student is not None:
+            try:
+                who = await asyncio.to_thread(self.store.seen, code, student)
+            except ClassError as error:  # said in the stream, where the page's EventSource can read it
+                return await refuse(send, "refused", error)
         broker = self.broker()
-        stream = broker.open(first["code"], tally)
+        stream = broker.open(first["code"], query.get("tally") == "1", who, console is not None)
         stream.offer(first)
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-store"),
@@ -274,31 +392,63 @@ class ClassRoutes:
                 if waiting not in done:
                     waiting.cancel()
                     await send({"type": "http.response.body", "body": b": keepalive\n\n", "more_body": True})
+                    if student is not None:
+                        await asyncio.to_thread(self.store.seen, code, student)
                     continue
                 stream.ready.clear()
                 if stream.ended:  # the server is stopping: the page's EventSource reconnects to the next one
                     await send({"type": "http.response.body", "body": b"retry: 1000\n\n", "more_body": False})
                     return
+                if stream.removed:
+                    return await event_end(send, "removed", "The teacher removed you from this class.")
                 state = stream.latest
                 if state is None:  # the class ended
-                    await send({"type": "http.response.body", "body": b"event: ended\ndata: {}\n\n", "more_body": False})
-                    return
+                    return await event_end(send, "ended", "This class has ended.")
                 line = f"id: {state['version']}.{state['seq']}\ndata: {json.dumps(state, separators=(',', ':'))}\n\n"
                 await send({"type": "http.response.body", "body": line.encode(), "more_body": True})
-        except (OSError, RuntimeError):
-            pass  # the page went away mid-write
+        except (OSError, RuntimeError, ClassError):
+            pass  # the page went away mid-write, or the class ended meanwhile
         finally:
             gone.cancel()
             broker.close(first["code"], stream)
+            if student is not None and not stream.removed:
+                try:
+                    await asyncio.to_thread(self.store.seen, code, student, None, False)
+                except ClassError:
+                    pass
+
+
+async def refuse(send, event: str, error: ClassError) -> None:
+    """A stream that opens only to say why it cannot follow the class (an EventSource cannot read an error's body)."""
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-store")]})
+    await event_end(send, event, str(error))
+
+
+async def event_end(send, event: str, sentence: str) -> None:
+    line = f"event: {event}\ndata: {json.dumps({'error': sentence})}\n\n"
+    await send({"type": "http.response.body", "body": line.encode(), "more_body": False})
+
+
+def query_of(scope) -> dict[str, str]:
+    """The request's query parameters (the first of each name)."""
+    import urllib.parse
+
+    out: dict[str, str] = {}
+    for name, value in urllib.parse.parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True):
+        out.setdefault(name, value)
+    return out
 
 
 VIEW_FIELDS = {"temp": (int, float), "hard": bool, "mask": str, "query": int, "scale": str, "palette": str,
                "hide": list, "b_temp": (int, float), "b_hard": bool, "b_mask": str}
+FLAGS = ("revealed", "shown", "locked", "joins", "nicknames")
 
 
 def checked_changes(body: dict) -> dict:
     """The presenter's posted change, its fields and types checked (the values are checked again where a page takes
-    them, as a link's are)."""
+    them, as a link's are). `timer` (seconds from now, or null) becomes the question's `deadline`; `extend` (seconds)
+    is added to it by the caller, who reads the deadline that runs."""
     changes = {}
     for name, value in body.items():
         if name == "step":
@@ -309,9 +459,23 @@ def checked_changes(body: dict) -> dict:
                 raise ClassError(400, f"Field {name!r} must be an object.")
             if name == "view":
                 value = {k: v for k, v in value.items() if k in VIEW_FIELDS and isinstance(v, VIEW_FIELDS[k])}
-        elif name == "revealed":
+        elif name in FLAGS:
             if not isinstance(value, bool):
-                raise ClassError(400, "Field 'revealed' must be true or false.")
+                raise ClassError(400, f"Field {name!r} must be true or false.")
+        elif name == "round":
+            if value not in (1, 2) or isinstance(value, bool):
+                raise ClassError(400, "Field 'round' must be 1 or 2.")
+        elif name == "timer":
+            low, high = TIMER_S
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value) or not low <= value <= high):
+                raise ClassError(400, f"Field 'timer' must be a number of seconds from {low} to {high}, or null.")
+            name, value = "deadline", None if value is None else time.time() + float(value)
+        elif name == "extend":
+            low, high = TIMER_S
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or not low <= value <= high:
+                raise ClassError(400, f"Field 'extend' must be a number of seconds from {low} to {high}.")
         elif name == "quiz":
             if value is not None and value not in PHASES:
                 raise ClassError(400, "Field 'quiz' must be 'pre', 'post' or null.")
@@ -340,25 +504,17 @@ async def disconnected(receive) -> None:
 
 
 async def read_body(receive) -> dict:
-    body, more = b"", True
-    while more and len(body) <= BODY_LIMIT:
-        message = await receive()
-        body += message.get("body", b"")
-        more = message.get("more_body", False)
-    if len(body) > BODY_LIMIT:
-        raise ClassError(413, f"A class request is at most {BODY_LIMIT} bytes.")
+    """The POST's JSON object, or ClassError 413 (too long) or 400 (not a JSON object, or NaN in it)."""
+    try:
+        body = await read_raw(receive, BODY_LIMIT)
+    except TooLarge:
+        raise ClassError(413, f"A class request is at most {BODY_LIMIT} bytes.") from None
     if not body:
         return {}
     try:
-        data = json.loads(body)
+        data = loads(body)
     except ValueError:
-        raise ClassError(400, "The body must be JSON.") from None
+        raise ClassError(400, "The body must be JSON, with finite numbers.") from None
     if not isinstance(data, dict):
         raise ClassError(400, "The body must be a JSON object.")
     return data
-
-
-async def respond(send, status: int, answer: dict) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]})
-    await send({"type": "http.response.body", "body": json.dumps(answer).encode()})

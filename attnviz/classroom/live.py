@@ -1,7 +1,10 @@
 """What a class's pages are sent: its state without the secrets (the open question's answer stays on the server until
-the reveal), with the answers counted. One function for the JSON endpoint and the event stream alike."""
+the reveal, its results until the teacher shows them), with the answers counted; and what the teacher's console is
+sent besides. One function each for the JSON endpoint and the event stream alike."""
 
 from __future__ import annotations
+
+import time
 
 from attnviz.classroom.questions import Question
 from attnviz.classroom.quiz import Item, Quiz, QuizError, parse
@@ -23,35 +26,72 @@ def quiz_of(record: Record) -> Quiz | None:
 
 
 def tally(question: Question, answers: dict) -> dict:
-    """The answers counted: per option (pick, choice), or the numbers given (number), and how many answered."""
+    """The answers counted: per option (pick, choice), or per value given, smallest first (number)."""
     if question.kind == "number":
-        return {"answered": len(answers), "values": sorted(float(v) for v in answers.values())}
+        counts: dict[float, int] = {}
+        for value in answers.values():
+            counts[float(value)] = counts.get(float(value), 0) + 1
+        return {"answered": len(answers), "values": [[value, counts[value]] for value in sorted(counts)]}
     counts = [0] * len(question.options)
     for value in answers.values():
         counts[int(value)] += 1
     return {"answered": len(answers), "counts": counts}
 
 
+def rounds(store: ClassStore, record: Record, question: Question) -> list[dict]:
+    """{pseudonym: answer} of each round so far of the open question (one, or two after discussion)."""
+    found = [dict() for _ in range(record.state.get("round", 1))]
+    for answer in store.all_answers(record.code):
+        if answer.question == question.id and answer.round <= len(found):
+            found[answer.round - 1][answer.student] = answer.value
+    return found
+
+
+def truth(question: Question, given: list[dict]) -> dict:
+    """The right answer, and how many got it in each round."""
+    right = [sum(question.correct(v) for v in answers.values()) for answers in given]
+    return {"answer": question.answer, "tolerance": question.tolerance, "explain": question.explain, "right": right,
+            "share": [r / len(a) if a else None for r, a in zip(right, given)]}
+
+
 def public_state(store: ClassStore, record: Record) -> dict:
-    """The state as GET /_attnviz/class/{code} and the event stream send it."""
+    """The state as GET /_attnviz/class/{code} and the event stream send it to every page: the results only once the
+    teacher shows them (or reveals), the truth only at the reveal."""
     state = record.state
     out = {"code": record.code, "step": state["step"], "params": state["params"], "view": state["view"],
-           "question": None, "revealed": bool(state["revealed"]), "quiz": state.get("quiz"), "students": record.students,
-           "version": record.version, "seq": record.seq, "expires": record.expires}
+           "question": None, "round": state["round"], "shown": bool(state["shown"]), "locked": bool(state["locked"]),
+           "deadline": state["deadline"], "revealed": bool(state["revealed"]), "quiz": state.get("quiz"),
+           "students": record.students, "joins": bool(state["joins"]), "nicknames": bool(state["nicknames"]),
+           "version": record.version, "seq": record.seq, "expires": record.expires, "now": time.time()}
     question = question_of(record)
     if question is not None:
-        answers = store.answers(record.code, question.id)
+        given = rounds(store, record, question)
         out["question"] = question.public()
-        out["tally"] = tally(question, answers)
+        out["answered"] = len(given[-1])
+        if state["shown"] or state["revealed"]:
+            out["results"] = [tally(question, answers) for answers in given]
         if state["revealed"]:
-            right = sum(question.correct(v) for v in answers.values())
-            out["truth"] = {"answer": question.answer, "tolerance": question.tolerance, "explain": question.explain,
-                            "right": right, "share": right / len(answers) if answers else None}
+            out["truth"] = truth(question, given)
     quiz = quiz_of(record)
     if quiz is not None and state.get("quiz"):
         out["quiz_items"] = [item.public() for item in quiz.items]
-        done = {student for q, student, _ in store.all_answers(record.code) if q.startswith(f"quiz:{state['quiz']}:")}
+        done = {a.student for a in store.all_answers(record.code) if a.question.startswith(f"quiz:{state['quiz']}:")}
         out["quiz_done"] = len(done)
+    return out
+
+
+def console_state(store: ClassStore, record: Record) -> dict:
+    """What the teacher's console receives besides: every round's results and the answer key before the reveal, and
+    who is in the class."""
+    out = public_state(store, record)
+    question = question_of(record)
+    if question is not None:
+        given = rounds(store, record, question)
+        out["results"] = [tally(question, answers) for answers in given]
+        out["key"] = truth(question, given)
+    now = time.time()
+    out["roster"] = [{"id": s.id, "nickname": s.nickname, "present": s.present(now)} for s in store.roster(record.code, now)]
+    out["console"] = True
     return out
 
 

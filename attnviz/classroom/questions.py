@@ -43,8 +43,10 @@ class Question:
         """The answer `value` as stored, or ValueError saying what a valid answer is."""
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError("An answer is a number: an option's index, or the value asked for.")
+        if not math.isfinite(value):
+            raise ValueError("An answer must be a finite number: an option's index, or the value asked for.")
         if self.kind == "number":
-            if not math.isfinite(value) or abs(value) > NUMBER_LIMIT:
+            if abs(value) > NUMBER_LIMIT:
                 raise ValueError(f"A number answer must be finite and at most {NUMBER_LIMIT:g} in size.")
             return float(value)
         if value != int(value) or not 0 <= value < len(self.options):

@@ -5,13 +5,12 @@ before and after, the score distributions, and the class's normalised gain (Hake
 The items live in a JSON file (quiz.json beside this module; a teacher's own through ATTNVIZ_QUIZ or the presenter's
 upload), checked against its schema on load: a malformed file gets QuizError naming the item and the field. Each item
 has one right answer; its options are shown in an order fixed by the item's id (so the file can list the right one
-first), and every answer is an index into that shown order."""
+first). A page posts the index it showed; the class keeps the option's identity (its index in the file), so an answer
+reads the same whatever order any page showed."""
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import os
 from dataclasses import dataclass
@@ -65,11 +64,13 @@ class Quiz:
         return next((i for i in self.items if i.id == item_id), None)
 
     def score(self, answers: dict) -> float:
-        """The share of items answered right (answers: {item id: shown index}); an item left out counts as wrong."""
-        return sum(answers.get(i.id) == i.right for i in self.items) / len(self.items)
+        """The share of items answered right (answers: {item id: the option's index in the file}); an item left out
+        counts as wrong."""
+        return sum(answers.get(i.id) == i.answer for i in self.items) / len(self.items)
 
     def check(self, answers) -> dict[str, int]:
-        """A student's posted answers, or QuizError saying what is wrong."""
+        """A student's posted answers ({item id: the shown option's index}) as the options' indices in the file, or
+        QuizError saying what is wrong."""
         if not isinstance(answers, dict) or not answers:
             raise QuizError("Send the answers as {item id: option index}.")
         checked = {}
@@ -79,7 +80,7 @@ class Quiz:
                 raise QuizError(f"No quiz item {str(item_id)[:40]!r}.")
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < len(item.options):
                 raise QuizError(f"Item {item_id!r}: pick an option index from 0 to {len(item.options) - 1}.")
-            checked[item_id] = value
+            checked[item_id] = item.order[value]
         return checked
 
     def to_dict(self) -> dict:
@@ -169,38 +170,48 @@ class Results:
     post: dict[str, float]
     items: dict[str, tuple[float | None, float | None]]  # item id → (share correct before, after); None: nobody
     matched: int  # students who took both
-    gain: float | None  # ⟨g⟩ over the matched students; None where it is undefined (none matched, or pre = 100 %)
+    gain: float | None  # ⟨g⟩ from the matched students' class averages; None where undefined (none matched, or pre 100 %)
     pre_mean: float | None  # the matched students' mean pre %, and post %
     post_mean: float | None
+    student_gains: dict[str, float]  # each matched student's own g, where their pre-test was below 100 %
+    mean_g: float | None  # the mean of student_gains
+    cohen_d: float | None  # (post − pre) over the pooled SD of the matched students' scores; None below 2 or at SD 0
 
 
-def results(quiz: Quiz, rows: list[tuple[str, str, object]]) -> Results:
-    """The class's results from the store's answer rows (question "quiz:{phase}:{item}", student, answer)."""
+def results(quiz: Quiz, rows) -> Results:
+    """The class's results from the store's answers (store.Answer: question "quiz:{phase}:{item}", student, value the
+    option's index in the file)."""
     answers: dict[str, dict[str, dict]] = {phase: {} for phase in PHASES}
-    for question, student, value in rows:
-        parts = question.split(":", 2)
+    for row in rows:
+        parts = row.question.split(":", 2)
         if len(parts) == 3 and parts[0] == "quiz" and parts[1] in PHASES:
-            answers[parts[1]].setdefault(student, {})[parts[2]] = value
+            answers[parts[1]].setdefault(row.student, {})[parts[2]] = row.value
     scores = {phase: {s: quiz.score(a) for s, a in answers[phase].items()} for phase in PHASES}
     items = {}
     for item in quiz.items:
         shares = []
         for phase in PHASES:
             given = [a[item.id] for a in answers[phase].values() if item.id in a]
-            shares.append(sum(v == item.right for v in given) / len(given) if given else None)
+            shares.append(sum(v == item.answer for v in given) / len(given) if given else None)
         items[item.id] = tuple(shares)
     both = sorted(set(scores["pre"]) & set(scores["post"]))
-    pre_mean = 100 * sum(scores["pre"][s] for s in both) / len(both) if both else None
-    post_mean = 100 * sum(scores["post"][s] for s in both) / len(both) if both else None
+    pre = [100 * scores["pre"][s] for s in both]
+    post = [100 * scores["post"][s] for s in both]
+    pre_mean = sum(pre) / len(both) if both else None
+    post_mean = sum(post) / len(both) if both else None
     gain = (post_mean - pre_mean) / (100 - pre_mean) if both and pre_mean < 100 else None
-    return Results(scores["pre"], scores["post"], items, len(both), gain, pre_mean, post_mean)
+    student_gains = {s: (b - a) / (100 - a) for s, a, b in zip(both, pre, post) if a < 100}
+    mean_g = sum(student_gains.values()) / len(student_gains) if student_gains else None
+    return Results(scores["pre"], scores["post"], items, len(both), gain, pre_mean, post_mean, student_gains, mean_g,
+                   cohen_d(pre, post))
 
 
-def answers_csv(rows: list[tuple[str, str, object]]) -> str:
-    """Every answer of a class, anonymous (a student is a digest of a random token), one per line."""
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["question", "student", "answer"])
-    for question, student, value in rows:
-        writer.writerow([question, student, json.dumps(value)])
-    return out.getvalue()
+def cohen_d(pre: list[float], post: list[float]) -> float | None:
+    """Cohen's d of matched scores: the mean change over the pooled standard deviation √((s_pre² + s_post²) / 2), each
+    s with n − 1; None for fewer than 2 students or no spread."""
+    n = len(pre)
+    if n < 2:
+        return None
+    variance = [sum((v - sum(x) / n) ** 2 for v in x) / (n - 1) for x in (pre, post)]
+    pooled = ((variance[0] + variance[1]) / 2) ** 0.5
+    return (sum(post) - sum(pre)) / n / pooled if pooled > 0 else None

@@ -53,16 +53,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(env: dict | None = None, log: Path | None = None) -> tuple[subprocess.Popen, str]:
-    """`streamlit run app.py` on a free local port; (process, base URL) once its health check answers. `log`: a file
-    that gets the server's output."""
-    port = free_port()
+TEACHER_KEY = "a-teacher-key-for-the-browser-tests"  # what starts a class on the servers these tests start
+
+
+def start_server(env: dict | None = None, log: Path | None = None, port: int | None = None) -> tuple[subprocess.Popen, str]:
+    """`streamlit run app.py` on a free local port, with TEACHER_KEY as its teacher key; (process, base URL) once its
+    health check answers. `log`: a file that gets the server's output; `port`: the port (a restart on the same one),
+    else a free one."""
+    port = port or free_port()
     out = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115  the server writes to it as long as it runs
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true"],
         cwd=ROOT, stdout=out, stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "ATTNVIZ_TEACHER_KEY": TEACHER_KEY, **(env or {})},
     )
     url = f"http://127.0.0.1:{port}"
     if healthy(url, 60):

@@ -1,6 +1,8 @@
-"""A live class in Chromium: a presenter and three students, each in a browser context of their own. The students
-follow the presenter's step, answer a question whose histogram the projector counts, see the reveal, and one steps
-away and comes back; then the server restarts mid-lesson and the class resumes with every answer kept."""
+"""A live class in Chromium, as a room runs it: a projector and the teacher's console in one browser, students each in
+a browser of their own, and a phone that takes the class over through the presenter link. The students follow the
+class, vote with the results hidden, see them once the teacher shows them, vote again after discussion, and read the
+reveal; Next clears the question everywhere; no page ever renders the presenter's secret; the server restarts and the
+presenter's next click applies, every answer kept."""
 
 import json
 import re
@@ -10,7 +12,7 @@ import urllib.request
 import pytest
 from playwright.sync_api import expect
 
-from driver import exceptions, settle, shown_value, start_server, until
+from driver import TEACHER_KEY, exceptions, free_port, settle, shown_value, start_server, until
 
 STUDENTS = 3
 PANEL = "() => { const r = document.querySelector('.av-class'); return r && r.attnviz ? r.attnviz : null; }"
@@ -20,10 +22,12 @@ BANNER = ".av-class-banner"
 @pytest.fixture
 def classroom(tmp_path):
     env = {"ATTNVIZ_CLASS_STORE": str(tmp_path / "classes.sqlite")}
-    process, url = start_server(env)
-    yield url, env, process
-    process.terminate()
-    process.wait(10)
+    port = free_port()
+    process, url = start_server(env, port=port)
+    running = {"process": process}
+    yield url, env, port, running
+    running["process"].terminate()
+    running["process"].wait(10)
 
 
 def step_of(page) -> str:
@@ -31,7 +35,7 @@ def step_of(page) -> str:
 
 
 def following(page, step: int, timeout=20):
-    page.locator(BANNER).filter(has_text=f"following the presenter, step {step}").wait_for(timeout=timeout * 1000)
+    page.locator(BANNER).filter(has_text=f"following the teacher, step {step}").wait_for(timeout=timeout * 1000)
     deadline = time.time() + timeout
     while step_of(page) != str(step) and time.time() < deadline:
         page.wait_for_timeout(100)
@@ -43,96 +47,143 @@ def state(url: str, code: str) -> dict:
     return json.load(urllib.request.urlopen(f"{url}/_attnviz/class/{code}", timeout=10))
 
 
-def test_a_presenter_drives_three_students_who_answer_and_see_the_reveal(browser, classroom):
-    url, env, process = classroom
-    contexts = [browser.new_context(viewport={"width": 1280, "height": 800}) for _ in range(STUDENTS + 1)]
+def start_class(page, url: str, step: int) -> str:
+    """A class started from the projector's teacher link at `step`: its code."""
+    page.goto(f"{url}/lesson?present=1&step={step}&teacher={TEACHER_KEY}")
+    settle(page)
+    assert "teacher=" not in page.url  # the key leaves the address bar at once
+    page.get_by_role("button", name="Start a class").click()
+    settle(page)
+    return re.search(r"/lesson\?class=([A-Z0-9]{6})", page.get_by_text("Join code").first.inner_text()).group(1)
+
+
+def secret_of(context) -> str:
+    """The presenter's secret, as the HttpOnly cookie holds it (no page's script can read it)."""
+    return next(c["value"] for c in context.cookies() if c["name"] == "attnviz_teach").split(".", 1)[1]
+
+
+def assert_no_secret(page, secret: str) -> None:
+    """Neither the page's text nor any attribute (links, images, data) holds the secret, nor its address bar."""
+    assert secret not in page.content() and secret not in page.url
+    assert page.evaluate("s => !document.body.innerText.includes(s)", secret)
+
+
+def qr_modules(image_bytes: bytes, modules: int) -> list[list[bool]]:
+    """The dark modules of a QR code of `modules` × `modules` drawn with a 2-module border (as the app draws it, at
+    whatever size the page sends), read off the image's pixels at each module's centre: equal to segno's matrix for a
+    payload only if the payload is that one."""
+    import io
+
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(image_bytes)).convert("L")
+    scale = image.width / (modules + 4)
+    return [[image.getpixel((int((c + 2.5) * scale), int((r + 2.5) * scale))) < 128 for c in range(modules)]
+            for r in range(modules)]
+
+
+def test_a_room_votes_twice_sees_the_results_when_shown_and_survives_a_restart(browser, classroom):
+    import segno
+
+    url, env, port, running = classroom
+    teacher = browser.new_context(viewport={"width": 1920, "height": 1080})
+    contexts = [browser.new_context(viewport={"width": 1280, "height": 800}) for _ in range(STUDENTS)]
     try:
-        teacher, *students = [c.new_page() for c in contexts]
-        teacher.goto(f"{url}/lesson?present=1&step=7")
-        settle(teacher)
-        teacher.get_by_role("button", name="Start a class").click()
-        settle(teacher)
-        join = teacher.get_by_text("Join code").first.inner_text()
-        code = re.search(r"/lesson\?class=([A-Z0-9]{6})", join).group(1)
-        # The code's heading and the QR code may still be drawing when the join line shows: wait for each.
-        expect(teacher.get_by_role("heading", name=code)).to_have_count(1)  # the code in large type
-        assert "teach=" not in teacher.url  # the secret never shows in the projector's address bar
-        expect(teacher.locator('[data-testid="stImage"] img')).to_have_count(1, timeout=10_000)  # the QR code
+        projector = teacher.new_page()
+        code = start_class(projector, url, 7)
+        secret = secret_of(teacher)
+        join = projector.get_by_text("Join code").first.inner_text().split("· ")[-1].strip()
+        qr = projector.locator('[data-testid="stImage"] img').first
+        qr.wait_for(timeout=10_000)
+        drawn = projector.request.get(url + qr.get_attribute("src").removeprefix(url)).body()
+        expected = [[bool(v) for v in row] for row in segno.make(join, error="m").matrix]
+        assert qr_modules(drawn, len(expected)) == expected
+        console = teacher.new_page()
+        console.goto(f"{url}/lesson?class={code}&console=1")
+        console.get_by_text(f"Teacher's console · class {code}").wait_for(timeout=20_000)
+        students = [c.new_page() for c in contexts]
         for page in students:
             page.goto(f"{url}/lesson?class={code}")
             following(page, 7)
-            assert "teach" not in page.content()
-        until(teacher, PANEL, lambda p: p and p["students"] == STUDENTS)
+        until(projector, PANEL, lambda p: p and p["students"] == STUDENTS)
+        for page in [projector, console, *students]:
+            assert_no_secret(page, secret)
 
-        teacher.get_by_role("button", name="Next").click()  # step 8: every student follows
-        settle(teacher)
-        for page in students:
-            following(page, 8)
-
-        students[2].get_by_role("button", name="Explore on my own").click()
-        teacher.get_by_role("button", name="Previous").click()  # back to 7; student 2 stays on 8
-        settle(teacher)
-        for page in students[:2]:
-            following(page, 7)
-        students[2].wait_for_timeout(1500)
-        assert step_of(students[2]) == "8" and "exploring on your own" in students[2].locator(BANNER).inner_text()
-        students[2].get_by_role("button", name="Follow the class").click()
-        following(students[2], 7)  # back with the class
-
-        ask = teacher.get_by_role("button", name=re.compile("^Ask: Which word does"))
-        ask.click()
-        settle(teacher)
-        question = state(url, code)["question"]
-        assert question["id"] == "s7-word" and "answer" not in question  # the truth stays on the server
-        choices = [0, 1, 1]
-        for page, choice in zip(students, choices):
+        console.get_by_role("button", name=re.compile("^Ask: Which word does")).click()
+        for page, choice in zip(students, (0, 1, 1)):
             page.locator(".av-class-option").nth(choice).click()
             page.get_by_text("Answer sent").wait_for(timeout=10_000)
-        # A changed mind: still one answer. "Answer sent" already shows from the first one, so wait for the new
-        # choice to be acknowledged, then for the projector's tally to move.
-        students[0].locator(".av-class-option").nth(1).click()
-        expect(students[0].locator(".av-class-option").nth(1)).to_have_attribute("aria-pressed", "true", timeout=10_000)
-        shown = until(teacher, PANEL, lambda p: p and p["tally"] and p["tally"]["counts"][:2] == [0, 3],
-                      what="the changed answer never reached the projector")
-        assert shown["tally"]["answered"] == STUDENTS
+        shown = until(projector, PANEL, lambda p: p and p["answered"] == STUDENTS)
+        assert shown["results"] is None  # the projector counts the votes and hides what they are
+        assert students[0].locator(".av-class-results").count() == 0
+        hidden = until(console, PANEL, lambda p: p and p["results"] and p["results"][0]["answered"] == STUDENTS)
+        assert hidden["results"][0]["counts"][:2] == [1, 2]
+        expect(console.locator(".av-class-key")).to_contain_text("Key (not on the projector)")
+        assert projector.locator(".av-class-key").count() == 0
 
-        teacher.get_by_role("button", name="Reveal").click()
-        settle(teacher)
+        console.get_by_role("button", name="Show the results").click()
+        assert until(projector, PANEL, lambda p: p and p["results"])["results"][0]["counts"][:2] == [1, 2]
+        for page in students:  # every student reads the class's answers as text
+            expect(page.locator(".av-class-results")).to_contain_text("Round 1: 3 answered", timeout=10_000)
+
+        console.get_by_role("button", name="Talk to your neighbour, then vote again").click()
+        for page in students:
+            page.get_by_text("Round 2").first.wait_for(timeout=10_000)
+            page.locator(".av-class-option").nth(1).click()
+            expect(page.locator(".av-class-option").nth(1)).to_have_attribute("aria-pressed", "true", timeout=10_000)
+        assert until(projector, PANEL, lambda p: p and p["answered"] == STUDENTS)["results"] is None  # hidden again
+        console.get_by_role("button", name="Lock answers").click()
+        students[0].get_by_text("Answers are locked").first.wait_for(timeout=10_000)
+        assert students[0].locator(".av-class-option").first.is_disabled()
+        console.get_by_role("button", name="Reveal").click()
+        rounds = until(projector, PANEL, lambda p: p and p["results"] and len(p["results"]) == 2)["results"]
+        assert [r["counts"][:2] for r in rounds] == [[1, 2], [0, 3]]  # round 1 beside round 2
         truth = state(url, code)["truth"]
         for page in students:
             note = page.get_by_text(re.compile("^Answer: ")).first
             note.wait_for(timeout=10_000)
-            assert f"{round(100 * truth['share'])}% of the class got it" in note.inner_text()
+            assert f"{round(100 * truth['share'][1])}% of the class got it" in note.inner_text()
 
-        # The server restarts mid-lesson: the class, its step and its answers are all still there.
-        process.terminate()
-        process.wait(10)
-        process, url2 = start_server(env)
-        classroom_state = state(url2, code)
-        assert classroom_state["step"] == 7 and classroom_state["students"] == STUDENTS
-        assert classroom_state["tally"]["counts"][:2] == [0, 3] and classroom_state["revealed"]
-        page = students[0]
-        page.goto(f"{url2}/lesson?class={code}")
-        following(page, 7)
-        for p in [teacher, *students]:
-            assert exceptions(p) == []
+        projector.get_by_role("button", name="Next").click()  # the question leaves every screen
+        for page in students:
+            following(page, 8)
+            assert page.locator(".av-class-question").count() == 0
+        until(console, "() => document.querySelector('h2') && document.querySelector('h2').innerText",
+              lambda h: h and h.startswith("8."), what="the console never followed the projector")
+
+        # The server restarts mid-lesson (same address): the presenter's next click applies, nothing is lost.
+        running["process"].terminate()
+        running["process"].wait(10)
+        running["process"], _ = start_server(env, port=port)
+        until(projector, PANEL, lambda p: p and p["students"] == STUDENTS, timeout=30,
+              what="the projector never reconnected")
+        projector.get_by_role("button", name="Next").click()
+        until(projector, f"() => fetch('/_attnviz/class/{code}').then(r => r.json()).then(s => s.step)",
+              lambda step: step == 9, what="the presenter's first click after the restart did not apply")
+        for page in students:
+            following(page, 9)
+        kept = state(url, code)
+        assert kept["students"] == STUDENTS and kept["step"] == 9
+
+        # A phone opens the presenter link: the console, on the class's step (never a reset to step 1).
+        phone = browser.new_context(viewport={"width": 400, "height": 860}).new_page()
+        phone.goto(f"{url}/lesson?class={code}&console=1&teach={secret}")
+        phone.get_by_text(f"Teacher's console · class {code}").wait_for(timeout=20_000)
+        settle(phone)
+        assert "teach=" not in phone.url and step_of(phone) == "9" and state(url, code)["step"] == 9
+        for page in [projector, console, phone, *students]:
+            assert_no_secret(page, secret)
+            assert exceptions(page) == []
+        phone.context.close()
     finally:
+        teacher.close()
         for c in contexts:
             c.close()
-        process.terminate()
 
 
 ONE_HOT = """() => { const roots = Array.from(document.querySelectorAll('.av-compare .av-root'));
     if (!roots.length || !roots[0].attnviz) return null;
     return roots[0].attnviz.weights().every(row => Math.max(...row) === 1); }"""
-
-
-def start_class(page, url: str, step: int) -> str:
-    page.goto(f"{url}/lesson?present=1&step={step}")
-    settle(page)
-    page.get_by_role("button", name="Start a class").click()
-    settle(page)
-    return re.search(r"/lesson\?class=([A-Z0-9]{6})", page.get_by_text("Join code").first.inner_text()).group(1)
 
 
 def take_quiz(page, phase: str, answers: dict) -> None:
@@ -144,12 +195,18 @@ def take_quiz(page, phase: str, answers: dict) -> None:
 
 
 def test_the_presenters_heatmap_view_reaches_the_students_and_the_quiz_measures_the_gain(browser, classroom):
+    """The projector's heatmap view reaches each student's page without a rerun; the console runs the concept quiz
+    before and after, shows ⟨g⟩, and its record reads with the csv module alone."""
+    import csv
+
     from attnviz.classroom import quiz as quizzes
 
-    url, _, _ = classroom
-    contexts = [browser.new_context(viewport={"width": 1280, "height": 800}) for _ in range(3)]
+    url, _, _, _ = classroom
+    teacher_context = browser.new_context(viewport={"width": 1280, "height": 800})
+    contexts = [browser.new_context(viewport={"width": 1280, "height": 800}) for _ in range(2)]
     try:
-        teacher, *students = [c.new_page() for c in contexts]
+        teacher = teacher_context.new_page()
+        students = [c.new_page() for c in contexts]
         code = start_class(teacher, url, 6)  # step 6: Compare A | B, drawn in the browser
         for page in students:
             page.goto(f"{url}/lesson?class={code}")
@@ -160,25 +217,37 @@ def test_the_presenters_heatmap_view_reaches_the_students_and_the_quiz_measures_
             assert until(page, ONE_HOT, lambda v: v is True)
         assert state(url, code)["view"]["hard"] is True
 
+        console = teacher_context.new_page()
+        console.goto(f"{url}/lesson?class={code}&console=1")
+        console.get_by_text(f"Teacher's console · class {code}").wait_for(timeout=20_000)
         quiz = quizzes.load()
-        right = {item.id: item.right for item in quiz.items}
+        right = {item.id: item.right for item in quiz.items}  # as each page shows the options
         wrong = {item.id: (item.right + 1) % len(item.options) for item in quiz.items}
-        teacher.get_by_text("The class: concept quiz").click()
-        teacher.get_by_role("button", name="Open the pre-test").click()
-        settle(teacher)
+        console.get_by_text("Concept quiz", exact=True).first.click()
+        console.get_by_role("button", name="Open the pre-test").click()
+        settle(console)
         take_quiz(students[0], "pre", wrong)  # 0 % before
         take_quiz(students[1], "pre", right)  # 100 % before
-        teacher.get_by_role("button", name="Open the post-test").click()
-        settle(teacher)
+        console.get_by_role("button", name="Open the post-test").click()
+        settle(console)
         take_quiz(students[0], "post", right)
         take_quiz(students[1], "post", right)
-        teacher.get_by_role("button", name="Close the test").click()
-        settle(teacher)
+        console.get_by_role("button", name="Close the test").click()
+        settle(console)
         # pre 50 %, post 100 % over the 2 who took both: ⟨g⟩ = (100 − 50) / (100 − 50) = 1
-        teacher.get_by_text("Normalised gain ⟨g⟩ = 1.00 over the 2 students").wait_for(timeout=20_000)
-        expect(teacher.get_by_role("button", name="Answers (CSV, anonymous)")).to_have_count(1, timeout=10_000)
-        for page in [teacher, *students]:
+        console.get_by_text("Normalised gain ⟨g⟩ = 1.00 over the 2 students").wait_for(timeout=20_000)
+        with console.expect_download() as download:
+            console.get_by_role("button", name="Every answer (CSV)").click()
+        rows = list(csv.DictReader(open(download.value.path(), encoding="utf-8")))
+        assert len(rows) == 4 * len(quiz.items)
+        first = quiz.items[0]
+        post = [r for r in rows if r["kind"] == "post-test" and r["question"] == first.id]
+        assert [r["answer"] for r in post] == [first.options[first.answer]] * 2 and {r["right"] for r in post} == {"yes"}
+        pre = sorted((r["right"], r["answer"]) for r in rows if r["kind"] == "pre-test" and r["question"] == first.id)
+        assert pre[0] == ("no", first.shown[(first.right + 1) % len(first.options)])  # the option's text, not an index
+        for page in [teacher, console, *students]:
             assert exceptions(page) == []
     finally:
+        teacher_context.close()
         for c in contexts:
             c.close()

@@ -41,6 +41,7 @@ PUBLISHED = "_class_published"  # session: the (code, step, params) this session
 QUIZ_FILE = "_class_quiz"  # session: the presenter's own quiz (its JSON value)
 SLIDE = "_class_slide"  # session: the projector shows the full-screen join slide
 ERROR = "_class_error"
+HELD = "_lesson_held"  # session: what this run holds back (appkit.lesson.common.held reads it)
 PRESENTER_PANEL_PX = 22  # the projector's type (appkit.present's PRESENTER_CSS)
 
 _panel = st.components.v2.component("attnviz_class", js=web.bundle("streamlit/classroom.mjs"), css=web.css(),
@@ -179,6 +180,22 @@ def agreed(code: str, schema: dict) -> None:
     st.session_state[PUBLISHED] = (code, st.session_state.step, lesson_params(schema))
 
 
+def holding(step: int) -> tuple[str, ...]:
+    """What this page holds back of `step` (the open question's `holds`): on a student's page and the projector, while a
+    question of this step is open and not revealed, so the room predicts before it sees. The console holds nothing."""
+    held = st.session_state.get(ROLE)
+    if not held or held.get("surface") == "console":
+        return ()
+    try:
+        state = store().get(held["code"]).state
+    except ClassError:
+        return ()
+    question = state.get("question")
+    if not question or state.get("revealed") or question.get("step") != step:
+        return ()
+    return tuple(question.get("holds", ("figure", "result")))
+
+
 def offer(questions: list[Question]) -> None:
     """The step's questions, for the presenter to ask (each step calls this with its own numbers)."""
     st.session_state[OFFERED] = list(questions)
@@ -298,7 +315,8 @@ def projector(where, record, held: dict, schema: dict) -> None:
                                    help="Your controls, the answer key and the live answers, in a window of their own "
                                         "(or on a phone: the console's Copy the presenter link).")
         _mount(_panel, {"role": "projector", "code": record.code, "url": url(), "secret": held["secret"],
-                        "step": record.state["step"], "params": lesson_params(schema),
+                        "step": st.session_state.step, "params": lesson_params(schema),
+                        "held": bool(st.session_state.get(HELD)),
                         "font_px": PRESENTER_PANEL_PX if presenting_type else 15},
                key="class_live", on_follow_change=lambda: follow("class_live", schema))
 
@@ -315,7 +333,7 @@ def console(where, record, held: dict, schema: dict) -> None:
                        "`--server.address 0.0.0.0` and open it by this machine's network address.")
         _mount(_panel, {"role": "console", "code": record.code, "url": url(), "secret": held["secret"],
                         "console": store().console_token(record.code, held["secret"]),
-                        "presenter_link": presenter_link, "step": record.state["step"], "params": lesson_params(schema),
+                        "presenter_link": presenter_link, "step": st.session_state.step, "params": lesson_params(schema),
                         "offered": [q.full() for q in st.session_state.get(OFFERED, [])], "font_px": 15},
                key="class_live", on_follow_change=lambda: follow("class_live", schema))
         with st.expander("Concept quiz", expanded=bool(record.state.get("quiz"))):
@@ -400,7 +418,7 @@ def student(where, record, step: int, schema: dict) -> None:
     key = "class_follow"
     with where:
         _mount(_panel, {"role": "student", "code": record.code, "url": url(), "step": step,
-                        "params": lesson_params(schema),
+                        "params": lesson_params(schema), "held": bool(st.session_state.get(HELD)),
                         "font_px": CHART_FONT_PX if st.session_state.get(PRESENT) else 15},
                key=key, on_follow_change=lambda: follow(key, schema))
 

@@ -8,7 +8,7 @@ import streamlit as st
 
 from appkit import classroom
 from appkit.common import load_url_state, save_url_state
-from appkit.lesson.common import COMPARE_NAMES, SCHEMA, STEP_COUNT
+from appkit.lesson.common import COMPARE_NAMES, NOTED, SCHEMA, STEP_COUNT
 from appkit.lesson.retrieval import exact_lookup, hard_retrieval, soft_retrieval, kernel_regression
 from appkit.lesson.scores import similarity_functions, why_sqrt_d, self_attention, order_matters
 from appkit.lesson.matrices import projections, masks, encoder_decoder_step, batches_step
@@ -91,6 +91,8 @@ if draw in WIDE:
 else:
     text_column, figure_column = st.columns([1, 2] if draw in NARROW_TEXT else [2, 3], gap="large")
 st.session_state[classroom.OFFERED] = []
+st.session_state[classroom.HELD] = classroom.holding(number)  # the room predicts before it sees (lesson.common.held)
+st.session_state.pop(NOTED, None)
 draw(text_column, figure_column)
 classroom.panel(class_slot, number, SCHEMA)
 save_url_state(SCHEMA, kept=classroom.kept_params())

@@ -119,6 +119,28 @@ def test_steps_14_to_21_from_their_runs():
     assert q.why(True)[0].answer == 0 and q.why(False)[0].answer == 1
 
 
+def test_a_question_is_offered_only_where_its_answer_stands_apart_at_the_shown_precision():
+    """The reveal prints weights, entropies, probabilities and ρ to 2 decimals: a right answer that prints as its
+    runner-up does (step 13's heads 0.004 nats apart) is no question; a lead of 0.01 printed is."""
+    assert q.apart([0.30, 0.52, 0.49]) == (1, pytest.approx(0.03)) and q.apart([2.731, 2.735, 2.9], largest=False)[1] == 0
+    tied = np.array([[[0.40, 0.35, 0.25]] * 3, [[0.405, 0.345, 0.25]] * 3])  # entropies 1.0805 and 1.0798: both print 1.08
+    assert mean_entropy_printed(tied[0]) == mean_entropy_printed(tied[1]) and q.heads(tied) == []
+    apart_heads = np.stack([np.full((3, 3), 1 / 3), np.eye(3), np.full((3, 3), 1 / 3)])
+    (head,) = q.heads(apart_heads)
+    assert head.options == ("head 0", "head 1") and head.answer == 1 and head.margin >= head.precision
+    close = np.array([[0.401, 0.397, 0.202]])
+    assert [x.id for x in q.self_attention(close, ["a", "b", "c"], 0)] == ["s7-sum"]  # 0.40 against 0.40: not asked
+    (same,) = q.head_off(np.array([0.8, 0.301, 0.304]))  # both print 0.30
+    assert same.options[int(same.answer)] == "the same as with the control off"
+    (agrees,) = q.importance({"attention": 0.2, "occlusion": 1.0, "gradient": 0.6}, {})
+    assert "occlusion" not in agrees.options and agrees.options[int(agrees.answer)] == "gradient"
+
+
+def mean_entropy_printed(weights) -> float:
+    w = np.asarray(weights, np.float64)
+    return round(float(-(w * np.log(w)).sum(-1).mean()), 2)
+
+
 def test_an_answer_is_checked_against_its_question():
     pick = q.Question("x", 1, "pick", "p", ("a", "b"), 1)
     number = q.Question("y", 1, "number", "p", (), 1.0, 0.1)

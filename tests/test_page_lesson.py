@@ -157,6 +157,8 @@ def test_every_lesson_step_offers_a_class_question_whose_answer_is_an_option(ste
     for question in offered:
         assert question.kind == "number" or 0 <= question.answer < len(question.options)
         assert "answer" not in question.public()
+        assert question.margin is None or question.margin >= question.precision  # told apart as the reveal prints it
+        assert not any("occlusion" in option for option in question.options)  # no option is the yardstick
     said = " ".join(m.value for m in at.markdown)  # classroom text: no file of ours, no "our notes"
     assert "docs/" not in said and "our notes" not in said and ".md" not in said
 

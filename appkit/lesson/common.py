@@ -10,9 +10,12 @@ from attnviz.encdec import pad_batch
 from attnviz.retrieval import PRESETS
 from attnviz.sentence import Config, temperature_grid
 from attnviz.urlstate import Param, boolean, bounded_text, choice, coerce, encode_bool, int_range, nearest
+from appkit.classroom import HELD  # session: what this run holds back (the open question's `holds`)
 from appkit.common import glove, page_link
 from appkit.explorer import Request, compare_downloads, live_compare
 from appkit.interactive import screen_sizes
+
+NOTED = "_lesson_noted"  # session: the containers that said so this run
 
 
 DOG = "When he saw his owner, the dog was happy, so he wagged his tail"
@@ -57,6 +60,19 @@ COMPARE_NAMES = {"temp": "ctemp", "hard": "chard", "mask": "cmask", "b_temp": "c
                  "b_mask": "cb_mask", "query": "query"}  # the browser's names → the lesson's
 
 
+def held(where, part: str = "figure") -> bool:
+    """Whether `part` of the step ("figure": its figures, "result": the sentences that state what it finds) answers the
+    class's open question, so this page draws it only at the reveal; a held figure's place says so once."""
+    if part not in st.session_state.get(HELD, ()):
+        return False
+    noted = st.session_state.setdefault(NOTED, set())
+    if part == "figure" and id(where) not in noted:
+        noted.add(id(where))
+        where.info("Predict first: the figure appears when the teacher reveals the answer.",
+                   icon=":material/visibility_off:")
+    return True
+
+
 def explore(page: str, title: str, text: str = "Explore this", state: dict | None = None) -> None:
     """A link to the full page for this idea; it keeps the session (and presenter mode), and opens the page in the
     step's `state` (that page's URL names)."""
@@ -84,6 +100,8 @@ def draw_comparison(sentence: str, a: Config, b: Config, where, b_sentence: str 
     """Compare mode for one sentence under two settings (or, with `b_sentence`, B's own sentence), in `where`, drawn in
     the browser from each side's raw scores: τ, hard and the mask of each side (a's and b's masks to start with)
     redraw at once; the link and the downloads follow once the person pauses."""
+    if held(where):
+        return
     state = st.session_state
     configs = []
     for config, temp, hard, mask in ((a, "ctemp", "chard", "cmask"), (b, "cb_temp", "cb_hard", "cb_mask")):

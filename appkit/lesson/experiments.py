@@ -9,7 +9,7 @@ from attnviz import effects, figures, heads, models, needle
 from attnviz.export import Matrix
 from appkit.lesson.models import COPY_CUT, COPY_PIECES
 from appkit.common import md_escape
-from appkit.lesson.common import FIGURE_COLUMN, explore
+from appkit.lesson.common import FIGURE_COLUMN, explore, held
 from appkit.served import example_document, example_needle, generation, importance_of, induction, model as loaded_model, probe_run
 from attnviz.classroom import questions
 from appkit.classroom import offer
@@ -47,6 +47,8 @@ def off_step(text, figure):
     names = ["the model", f"without layer {layer + 1}, head {head + 1}", f"without layer {layer + 1}, head {control + 1} (control)"]
     values = off.p
     offer(questions.head_off(values))
+    if held(text, "result") | held(figure):
+        return
     repeat = model.reader.labels([off.repeat])[0]
     chart(figure, figures.weight_bars(values, names, title=f"p(the repeat “{repeat}”) after the last piece",
                                       axis="probability", whole=True),
@@ -81,6 +83,8 @@ def importance_step(text, figure):
         return
     names = {k: v.split(" (")[0].split(" ‖")[0] for k, v in effects.MEASURES.items()}
     offer(questions.importance(found.agreement, names))
+    if held(text, "result") | held(figure):
+        return
     rows = {k: f"{names[k]} (ρ {'—' if r is None else f'{r:.2f}'})" for k, r in found.agreement.items()}
     data, drawn = figures.importance_data(found.measures, rows, found.tokens,
                                           title=f"Each piece's importance to the next piece “{found.target}”")
@@ -123,9 +127,11 @@ def write_step(text, figure):
         text.info(str(error))
         return
     said = {name: model.tokenizer.decode(g.new_ids) for name, g in (("greedy", greedy), ("sampled", sampled))}
+    offer(questions.write(greedy.new_ids, sampled.new_ids))
+    if held(text, "result") | held(figure):
+        return
     text.markdown(f"Greedy: {DOG_PREFIX} **{md_escape(said['greedy'].strip())}**  \nSampled (seed {seed}): "
                   f"{DOG_PREFIX} **{md_escape(said['sampled'].strip())}**")
-    offer(questions.write(greedy.new_ids, sampled.new_ids))
     k = parting(greedy, sampled)
     if k is None:
         text.write(f"With seed {seed} the sampler drew the greedy piece at every step: at each one the most likely "
@@ -175,9 +181,11 @@ def needle_step(text, figure):
                f"is blue. …”), with “The pass key is {stack.key}. Remember it.” halfway, and at the end “What is the "
                f"pass key? The pass key is”. More than the {model.max_pieces} pieces a run of the other pages reads: the "
                "document goes into the K/V cache one block of queries at a time, and the model writes from there.")
-    text.markdown(f"SmolLM2 writes: **{md_escape(written.text.strip())}**")
     scores = events / max(copied, 1)  # (L, H) this document's retrievals over the pieces copied
     offer(questions.needle(events))
+    if held(text, "result") | held(figure):
+        return
+    text.markdown(f"SmolLM2 writes: **{md_escape(written.text.strip())}**")
     strongest = needle.strongest_heads(scores, NEEDLE_HEADS)
     values = np.array([scores[l, h] for l, h in strongest], np.float32)
     labels = [f"layer {l + 1}, head {h + 1}" for l, h in strongest]

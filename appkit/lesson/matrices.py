@@ -10,11 +10,12 @@ from attnviz.embeddings import embed, tokenize
 from attnviz.encdec import bmm_items, encoder_decoder, pad_batch, padding_mask
 from attnviz.export import Matrix
 from attnviz.sentence import Config, run, steps
-from appkit.common import glove
+from appkit.common import glove, md_escape
 from attnviz.classroom import questions
 from appkit.classroom import offer
 from appkit.present import PRESENT, chart
-from appkit.lesson.common import FIGURE_COLUMN, SOURCE, TARGET, batch, draw_comparison, embedded_sentence, explore, sentence_input
+from appkit.lesson.common import (FIGURE_COLUMN, SOURCE, TARGET, batch, draw_comparison, embedded_sentence, explore, held,
+                                  sentence_input)
 
 
 def projections(text, figure):
@@ -28,10 +29,12 @@ def projections(text, figure):
     n, d = view.x.shape
     text.latex(r"Q = XW_q + b_q,\ K = XW_k + b_k")
     text.latex(r"V = XW_v + b_v")
-    text.latex(r"\small (%d \times %d)(%d \times %d) + (1 \times %d) \to %d \times %d" % (n, d, d, dk, dk, n, dk))
     labels = figures.labels(embedded.tokens, embedded.oov)
     matrices = steps(view)[:4]  # X, Q, K, V
     offer(questions.projections(n, d, matrices[1].matrix.shape))
+    if held(text, "result") | held(figure):
+        return
+    text.latex(r"\small (%d \times %d)(%d \times %d) + (1 \times %d) \to %d \times %d" % (n, d, d, dk, dk, n, dk))
     if st.session_state.get(PRESENT):  # Q, K, V in one row, X under them: two rows of 16 words at 16 px overflow 1080 px
         row = figure.columns(3)
         places = {1: (row[0], "third"), 2: (row[1], "third"), 3: (row[2], "third"), 0: (figure, FIGURE_COLUMN)}
@@ -59,6 +62,8 @@ def masks(text, figure):
             offer(questions.masks(run(embedded.vectors, Config(mask="causal")).weights[0]))
             text.latex(r"M \in \{0,1\}^{T \times T} = %d \times %d" % (n, n))
             draw_comparison(st.session_state.text, Config(), Config(mask="causal"), figure)
+            if held(text, "result"):
+                return
             chart(text, figures.matrix_heatmap(allowed, embedded.tokens, embedded.tokens, width="third", height=440,
                                                title="Mask M: 1 = attend", bounded=True, scale_bar=False),
                   key="lesson_causal", matrix=Matrix(allowed, embedded.tokens, embedded.tokens))
@@ -82,6 +87,8 @@ def draw_batch_mask(text, figure) -> list[int]:
     padded = tokens[1] + ["⟨pad⟩"] * (T - len(tokens[1]))
     weights = result.weights[1].numpy()  # (T, T)
     offer(questions.padding(weights, valid[1].numpy()))
+    if held(figure):
+        return [len(t) for t in tokens]
     chart(figure, figures.attention_heatmap(weights, padded, title=f"Sentence 1, padded to {T}: padding columns get 0", scale="max",
                                             width=FIGURE_COLUMN),
           key="lesson_padded", matrix=Matrix(weights, padded, padded))
@@ -101,6 +108,8 @@ def encoder_decoder_step(text, figure):
     x_short, valid_short = pad_batch([target.vectors[:-1]])
     shorter = encoder_decoder(x_in, valid_in, x_short, valid_short, scoring=scoring).cross  # (1, 1, T_out − 1, T_in)
     offer(questions.encoder_decoder(views.cross.shape[-2], t_out, t_in, shorter.shape[-2]))
+    if held(text, "result") | held(figure):
+        return
     text.latex(r"\text{mask } (B, 1, T_q, T_k):\ \text{encoder } (1, 1, %d, %d),\ \text{decoder } (1, 1, %d, %d),\ "
                r"\text{cross } (1, 1, %d, %d)" % (t_in, t_in, t_out, t_out, t_out, t_in))
     panels = figure.columns(3)
@@ -117,14 +126,18 @@ def encoder_decoder_step(text, figure):
 def batches_step(text, figure):
     x, valid, tokens = batch()
     B, T, d = x.shape
-    text.write(f"A GPU computes a whole batch at once. The batch's {B} sentences are padded to T = {T} words of d = {d} "
-               "numbers, and one batch matrix multiplication computes every sentence's QKᵀ together.")
+    text.write(f"A GPU computes a whole batch at once. The batch's {B} sentences are padded with zeros to one length T, "
+               f"each word d = {d} numbers, and one batch matrix multiplication computes every sentence's QKᵀ together.")
+    for n, sentence in enumerate(tokens):
+        text.markdown(f"{n}. {md_escape(' '.join(sentence))}")
     text.latex(r"\mathrm{BMM}:\ (n, a, b)\cdot(n, b, c) \to (n, a, c)")
+    keys_t = x.transpose(1, 2)  # (B, d, T)
+    offer(questions.batches(tuple(torch.bmm(x, keys_t).shape)))
+    if held(text, "result") | held(figure):
+        return
     text.latex(r"\small Q\,K^\top:\ (%d, %d, %d)\cdot(%d, %d, %d) \to (%d, %d, %d)" % (B, T, d, B, d, T, B, T, T))
     item = text.select_slider("Batch item", list(range(B)), key="item")
-    keys_t = x.transpose(1, 2)  # (B, d, T)
     product = bmm_items(x, keys_t)[item].numpy()  # (T, T)
-    offer(questions.batches(tuple(torch.bmm(x, keys_t).shape)))
     padded = tokens[item] + ["⟨pad⟩"] * (T - len(tokens[item]))
     gap = float((torch.bmm(x, keys_t)[item] - torch.from_numpy(product)).abs().max())
     text.caption(f"torch.bmm on the whole batch gives the same numbers for item {item}: largest difference {gap:.1e}.")

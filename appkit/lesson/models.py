@@ -13,7 +13,7 @@ from appkit.served import model as loaded_model, run as model_run
 from attnviz.classroom import questions
 from appkit.classroom import offer
 from appkit.present import chart
-from appkit.lesson.common import DOG, FIGURE_COLUMN, embedded_sentence, explore, sentence_input
+from appkit.lesson.common import DOG, FIGURE_COLUMN, embedded_sentence, explore, held, sentence_input
 
 
 def heads_step(text, figure):
@@ -27,6 +27,8 @@ def heads_step(text, figure):
     heads = text.slider("Heads H", 1, 8, key="heads")
     view = run(embedded.vectors, Config(projection="random", heads=heads, d_k=16))
     offer(questions.heads(view.weights))
+    if held(figure):
+        return
     # Every head small (the patterns side by side), and the one chosen drawn with every word's label.
     chart(figure, figures.head_grid(view.weights, embedded.tokens, oov=embedded.oov, width=FIGURE_COLUMN, cols=5,
                                     labelled=False, panel_px=130), key="lesson_heads")
@@ -44,8 +46,7 @@ def heads_step(text, figure):
 
 def trained_step(text, figure):
     text.write("Everything so far used random or no projections. A trained transformer learned its W_q, W_k, W_v. "
-               "Here is all-MiniLM-L6-v2 (6 layers × 12 heads) on the same sentence, run by attnviz's own engine. "
-               "Layer 1, head 3 looks almost only at the previous piece.")
+               "Here is all-MiniLM-L6-v2 (6 layers × 12 heads) on the same sentence, run by attnviz's own engine.")
     text.latex(r"\alpha = \mathrm{softmax}\Big(\frac{QK^\top}{\sqrt{32}}\Big)")
     text.latex(r"Q = XW_q + b_q,\ K = XW_k + b_k")
     sentence = sentence_input(text)
@@ -60,6 +61,10 @@ def trained_step(text, figure):
     labels = result.pieces.labels()
     weights = result.weights[layer - 1, head - 1]  # (n, n)
     offer(questions.trained(weights, labels, len(labels) - 1, layer, head))
+    if held(figure):
+        return
+    if (layer, head) == (1, 3) and not held(text, "result"):
+        text.write("Layer 1, head 3 looks almost only at the previous piece.")
     chart(figure, figures.attention_heatmap(weights, labels, row_oov=result.pieces.unknown, title=f"Layer {layer}, head {head}",
                                             width=FIGURE_COLUMN),
           key="lesson_trained", matrix=Matrix(weights.copy(), labels, labels))
@@ -83,6 +88,8 @@ def decoder_step(text, figure):
     probs = models.next_distribution(torch.from_numpy(result.next_logits)).numpy()  # (vocab,) softmax at T = 1
     top, names = models.top_pieces(loaded_model("smollm2"), probs, 8)
     offer(questions.decoder(probs[top], names))
+    if held(figure):
+        return
     chart(figure, figures.weight_bars(probs[top], names, title="The next piece: the 8 most likely (T = 1)", axis="probability"),
           key="lesson_decoder", matrix=Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"))
     labels = result.pieces.labels()
@@ -131,6 +138,8 @@ def copy_step(text, figure):
     pattern = heads.induction_pattern(ids)  # (n, n) the piece after an earlier copy of each piece
     on_pattern = heads.pattern_score(weights[None], pattern)
     offer(questions.copy(weights, ids))
+    if held(text, "result") | held(figure):
+        return
     chart(figure, figures.attention_heatmap(weights, labels, title=f"Layer {layer + 1}, head {head + 1}: the strongest "
                                             f"induction head (score {scores['induction'][layer, head]:.2f})",
                                             width=FIGURE_COLUMN, height=560, allowed=np.tril(np.ones(weights.shape, bool))),

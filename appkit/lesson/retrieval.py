@@ -15,7 +15,7 @@ from appkit.common import md_escape
 from attnviz.classroom import questions
 from appkit.classroom import offer
 from appkit.present import chart
-from appkit.lesson.common import RECORDS, SIGMAS, explore
+from appkit.lesson.common import RECORDS, SIGMAS, explore, held
 
 
 def record_bars(figure, numbers: np.ndarray, query: str, keys: list[str], values: list[str], *, key: str, title: str,
@@ -26,6 +26,11 @@ def record_bars(figure, numbers: np.ndarray, query: str, keys: list[str], values
           matrix=Matrix(numbers[None], [query], labels, corner="query \\ record"))
 
 
+def records(where, keys: list[str], values: list[str]) -> None:
+    """The records as a table: what a class reasons from while the figure is held back."""
+    where.table({"key": keys, "value": values})
+
+
 def surnames(without: str | None = None):
     """(keys, values, value matrix) of the surname records, leaving out the record whose key is `without`."""
     kept = [(k, v) for k, v in RECORDS if k != without]
@@ -34,20 +39,24 @@ def surnames(without: str | None = None):
 
 
 def exact_lookup(text, figure):
-    text.write("A database stores records (key, value). A query returns the value whose key **equals** it: "
-               "\"Li\" returns \"Mu\". Anything else returns nothing.")
+    text.write("A database stores records (key, value). A query returns the value whose key **equals** it; "
+               "anything else returns nothing.")
     text.latex(r"\text{lookup}(q) = v_i \text{ where } k_i = q")
     query = text.text_input("Query", key="q", max_chars=40)
     keys, values, _ = surnames()
     found = exact_matches(query, keys, numeric=False)
     offer(questions.exact_lookup(query, keys, values, found))
-    if found:
-        text.success(f"{md_escape(query)} → {md_escape(values[found[0]])}")
-    else:
-        text.warning("No record: no key equals the query.")
+    if not held(text, "result"):
+        if found:
+            text.success(f"{md_escape(query)} → {md_escape(values[found[0]])}")
+        else:
+            text.warning("No record: no key equals the query.")
     match = np.array([1.0 if i in found else 0.0 for i in range(len(keys))])  # (N,)
-    record_bars(figure, match, query, keys, values, key="lesson_exact", title="Does the key equal the query? (1 = yes)",
-                highlight=found[0] if found else None)
+    if held(figure):
+        records(figure, keys, values)
+    else:
+        record_bars(figure, match, query, keys, values, key="lesson_exact", title="Does the key equal the query? (1 = yes)",
+                    highlight=found[0] if found else None)
     with text:
         explore("kv_database", "Key–value database")
 
@@ -55,7 +64,7 @@ def exact_lookup(text, figure):
 def hard_retrieval(text, figure):
     text.write("Now remove the record Li → Mu. The exact lookup has no answer. **Hard** retrieval still answers: it "
                "returns the value of the most **similar** key. Keys and the query become vectors of their letter pairs "
-               "and triples; \"Li\" is most like \"Lipton\".")
+               "and triples.")
     text.latex(r"v_{i^*},\quad i^* = \arg\max_i \cos(q, k_i)")
     query = text.text_input("Query", key="q", max_chars=40)
     keys, values, matrix = surnames(without="Li")
@@ -63,9 +72,13 @@ def hard_retrieval(text, figure):
     best = int(result.hard_weights[0].argmax())
     offer(questions.hard_retrieval(query, keys, values, result.scores[0]))
     exact = md_escape(values[result.exact[0]]) if result.exact else "no answer"
-    text.success(f"Exact: {exact}. Hard: {md_escape(keys[best])} → {md_escape(values[best])}")
-    record_bars(figure, result.scores[0], query, keys, values, key="lesson_hard", title="Similarity a(q, k) of each key",
-                highlight=best, axis="similarity cos(q, k)")
+    if not held(text, "result"):
+        text.success(f"Exact: {exact}. Hard: {md_escape(keys[best])} → {md_escape(values[best])}")
+    if held(figure):
+        records(figure, keys, values)
+    else:
+        record_bars(figure, result.scores[0], query, keys, values, key="lesson_hard", title="Similarity a(q, k) of each key",
+                    highlight=best, axis="similarity cos(q, k)")
     with text:
         explore("kv_database", "Key–value database", state={"q": query, "drop": "Li"})
 
@@ -81,10 +94,12 @@ def soft_retrieval(text, figure):
     weights = result.soft_weights[0]  # (N,)
     offer(questions.soft_retrieval(result.scores[0]))
     spread = float(entropy(torch.from_numpy(weights)))
-    text.latex(r"H(\alpha) = %.3f \le \ln %d = %.3f" % (spread, len(keys), np.log(len(keys))))
-    text.caption("Entropy in nats: 0 for hard retrieval, ln N for the plain average.")
-    record_bars(figure, weights, st.session_state.q, keys, values, key="lesson_soft", title=f"Soft weights α at τ = {tau:g}",
-                highlight=int(weights.argmax()))
+    if not held(text, "result"):
+        text.latex(r"H(\alpha) = %.3f \le \ln %d = %.3f" % (spread, len(keys), np.log(len(keys))))
+        text.caption("Entropy in nats: 0 for hard retrieval, ln N for the plain average.")
+    if not held(figure):
+        record_bars(figure, weights, st.session_state.q, keys, values, key="lesson_soft",
+                    title=f"Soft weights α at τ = {tau:g}", highlight=int(weights.argmax()))
     with text:
         explore("kv_database", "Key–value database", state={"q": st.session_state.q, "drop": "Li", "tau": tau})
 
@@ -101,8 +116,11 @@ def kernel_regression(text, figure):
     grid = np.linspace(2.0, 4.0, 201)  # (G,)
     fitted, _ = nadaraya_watson(grid, x, y, "gaussian", sigma)
     prediction, weights = nadaraya_watson(np.array([3.5]), x, y, "gaussian", sigma)
-    text.latex(r"\hat f(3.5) = %s" % f"{prediction[0]:,.0f}".replace(",", "{,}"))
-    chart(figure, figures.pooling_regression(x, y, grid, fitted, TRUE_FUNCTIONS["saturating"](grid), 3.5, prediction[0], weights[0]),
-          key="lesson_pooling", matrix=Matrix(weights, ["3.5"], [f"{v:.3f}" for v in x], corner="query GPA \\ training GPA"))
+    if not held(text, "result"):
+        text.latex(r"\hat f(3.5) = %s" % f"{prediction[0]:,.0f}".replace(",", "{,}"))
+    if not held(figure):
+        chart(figure, figures.pooling_regression(x, y, grid, fitted, TRUE_FUNCTIONS["saturating"](grid), 3.5, prediction[0],
+                                                 weights[0]),
+              key="lesson_pooling", matrix=Matrix(weights, ["3.5"], [f"{v:.3f}" for v in x], corner="query GPA \\ training GPA"))
     with text:
         explore("pooling", "Attention pooling")

@@ -15,7 +15,8 @@ from appkit.common import clicked, glove, position_select
 from attnviz.classroom import questions
 from appkit.classroom import offer
 from appkit.present import chart
-from appkit.lesson.common import DIMS, FIGURE_COLUMN, MAX_TOKENS, draw_comparison, embedded_sentence, explore, sentence_input
+from appkit.lesson.common import (DIMS, FIGURE_COLUMN, MAX_TOKENS, draw_comparison, embedded_sentence, explore, held,
+                                  sentence_input)
 
 
 LESSON_SCORERS = ("dot", "scaled_dot", "additive", "gaussian")
@@ -35,6 +36,8 @@ def similarity_functions(text, figure):
     results = [attend(query, key, torch.eye(7), scoring=make_scorer(name, 8, 8, seed=seed)) for name in LESSON_SCORERS]
     panels = [(name.replace("_", " "), r.weights.numpy(), r.scores.numpy()) for name, r in zip(LESSON_SCORERS, results)]  # (5, 7) each
     offer(questions.similarity_functions([p[0] for p in panels], [p[1] for p in panels]))
+    if held(figure):
+        return
     chart(figure, figures.panel_grid(panels, rows, cols, scale="absolute", width=FIGURE_COLUMN, cols=2, panel_px=200),
           key="lesson_scores", matrix=Matrix(np.concatenate([p[1] for p in panels]),
                                              [f"{name} {r}" for name, *_ in panels for r in rows], cols))
@@ -79,6 +82,8 @@ def self_attention(text, figure):
     view = run(embedded.vectors, Config())
     weights = view.weights[0]  # (n, n)
     offer(questions.self_attention(weights, embedded.tokens, query))
+    if held(figure):
+        return
     chart(text, figures.weight_bars(weights[query], embedded.tokens, oov=embedded.oov, title=f"What {embedded.tokens[query]!r} looks at"),
           key="lesson_row", matrix=Matrix(weights[query][None].copy(), [embedded.tokens[query]], embedded.tokens))
 

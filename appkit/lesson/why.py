@@ -8,7 +8,7 @@ from attnviz.effects.why import part_position
 from attnviz.export import Matrix
 from appkit.common import md_escape
 from appkit.lesson.models import copying_head
-from appkit.lesson.common import FIGURE_COLUMN, explore
+from appkit.lesson.common import FIGURE_COLUMN, explore, held
 from attnviz.classroom import questions
 from appkit.classroom import offer
 from appkit.present import chart
@@ -32,21 +32,23 @@ def why_step(text, figure):
     found = effects.score_parts_of(model, result, layer, head, query, key)
     rows, cols, table = found.strongest(6)
     labels = result.pieces.labels()
+    previous = heads.pattern_score(result.weights, heads.previous_pattern(len(labels)))  # (L, H) on this sequence
+    key_side = found.key_shares()
+    top_key = max(key_side, key=lambda name: abs(key_side[name]))
+    position = part_position(top_key)  # (layer, head) from 0, or None for the embeddings, an MLP, the bias
+    textbook = position is not None and previous[position] >= 0.3
+    offer(questions.why(textbook))
+    if held(text, "result") | held(figure):
+        return
     chart(figure, figures.matrix_heatmap(table, [f"q: {r}" for r in rows], [f"k: {c}" for c in cols],
                                          title=f"Layer {layer + 1}, head {head + 1}: its score of “{labels[key]}” from "
                                                f"the last piece, taken apart", width=FIGURE_COLUMN),
           key="lesson_why", matrix=Matrix(table, [f"q: {r}" for r in rows], [f"k: {c}" for c in cols],
                                           corner="query part \\ key part"))
-    previous = heads.pattern_score(result.weights, heads.previous_pattern(len(labels)))  # (L, H) on this sequence
     types = {"previous": previous, **scores}
-    key_side = found.key_shares()
-    top_key = max(key_side, key=lambda name: abs(key_side[name]))
     text.write(f"From the last piece, “{md_escape(labels[query])}”, the head looks most at piece {key}, "
                f"“{md_escape(labels[key])}”, weight {result.weights[layer, head, query, key]:.2f}, score "
                f"{found.score:.2f}. " + found.sentence(types))
-    position = part_position(top_key)  # (layer, head) from 0, or None for the embeddings, an MLP, the bias
-    textbook = position is not None and previous[position] >= 0.3
-    offer(questions.why(textbook))
     text.write("The textbook story, that an earlier previous-piece head writes into each key which piece came before "
                "it, so the query finds the key whose predecessor matches it, "
                + ("is what the measurement finds here: the key side's largest part is such a head." if textbook else

@@ -62,6 +62,13 @@ export function inStep(page, state) {
   return Object.entries(state.params || {}).every(([name, value]) => !(name in page.params) || page.params[name] === value);
 }
 
+/** Whether a page on `page.step` holds the step's results back for `state` (a student's page and the projector):
+ * while a question of that step is open and not revealed, the room predicts before it sees. */
+export function holds(page, state) {
+  const q = state.question;
+  return Boolean(q && !state.revealed && q.step === page.step && (q.holds || []).length);
+}
+
 /** Seconds left before `deadline` (server seconds), with the server's clock `now` heard at `heardAt` (ms, this page's). */
 export function secondsLeft(deadline, now, heardAt, at = Date.now()) {
   if (!deadline) return null;
@@ -215,6 +222,10 @@ export class ClassPanel {
     if (this.following && !inStep(this.data, state) && this.asked !== state.version) {
       this.asked = state.version;
       this.setStateValue("follow", { step: state.step, params: state.params, version: state.version });
+    }
+    if (this.data.role !== "console" && holds(this.data, state) !== Boolean(this.data.held) && this.askedHold !== state.version) {
+      this.askedHold = state.version; // one run draws the step again, held back or revealed
+      this.setStateValue("hold", state.version);
     }
     if (this.data.role === "student" && this.following) this.applyView(state.view);
     this.show();

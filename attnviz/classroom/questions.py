@@ -4,7 +4,12 @@ the step's own numbers. No streamlit here; tests/test_class_questions.py checks 
 computation written out.
 
 Three kinds: "pick" (a word, a record, a head: one of `options`), "choice" (multiple choice) and "number" (within
-`tolerance`)."""
+`tolerance`).
+
+A question that picks the largest (or smallest) of several measures says how far its right answer stands from the
+runner-up as the reveal prints them (`margin`, at `precision`): a builder offers it only where that margin is at least
+the precision, so the class can tell the two apart on the screen. No option is the yardstick a question measures
+against."""
 
 from __future__ import annotations
 
@@ -27,17 +32,22 @@ class Question:
     answer: float = 0  # the right option's index, or the number
     tolerance: float = 0.0  # number: |given − answer| ≤ tolerance counts as right
     explain: str = ""  # shown at the reveal, beside the step's figure
+    holds: tuple[str, ...] = ("figure", "result")  # what its step holds back until the reveal: its figures, its result
+    margin: float | None = None  # the right answer's lead over the runner-up, as printed at the reveal
+    precision: float | None = None  # the step the reveal prints that measure in
 
     def public(self) -> dict:
         """What a student's page receives before the reveal: everything but the answer and its explanation."""
-        return {"id": self.id, "step": self.step, "kind": self.kind, "prompt": self.prompt, "options": list(self.options)}
+        return {"id": self.id, "step": self.step, "kind": self.kind, "prompt": self.prompt, "options": list(self.options),
+                "holds": list(self.holds)}
 
     def full(self) -> dict:
-        return {**asdict(self), "options": list(self.options)}
+        return {**asdict(self), "options": list(self.options), "holds": list(self.holds)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Question":
-        return cls(**{**data, "options": tuple(data.get("options", ()))})
+        return cls(**{**data, "options": tuple(data.get("options", ())),
+                      "holds": tuple(data.get("holds", ("figure", "result")))})
 
     def check(self, value) -> float | int:
         """The answer `value` as stored, or ValueError saying what a valid answer is."""
@@ -57,6 +67,24 @@ class Question:
         if self.kind == "number":
             return abs(float(value) - self.answer) <= self.tolerance
         return int(value) == int(self.answer)
+
+
+PRINTED = 0.01  # the reveal prints weights, entropies, probabilities and ρ to 2 decimals
+
+
+def apart(values, largest: bool = True, precision: float = PRINTED) -> tuple[int, float]:
+    """(the index of the largest value, or the smallest, and its lead over the runner-up as printed at `precision`)."""
+    digits = round(-math.log10(precision))
+    v = np.array([float(f"{float(x):.{digits}f}") for x in values])  # (N,) as the reveal prints them
+    order = np.argsort(-v if largest else v, kind="stable")
+    best = int(np.argmax(values) if largest else np.argmin(values))
+    lead = float(abs(v[order[0]] - v[order[1]])) if len(v) > 1 else float("inf")
+    return best, round(lead, 10)
+
+
+def told_apart(questions: list["Question"]) -> list["Question"]:
+    """The questions whose right answer the class can tell from the runner-up at the precision the reveal shows."""
+    return [q for q in questions if q.margin is None or q.margin >= q.precision]
 
 
 def labelled(tokens: list[str]) -> tuple[str, ...]:
@@ -96,9 +124,11 @@ def exact_lookup(query: str, keys: list[str], values: list[str], found: list[int
 
 def hard_retrieval(query: str, keys: list[str], values: list[str], similarities: np.ndarray) -> list[Question]:
     options = tuple(f"{k} → {v}" for k, v in zip(keys, values))
-    best = int(np.argmax(similarities))
-    return [Question("s2-record", 2, "pick", f"Li → Mu is gone. Which record does hard retrieval return for “{query}”?",
-                     options, best, explain=f"The most similar key, “{keys[best]}”, cos = {similarities[best]:.2f}.")]
+    best, margin = apart(similarities)
+    return told_apart([Question("s2-record", 2, "pick", f"Li → Mu is gone. Which record does hard retrieval return for "
+                                f"“{query}”?", options, best,
+                                explain=f"The most similar key, “{keys[best]}”, cos = {similarities[best]:.2f}.",
+                                margin=margin, precision=PRINTED)])
 
 
 LIMIT_OPTIONS = ("all of it on the most similar key", "equal on every record", "about as they are at τ = 1")
@@ -131,10 +161,11 @@ def kernel_regression(x: np.ndarray, y: np.ndarray, query: float = 3.5) -> list[
 
 def similarity_functions(names: list[str], weights: list[np.ndarray]) -> list[Question]:
     entropies = [mean_entropy(w) for w in weights]
-    best = int(np.argmin(entropies))
-    return [Question("s5-peaked", 5, "pick", "Which scoring function gives the most peaked weights (the lowest "
-                     "entropy, averaged over the queries)?", tuple(names), best,
-                     explain=", ".join(f"{n}: {h:.2f} nats" for n, h in zip(names, entropies)) + ".")]
+    best, margin = apart(entropies, largest=False)
+    return told_apart([Question("s5-peaked", 5, "pick", "Which scoring function gives the most peaked weights (the "
+                                "lowest entropy, averaged over the queries)?", tuple(names), best,
+                                explain=", ".join(f"{n}: {h:.2f} nats" for n, h in zip(names, entropies)) + ".",
+                                margin=margin, precision=PRINTED)])
 
 
 SCALE_OPTIONS = ("more peaked than with √d", "flatter than with √d", "the same as with √d")
@@ -155,12 +186,13 @@ def why_sqrt_d(x: np.ndarray) -> list[Question]:
 
 def self_attention(weights: np.ndarray, tokens: list[str], query: int) -> list[Question]:
     row = np.asarray(weights)[query]  # (n,)
-    best = int(np.argmax(row))
-    return [Question("s7-word", 7, "pick", f"Which word does “{tokens[query]}” attend to most?", labelled(tokens), best,
-                     explain=f"“{tokens[best]}”, weight {row[best]:.2f}: with X's own rows as queries and keys, a "
-                     "word's vector is usually most like itself."),
-            Question("s7-sum", 7, "number", f"What do the weights of “{tokens[query]}”'s row add up to?", (),
-                     float(row.sum()), 0.01, explain="Every row of α is a softmax: it sums to 1.")]
+    best, margin = apart(row)
+    return told_apart([Question("s7-word", 7, "pick", f"Which word does “{tokens[query]}” attend to most?",
+                                labelled(tokens), best, explain=f"“{tokens[best]}”, weight {row[best]:.2f}: with X's own "
+                                "rows as queries and keys, a word's vector is usually most like itself.",
+                                margin=margin, precision=PRINTED)]) + [
+        Question("s7-sum", 7, "number", f"What do the weights of “{tokens[query]}”'s row add up to?", (),
+                 float(row.sum()), 0.01, explain="Every row of α is a softmax: it sums to 1.")]
 
 
 ORDER_OPTIONS = ("the same numbers, moved to the new rows and columns", "different numbers", "equal everywhere")
@@ -225,29 +257,35 @@ def batches(product_shape: tuple[int, ...]) -> list[Question]:
 
 
 def heads(weights: np.ndarray) -> list[Question]:
-    """weights (H, n, n) of the step's random heads."""
+    """weights (H, n, n) of the step's random heads: of the sharpest and the flattest, which is which (close heads
+    cannot be told apart on the screen; these two can, where any two can)."""
     entropies = [mean_entropy(w) for w in weights]
-    best = int(np.argmin(entropies))
-    return [Question("s13-peaked", 13, "pick", "Which head looks most sharply (the lowest entropy, averaged over the "
-                     "words)?", tuple(f"head {h}" for h in range(len(weights))), best,
-                     explain=", ".join(f"head {h}: {e:.2f}" for h, e in enumerate(entropies)) + " nats.")]
+    if len(entropies) < 2:
+        return []
+    pair = sorted((int(np.argmin(entropies)), int(np.argmax(entropies))))
+    best, margin = apart([entropies[h] for h in pair], largest=False)
+    return told_apart([Question("s13-peaked", 13, "pick", f"Head {pair[0]} or head {pair[1]}: which looks more sharply "
+                                "(the lower entropy, averaged over the words)?", tuple(f"head {h}" for h in pair), best,
+                                explain=", ".join(f"head {h}: {e:.2f}" for h, e in enumerate(entropies)) + " nats.",
+                                margin=margin, precision=PRINTED)])
 
 
 def trained(weights: np.ndarray, labels: list[str], query: int, layer: int, head: int) -> list[Question]:
     """weights (n, n) of one head of the trained encoder; layer and head counted from 1, as the page shows them."""
     row = np.asarray(weights)[query]
-    best = int(np.argmax(row))
-    return [Question("s14-piece", 14, "pick", f"Layer {layer}, head {head}: which piece does “{labels[query]}” attend to "
-                     "most?", labelled(labels), best, explain=f"“{labels[best]}”, weight {row[best]:.2f}.")]
+    best, margin = apart(row)
+    return told_apart([Question("s14-piece", 14, "pick", f"Layer {layer}, head {head}: which piece does “{labels[query]}” "
+                                "attend to most?", labelled(labels), best, explain=f"“{labels[best]}”, weight "
+                                f"{row[best]:.2f}.", margin=margin, precision=PRINTED)])
 
 
 def decoder(probs: np.ndarray, names: list[str]) -> list[Question]:
     """The step's 8 most likely next pieces (probabilities and names), offered in alphabetical order."""
     order = sorted(range(len(names)), key=lambda i: names[i].strip().lower())
-    best = int(np.argmax(probs))
-    return [Question("s15-next", 15, "pick", "Which piece does the model find most likely next?",
-                     tuple(names[i] for i in order), order.index(best),
-                     explain=f"“{names[best]}”, p = {probs[best]:.2f}.")]
+    best, margin = apart(probs)
+    return told_apart([Question("s15-next", 15, "pick", "Which piece does the model find most likely next?",
+                                tuple(names[i] for i in order), order.index(best),
+                                explain=f"“{names[best]}”, p = {probs[best]:.2f}.", margin=margin, precision=PRINTED)])
 
 
 COPY_OPTIONS = ("at itself", "at the piece just before it", "at the piece after that piece's first occurrence",
@@ -263,9 +301,11 @@ def copy(weights: np.ndarray, ids: list[int]) -> list[Question]:
                 head_types.column_pattern(n, 0, 1))
     scores = [head_types.pattern_score(np.asarray(weights)[None], p) for p in patterns]
     shares = [float(s[0]) if s is not None else 0.0 for s in scores]
-    return [Question("s16-where", 16, "choice", "From a piece of the second copy, where does the copying head look most?",
-                     COPY_OPTIONS, int(np.argmax(shares)),
-                     explain="Its weight on each pattern: " + ", ".join(f"{o}: {s:.0%}" for o, s in zip(COPY_OPTIONS, shares)) + ".")]
+    best, margin = apart(shares)  # printed as whole percents: 0.01
+    return told_apart([Question("s16-where", 16, "choice", "From a piece of the second copy, where does the copying head "
+                                "look most?", COPY_OPTIONS, best, explain="Its weight on each pattern: "
+                                + ", ".join(f"{o}: {s:.0%}" for o, s in zip(COPY_OPTIONS, shares)) + ".",
+                                margin=margin, precision=PRINTED)])
 
 
 # ---------------------------------------------------------------- steps 17–21: experiments
@@ -278,21 +318,26 @@ OFF_OPTIONS = ("falls further than with the control off", "falls less than with 
 def head_off(p: np.ndarray) -> list[Question]:
     """p(repeat) of the model, without the copying head, without the control (3,)."""
     intact, off, control = (float(v) for v in p)
-    answer = 2 if abs(off - control) < 1e-3 else 0 if off < control else 1
+    shown_off, shown_control = round(off, 2), round(control, 2)  # as the bars' labels and the reveal print them
+    answer = 2 if shown_off == shown_control else 0 if shown_off < shown_control else 1
     return [Question("s17-off", 17, "choice", "Turn the copying head off. p(the repeat) …", OFF_OPTIONS, answer,
                      explain=f"p = {intact:.2f} intact, {off:.2f} without the copying head, {control:.2f} without the "
                              "control.")]
 
 
+YARDSTICK = "occlusion"  # what step 18's measures are ranked against
+
+
 def importance(agreement: dict[str, float | None], names: dict[str, str]) -> list[Question]:
-    """Each measure's Spearman ρ with occlusion (None: undefined)."""
-    known = [(k, r) for k, r in agreement.items() if r is not None]
-    if not known:
+    """Each measure's Spearman ρ with occlusion (None: undefined). Occlusion itself, the yardstick, is no option."""
+    known = [(k, r) for k, r in agreement.items() if r is not None and k != YARDSTICK]
+    if len(known) < 2:
         return []
-    best = int(np.argmax([r for _, r in known]))
-    return [Question("s18-agrees", 18, "pick", "Which measure ranks the pieces most like occlusion does (the largest ρ)?",
-                     tuple(names.get(k, k) for k, _ in known), best,
-                     explain=", ".join(f"{names.get(k, k)}: ρ = {r:.2f}" for k, r in known) + ".")]
+    best, margin = apart([r for _, r in known])
+    return told_apart([Question("s18-agrees", 18, "pick", "Which measure ranks the pieces most like occlusion does (the "
+                                "largest ρ)?", tuple(names.get(k, k) for k, _ in known), best,
+                                explain=", ".join(f"{names.get(k, k)}: ρ = {r:.2f}" for k, r in known) + ".",
+                                margin=margin, precision=PRINTED)])
 
 
 def write(greedy_ids: list[int], sampled_ids: list[int]) -> list[Question]:

@@ -110,6 +110,10 @@ def test_a_room_votes_twice_sees_the_results_when_shown_and_survives_a_restart(b
             assert_no_secret(page, secret)
 
         console.get_by_role("button", name=re.compile("^Ask: Which word does")).click()
+        for page in (projector, students[0]):  # predict first: the step's setup, not its figure
+            page.get_by_text("Predict first").first.wait_for(timeout=20_000)
+            assert page.locator(".js-plotly-plot").count() == 0
+        assert console.locator(".js-plotly-plot").count() > 0  # the teacher sees everything
         for page, choice in zip(students, (0, 1, 1)):
             page.locator(".av-class-option").nth(choice).click()
             page.get_by_text("Answer sent").wait_for(timeout=10_000)
@@ -143,6 +147,9 @@ def test_a_room_votes_twice_sees_the_results_when_shown_and_survives_a_restart(b
             note = page.get_by_text(re.compile("^Answer: ")).first
             note.wait_for(timeout=10_000)
             assert f"{round(100 * truth['share'][1])}% of the class got it" in note.inner_text()
+        for page in (projector, students[0]):  # the reveal shows the rest
+            page.locator(".st-key-lesson_matrix .js-plotly-plot").wait_for(timeout=20_000)
+            assert page.get_by_text("Predict first").count() == 0
 
         projector.get_by_role("button", name="Next").click()  # the question leaves every screen
         for page in students:

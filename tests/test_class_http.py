@@ -270,3 +270,50 @@ def test_a_removed_student_is_told_and_an_ended_class_closes_every_stream(served
     listener.join(5)
     assert events == [("ended", {"error": "This class has ended."})]
     assert call(f"{base}/{code}")[0] == 404
+
+
+def test_the_client_is_the_peer_unless_a_trusted_proxy_names_it(monkeypatch):
+    def scope(peer, forwarded=None):
+        headers = [(b"x-forwarded-for", forwarded.encode())] if forwarded else []
+        return {"client": (peer, 5000), "headers": headers}
+
+    assert http.client_of(scope("127.0.0.1", "198.51.100.7")) == "198.51.100.7"  # loopback: trusted by default
+    assert http.client_of(scope("127.0.0.1", "1.2.3.4, 198.51.100.7")) == "198.51.100.7"  # the hop the proxy added
+    assert http.client_of(scope("203.0.113.5", "198.51.100.7")) == "203.0.113.5"  # anyone else cannot pick a name
+    assert http.client_of(scope("127.0.0.1", "not an address")) == "127.0.0.1"
+    monkeypatch.setenv(http.PROXIES_SETTING, "172.28.0.0/24, nonsense")
+    assert http.client_of(scope("172.28.0.10", "198.51.100.7")) == "198.51.100.7"
+    assert http.client_of(scope("127.0.0.1", "198.51.100.7")) == "127.0.0.1"
+
+
+def test_a_timer_closes_answers_and_more_time_extends_it(served):
+    base, store = served
+    code, secret = store.create()
+    student = call(f"{base}/{code}/join", {})[1]["student"]
+    before = time.time()
+    assert call(f"{base}/{code}/present", {"secret": secret, "question": QUESTION, "timer": 60})[0] == 200
+    deadline = call(f"{base}/{code}")[1]["deadline"]
+    assert before + 60 <= deadline <= time.time() + 60
+    assert call(f"{base}/{code}/present", {"secret": secret, "extend": 30})[0] == 200
+    assert call(f"{base}/{code}")[1]["deadline"] == pytest.approx(deadline + 30)
+    assert call(f"{base}/{code}/answer", {"student": student, "question": "s7-word", "value": 1})[0] == 200
+    store.act(code, secret, deadline=time.time() - 1)  # time is up
+    status, answer = call(f"{base}/{code}/answer", {"student": student, "question": "s7-word", "value": 2})
+    assert status == 409 and "Time is up" in answer["error"]
+    assert call(f"{base}/{code}/present", {"secret": secret, "timer": None})[0] == 200
+    assert call(f"{base}/{code}")[1]["deadline"] is None
+    assert list(store.answers(code, "s7-word").values()) == [1]
+
+
+def test_the_compose_file_runs_two_replicas_over_one_redis_with_one_teacher_key():
+    from pathlib import Path
+
+    import yaml
+
+    compose = yaml.safe_load((Path(__file__).parents[1] / "deploy" / "compose.yaml").read_text())
+    services = compose["services"]
+    assert "redis-server" in services["redis"]["command"]
+    for name in ("app1", "app2"):
+        env = services[name]["environment"]
+        assert env["ATTNVIZ_CLASS_STORE"] == "redis://redis:6379/0" and "ATTNVIZ_TEACHER_KEY" in env
+        assert env["ATTNVIZ_TRUSTED_PROXIES"] == services["balancer"]["networks"]["room"]["ipv4_address"]

@@ -192,15 +192,31 @@ class Limiter:
             return len(self._times(key, now)) >= self.rate
 
 
-def trusted_proxies() -> set[str]:
+def trusted_proxies() -> list:
+    """The networks whose requests come from a proxy that names the client in X-Forwarded-For (addresses or CIDR)."""
     names = os.environ.get(PROXIES_SETTING, "127.0.0.1,::1")
-    return {name.strip() for name in names.split(",") if name.strip()}
+    networks = []
+    for name in filter(None, (n.strip() for n in names.split(","))):
+        try:
+            networks.append(ipaddress.ip_network(name, strict=False))
+        except ValueError:
+            continue
+    return networks
+
+
+def trusted(peer: str) -> bool:
+    try:
+        address = ipaddress.ip_address(peer)
+    except ValueError:
+        return False
+    return any(address in network for network in trusted_proxies() if network.version == address.version)
 
 
 def client_of(scope) -> str:
-    """The client's address: the peer's, or, where the peer is a trusted proxy, the last X-Forwarded-For hop."""
+    """The client's address: the peer's, or, where the peer is a trusted proxy, the last X-Forwarded-For hop (the
+    one that proxy added: earlier hops are the client's own word)."""
     peer = (scope.get("client") or ("unknown", 0))[0]
-    if peer in trusted_proxies():
+    if trusted(peer):
         for name, value in scope.get("headers", []):
             if name == b"x-forwarded-for":
                 hop = value.decode("latin-1").split(",")[-1].strip()

@@ -156,24 +156,25 @@ def adopt_class(schema: dict) -> None:
     agreed(held["code"], schema)
 
 
-def publish(schema: dict) -> None:
+def publish(schema: dict) -> bool:
     """Before the step is computed: a presenter who moved (a step, a sentence, a slider) publishes it now, so the room
-    moves while this page computes the step."""
+    moves while this page computes the step. Whether it moved the class to another step."""
     held = st.session_state.get(ROLE)
     if not presenting(held):
-        return
+        return False
     step, params = st.session_state.step, lesson_params(schema)
     if st.session_state.get(PUBLISHED) == (held["code"], step, params):
-        return
+        return False
     try:
         record = store().get(held["code"])
     except ClassError:
-        return  # said by panel()
+        return False  # said by panel()
     changes = {"params": params}
     if record.state["step"] != step:
         changes.update(step=step, view={})
     act(held["code"], held["secret"], **changes)
     agreed(held["code"], schema)
+    return "step" in changes
 
 
 def agreed(code: str, schema: dict) -> None:

@@ -66,10 +66,20 @@ def cache_root() -> Path:
     return Path(os.environ.get(CACHE_SETTING) or Path.home() / ".cache" / "attnviz")
 
 
+class _Computing:
+    """One computation under way: its waiters block on `done`, then read `value` where `ok`."""
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.ok = False
+        self.value = None
+
+
 class ByteBudgetCache:
     """Least recently used values within `budget` bytes, as measured by `size_of`. Safe across threads.
 
-    A value larger than the whole budget is computed and returned but not kept.
+    A value larger than the whole budget is computed and returned but not kept. Callers that ask for the same key
+    while it is being computed wait for that one computation (a class of 30 moving to one step computes it once).
     """
 
     def __init__(self, budget: int, size_of: Callable[[Any], int], evicted: Callable[[], Any] | None = None):
@@ -79,14 +89,41 @@ class ByteBudgetCache:
         self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()  # key -> (value, size)
         self._bytes = 0
         self._lock = threading.Lock()
+        self._computing: dict[Hashable, _Computing] = {}
 
     def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
-        """The value for `key`, computed by `compute()` (outside the lock) when it is not held."""
-        with self._lock:
-            if key in self._entries:
-                self._entries.move_to_end(key)
-                return self._entries[key][0]
-        value = compute()
+        """The value for `key`, computed by `compute()` (outside the lock) when it is not held; a caller that finds it
+        being computed waits for that computation instead of starting another (and computes it itself if that one
+        failed)."""
+        while True:
+            with self._lock:
+                if key in self._entries:
+                    self._entries.move_to_end(key)
+                    return self._entries[key][0]
+                running = self._computing.get(key)
+                if running is None:
+                    running = self._computing[key] = _Computing()
+                    break
+            running.done.wait()
+            if running.ok:
+                return running.value
+        try:
+            value = compute()
+        except BaseException:
+            with self._lock:
+                self._computing.pop(key, None)
+            running.done.set()
+            raise
+        running.value, running.ok = value, True
+        try:
+            self._keep(key, value)
+        finally:
+            with self._lock:
+                self._computing.pop(key, None)
+            running.done.set()  # the waiters take the value; the computation's record goes with the last of them
+        return value
+
+    def _keep(self, key: Hashable, value: Any) -> None:
         size = self.size_of(value)
         gone = []
         with self._lock:
@@ -102,7 +139,6 @@ class ByteBudgetCache:
         if gone and self.evicted is not None:
             gone.clear()  # the cache's last references to them: the callback finds them free
             self.evicted()
-        return value
 
     def __contains__(self, key: Hashable) -> bool:
         with self._lock:

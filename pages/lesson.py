@@ -15,6 +15,7 @@ from appkit.lesson.matrices import projections, masks, encoder_decoder_step, bat
 from appkit.lesson.models import heads_step, trained_step, decoder_step, copy_step
 from appkit.lesson.experiments import off_step, importance_step, write_step, needle_step
 from appkit.lesson.why import why_step
+from appkit.lesson.ahead import ahead
 
 WIDE = {encoder_decoder_step}  # steps whose figures take the page's width, under the text
 NARROW_TEXT = {masks}  # steps whose two figures side by side need a wider figure column
@@ -78,7 +79,8 @@ if (went_back or went_on) and not st.session_state.pop(MOVED, False):
     st.session_state.pop(MOVED, None)
 picker.selectbox("Lesson step", list(range(1, len(STEPS) + 1)), key="step",
                  format_func=lambda i: f"{i} of {len(STEPS)} · {STEPS[i - 1][0]}", on_change=new_step)
-classroom.publish(SCHEMA)  # the presenter's move reaches the room before this page computes the step
+if classroom.publish(SCHEMA):  # the presenter's move reaches the room before this page computes the step
+    ahead(st.session_state.step, {name: st.session_state.get(name, SCHEMA[name].default) for name in SCHEMA})
 if classroom.join_slide():
     classroom.draw_join_slide(class_slot)
     save_url_state(SCHEMA, kept=classroom.kept_params())

@@ -44,3 +44,40 @@ def test_threads_never_push_it_past_its_budget():
     for t in threads:
         t.join()
     assert cache.nbytes <= 1000 and cache.nbytes == 97 * len(cache)
+
+
+def test_callers_asking_for_a_key_being_computed_share_one_computation():
+    """30 sessions reach the same step at once: one computes, the others wait for its value, even one too large to
+    keep; a failed computation lets the next caller compute it itself."""
+    cache = ByteBudgetCache(1000, lambda a: a.nbytes)
+    started, release, calls = threading.Event(), threading.Event(), []
+
+    def slow(n):
+        def compute():
+            calls.append(n)
+            started.set()
+            release.wait(10)
+            return sized(n)
+        return compute
+
+    got = []
+    first = threading.Thread(target=lambda: got.append(cache.get("step", slow(40))))
+    first.start()
+    started.wait(10)
+    others = [threading.Thread(target=lambda: got.append(cache.get("step", slow(41)))) for _ in range(29)]
+    for t in others:
+        t.start()
+    release.set()
+    for t in [first, *others]:
+        t.join(10)
+    assert calls == [40] and len(got) == 30 and {a.nbytes for a in got} == {40}
+    assert cache.get("huge", lambda: sized(5000)).nbytes == 5000 and len(cache) == 1  # returned, not kept
+
+    def fails():
+        raise RuntimeError("out of memory")
+
+    try:
+        cache.get("broken", fails)
+    except RuntimeError:
+        pass
+    assert cache.get("broken", lambda: sized(3)).nbytes == 3  # the next caller computes it

@@ -19,6 +19,21 @@ DOG_PREFIX = "When he saw his owner, the dog was"  # the dog sentence (step 7's)
 CONTROL_SEED = 7
 
 
+def off_runs(seed: int):
+    """(SmolLM2, the copying head's layer and head, the control head, the probe's three runs: intact, without the
+    copying head, without the control), each run shared by sessions (appkit.served)."""
+    model = loaded_model("smollm2")
+    scores, _ = induction("smollm2")
+    layer, head = (int(v) for v in np.unravel_index(np.argmax(scores["induction"]), scores["induction"].shape))
+    intact = probe_run("smollm2", COPY_PIECES, 1000 + seed, False, COPY_CUT)[1]
+    typed = effects.typed_heads(intact.weights[layer], intact.pieces.ids)
+    control = effects.control_head(head, model.heads, CONTROL_SEED + seed, typed)
+    runs = tuple(probe_run("smollm2", COPY_PIECES, 1000 + seed, False, COPY_CUT,
+                           None if removed is None else effects.Ablation(((layer, removed),)))
+                 for removed in (None, head, control))
+    return model, layer, head, control, runs
+
+
 def off_step(text, figure):
     text.write("Step 16 found a head that looks at the piece after an earlier copy. Does the model **need** it? Turn it "
                "off: its output αV is set to 0 before W_o, and the model runs on. As a control, turn off another head "
@@ -28,15 +43,7 @@ def off_step(text, figure):
                r"\log p(\text{repeat})\end{gathered}")
     seed = text.selectbox("Random sequence", list(range(10)), key="copyseed", format_func=lambda s: f"seed {s}")
     try:
-        model = loaded_model("smollm2")
-        scores, _ = induction("smollm2")
-        layer, head = (int(v) for v in np.unravel_index(np.argmax(scores["induction"]), scores["induction"].shape))
-        intact = probe_run("smollm2", COPY_PIECES, 1000 + seed, False, COPY_CUT)[1]
-        typed = effects.typed_heads(intact.weights[layer], intact.pieces.ids)
-        control = effects.control_head(head, model.heads, CONTROL_SEED + seed, typed)
-        runs = tuple(probe_run("smollm2", COPY_PIECES, 1000 + seed, False, COPY_CUT,
-                               None if removed is None else effects.Ablation(((layer, removed),)))
-                     for removed in (None, head, control))
+        model, layer, head, control, runs = off_runs(seed)
     except (models.ModelError, heads.HeadsError) as error:
         text.info(str(error))
         return
@@ -111,6 +118,12 @@ def parting(greedy, sampled) -> int | None:
     return next((k for k, (a, b) in enumerate(zip(greedy.new_ids, sampled.new_ids)) if a != b), None)
 
 
+def writings(seed: int):
+    """(SmolLM2, its greedy writing after the dog sentence, its sampled one with `seed`), shared by sessions."""
+    greedy = generation("smollm2", DOG_PREFIX, WRITE_STEPS, 0.0, 0, 1.0, 0)
+    return loaded_model("smollm2"), greedy, generation("smollm2", DOG_PREFIX, WRITE_STEPS, seed=seed, **SAMPLER)
+
+
 def write_step(text, figure):
     text.write(f"Let the model write {WRITE_STEPS} pieces after the dog sentence, twice. **Greedy** takes the most "
                "likely piece at every step. **Sampled** draws each piece from the distribution, with T = 1 and the "
@@ -120,9 +133,7 @@ def write_step(text, figure):
                r"\text{ over the kept pieces}\end{gathered}")
     seed = text.selectbox("Sampler's seed", list(range(10)), key="writeseed", format_func=lambda s: f"seed {s}")
     try:
-        model = loaded_model("smollm2")
-        greedy = generation("smollm2", DOG_PREFIX, WRITE_STEPS, 0.0, 0, 1.0, 0)
-        sampled = generation("smollm2", DOG_PREFIX, WRITE_STEPS, seed=seed, **SAMPLER)
+        model, greedy, sampled = writings(seed)
     except models.ModelError as error:
         text.info(str(error))
         return

@@ -72,13 +72,16 @@ def trained_step(text, figure):
         explore("trained", "Trained model", "All 72 heads")
 
 
+DECODER_PROMPT = DOG.split(" happy")[0]  # "When he saw his owner, the dog was"
+
+
 def decoder_step(text, figure):
     text.write("The encoder of step 14 (all-MiniLM-L6-v2) reads the whole sentence at once. A **decoder** (here SmolLM2-135M, 30 layers of 9 "
                "heads) reads left to right: the causal mask of step 10, for real, so every head's upper triangle is "
                "empty. From the last piece's hidden state it predicts the next piece: the final norm, then the "
                "output matrix, then a softmax.")
     text.latex(r"\begin{gathered} z = \mathrm{RMSNorm}(h_n^{(30)})\, E^\top \\ p(x_{n+1} \mid x_{\le n}) = \mathrm{softmax}(z) \end{gathered}")
-    prompt = DOG.split(" happy")[0]  # "When he saw his owner, the dog was"
+    prompt = DECODER_PROMPT
     text.write(f"“{prompt} …”: which word comes next?")
     try:
         result = model_run("smollm2", prompt)

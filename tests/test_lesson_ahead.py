@@ -1,0 +1,33 @@
+"""The class's next step computed while the class is on this one (appkit.lesson.ahead): the thread fills the caches
+the pages read, so the page's own call finds the run there and computes nothing."""
+
+import threading
+
+from appkit import served
+from appkit.lesson import ahead
+
+
+def test_moving_to_step_13_computes_step_14_ahead_into_the_shared_cache():
+    text = "the teacher moved on while the class was still reading"  # a sentence no other test runs
+    key = ("minilm", text, None, None)
+    assert key not in served._results()
+    thread = ahead.ahead(13, {"text": text})
+    assert thread is not None
+    thread.join(300)
+    assert key in served._results()  # the page's run of step 14 reads it from here
+    calls = []
+    result = served._results().get(key, lambda: calls.append(1))
+    assert calls == [] and result.weights.shape[:2] == (6, 12)  # MiniLM's layers and heads, computed once
+
+
+def test_one_thread_at_a_time_and_none_past_the_last_step():
+    assert ahead.ahead(21, {}) is None and ahead.ahead(3, {}) is None  # nothing heavy after 21, nor at step 4
+    release = threading.Event()
+    ahead.STEPS[99] = lambda values: release.wait(10)
+    try:
+        first = ahead.ahead(98, {})
+        assert first is not None and ahead.ahead(98, {}) is None  # busy: the second is skipped
+        release.set()
+        first.join(10)
+    finally:
+        del ahead.STEPS[99]

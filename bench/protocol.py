@@ -7,7 +7,8 @@ through session state carries `set_value`), and sends all of them with each run;
 fragment; the URL's query string follows the server's `page_info_changed`; and messages the server marks cacheable
 are kept by hash and named in `cached_message_hashes`, so the server may send a reference instead.
 
-Buttons, uploads and chart selections are never sent: the benchmark does not press them.
+Uploads and chart selections are never sent; a button is pressed only by name (`press`), as bench_room presses the
+presenter's Next.
 """
 
 from __future__ import annotations
@@ -83,22 +84,24 @@ def block_state(kind: str, block) -> WidgetState | None:
 class Session:
     """One browser tab's worth of protocol. `await Session.open(url, query)` runs the page once."""
 
-    def __init__(self, socket, query: str):
+    def __init__(self, socket, query: str, page_name: str = ""):
         self.socket, self.query = socket, query
         self.page = ""  # the page's script hash, learnt from the server's navigation message
+        self.page_name = page_name  # the page the first run asks for by its URL path ("lesson"), before the hash is known
         self.cookie = ""  # a balancer's cookie, sent with the page's POSTs
         self.widgets: dict[str, Widget] = {}
         self.cache: dict[str, ForwardMsg] = {}
         self.elements: list[tuple[str, object]] = []  # (type, element) of the last run, for the caller to inspect
+        self.arrived: list[float] = []  # when each of those elements arrived (time.perf_counter())
         self.data: dict[str, dict] = {}  # each bidi component's data as last drawn, by its key (JSON data only)
         self.last_seen: set[str] = set()
 
     @classmethod
-    async def open(cls, url: str, query: str = "", timeout: float = 300) -> tuple["Session", Run]:
+    async def open(cls, url: str, query: str = "", timeout: float = 300, page: str = "") -> tuple["Session", Run]:
         stream = url.replace("http://", "ws://").replace("https://", "wss://").rstrip("/") + "/_stcore/stream"
         socket = await websockets.connect(stream, subprotocols=["streamlit"], max_size=None, open_timeout=timeout,
                                           ping_interval=None)
-        session = cls(socket, query)
+        session = cls(socket, query, page)
         # A balancer's cookie (HAProxy's ATTNVIZ_REPLICA, set on the websocket's handshake): the page's own POSTs carry
         # it, as a browser's do, so they reach the replica that holds the session.
         cookies = socket.response.headers.get_all("Set-Cookie") if socket.response else []
@@ -144,6 +147,13 @@ class Session:
         state = WidgetState(id=_make_trigger_id(widget.state.id, "events"))
         state.json_trigger_value = json.dumps([{"event": event, "value": value}])
         return await self.rerun(widget.fragment, timeout=timeout, triggers=[state])
+
+    async def press(self, label: str, timeout: float = 120) -> Run:
+        """A click on the button labelled `label` that the last run drew: its one-run trigger, and a rerun."""
+        element = next((e for kind, e in self.elements if kind == "button" and e.label == label), None)
+        if element is None:
+            raise KeyError(f"no button {label!r} on the page")
+        return await self.rerun(timeout=timeout, triggers=[WidgetState(id=element.id, trigger_value=True)])
 
     async def type_sentence(self, url: str, box: str, text: str, timeout: float = 120) -> Run:
         """What the sentence box (attnviz/browser/sentence.mjs) does with a committed text: where its data carries
@@ -193,10 +203,12 @@ class Session:
         state = message.rerun_script
         state.query_string = self.query
         state.page_script_hash = self.page
+        if not self.page:
+            state.page_name = self.page_name
         state.fragment_id = fragment
         state.widget_states.widgets.extend([*(w.state for w in self.widgets.values()), *triggers])
         state.cached_message_hashes.extend(self.cache)
-        self.elements, seen = [], set()
+        self.elements, self.arrived, seen = [], [], set()
         started = time.perf_counter()
         try:
             await self.socket.send(message.SerializeToString())
@@ -234,6 +246,7 @@ class Session:
                 element_type = delta.new_element.WhichOneof("type")
                 element = getattr(delta.new_element, element_type)
                 self.elements.append((element_type, element))
+                self.arrived.append(time.perf_counter())
                 if element_type == "exception":
                     return f"{element.type}: {element.message[:120]}"
                 self._widget(element_type, element, delta.fragment_id, seen)

@@ -258,3 +258,46 @@ def test_the_presenters_heatmap_view_reaches_the_students_and_the_quiz_measures_
         teacher_context.close()
         for c in contexts:
             c.close()
+
+
+FOCUSED = "() => document.activeElement && document.activeElement.className"
+
+
+def test_a_student_answers_by_keyboard_alone_and_hears_the_reveal(browser, classroom):
+    """Tab reaches the options, Enter answers (the choice is pressed and its status said), and the live region reads
+    the question when it is asked and the answer at the reveal: what a screen reader says."""
+    url, _, _, _ = classroom
+    teacher = browser.new_context(viewport={"width": 1280, "height": 800})
+    student_context = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        projector = teacher.new_page()
+        code = start_class(projector, url, 2)
+        console = teacher.new_page()
+        console.goto(f"{url}/lesson?class={code}&console=1")
+        console.get_by_text(f"Teacher's console · class {code}").wait_for(timeout=20_000)
+        student = student_context.new_page()
+        student.goto(f"{url}/lesson?class={code}")
+        following(student, 2)
+        console.get_by_role("button", name=re.compile("^Ask: Li → Mu is gone")).click()
+        live = student.locator(".av-class-live")
+        expect(live).to_have_text(re.compile("^Question: Li → Mu is gone"), timeout=10_000)
+        student.evaluate("() => document.activeElement && document.activeElement.blur()")  # start from the page
+        for _ in range(80):
+            student.keyboard.press("Tab")
+            if "av-class-option" in (student.evaluate(FOCUSED) or ""):
+                break
+        else:
+            raise AssertionError("Tab never reached the question's options")
+        student.keyboard.press("Tab")  # the second option
+        chosen = student.evaluate("() => document.activeElement.textContent")
+        student.keyboard.press("Enter")
+        pressed = student.locator('.av-class-option[aria-pressed="true"]')
+        expect(pressed).to_have_text(chosen, timeout=10_000)
+        expect(student.locator(".av-class-question [role=status]")).to_contain_text("Answer sent")
+        assert "av-class-option" in student.evaluate(FOCUSED)  # focus stays on the answer, not lost to <body>
+        console.get_by_role("button", name="Reveal").click()
+        expect(live).to_have_text(re.compile("^Answer: "), timeout=10_000)
+        assert exceptions(student) == []
+    finally:
+        teacher.close()
+        student_context.close()

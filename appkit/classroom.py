@@ -294,27 +294,31 @@ def draw_join_slide(where) -> None:
     join, _, _ = links(held["code"], held["secret"])
     left, right = where.columns([3, 2], vertical_alignment="center")
     left.markdown(f"# Join the class\n\n## {md_escape(join.split('?')[0])}\n\n# Code: {held['code']}")
+    with left:
+        _mount(_panel, {"role": "projector", "code": held["code"], "url": url(), "secret": held["secret"],
+                        "step": st.session_state.step, "params": {}, "count": True, "font_px": PRESENTER_PANEL_PX},
+               key="class_slide_live")
     left.button("Back to the step", key="class_slide_off", on_click=lambda: st.session_state.pop(SLIDE, None))
     right.image(qr_png(join), width=480, caption=f"Join class {held['code']}")
 
 
 def projector(where, record, held: dict, schema: dict) -> None:
-    """The room's screen: one slim row (code, small QR code, who is here, the join slide, the console), then the open
-    question, drawn by the browser."""
+    """The room's screen: a slim strip pinned above the page (the code, the join link, a small QR code, the join slide
+    and the console), which takes none of the step's height; then, in the page, the open question, drawn by the
+    browser (nothing while none is open)."""
     join, console_link, _ = links(record.code, held["secret"])
     presenting_type = bool(st.session_state.get(PRESENT))
-    with where.container(border=True, key="class_strip"):
-        code_column, qr_column, buttons = st.columns([5, 1, 4], vertical_alignment="center")
-        code_column.markdown(f"### Code {record.code}")
-        code_column.caption(f"Join code · {join}")
-        qr_column.image(qr_png(join), width=72)
-        slide, console_button = buttons.columns(2)
+    with where.container(key="class_strip"):
+        code_column, qr_column, slide, console_button = st.columns([9, 1, 2, 2], vertical_alignment="center")
+        code_column.caption(f"Join code **{record.code}** · {join}")
+        qr_column.image(qr_png(join), width=52)
         slide.button("Join slide", icon=":material/qr_code_2:", key="class_slide", width="stretch",
                      on_click=lambda: st.session_state.update({SLIDE: True}),
                      help="The join code and a large QR code on the whole screen.")
         console_button.link_button("Console", console_link, icon=":material/tune:", width="stretch",
                                    help="Your controls, the answer key and the live answers, in a window of their own "
                                         "(or on a phone: the console's Copy the presenter link).")
+    with where:
         _mount(_panel, {"role": "projector", "code": record.code, "url": url(), "secret": held["secret"],
                         "step": st.session_state.step, "params": lesson_params(schema),
                         "held": bool(st.session_state.get(HELD)),

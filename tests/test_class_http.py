@@ -182,6 +182,7 @@ def test_a_join_flood_is_refused_and_a_real_student_still_joins_and_answers(serv
     while store.get(code).students and time.time() < deadline:
         time.sleep(0.05)
     assert store.get(code).students == 0  # the page closed: no longer present
+    assert call(base, {"key": KEY})[0] == 201  # the teacher still starts a class
 
 
 def test_guessed_codes_are_answered_429_after_a_few(served):

@@ -415,6 +415,8 @@ export class ClassPanel {
     this.banner.replaceChildren(el("span", { class: "av-class-count" },
       `${s.students} ${s.students === 1 ? "student" : "students"} here · class ${s.code}`));
     this.body.replaceChildren();
+    // Above the step, the panel shows only what the room needs now: a question, a quiz, or (on the join slide) who is here.
+    this.root.classList.toggle("av-class-idle", !s.question && !s.quiz && !this.data.count);
     if (s.question) {
       const box = this.body.appendChild(el("div", { class: "av-class-question" }));
       box.appendChild(el("p", { class: "av-class-prompt" }, s.question.prompt));

@@ -124,3 +124,30 @@ def test_each_lesson_step_opens_from_its_link_fits_a_projector_and_moves_on(brow
     else:
         assert page.get_by_role("button", name="Next").is_disabled()
     context.close()
+
+
+def test_with_a_class_strip_every_steps_figure_stays_above_the_fold(browser, server):
+    """The projector of a live class at 1920×1080: the class strip is pinned in the page's empty top band, so walking
+    the lesson by Next, each step's main figure still ends within the screen, and the strip stays in view."""
+    from driver import TEACHER_KEY
+
+    context = browser.new_context(viewport={"width": 1920, "height": 1080})
+    page = context.new_page()
+    page.goto(f"{server}/lesson?present=1&step=1&teacher={TEACHER_KEY}")
+    settle(page)
+    page.get_by_role("button", name="Start a class").click()
+    settle(page)
+    strip = page.locator(".st-key-class_strip")
+    for step in range(1, STEP_COUNT + 1):
+        if step > 1:
+            page.get_by_role("button", name="Next").click()
+            settle(page)
+        page.wait_for_selector(DRAWN, timeout=120_000)
+        settle(page)
+        main = LESSON_FIGURES[step]
+        box = page.locator(main if main.startswith(".") else f".st-key-{main} .js-plotly-plot").bounding_box()
+        assert box and box["y"] + box["height"] <= 1080, (step, box)
+        held = strip.bounding_box()
+        assert held and held["y"] >= 0 and held["y"] + held["height"] <= 100, (step, held)  # in the top band, in view
+    assert exceptions(page) == []
+    context.close()

@@ -239,11 +239,11 @@ def starter(where) -> None:
     if st.session_state.get(KEY) and teacher.is_key(st.session_state[KEY]):
         where.button("Start a class", icon=":material/groups:", key="class_start", on_click=start,
                      help="Students join from their phones with a code or a QR code, and follow this screen.")
-    else:
-        with where.form("class_key", border=False):
+    else:  # one button's height on the projector; the key is asked for inside it
+        with where.popover("Start a class", icon=":material/groups:"), st.form("class_key", border=False):
             typed = st.text_input("Teacher key", type="password", key="class_key_typed",
                                   help="Printed by the server when it started, with a teacher link that fills it in.")
-            if st.form_submit_button("Start a class", icon=":material/groups:"):
+            if st.form_submit_button("Start the class"):
                 if teacher.is_key(typed):
                     st.session_state[KEY] = typed
                     start()

@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.bench_load import percentile, warm  # noqa: E402
 from bench.browser import CHROMIUM, FLAGS, Server  # noqa: E402
-from bench.protocol import Session, dechunk  # noqa: E402
+from bench.bench_class import request  # noqa: E402
+from bench.protocol import Session  # noqa: E402
 
 KEY = "a-teacher-key-for-the-room-benchmark"
 MODEL_STEPS = range(15, 21)
@@ -65,21 +66,6 @@ OBSERVER = """(figures) => {
 }"""
 
 
-async def http(url: str, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
-    host, _, port = url.split("://", 1)[-1].partition(":")
-    reader, writer = await asyncio.open_connection(host, int(port))
-    data = json.dumps(body).encode() if body is not None else b""
-    writer.write(f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-                 f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
-    await writer.drain()
-    raw = await reader.read()
-    writer.close()
-    head, _, payload = raw.partition(b"\r\n\r\n")
-    if b"transfer-encoding: chunked" in head.lower():
-        payload = dechunk(payload)
-    return int(head.split(b" ", 2)[1]), json.loads(payload or b"{}")
-
-
 class Follower:
     """One browser-free student: a Streamlit session on the Lesson, and the class's event stream its page holds."""
 
@@ -92,7 +78,7 @@ class Follower:
         self.session, run = await Session.open(self.url, f"class={self.code}", timeout=600, page="lesson")
         assert run.ok, run.problem
         while True:
-            status, made = await http(self.url, "POST", f"/_attnviz/class/{self.code}/join", {})
+            status, made = await request(self.url, "POST", f"/_attnviz/class/{self.code}/join", {})
             if status != 429:
                 break
             await asyncio.sleep(0.1)

@@ -222,6 +222,7 @@ def test_results_stay_hidden_until_shown_and_the_console_sees_them_with_the_key(
         assert call(f"{base}/{code}/answer", {"student": student, "question": "s7-word", "value": value})[0] == 200
     public = call(f"{base}/{code}")[1]
     assert public["answered"] == 3 and "results" not in public and "key" not in public and "truth" not in public
+    assert public["tally"] == {"answered": 3}  # how many, not what
     status, made = call(f"{base}/{code}/console", {"secret": "wrong"})
     assert status == 403
     request = urllib.request.Request(f"{base}/{code}/console", data=json.dumps({"secret": secret}).encode(), method="POST")
@@ -231,7 +232,7 @@ def test_results_stay_hidden_until_shown_and_the_console_sees_them_with_the_key(
     assert cookie.startswith(f"{http.COOKIE}={code}.") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
     console = call(f"{base}/{code}?console={token}")[1]
     assert console["results"] == [{"answered": 3, "counts": [1, 2, 0]}] and console["key"]["answer"] == 1
-    assert console["key"]["right"] == [2] and secret not in json.dumps(console)
+    assert console["key"]["right"] == 2 and secret not in json.dumps(console)
     assert call(f"{base}/{code}?console=guess")[0] == 403
     assert call(f"{base}/{code}/present", {"secret": secret, "shown": True})[0] == 200
     assert call(f"{base}/{code}")[1]["results"] == [{"answered": 3, "counts": [1, 2, 0]}]
@@ -242,7 +243,10 @@ def test_results_stay_hidden_until_shown_and_the_console_sees_them_with_the_key(
     assert call(f"{base}/{code}/present", {"secret": secret, "revealed": True})[0] == 200
     public = call(f"{base}/{code}")[1]
     assert public["results"][1] == {"answered": 1, "counts": [0, 1, 0]}
-    assert public["truth"]["right"] == [2, 1] and public["truth"]["share"] == [pytest.approx(2 / 3), 1.0]
+    assert [r["right"] for r in public["truth"]["rounds"]] == [2, 1]
+    assert [r["share"] for r in public["truth"]["rounds"]] == [pytest.approx(2 / 3), 1.0]
+    assert (public["truth"]["right"], public["truth"]["share"]) == (1, 1.0)  # the last round, as before rounds
+    assert public["tally"] == public["results"][1]
     for bad in ({"timer": 0}, {"timer": 1e9}, {"timer": True}, {"round": 3}, {"shown": "yes"}):
         assert call(f"{base}/{code}/present", {"secret": secret, **bad})[0] == 400
 

@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from page_support import (
     DEFAULT, KV, ROOT, TIMEOUT, chart_data, compared, decode, glove_scores, kv_page, link_params, messages,
@@ -169,3 +170,28 @@ def test_the_first_pages_banner_counts_the_lessons_steps():
     at = run_page("self_attention.py")
     banner = next(m.value for m in at.markdown if "New to attention?" in m.value)
     assert f"Lesson: {STEP_COUNT} short steps" in banner
+
+
+def test_starting_a_class_takes_the_teacher_key(tmp_path, monkeypatch):
+    """On the projector with no teacher link, "Start a class" asks for the key: a wrong one is refused with a sentence
+    and starts nothing; the right one starts the class, whose strip shows the join code and no secret."""
+    from attnviz.classroom import store as stores
+
+    monkeypatch.setenv("ATTNVIZ_TEACHER_KEY", "the-right-teacher-key")
+    monkeypatch.setenv(stores.STORE_SETTING, str(tmp_path / "classes.sqlite"))
+    monkeypatch.setattr(stores, "_shared", None)
+    at = AppTest.from_file(str(ROOT / "pages" / "lesson.py"), default_timeout=TIMEOUT)
+    at.session_state["present"] = True  # app.py's presenting(), from the link's present=1
+    at.query_params["step"] = "2"
+    at.run()
+    at.text_input(key="class_key_typed").input("a guess")
+    at.button(key="FormSubmitter:class_key-Start the class").click().run()
+    assert any("not this server's teacher key" in e.value for e in at.error)
+    assert "_class" not in at.session_state
+    at.text_input(key="class_key_typed").input("the-right-teacher-key")
+    at.button(key="FormSubmitter:class_key-Start the class").click().run()
+    assert not at.exception
+    held = at.session_state["_class"]
+    assert held["surface"] == "projector" and stores.shared_store().get(held["code"]).state["step"] == 2
+    shown = " ".join(c.value for c in at.caption)
+    assert f"Join code **{held['code']}**" in shown and held["secret"] not in shown

@@ -50,9 +50,8 @@ export function resultsText(question, tally, truth, round) {
   const parts = bars.filter((b) => b.count > 0).map((b) => `${b.label}: ${b.count}`);
   const heading = round ? `Round ${round}` : "Results";
   let text = `${heading}: ${tally.answered} answered${parts.length ? ` (${parts.join(", ")})` : ""}.`;
-  if (truth && truth.share && truth.share[round - 1] !== undefined && truth.share[round - 1] !== null) {
-    text += ` ${Math.round(100 * truth.share[round - 1])}% right.`;
-  }
+  const share = truth && truth.rounds && truth.rounds[round - 1] ? truth.rounds[round - 1].share : null;
+  if (share !== null && share !== undefined) text += ` ${Math.round(100 * share)}% right.`;
   return text;
 }
 
@@ -204,14 +203,14 @@ export class ClassPanel {
     clearInterval(this.clock);
     this.say(text);
     this.body.replaceChildren();
-    this.announce(text);
+    this.speak(text);
   }
 
   say(text) {
     this.banner.replaceChildren(el("span", {}, text));
   }
 
-  announce(text) {
+  speak(text) {
     if (this.live.textContent !== text) this.live.textContent = text;
   }
 
@@ -237,14 +236,14 @@ export class ClassPanel {
     const q = s.question;
     const was = before && before.question;
     if (!q) {
-      if (was) this.announce("The question is closed.");
+      if (was) this.speak("The question is closed.");
       return;
     }
-    if (!was || was.id !== q.id) return this.announce(`Question: ${q.prompt}`);
-    if (s.revealed && !before.revealed) return this.announce(`Answer: ${rightLabel(q, s.truth)}. ${s.truth.explain}`);
-    if (s.round !== before.round) return this.announce("Round 2: talk to your neighbour, then vote again.");
-    if (s.locked && !before.locked) return this.announce("Answers are locked.");
-    if (s.shown && !before.shown && s.results) this.announce(resultsText(q, s.results[s.results.length - 1], null, s.results.length));
+    if (!was || was.id !== q.id) return this.speak(`Question: ${q.prompt}`);
+    if (s.revealed && !before.revealed) return this.speak(`Answer: ${rightLabel(q, s.truth)}. ${s.truth.explain}`);
+    if (s.round !== before.round) return this.speak("Round 2: talk to your neighbour, then vote again.");
+    if (s.locked && !before.locked) return this.speak("Answers are locked.");
+    if (s.shown && !before.shown && s.results) this.speak(resultsText(q, s.results[s.results.length - 1], null, s.results.length));
   }
 
   applyView(view) {
@@ -326,8 +325,7 @@ export class ClassPanel {
     }
     const note = box.appendChild(el("p", { class: "av-class-note", role: "status" }));
     if (truth) {
-      const last = truth.share[truth.share.length - 1];
-      const share = last === null ? "nobody answered" : `${Math.round(100 * last)}% of the class got it`;
+      const share = truth.share === null ? "nobody answered" : `${Math.round(100 * truth.share)}% of the class got it`;
       const you = mine === undefined ? "" : (q.kind === "number" ? Math.abs(mine - truth.answer) <= truth.tolerance : mine === truth.answer)
         ? " You got it." : " Not this time.";
       note.textContent = `Answer: ${rightLabel(q, truth)}. ${share}.${you} ${truth.explain}`;
@@ -542,7 +540,7 @@ export class ClassPanel {
     }
     const text = done ? "Copied: open it on your phone to drive the class from there. Keep it private." : "This browser would not copy it.";
     button.textContent = done ? "Copied" : "Copy the presenter link";
-    this.announce(text);
+    this.speak(text);
   }
 
   viewChanged(view) {

@@ -48,10 +48,12 @@ def rounds(store: ClassStore, record: Record, question: Question) -> list[dict]:
 
 
 def truth(question: Question, given: list[dict]) -> dict:
-    """The right answer, and how many got it in each round."""
-    right = [sum(question.correct(v) for v in answers.values()) for answers in given]
-    return {"answer": question.answer, "tolerance": question.tolerance, "explain": question.explain, "right": right,
-            "share": [r / len(a) if a else None for r, a in zip(right, given)]}
+    """The right answer, how many got it in the last round (`right`, `share`: as before rounds) and in each round."""
+    rounds = [{"right": sum(question.correct(v) for v in answers.values()), "answered": len(answers)} for answers in given]
+    for one in rounds:
+        one["share"] = one["right"] / one["answered"] if one["answered"] else None
+    return {"answer": question.answer, "tolerance": question.tolerance, "explain": question.explain,
+            "right": rounds[-1]["right"], "share": rounds[-1]["share"], "rounds": rounds}
 
 
 def public_state(store: ClassStore, record: Record) -> dict:
@@ -68,8 +70,10 @@ def public_state(store: ClassStore, record: Record) -> dict:
         given = rounds(store, record, question)
         out["question"] = question.public()
         out["answered"] = len(given[-1])
+        out["tally"] = {"answered": len(given[-1])}  # the open round's count; what was chosen once shown
         if state["shown"] or state["revealed"]:
             out["results"] = [tally(question, answers) for answers in given]
+            out["tally"] = out["results"][-1]
         if state["revealed"]:
             out["truth"] = truth(question, given)
     quiz = quiz_of(record)

@@ -92,7 +92,7 @@ def test_a_class_through_the_balancer_on_redis_in_chromium(browser, balanced_cla
     """The projector and its console on one replica, students spread over both by the balancer: they follow, vote,
     see the results once shown and the reveal, and every answer is counted once."""
     from test_balancer import replica_of
-    from test_live_class import PANEL, following, start_class
+    from test_live_class import PANEL, following, join, open_console, start_class
 
     url = balanced_class
     teacher = browser.new_context(viewport={"width": 1280, "height": 800})
@@ -100,13 +100,8 @@ def test_a_class_through_the_balancer_on_redis_in_chromium(browser, balanced_cla
     try:
         projector = teacher.new_page()
         code = start_class(projector, url, 2)
-        console = teacher.new_page()
-        console.goto(f"{url}/lesson?class={code}&console=1")
-        console.get_by_text(f"Teacher's console · class {code}").wait_for(timeout=20_000)
-        pages = [context.new_page() for context in students]
-        for page in pages:
-            page.goto(f"{url}/lesson?class={code}")
-            following(page, 2)
+        console = open_console(teacher, url, code)
+        pages = join(students, url, code, 2)
         assert len({replica_of(c) for c in [teacher, *students]}) == 2  # the class spans both replicas
         console.get_by_role("button", name=re.compile("^Ask: Li → Mu is gone")).click()
         for page in pages:

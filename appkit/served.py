@@ -124,6 +124,19 @@ def run(name: str, text: str, target: str | None = None, intervention=None) -> m
     return _results().get((name, text, target, intervention), lambda: model(name).run(text, target, intervention))
 
 
+@dataclass(frozen=True)
+class Kept:
+    """A small result in the shared run cache: the value, and the bytes it is counted as."""
+    value: object
+    nbytes: int
+
+
+def shared(key: tuple, compute, nbytes: int = 64 * 1024):
+    """compute()'s value, once for every session: kept in the run cache, and sessions that ask at once wait for one
+    computation (a class reaching a step together computes its numbers once). `key` names the model and inputs."""
+    return _results().get(("shared", *key), lambda: Kept(compute(), nbytes)).value
+
+
 def every_head_of(name: str, text: str, how: str, piece: int | None) -> effects.EveryHead:
     """effects.every_head on `text` (every head removed in turn; `piece` an encoder's), shared by sessions like runs."""
     return _results().get((name, text, "effects", "heads", how, piece),

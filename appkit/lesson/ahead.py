@@ -11,8 +11,9 @@ from collections.abc import Callable
 
 from appkit import served
 from appkit.lesson.common import DOG
-from appkit.lesson.experiments import DOG_PREFIX, off_runs, writings
-from appkit.lesson.models import DECODER_PROMPT, copying_head
+from appkit.lesson.experiments import DOG_PREFIX, head_off_of, writings
+from appkit.lesson.models import DECODER_PROMPT, copying_head, repeats_of
+from appkit.lesson.why import score_parts_for
 
 _LOGGER = logging.getLogger(__name__)
 _busy = threading.Lock()
@@ -21,13 +22,23 @@ _busy = threading.Lock()
 STEPS: dict[int, Callable[[dict], object]] = {
     14: lambda values: served.run("minilm", values.get("text", DOG)),
     15: lambda values: served.run("smollm2", DECODER_PROMPT),
-    16: lambda values: copying_head(values.get("copyseed", 0), values.get("copyshuffle", False)),
-    17: lambda values: off_runs(values.get("copyseed", 0)),
+    16: lambda values: copy_numbers(values.get("copyseed", 0), values.get("copyshuffle", False)),
+    17: lambda values: head_off_of(values.get("copyseed", 0)),
     18: lambda values: served.importance_of("smollm2", DOG_PREFIX, None),
     19: lambda values: writings(values.get("writeseed", 0)),
     20: lambda values: served.example_needle("smollm2"),
-    21: lambda values: copying_head(values.get("copyseed", 0)),
+    21: lambda values: why_numbers(values.get("copyseed", 0)),
 }
+
+
+def copy_numbers(seed: int, shuffled: bool):
+    model, _, _, probe, result = copying_head(seed, shuffled)
+    return repeats_of(model, probe, result, seed, shuffled)
+
+
+def why_numbers(seed: int):
+    model, _, (layer, head), _, result = copying_head(seed)
+    return score_parts_for(model, result, seed, layer, head)
 
 
 def prepare(step: int, values: dict) -> None:

@@ -10,7 +10,8 @@ from attnviz.export import Matrix
 from appkit.lesson.models import COPY_CUT, COPY_PIECES
 from appkit.common import md_escape
 from appkit.lesson.common import FIGURE_COLUMN, explore, held
-from appkit.served import example_document, example_needle, generation, importance_of, induction, model as loaded_model, probe_run
+from appkit.served import (example_document, example_needle, generation, importance_of, induction, model as loaded_model,
+                           probe_run, shared)
 from attnviz.classroom import questions
 from appkit.classroom import offer
 from appkit.present import chart
@@ -34,6 +35,14 @@ def off_runs(seed: int):
     return model, layer, head, control, runs
 
 
+def head_off_of(seed: int):
+    """(SmolLM2, the copying head's layer and head, the control, what turning each off did), once for every session."""
+    model, layer, head, control, runs = off_runs(seed)
+    off = shared(("smollm2", "head off", seed),
+                 lambda: effects.head_off(model, runs[0][0], tuple(run for _, run in runs), layer, head, control))
+    return model, layer, head, control, off
+
+
 def off_step(text, figure):
     text.write("Step 16 found a head that looks at the piece after an earlier copy. Does the model **need** it? Turn it "
                "off: its output αV is set to 0 before W_o, and the model runs on. As a control, turn off another head "
@@ -43,11 +52,10 @@ def off_step(text, figure):
                r"\log p(\text{repeat})\end{gathered}")
     seed = text.selectbox("Random sequence", list(range(10)), key="copyseed", format_func=lambda s: f"seed {s}")
     try:
-        model, layer, head, control, runs = off_runs(seed)
+        model, layer, head, control, off = head_off_of(seed)
     except (models.ModelError, heads.HeadsError) as error:
         text.info(str(error))
         return
-    off = effects.head_off(model, runs[0][0], tuple(run for _, run in runs), layer, head, control)
     if off.repeat is None:
         text.info("This sequence's last piece has no piece after its first copy; pick another seed.")
         return

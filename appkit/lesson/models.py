@@ -6,10 +6,10 @@ import numpy as np
 import streamlit as st
 import torch
 
-from attnviz import figures, models
+from attnviz import figures, heads, models
 from attnviz.export import Matrix
 from attnviz.sentence import Config, run
-from appkit.served import model as loaded_model, run as model_run
+from appkit.served import model as loaded_model, run as model_run, shared
 from attnviz.classroom import questions
 from appkit.classroom import offer
 from appkit.present import chart
@@ -120,9 +120,13 @@ def copying_head(seed: int, shuffled: bool = False):
     return model, scores, (layer, head), probe, result
 
 
-def copy_step(text, figure):
-    from attnviz import heads
+def repeats_of(model, probe, result, seed: int, shuffled: bool) -> tuple[int, int, int | None]:
+    """heads.repeats_predicted on step 16's probe, once for every session."""
+    return shared(("smollm2", "repeats", seed, shuffled),
+                  lambda: heads.repeats_predicted(model, result, probe.lead, COPY_PIECES))
 
+
+def copy_step(text, figure):
     text.write("Some heads **copy**. Give SmolLM2 random pieces of its vocabulary, then the same pieces again. Scoring "
                "its 270 heads on such sequences finds induction heads: on the second copy, a piece looks at the piece "
                "that came right after its own first occurrence, and the model often predicts that piece next.")
@@ -147,7 +151,7 @@ def copy_step(text, figure):
                                             f"induction head (score {scores['induction'][layer, head]:.2f})",
                                             width=FIGURE_COLUMN, height=560, allowed=np.tril(np.ones(weights.shape, bool))),
           key="lesson_copy", matrix=Matrix(weights, labels, labels))
-    hits, positions, expected = heads.repeats_predicted(model, result, probe.lead, COPY_PIECES)
+    hits, positions, expected = repeats_of(model, probe, result, seed, shuffled)
     share = f"{on_pattern[0]:.0%}" if on_pattern is not None else "none"
     text.write(f"On the second copy, {share} of this head's weight goes to the piece after each piece's first "
                f"occurrence. At {hits} of its {positions} positions, the model's most likely next piece is the one "

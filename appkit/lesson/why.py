@@ -8,10 +8,20 @@ from attnviz.effects.why import part_position
 from attnviz.export import Matrix
 from appkit.common import md_escape
 from appkit.lesson.models import copying_head
+from appkit.served import shared
 from appkit.lesson.common import FIGURE_COLUMN, explore, held
 from attnviz.classroom import questions
 from appkit.classroom import offer
 from appkit.present import chart
+
+
+def score_parts_for(model, result, seed: int, layer: int, head: int):
+    """(the last piece, the key the head looks at most from it, that score taken apart), once for every session."""
+    query = len(result.pieces) - 1
+    key = int(np.argmax(result.weights[layer, head, query]))  # where it looks most from the last piece
+    found = shared(("smollm2", "score parts", seed, layer, head, query, key),
+                   lambda: effects.score_parts_of(model, result, layer, head, query, key), nbytes=2**20)
+    return query, key, found
 
 
 def why_step(text, figure):
@@ -27,9 +37,7 @@ def why_step(text, figure):
     except (models.ModelError, heads.HeadsError) as error:
         text.info(str(error))
         return
-    query = len(result.pieces) - 1
-    key = int(np.argmax(result.weights[layer, head, query]))  # where it looks most from the last piece
-    found = effects.score_parts_of(model, result, layer, head, query, key)
+    query, key, found = score_parts_for(model, result, seed, layer, head)
     rows, cols, table = found.strongest(6)
     labels = result.pieces.labels()
     previous = heads.pattern_score(result.weights, heads.previous_pattern(len(labels)))  # (L, H) on this sequence

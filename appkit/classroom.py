@@ -41,6 +41,7 @@ PUBLISHED = "_class_published"  # session: the (code, step, params) this session
 QUIZ_FILE = "_class_quiz"  # session: the presenter's own quiz (its JSON value)
 SLIDE = "_class_slide"  # session: the projector shows the full-screen join slide
 ERROR = "_class_error"
+RECORD = "_class_record"  # session: the class as this run read it (holding, then panel)
 HELD = "_lesson_held"  # session: what this run holds back (appkit.lesson.common.held reads it)
 PRESENTER_PANEL_PX = 22  # the projector's type (appkit.present's PRESENTER_CSS)
 
@@ -185,13 +186,17 @@ def holding(step: int) -> tuple[str, ...]:
     """What this page holds back of `step` (the open question's `holds`): on a student's page and the projector, while a
     question of this step is open and not revealed, so the room predicts before it sees. The console holds nothing."""
     held = st.session_state.get(ROLE)
-    if not held or held.get("surface") == "console":
+    if not held:
         return ()
     try:
-        state = store().get(held["code"]).state
+        record = store().get(held["code"])
     except ClassError:
         return ()
+    st.session_state[RECORD] = record  # panel() draws this run from the same reading
+    state = record.state
     question = state.get("question")
+    if held.get("surface") == "console":
+        return ()
     if not question or state.get("revealed") or question.get("step") != step:
         return ()
     return tuple(question.get("holds", ("figure", "result")))
@@ -221,7 +226,7 @@ def panel(where, step: int, schema: dict) -> None:
             starter(where)
         return
     try:
-        record = store().get(held["code"])
+        record = st.session_state.pop(RECORD, None) or store().get(held["code"])
     except ClassError as error:
         where.warning(str(error))
         st.session_state.pop(ROLE, None)

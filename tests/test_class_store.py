@@ -252,3 +252,25 @@ def test_a_class_asks_nicknames_only_when_the_teacher_wants_them(make):
     named = store.join(code, nickname="  Ada\x00  Lovelace " + "x" * 40)
     store.seen(code, named)
     assert [s.nickname for s in store.roster(code)] == ["", ("Ada Lovelace " + "x" * 40)[:stores.NICKNAME_CHARS]]
+
+
+def test_sqlite_hands_a_finished_threads_connection_to_the_next_thread(tmp_path):
+    """A page run is a thread of its own: the next run's thread takes the connection the last one left, instead of
+    opening one per run."""
+    import gc
+
+    store = stores.SQLiteStore(tmp_path / "classes.sqlite")
+    code, _ = store.create()
+    used = []
+
+    def run():
+        store.get(code)
+        used.append(id(store._db()))
+
+    for _ in range(3):
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join()
+        del thread
+        gc.collect()
+    assert len(set(used)) == 1  # one connection, three runs

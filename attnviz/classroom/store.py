@@ -24,10 +24,12 @@ import hashlib
 import hmac
 import json
 import os
+import queue
 import secrets
 import sqlite3
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -361,8 +363,10 @@ class ClassStore:
 
 
 class SQLiteStore(ClassStore):
-    """The embedded default: one SQLite file (WAL), one connection per thread. A restarted server reopens the same
-    file, so a class resumes with every answer kept."""
+    """The embedded default: one SQLite file (WAL), a connection per thread, handed on to the next thread when its
+    thread ends (Streamlit runs each page run in a thread of its own: opening a connection for each cost a class of 30
+    several percent of the server's time). A restarted server reopens the same file, so a class resumes with every
+    answer kept."""
 
     SCHEMA = """
     CREATE TABLE IF NOT EXISTS classes (code TEXT PRIMARY KEY, secret TEXT NOT NULL, created REAL NOT NULL,
@@ -382,6 +386,7 @@ class SQLiteStore(ClassStore):
         self.path = Path(path) if path else cache_root() / "classes.sqlite"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
+        self._free: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()  # of threads that have ended
         db = self._db()
         db.executescript(self.SCHEMA)
         for table, columns in self.ADDED.items():
@@ -393,10 +398,14 @@ class SQLiteStore(ClassStore):
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
         if db is None:
-            db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
+            try:
+                db = self._free.get_nowait()
+            except queue.Empty:
+                db = sqlite3.connect(self.path, timeout=10, isolation_level=None, check_same_thread=False)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
             self._local.db = db
+            weakref.finalize(threading.current_thread(), self._free.put, db)  # one thread at a time uses it
         return db
 
     def _live_classes(self, now: float) -> int:

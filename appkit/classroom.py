@@ -25,7 +25,7 @@ from attnviz import web
 from attnviz.classroom import live, quiz as quizzes, report, teacher
 from attnviz.classroom.http import COOKIE, PATH
 from attnviz.classroom.questions import Question
-from attnviz.classroom.store import ClassError, clean_code, shared_store
+from attnviz.classroom.store import ClassError, Record, clean_code, shared_store
 from attnviz.urlstate import parse_params
 from appkit.common import md_escape
 from appkit.interactive import _mount
@@ -41,7 +41,6 @@ PUBLISHED = "_class_published"  # session: the (code, step, params) this session
 QUIZ_FILE = "_class_quiz"  # session: the presenter's own quiz (its JSON value)
 SLIDE = "_class_slide"  # session: the projector shows the full-screen join slide
 ERROR = "_class_error"
-RECORD = "_class_record"  # session: the class as this run read it (holding, then panel)
 HELD = "_lesson_held"  # session: what this run holds back (appkit.lesson.common.held reads it)
 PRESENTER_PANEL_PX = 22  # the projector's type (appkit.present's PRESENTER_CSS)
 
@@ -182,22 +181,27 @@ def agreed(code: str, schema: dict) -> None:
     st.session_state[PUBLISHED] = (code, st.session_state.step, lesson_params(schema))
 
 
-def holding(step: int) -> tuple[str, ...]:
-    """What this page holds back of `step` (the open question's `holds`): on a student's page and the projector, while a
-    question of this step is open and not revealed, so the room predicts before it sees. The console holds nothing."""
+def current() -> Record | None:
+    """This session's class as this run reads it (once: what the step holds back and the panel come from it), or None;
+    a class that has ended is said so, and the session leaves it."""
     held = st.session_state.get(ROLE)
     if not held:
-        return ()
+        return None
     try:
-        record = store().get(held["code"])
-    except ClassError:
+        return store().get(held["code"])
+    except ClassError as error:
+        st.warning(str(error))
+        st.session_state.pop(ROLE, None)
+        return None
+
+
+def holding(step: int, record: Record | None) -> tuple[str, ...]:
+    """What this page holds back of `step` (the open question's `holds`): on a student's page and the projector, while a
+    question of this step is open and not revealed, so the room predicts before it sees. The console holds nothing."""
+    if record is None or st.session_state[ROLE].get("surface") == "console":
         return ()
-    st.session_state[RECORD] = record  # panel() draws this run from the same reading
-    state = record.state
-    question = state.get("question")
-    if held.get("surface") == "console":
-        return ()
-    if not question or state.get("revealed") or question.get("step") != step:
+    question = record.state.get("question")
+    if not question or record.state.get("revealed") or question.get("step") != step:
         return ()
     return tuple(question.get("holds", ("figure", "result")))
 
@@ -217,19 +221,13 @@ def act(code: str, secret: str, **changes) -> None:
 # ---------------------------------------------------------------- the surfaces
 
 
-def panel(where, step: int, schema: dict) -> None:
-    """The class at the top of the Lesson: starting one (presenter mode), the projector's strip, the console, or a
-    student's panel."""
+def panel(where, step: int, schema: dict, record: Record | None) -> None:
+    """The class at the top of the Lesson (`record`: current()'s): starting one (presenter mode), the projector's
+    strip, the console, or a student's panel."""
     held = st.session_state.get(ROLE)
-    if held is None:
-        if st.session_state.get(PRESENT):
+    if held is None or record is None:
+        if held is None and st.session_state.get(PRESENT):
             starter(where)
-        return
-    try:
-        record = st.session_state.pop(RECORD, None) or store().get(held["code"])
-    except ClassError as error:
-        where.warning(str(error))
-        st.session_state.pop(ROLE, None)
         return
     if not presenting(held):
         student(where, record, step, schema)

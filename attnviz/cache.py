@@ -126,9 +126,7 @@ class ByteBudgetCache:
     def _keep(self, key: Hashable, value: Any) -> None:
         size = self.size_of(value)
         gone = []
-        with self._lock:
-            if key in self._entries:  # another thread computed it meanwhile
-                self._bytes -= self._entries.pop(key)[1]
+        with self._lock:  # no other thread computed `key` meanwhile: they waited for this computation
             if size <= self.budget:
                 self._entries[key] = (value, size)
                 self._bytes += size

@@ -93,8 +93,9 @@ if draw in WIDE:
 else:
     text_column, figure_column = st.columns([1, 2] if draw in NARROW_TEXT else [2, 3], gap="large")
 st.session_state[classroom.OFFERED] = []
-st.session_state[classroom.HELD] = classroom.holding(number)  # the room predicts before it sees (lesson.common.held)
+record = classroom.current()
+st.session_state[classroom.HELD] = classroom.holding(number, record)  # the room predicts first (lesson.common.held)
 st.session_state.pop(NOTED, None)
 draw(text_column, figure_column)
-classroom.panel(class_slot, number, SCHEMA)
+classroom.panel(class_slot, number, SCHEMA, record)
 save_url_state(SCHEMA, kept=classroom.kept_params())

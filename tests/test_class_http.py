@@ -322,3 +322,20 @@ def test_the_compose_file_runs_two_replicas_over_one_redis_with_one_teacher_key(
         env = services[name]["environment"]
         assert env["ATTNVIZ_CLASS_STORE"] == "redis://redis:6379/0" and "ATTNVIZ_TEACHER_KEY" in env
         assert env["ATTNVIZ_TRUSTED_PROXIES"] == services["balancer"]["networks"]["room"]["ipv4_address"]
+
+
+def test_a_student_whose_stream_is_busy_stays_present(served, monkeypatch):
+    """A page that keeps receiving events (the presenter moving the heatmap more often than the keep-alive) is still
+    heard from: its presence is refreshed whatever the stream carries."""
+    base, store = served
+    monkeypatch.setattr(http, "KEEPALIVE_S", 0.3)
+    monkeypatch.setattr(stores, "PRESENT_S", 1.0)
+    code, secret = store.create()
+    student = call(f"{base}/{code}/join", {})[1]["student"]
+    with urllib.request.urlopen(f"{base}/{code}/events?student={student}", timeout=10) as stream:
+        assert stream.readline().startswith(b"id: ")
+        deadline = time.time() + 2.5  # 2.5 × PRESENT_S of changes every 0.1 s: no keep-alive is ever due
+        while time.time() < deadline:
+            store.act(code, secret, view={"temp": round(time.time() % 1, 3)})
+            time.sleep(0.1)
+        assert store.get(code).students == 1

@@ -13,6 +13,7 @@ import { el } from "./draw.mjs";
 
 const VIEW_POST_MS = 150; // the presenter's heatmap changes are sent at most this often
 const JOIN_RETRY_MS = 1500; // a join refused for a busy moment (429) is tried again after this
+const ROUND_TWO = "Round 2: you talked it over with your neighbour. Vote again (you may keep your answer).";
 
 /** POST `body` as JSON to `url`: the answer's JSON, or an Error with the server's sentence. */
 export async function post(url, body) {
@@ -154,8 +155,8 @@ export class ClassPanel {
     if (this.student) return true;
     for (;;) {
       try {
-        const nickname = this.nickname === undefined ? undefined : this.nickname;
-        this.student = (await post(`${this.base}/join`, nickname === undefined ? {} : { nickname })).student;
+        const asked = this.nickname === undefined ? {} : { nickname: this.nickname };
+        this.student = (await post(`${this.base}/join`, asked)).student;
         try { window.localStorage.setItem(this.storageKey(), this.student); } catch { /* kept for this page */ }
         return true;
       } catch (error) {
@@ -283,17 +284,12 @@ export class ClassPanel {
     return left === null ? "" : left > 0 ? `Time left: ${left} s` : "Time is up.";
   }
 
-  roundNote(s) {
-    if (s.round === 2) return "Round 2: you talked it over with your neighbour. Vote again (you may keep your answer).";
-    return "";
-  }
-
   questionBox(s) {
     const q = s.question, truth = s.revealed ? s.truth : null, key = `${q.id}/${s.round}`, mine = this.mine[key];
     const closed = Boolean(truth) || s.locked;
     const box = el("div", { class: "av-class-question", role: "group", "aria-labelledby": "av-class-prompt" });
     box.appendChild(el("p", { class: "av-class-prompt", id: "av-class-prompt" }, q.prompt));
-    if (s.round === 2) box.appendChild(el("p", { class: "av-class-note" }, this.roundNote(s)));
+    if (s.round === 2) box.appendChild(el("p", { class: "av-class-note" }, ROUND_TWO));
     if (s.deadline && !truth) box.appendChild(el("p", { class: "av-class-timer" }, this.timerText(s)));
     if (q.kind === "number") {
       const form = box.appendChild(el("form", { class: "av-class-row" }));

@@ -32,12 +32,13 @@ import os
 import signal
 import threading
 import time
+import urllib.parse
 from collections import OrderedDict, deque
 
 from attnviz.asgi import TooLarge, loads, read_body as read_raw, respond
 from attnviz.classroom import live, teacher
 from attnviz.classroom.questions import Question
-from attnviz.classroom.quiz import PHASES, QuizError
+from attnviz.classroom.quiz import PHASES, QuizError, load as load_quiz
 from attnviz.classroom.store import MAX_STUDENTS, ClassError, ClassStore, shared_store
 
 PATH = "/_attnviz/class"
@@ -92,9 +93,11 @@ class Broker:
                 stream.offer(console if stream.console else public)
 
     def states(self, code: str, console: bool):
+        """(the class, the state every page gets, the console's or None): the class's answers read once for both."""
         record = self.store.get(code)
-        public = live.public_state(self.store, record)
-        return record, public, live.console_state(self.store, record) if console else None
+        answers = self.store.all_answers(record.code)
+        public = live.public_state(self.store, record, answers)
+        return record, public, live.console_state(self.store, record, answers) if console else None
 
     async def poll(self) -> None:
         ticks = 0
@@ -352,10 +355,8 @@ class ClassRoutes:
         record = self.store.check_secret(code, secret)
         if "extend" in changes:  # more time: from the deadline where one runs, else from now
             now = time.time()
-            changes["deadline"] = max(record.state.get("deadline") or now, now) + float(changes.pop("extend"))
-        if changes.get("quiz") and not self.store.get(code).state.get("quiz_items"):
-            from attnviz.classroom.quiz import load as load_quiz
-
+            changes["deadline"] = max(record.state.get("deadline") or now, now) + changes.pop("extend")
+        if changes.get("quiz") and not record.state.get("quiz_items"):
             changes["quiz_items"] = load_quiz().to_dict()
         record = self.store.act(code, secret, **changes)
         return 200, {"version": record.version}
@@ -398,8 +399,12 @@ class ClassRoutes:
                     "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-store"),
                                 (b"x-accel-buffering", b"no")]})
         gone = asyncio.ensure_future(disconnected(receive))
+        touched = time.monotonic()
         try:
             while not gone.done():
+                if student is not None and time.monotonic() - touched >= KEEPALIVE_S:  # busy or idle, still here
+                    await asyncio.to_thread(self.store.seen, code, student)
+                    touched = time.monotonic()
                 waiting = asyncio.ensure_future(stream.ready.wait())
                 done, _ = await asyncio.wait({waiting, gone}, timeout=KEEPALIVE_S, return_when=asyncio.FIRST_COMPLETED)
                 if gone in done:
@@ -408,8 +413,6 @@ class ClassRoutes:
                 if waiting not in done:
                     waiting.cancel()
                     await send({"type": "http.response.body", "body": b": keepalive\n\n", "more_body": True})
-                    if student is not None:
-                        await asyncio.to_thread(self.store.seen, code, student)
                     continue
                 stream.ready.clear()
                 if stream.ended:  # the server is stopping: the page's EventSource reconnects to the next one
@@ -448,8 +451,6 @@ async def event_end(send, event: str, sentence: str) -> None:
 
 def query_of(scope) -> dict[str, str]:
     """The request's query parameters (the first of each name)."""
-    import urllib.parse
-
     out: dict[str, str] = {}
     for name, value in urllib.parse.parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True):
         out.setdefault(name, value)
@@ -482,16 +483,11 @@ def checked_changes(body: dict) -> dict:
             if value not in (1, 2) or isinstance(value, bool):
                 raise ClassError(400, "Field 'round' must be 1 or 2.")
         elif name == "timer":
-            low, high = TIMER_S
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not math.isfinite(value) or not low <= value <= high):
-                raise ClassError(400, f"Field 'timer' must be a number of seconds from {low} to {high}, or null.")
-            name, value = "deadline", None if value is None else time.time() + float(value)
+            if value is not None:
+                value = time.time() + seconds(name, value)
+            name = "deadline"
         elif name == "extend":
-            low, high = TIMER_S
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or not low <= value <= high:
-                raise ClassError(400, f"Field 'extend' must be a number of seconds from {low} to {high}.")
+            value = seconds(name, value)
         elif name == "quiz":
             if value is not None and value not in PHASES:
                 raise ClassError(400, "Field 'quiz' must be 'pre', 'post' or null.")
@@ -504,6 +500,15 @@ def checked_changes(body: dict) -> dict:
             raise ClassError(400, f"Unknown field {name[:20]!r}.")
         changes[name] = value
     return changes
+
+
+def seconds(name: str, value) -> float:
+    """A timer's seconds as posted (`timer`, `extend`), or ClassError 400."""
+    low, high = TIMER_S
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not low <= value <= high:
+        raise ClassError(400, f"Field {name!r} must be a number of seconds from {low} to {high}"
+                              + (", or null." if name == "timer" else "."))
+    return float(value)
 
 
 def server_exiting() -> bool:

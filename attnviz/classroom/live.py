@@ -8,7 +8,7 @@ import time
 
 from attnviz.classroom.questions import Question
 from attnviz.classroom.quiz import Item, Quiz, QuizError, parse
-from attnviz.classroom.store import ClassStore, Record
+from attnviz.classroom.store import Answer, ClassStore, Record
 
 
 def question_of(record: Record) -> Question | None:
@@ -38,10 +38,11 @@ def tally(question: Question, answers: dict) -> dict:
     return {"answered": len(answers), "counts": counts}
 
 
-def rounds(store: ClassStore, record: Record, question: Question) -> list[dict]:
-    """{pseudonym: answer} of each round so far of the open question (one, or two after discussion)."""
+def rounds(answers: list[Answer], record: Record, question: Question) -> list[dict]:
+    """{pseudonym: answer} of each round so far of the open question (one, or two after discussion), from the class's
+    answers (store.all_answers)."""
     found = [dict() for _ in range(record.state.get("round", 1))]
-    for answer in store.all_answers(record.code):
+    for answer in answers:
         if answer.question == question.id and answer.round <= len(found):
             found[answer.round - 1][answer.student] = answer.value
     return found
@@ -56,10 +57,11 @@ def truth(question: Question, given: list[dict]) -> dict:
             "right": rounds[-1]["right"], "share": rounds[-1]["share"], "rounds": rounds}
 
 
-def public_state(store: ClassStore, record: Record) -> dict:
+def public_state(store: ClassStore, record: Record, answers: list[Answer] | None = None) -> dict:
     """The state as GET /_attnviz/class/{code} and the event stream send it to every page: the results only once the
-    teacher shows them (or reveals), the truth only at the reveal."""
+    teacher shows them (or reveals), the truth only at the reveal. `answers`: the class's, where the caller read them."""
     state = record.state
+    answers = store.all_answers(record.code) if answers is None else answers
     out = {"code": record.code, "step": state["step"], "params": state["params"], "view": state["view"],
            "question": None, "round": state["round"], "shown": bool(state["shown"]), "locked": bool(state["locked"]),
            "deadline": state["deadline"], "revealed": bool(state["revealed"]), "quiz": state.get("quiz"),
@@ -67,7 +69,7 @@ def public_state(store: ClassStore, record: Record) -> dict:
            "version": record.version, "seq": record.seq, "expires": record.expires, "now": time.time()}
     question = question_of(record)
     if question is not None:
-        given = rounds(store, record, question)
+        given = rounds(answers, record, question)
         out["question"] = question.public()
         out["answered"] = len(given[-1])
         out["tally"] = {"answered": len(given[-1])}  # the open round's count; what was chosen once shown
@@ -79,18 +81,19 @@ def public_state(store: ClassStore, record: Record) -> dict:
     quiz = quiz_of(record)
     if quiz is not None and state.get("quiz"):
         out["quiz_items"] = [item.public() for item in quiz.items]
-        done = {a.student for a in store.all_answers(record.code) if a.question.startswith(f"quiz:{state['quiz']}:")}
+        done = {a.student for a in answers if a.question.startswith(f"quiz:{state['quiz']}:")}
         out["quiz_done"] = len(done)
     return out
 
 
-def console_state(store: ClassStore, record: Record) -> dict:
+def console_state(store: ClassStore, record: Record, answers: list[Answer] | None = None) -> dict:
     """What the teacher's console receives besides: every round's results and the answer key before the reveal, and
     who is in the class."""
-    out = public_state(store, record)
+    answers = store.all_answers(record.code) if answers is None else answers
+    out = public_state(store, record, answers)
     question = question_of(record)
     if question is not None:
-        given = rounds(store, record, question)
+        given = rounds(answers, record, question)
         out["results"] = [tally(question, answers) for answers in given]
         out["key"] = truth(question, given)
     now = time.time()

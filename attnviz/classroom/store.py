@@ -250,9 +250,9 @@ class ClassStore:
         now = time.time() if now is None else now
         record = self.get(code, now)
         who = self._student(record.code, student)
-        before = next((s for s in self._roster(record.code) if s.id == pseudonym(who)), None)
-        self._set_seen(record.code, who, now if here else min(before.seen, now - PRESENT_S) if before else 0.0)
-        if before is None or before.present(now) != here:
+        before = self._seen_of(record.code, who)  # when the page was last heard from (0: never)
+        self._set_seen(record.code, who, now if here else min(before, now - PRESENT_S))
+        if (before > now - PRESENT_S) != here:
             self._told(self._bump(record.code))
         return pseudonym(who)
 
@@ -470,6 +470,10 @@ class SQLiteStore(ClassStore):
     def _set_seen(self, code, student, when) -> None:
         self._db().execute("UPDATE students SET seen = ? WHERE code = ? AND student = ?", (when, code, student))
 
+    def _seen_of(self, code, student) -> float:
+        row = self._db().execute("SELECT seen FROM students WHERE code = ? AND student = ?", (code, student)).fetchone()
+        return row[0] if row else 0.0
+
     def _roster_digests(self, code) -> list[tuple[str, Student]]:
         rows = self._db().execute("SELECT student, nickname, joined, seen FROM students WHERE code = ?", (code,))
         return [(s, Student(pseudonym(s), name, joined, seen)) for s, name, joined, seen in rows]
@@ -594,6 +598,10 @@ class RedisStore(ClassStore):
     def _remove_student(self, code, student, tell: bool = True) -> Record | None:
         self.redis.hdel(self._key(code, ":students"), student)
         return self._bump(code) if tell else None
+
+    def _seen_of(self, code, student) -> float:
+        held = self.redis.hget(self._key(code, ":students"), student)
+        return json.loads(held)["seen"] if held else 0.0
 
     def _set_seen(self, code, student, when) -> None:
         key = self._key(code, ":students")

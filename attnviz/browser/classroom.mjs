@@ -386,7 +386,7 @@ export class ClassPanel {
     const q = s.question, box = el("div", { class: "av-class-rounds" });
     results.forEach((tally, r) => {
       const column = box.appendChild(el("figure", { class: "av-class-tally" }));
-      column.appendChild(el("figcaption", {}, results.length > 1 ? `Round ${r + 1} (${tally.answered} answered)` : `${tally.answered} answered`));
+      column.appendChild(el("figcaption", {}, results.length > 1 ? `Round ${r + 1} (${tally.answered} answered)` : "The class's answers"));
       const isRight = (bar) => Boolean(truth) && (q.kind === "number" ? Math.abs(bar.value - truth.answer) <= truth.tolerance : bar.index === truth.answer);
       const { bars, left } = chosenBars(tallyBars(q, tally), isRight);
       const most = Math.max(1, ...bars.map((b) => b.count));

@@ -12,8 +12,12 @@ For each Next, from the presenter's click (its rerun sent, with Next's trigger):
 - p50 and p95 of each, over every step and over steps 15–20 (the model steps), and the presenter's own run.
 
 Before the measured walk, one session visits every step once: what a server has computed after its first class (the
-warm-up of a server that teaches). `--cold` skips it. Not a test; docs/benchmarks.md records the output with the date
-and machine.
+warm-up of a server that teaches). `--cold` skips it.
+
+The peer, in the same run: a bare Streamlit app (a heading and a line) on a server of its own, the same number of
+browser-free sessions rerunning it at once for each step. Both sides are timed from the rerun sent to its heading (for
+the class: the first paint less the event's arrival), and the ratio says what the Lesson adds to what Streamlit itself
+costs a class of that size. Not a test; docs/benchmarks.md records the output with the date and machine.
 """
 
 from __future__ import annotations
@@ -175,15 +179,50 @@ async def walk(args) -> None:
                       flush=True)
                 await asyncio.sleep(args.dwell)
             await browser.close()
-        report(rows, args)
         for follower in followers:
             follower.listener.cancel()
             await follower.session.close()
     finally:
         server.stop()
+    report(rows, args, await bare(args.students, first, last))
 
 
-def report(rows: list[dict], args) -> None:
+BARE_APP = """import streamlit as st
+
+step = st.query_params.get("step", "1")
+st.header(f"{step}. A step")
+st.write("One line of text under it.")
+"""
+
+
+async def bare(students: int, first: int, last: int) -> list[float]:
+    """The peer: `students` sessions of a bare app rerunning at once for each step; each rerun's heading, from the
+    rerun sent (seconds)."""
+    folder = Path(tempfile.mkdtemp(prefix="attnviz-bare-"))
+    (folder / "bare.py").write_text(BARE_APP)
+    server = Server(folder / "bare.py", root=folder)
+    try:
+        sessions = [(await Session.open(server.url, f"step={first}"))[0] for _ in range(students)]
+
+        async def once(session: Session, step: int) -> float:
+            session.query = f"step={step}"
+            sent = time.perf_counter()
+            run = await session.rerun()
+            assert run.ok, run.problem
+            return next(at for (kind, element), at in zip(session.elements, session.arrived)
+                        if kind == "heading" and element.body.startswith(f"{step}. ")) - sent
+
+        times = []
+        for step in range(first + 1, last + 1):
+            times += await asyncio.gather(*(once(session, step) for session in sessions))
+        for session in sessions:
+            await session.close()
+        return times
+    finally:
+        server.stop()
+
+
+def report(rows: list[dict], args, peer: list[float]) -> None:
     def pick(rows, name):
         return [r[name] for row in rows for r in row["followers"]]
 
@@ -199,6 +238,9 @@ def report(rows: list[dict], args) -> None:
         print(f"  Chromium, the step's heading drawn: {summary([h for row in chosen for h, _ in row['browsers']])}")
         print(f"  Chromium, the step's main figure drawn: {summary([f for row in chosen for _, f in row['browsers']])}")
         print(f"  the presenter's own run: {summary([row['presenter'] for row in chosen])}")
+    lesson = [r["paint"] - r["event"] for row in rows for r in row["followers"] if r["paint"] is not None]
+    print(f"peer, from the rerun sent to its heading, {args.students} sessions at once: the Lesson {summary(lesson)}; "
+          f"a bare Streamlit app {summary(peer)}; p95 ratio {percentile(lesson, 0.95) / percentile(peer, 0.95):.1f}×")
 
 
 def main() -> None:

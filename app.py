@@ -1,14 +1,11 @@
-from pathlib import Path
-
 import streamlit as st
 from starlette.middleware import Middleware
 
 from appkit.beacon import ViewBeacon
 from attnviz.classroom.http import ClassRoutes
 from appkit.present import presenting, settings  # imported here, so before the warm-up's imports compete with it
+from appkit.site import FAVICON, session_pages
 from appkit.warm import lifespan, wait_for_imports, while_loading
-
-FAVICON = str(Path(__file__).with_name("favicon.png"))
 
 if __name__ != "__main__":
     # `streamlit run app.py` imports this file to find this App and serves it; each session then runs the file as
@@ -17,10 +14,9 @@ if __name__ != "__main__":
     # events and answers (attnviz.classroom.http).
     app = st.App(__file__, lifespan=lifespan, middleware=[Middleware(ViewBeacon), Middleware(ClassRoutes)])
 else:
-    # The tab's icon is a file of ours: a page's :material/ icon would be fetched from a font server as the favicon.
     st.set_page_config(page_title="attnviz", page_icon=FAVICON, layout="wide",
                        initial_sidebar_state="collapsed" if presenting() else "auto")
-    pages = [
+    pages = session_pages(lambda: [
         st.Page("pages/self_attention.py", title="Self-attention", icon=":material/grid_on:", default=True),
         st.Page("pages/lesson.py", title="Lesson", icon=":material/school:"),
         st.Page("pages/kv_database.py", title="Key–value database", icon=":material/database:"),
@@ -32,7 +28,7 @@ else:
         st.Page("pages/trained.py", title="Trained model", icon=":material/model_training:"),
         st.Page("pages/decoder.py", title="Decoder", icon=":material/keyboard_double_arrow_right:"),
         st.Page("pages/long_text.py", title="Long text", icon=":material/article:"),
-    ]
+    ])
     navigation = st.navigation(pages)
     settings()
     with while_loading():

@@ -14,7 +14,8 @@ For each Next, from the presenter's click (its rerun sent, with Next's trigger):
 Before the measured walk, one session visits every step once: what a server has computed after its first class (the
 warm-up of a server that teaches). `--cold` skips it.
 
-The peer, in the same run: a bare Streamlit app (a heading and a line) on a server of its own, the same number of
+The peer, in the same run: a bare Streamlit app (a heading and a line) on a server of its own with the app's runner
+settings (no garbage collection after each run: Streamlit's default spends 25 ms of each run collecting), the same number of
 browser-free sessions rerunning it at once for each step. Both sides are timed from the rerun sent to its heading (for
 the class: the first paint less the event's arrival), and the ratio says what the Lesson adds to what Streamlit itself
 costs a class of that size. Not a test; docs/benchmarks.md records the output with the date and machine.
@@ -200,7 +201,8 @@ async def bare(students: int, first: int, last: int) -> list[float]:
     rerun sent (seconds)."""
     folder = Path(tempfile.mkdtemp(prefix="attnviz-bare-"))
     (folder / "bare.py").write_text(BARE_APP)
-    server = Server(folder / "bare.py", root=folder)
+    # The runner's settings of ours (.streamlit/config.toml): no collection of all garbage after each run, no watcher.
+    server = Server(folder / "bare.py", "--runner.postScriptGC", "false", "--server.fileWatcherType", "none", root=folder)
     try:
         sessions = [(await Session.open(server.url, f"step={first}"))[0] for _ in range(students)]
 

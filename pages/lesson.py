@@ -8,6 +8,7 @@ import streamlit as st
 
 from appkit import classroom
 from appkit.common import load_url_state, save_url_state
+from appkit.present import IN_CLASS
 from appkit.lesson.common import COMPARE_NAMES, NOTED, SCHEMA, STEP_COUNT
 from appkit.lesson.retrieval import exact_lookup, hard_retrieval, soft_retrieval, kernel_regression
 from appkit.lesson.scores import similarity_functions, why_sqrt_d, self_attention, order_matters
@@ -65,7 +66,7 @@ def new_step() -> None:
 if st.query_params.get(classroom.QUIZ) == "1":  # the concept quiz alone, from a link
     classroom.solo_quiz()
     st.stop()
-classroom.role()
+st.session_state[IN_CLASS] = classroom.role() is not None
 load_url_state(SCHEMA)
 classroom.adopt_class(SCHEMA)  # a session that has just taken its class starts on the class's step
 class_slot = st.container()  # filled after the step: the presenter's questions come from the step's own numbers

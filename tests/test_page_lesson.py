@@ -195,3 +195,40 @@ def test_starting_a_class_takes_the_teacher_key(tmp_path, monkeypatch):
     assert held["surface"] == "projector" and stores.shared_store().get(held["code"]).state["step"] == 2
     shown = " ".join(c.value for c in at.caption)
     assert f"Join code **{held['code']}**" in shown and held["secret"] not in shown
+
+
+def test_a_class_page_has_no_download_menus_and_the_same_step_alone_has_them(tmp_path, monkeypatch):
+    """A student's Lesson in a live class draws the step's charts without their Download menus (30 students' runs at
+    once pay for every button); the same step outside a class has them."""
+    from attnviz.classroom import store as stores
+
+    monkeypatch.setenv(stores.STORE_SETTING, str(tmp_path / "classes.sqlite"))
+    monkeypatch.setattr(stores, "_shared", None)
+    code, _ = stores.shared_store().create()
+    alone = run_page("lesson.py", {"step": "4"})
+    assert [d.label for d in alone.get("download_button")] == ["Numbers (CSV)", "Numbers (.npy, float32)", "Figure (HTML)"]
+    at = AppTest.from_file(str(ROOT / "pages" / "lesson.py"), default_timeout=TIMEOUT)
+    at.query_params.update({"step": "4", "class": code})
+    at.run()
+    assert not at.exception and at.session_state["_class"] == {"code": code}
+    assert at.get("plotly_chart") and not at.get("download_button")
+
+
+def test_a_class_steps_model_figures_are_built_once_and_drawn_alike_for_every_session(monkeypatch):
+    """Step 16's figures come from present.chart's shared finished figures (same_for): a second session's run builds
+    none, and both sessions draw the same specs, whose heatmap holds the copying head's weights of the step's run."""
+    from attnviz import figures
+    from appkit.lesson.models import copying_head
+
+    first = run_page("lesson.py", {"step": "16", "copyseed": "3"})
+    assert not first.exception, first.exception
+    built = []
+    original = figures.attention_heatmap
+    monkeypatch.setattr(figures, "attention_heatmap", lambda *a, **k: built.append(1) or original(*a, **k))
+    second = run_page("lesson.py", {"step": "16", "copyseed": "3"})
+    assert not second.exception and not built
+    specs = [[json.loads(c.proto.spec) for c in at.get("plotly_chart")] for at in (first, second)]
+    assert specs[0] == specs[1] and len(specs[0]) == 2
+    _, _, (layer, head), _, result = copying_head(3)
+    drawn = decode(specs[1][0]["data"][0]["customdata"])[..., 0]  # (n, n) the true weights the hover reads
+    assert np.abs(drawn - result.weights[layer, head]).max() <= 1e-6

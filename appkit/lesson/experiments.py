@@ -26,9 +26,13 @@ def off_runs(seed: int):
     model = loaded_model("smollm2")
     scores, _ = induction("smollm2")
     layer, head = (int(v) for v in np.unravel_index(np.argmax(scores["induction"]), scores["induction"].shape))
-    intact = probe_run("smollm2", COPY_PIECES, 1000 + seed, False, COPY_CUT)[1]
-    typed = effects.typed_heads(intact.weights[layer], intact.pieces.ids)
-    control = effects.control_head(head, model.heads, CONTROL_SEED + seed, typed)
+
+    def control_of() -> int:
+        intact = probe_run("smollm2", COPY_PIECES, 1000 + seed, False, COPY_CUT)[1]
+        typed = effects.typed_heads(intact.weights[layer], intact.pieces.ids)
+        return effects.control_head(head, model.heads, CONTROL_SEED + seed, typed)
+
+    control = shared(("smollm2", "control head", seed, layer, head), control_of)
     runs = tuple(probe_run("smollm2", COPY_PIECES, 1000 + seed, False, COPY_CUT,
                            None if removed is None else effects.Ablation(((layer, removed),)))
                  for removed in (None, head, control))

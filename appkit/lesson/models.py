@@ -88,18 +88,20 @@ def decoder_step(text, figure):
     except models.ModelError as error:
         text.info(str(error))
         return
-    probs = models.next_distribution(torch.from_numpy(result.next_logits)).numpy()  # (vocab,) softmax at T = 1
-    top, names = models.top_pieces(loaded_model("smollm2"), probs, 8)
+    probs, top, names = likeliest(("smollm2", prompt), loaded_model("smollm2"), result)
     offer(questions.decoder(probs[top], names))
     if held(figure):
         return
-    chart(figure, figures.weight_bars(probs[top], names, title="The next piece: the 8 most likely (T = 1)", axis="probability"),
-          key="lesson_decoder", matrix=Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"))
+    chart(figure, lambda: figures.weight_bars(probs[top], names, title="The next piece: the 8 most likely (T = 1)",
+                                              axis="probability"),
+          key="lesson_decoder", matrix=Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"),
+          same_for=("smollm2", prompt))
     labels = result.pieces.labels()
     weights = result.weights[0].mean(0)  # (n, n) layer 1, the average of its heads
-    chart(figure, figures.attention_heatmap(weights, labels, title="Layer 1, the average of its 9 heads: causal",
-                                            width=FIGURE_COLUMN, height=420, allowed=np.tril(np.ones(weights.shape, bool))),
-          key="lesson_decoder_heads", matrix=Matrix(weights, labels, labels))
+    chart(figure, lambda: figures.attention_heatmap(weights, labels, title="Layer 1, the average of its 9 heads: causal",
+                                                    width=FIGURE_COLUMN, height=420,
+                                                    allowed=np.tril(np.ones(weights.shape, bool))),
+          key="lesson_decoder_heads", matrix=Matrix(weights, labels, labels), same_for=("smollm2", prompt))
     with text:
         explore("decoder", "Decoder", "All 270 heads")
 
@@ -126,6 +128,17 @@ def repeats_of(model, probe, result, seed: int, shuffled: bool) -> tuple[int, in
                   lambda: heads.repeats_predicted(model, result, probe.lead, COPY_PIECES))
 
 
+def likeliest(key: tuple, model, result, count: int = 8):
+    """(p of every next piece (vocab,), the `count` likeliest pieces' ids, their labels) after `result`'s last piece,
+    softmax at T = 1, once for every session."""
+    def compute():
+        probs = models.next_distribution(torch.from_numpy(result.next_logits)).numpy()  # (vocab,)
+        top, names = models.top_pieces(model, probs, count)
+        return probs, top, names
+
+    return shared((*key, "likeliest", count), compute, nbytes=4 * len(result.next_logits) + 4096)
+
+
 def copy_step(text, figure):
     text.write("Some heads **copy**. Give SmolLM2 random pieces of its vocabulary, then the same pieces again. Scoring "
                "its 270 heads on such sequences finds induction heads: on the second copy, a piece looks at the piece "
@@ -147,10 +160,11 @@ def copy_step(text, figure):
     offer(questions.copy(weights, ids))
     if held(text, "result") | held(figure):
         return
-    chart(figure, figures.attention_heatmap(weights, labels, title=f"Layer {layer + 1}, head {head + 1}: the strongest "
-                                            f"induction head (score {scores['induction'][layer, head]:.2f})",
-                                            width=FIGURE_COLUMN, height=560, allowed=np.tril(np.ones(weights.shape, bool))),
-          key="lesson_copy", matrix=Matrix(weights, labels, labels))
+    chart(figure, lambda: figures.attention_heatmap(weights, labels, title=f"Layer {layer + 1}, head {head + 1}: the "
+                                                    f"strongest induction head (score {scores['induction'][layer, head]:.2f})",
+                                                    width=FIGURE_COLUMN, height=560,
+                                                    allowed=np.tril(np.ones(weights.shape, bool))),
+          key="lesson_copy", matrix=Matrix(weights, labels, labels), same_for=("smollm2", seed, shuffled))
     hits, positions, expected = repeats_of(model, probe, result, seed, shuffled)
     share = f"{on_pattern[0]:.0%}" if on_pattern is not None else "none"
     text.write(f"On the second copy, {share} of this head's weight goes to the piece after each piece's first "
@@ -159,15 +173,15 @@ def copy_step(text, figure):
                + (" Shuffled, the head still finds the piece after each first occurrence: it follows the pieces, not "
                   "their positions, so its cells leave the diagonal stripe." if shuffled else
                   " The bright stripe at the lower left, one key right of where each piece first appeared, is that look back."))
-    probs = models.next_distribution(torch.from_numpy(result.next_logits)).numpy()  # (vocab,)
-    top, names = models.top_pieces(model, probs, 8)
+    probs, top, names = likeliest(("smollm2", "copy", seed, shuffled), model, result)
     mark = [i for i, t in enumerate(top) if t == expected]
     text.caption("The bars: the 8 most likely pieces after the last one"
                  + (f"; highlighted, the repeat ({probs[expected]:.0%})." if mark else
                     "; the repeat is not among them."))
-    chart(figure, figures.weight_bars(probs[top], names, title="The next piece: the 8 most likely (T = 1)", axis="probability",
-                                      highlight=mark[0] if mark else None),
-          key="lesson_copy_next", matrix=Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"))
+    chart(figure, lambda: figures.weight_bars(probs[top], names, title="The next piece: the 8 most likely (T = 1)",
+                                              axis="probability", highlight=mark[0] if mark else None),
+          key="lesson_copy_next", matrix=Matrix(probs[top][None].copy(), ["next"], names, corner="after the text \\ piece"),
+          same_for=("smollm2", seed, shuffled))
     with text:
         explore("decoder", "Decoder", "Every head's score", {"text": result.pieces.text, "layer": int(layer) + 1,
                                                               "head": int(head) + 1, "types": 1})

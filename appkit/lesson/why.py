@@ -16,12 +16,18 @@ from appkit.present import chart
 
 
 def score_parts_for(model, result, seed: int, layer: int, head: int):
-    """(the last piece, the key the head looks at most from it, that score taken apart), once for every session."""
+    """(the last piece, the key the head looks at most from it, that score taken apart, its strongest parts with the
+    rest folded, every head's previous-piece score on the sequence (L, H)), once for every session."""
     query = len(result.pieces) - 1
     key = int(np.argmax(result.weights[layer, head, query]))  # where it looks most from the last piece
-    found = shared(("smollm2", "score parts", seed, layer, head, query, key),
-                   lambda: effects.score_parts_of(model, result, layer, head, query, key), nbytes=2**20)
-    return query, key, found
+
+    def compute():
+        found = effects.score_parts_of(model, result, layer, head, query, key)
+        previous = heads.pattern_score(result.weights, heads.previous_pattern(len(result.pieces)))  # (L, H)
+        return found, found.strongest(6), previous
+
+    found, strongest, previous = shared(("smollm2", "score parts", seed, layer, head, query, key), compute, nbytes=2**20)
+    return query, key, found, strongest, previous
 
 
 def why_step(text, figure):
@@ -37,10 +43,8 @@ def why_step(text, figure):
     except (models.ModelError, heads.HeadsError) as error:
         text.info(str(error))
         return
-    query, key, found = score_parts_for(model, result, seed, layer, head)
-    rows, cols, table = found.strongest(6)
+    query, key, found, (rows, cols, table), previous = score_parts_for(model, result, seed, layer, head)
     labels = result.pieces.labels()
-    previous = heads.pattern_score(result.weights, heads.previous_pattern(len(labels)))  # (L, H) on this sequence
     key_side = found.key_shares()
     top_key = max(key_side, key=lambda name: abs(key_side[name]))
     position = part_position(top_key)  # (layer, head) from 0, or None for the embeddings, an MLP, the bias

@@ -21,7 +21,8 @@ from appkit.lesson.common import (FIGURE_COLUMN, SOURCE, TARGET, batch, draw_com
 def projections(text, figure):
     text.write("A real layer does not compare the raw vectors. It learns three matrices and three biases, and makes "
                "a query, a key and a value of every word. Here they are random (seeded), d_k wide.")
-    embedded = embedded_sentence(sentence_input(text), figure)
+    sentence = sentence_input(text)
+    embedded = embedded_sentence(sentence, figure)
     if embedded is None:
         return
     dk = text.slider("d_k", 1, 16, key="dk")
@@ -43,8 +44,10 @@ def projections(text, figure):
         places = {i: (grid[i % 2], "third") for i in range(4)}
     for i, (where, width) in places.items():
         step, cols = matrices[i], figures.dims(matrices[i].matrix.shape[1])
-        chart(where, figures.matrix_heatmap(step.matrix, labels, cols, title=step.title.split(" (")[0], width=width, height=300),
-              key=f"lesson_proj_{i}", matrix=Matrix(step.matrix, labels, cols, corner="token \\ dimension"))
+        chart(where, lambda step=step, cols=cols, width=width: figures.matrix_heatmap(
+                  step.matrix, labels, cols, title=step.title.split(" (")[0], width=width, height=300),
+              key=f"lesson_proj_{i}", matrix=Matrix(step.matrix, labels, cols, corner="token \\ dimension"),
+              same_for=(sentence, dk))
     with text:
         explore("self_attention", "Self-attention", "Q, K, V and heads")
 

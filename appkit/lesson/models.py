@@ -21,7 +21,8 @@ def heads_step(text, figure):
                "look in several ways at once; their outputs are joined and mixed by W_o. The last panel averages them.")
     text.latex(r"\mathrm{head}_h = \mathrm{softmax}\Big(\frac{Q_h K_h^\top}{\sqrt{d_k}}\Big) V_h")
     text.latex(r"O = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_H)\, W_o")
-    embedded = embedded_sentence(sentence_input(text), figure)
+    sentence = sentence_input(text)
+    embedded = embedded_sentence(sentence, figure)
     if embedded is None:
         return
     heads = text.slider("Heads H", 1, 8, key="heads")
@@ -30,16 +31,16 @@ def heads_step(text, figure):
     if held(figure):
         return
     # Every head small (the patterns side by side), and the one chosen drawn with every word's label.
-    chart(figure, figures.head_grid(view.weights, embedded.tokens, oov=embedded.oov, width=FIGURE_COLUMN, cols=5,
-                                    labelled=False, panel_px=130), key="lesson_heads")
+    chart(figure, lambda: figures.head_grid(view.weights, embedded.tokens, oov=embedded.oov, width=FIGURE_COLUMN, cols=5,
+                                            labelled=False, panel_px=130), key="lesson_heads", same_for=(sentence, heads))
     st.session_state.hhead = min(st.session_state.hhead, heads)
     names = [f"head {h}" for h in range(heads)] + ["average"]
     chosen = text.radio("Head to read", range(heads + 1), format_func=names.__getitem__, key="hhead", horizontal=True)
     weights = view.mean_weights if chosen == heads else view.weights[chosen]  # (n, n)
     title = "Average over heads" if chosen == heads else f"Head {chosen}"
-    chart(figure, figures.attention_heatmap(weights, embedded.tokens, row_oov=embedded.oov, col_oov=embedded.oov,
-                                            title=title, width=FIGURE_COLUMN, height=520),
-          key="lesson_head", matrix=Matrix(weights, embedded.tokens, embedded.tokens))
+    chart(figure, lambda: figures.attention_heatmap(weights, embedded.tokens, row_oov=embedded.oov, col_oov=embedded.oov,
+                                                    title=title, width=FIGURE_COLUMN, height=520),
+          key="lesson_head", matrix=Matrix(weights, embedded.tokens, embedded.tokens), same_for=(sentence, heads, chosen))
     with text:
         explore("heads", "Heads and layers")
 

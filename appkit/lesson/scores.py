@@ -38,9 +38,10 @@ def similarity_functions(text, figure):
     offer(questions.similarity_functions([p[0] for p in panels], [p[1] for p in panels]))
     if held(figure):
         return
-    chart(figure, figures.panel_grid(panels, rows, cols, scale="absolute", width=FIGURE_COLUMN, cols=2, panel_px=200),
+    chart(figure, lambda: figures.panel_grid(panels, rows, cols, scale="absolute", width=FIGURE_COLUMN, cols=2, panel_px=200),
           key="lesson_scores", matrix=Matrix(np.concatenate([p[1] for p in panels]),
-                                             [f"{name} {r}" for name, *_ in panels for r in rows], cols))
+                                             [f"{name} {r}" for name, *_ in panels for r in rows], cols),
+          same_for=(seed,))
     with text:
         explore("scoring", "Scoring functions")
 

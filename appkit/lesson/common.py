@@ -8,11 +8,11 @@ import streamlit as st
 from attnviz.embeddings import embed, tokenize
 from attnviz.encdec import pad_batch
 from attnviz.retrieval import PRESETS
-from attnviz.sentence import Config, temperature_grid
+from attnviz.sentence import Config, run, temperature_grid
 from attnviz.urlstate import Param, boolean, bounded_text, choice, coerce, encode_bool, int_range, nearest
 from appkit.classroom import HELD  # session: what this run holds back (the open question's `holds`)
 from appkit.common import glove, page_link
-from appkit.explorer import Request, compare_downloads, live_compare
+from appkit.explorer import Request, compare_downloads, compute, live_compare
 from appkit.interactive import screen_sizes
 
 NOTED = "_lesson_noted"  # session: the containers that said so this run
@@ -81,6 +81,13 @@ def explore(page: str, title: str, text: str = "Explore this", state: dict | Non
 
 def sentence_input(where) -> str:
     return where.text_input("Sentence", key="text", max_chars=SENTENCE_CHARS)
+
+
+def toy_view(sentence: str, config: Config):
+    """attnviz.sentence.run on the sentence's GloVe rows under `config`, from the views every session shares
+    (appkit.explorer.compute): a class on the step computes it once. Scores too large for the softmax raise as run's."""
+    view = compute(glove(), Request("glove", sentence, False, "zero", config, MAX_TOKENS)).view
+    return view if view is not None else run(embed(tokenize(sentence), glove()).vectors, config)
 
 
 def embedded_sentence(sentence: str, where):

@@ -9,12 +9,13 @@ from attnviz.functional import attend, causal_mask
 from attnviz.embeddings import embed, tokenize
 from attnviz.encdec import bmm_items, encoder_decoder, pad_batch, padding_mask
 from attnviz.export import Matrix
-from attnviz.sentence import Config, run, steps
+from attnviz.sentence import Config, steps
 from appkit.common import glove, md_escape
+from appkit.served import shared
 from attnviz.classroom import questions
 from appkit.classroom import offer
 from appkit.present import PRESENT, chart
-from appkit.lesson.common import (FIGURE_COLUMN, SOURCE, TARGET, batch, draw_comparison, embedded_sentence, explore, held,
+from appkit.lesson.common import (FIGURE_COLUMN, toy_view, SOURCE, TARGET, batch, draw_comparison, embedded_sentence, explore, held,
                                   sentence_input)
 
 
@@ -26,7 +27,7 @@ def projections(text, figure):
     if embedded is None:
         return
     dk = text.slider("d_k", 1, 16, key="dk")
-    view = run(embedded.vectors, Config(projection="random", d_k=dk, bias=True))
+    view = toy_view(sentence, Config(projection="random", d_k=dk, bias=True))
     n, d = view.x.shape
     text.latex(r"Q = XW_q + b_q,\ K = XW_k + b_k")
     text.latex(r"V = XW_v + b_v")
@@ -62,7 +63,7 @@ def masks(text, figure):
         if embedded is not None:
             n = len(embedded.tokens)
             allowed = causal_mask(n, n).float().numpy()  # (n, n) 1 = may attend
-            offer(questions.masks(run(embedded.vectors, Config(mask="causal")).weights[0]))
+            offer(questions.masks(toy_view(st.session_state.text, Config(mask="causal")).weights[0]))
             text.latex(r"M \in \{0,1\}^{T \times T} = %d \times %d" % (n, n))
             draw_comparison(st.session_state.text, Config(), Config(mask="causal"), figure)
             if held(text, "result"):
@@ -98,18 +99,27 @@ def draw_batch_mask(text, figure) -> list[int]:
     return [len(t) for t in tokens]
 
 
+def translation(scoring: str):
+    """(the source's and the target's embedded words, the encoder-decoder's weights, the cross weights of a target one
+    word shorter (1, 1, T_out − 1, T_in)) for step 11's sentences, once for every session."""
+    def compute():
+        source, target = embed(tokenize(SOURCE), glove()), embed(tokenize(TARGET), glove())
+        x_in, valid_in = pad_batch([source.vectors])
+        x_out, valid_out = pad_batch([target.vectors])
+        x_short, valid_short = pad_batch([target.vectors[:-1]])
+        shorter = encoder_decoder(x_in, valid_in, x_short, valid_short, scoring=scoring).cross  # (1, 1, T_out − 1, T_in)
+        return source, target, encoder_decoder(x_in, valid_in, x_out, valid_out, scoring=scoring), shorter
+
+    return shared(("glove", "translation", scoring), compute)
+
+
 def encoder_decoder_step(text, figure):
     text.write("A translator has two parts. The **encoder** reads the source sentence, every word seeing every word. "
                "The **decoder** reads the target so far under the causal mask, then looks at the encoder's output through "
                "**cross-attention**: its queries are target words, its keys and values source words.")
     scoring = text.radio("Scoring", ["dot", "scaled_dot", "cosine"], key="scoring", horizontal=True)
-    source, target = embed(tokenize(SOURCE), glove()), embed(tokenize(TARGET), glove())
-    x_in, valid_in = pad_batch([source.vectors])
-    x_out, valid_out = pad_batch([target.vectors])
-    views = encoder_decoder(x_in, valid_in, x_out, valid_out, scoring=scoring)
+    source, target, views, shorter = translation(scoring)
     t_in, t_out = len(source.tokens), len(target.tokens)
-    x_short, valid_short = pad_batch([target.vectors[:-1]])
-    shorter = encoder_decoder(x_in, valid_in, x_short, valid_short, scoring=scoring).cross  # (1, 1, T_out − 1, T_in)
     offer(questions.encoder_decoder(views.cross.shape[-2], t_out, t_in, shorter.shape[-2]))
     if held(text, "result") | held(figure):
         return
@@ -120,8 +130,8 @@ def encoder_decoder_step(text, figure):
             ("encoder", views.encoder, source.tokens, source.tokens), ("decoder (causal)", views.decoder, target.tokens, target.tokens),
             ("cross", views.cross, target.tokens, source.tokens))):
         w = weights[0, 0].numpy()  # (T_q, T_k)
-        chart(column, figures.attention_heatmap(w, rows, cols, title=name, width="third"), key=f"lesson_{name.split()[0]}",
-              matrix=Matrix(w, rows, cols))
+        chart(column, lambda w=w, rows=rows, cols=cols, name=name: figures.attention_heatmap(w, rows, cols, title=name, width="third"),
+              key=f"lesson_{name.split()[0]}", matrix=Matrix(w, rows, cols), same_for=(scoring,))
     with text:
         explore("encoder_decoder", "Encoder–decoder")
 

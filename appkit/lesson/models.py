@@ -8,12 +8,12 @@ import torch
 
 from attnviz import figures, heads, models
 from attnviz.export import Matrix
-from attnviz.sentence import Config, run
+from attnviz.sentence import Config
 from appkit.served import model as loaded_model, run as model_run, shared
 from attnviz.classroom import questions
 from appkit.classroom import offer
 from appkit.present import chart
-from appkit.lesson.common import DOG, FIGURE_COLUMN, embedded_sentence, explore, held, sentence_input
+from appkit.lesson.common import DOG, FIGURE_COLUMN, embedded_sentence, explore, held, sentence_input, toy_view
 
 
 def heads_step(text, figure):
@@ -26,7 +26,7 @@ def heads_step(text, figure):
     if embedded is None:
         return
     heads = text.slider("Heads H", 1, 8, key="heads")
-    view = run(embedded.vectors, Config(projection="random", heads=heads, d_k=16))
+    view = toy_view(sentence, Config(projection="random", heads=heads, d_k=16))
     offer(questions.heads(view.weights))
     if held(figure):
         return

@@ -10,16 +10,30 @@ from attnviz.functional import FORMULAS, attend, make_scorer
 from attnviz.embeddings import embed, tokenize
 from attnviz.export import Matrix
 from attnviz.pooling import dot_variance
-from attnviz.sentence import Config, run
+from attnviz.sentence import Config
 from appkit.common import clicked, glove, position_select
+from appkit.served import shared
 from attnviz.classroom import questions
 from appkit.classroom import offer
 from appkit.present import chart
-from appkit.lesson.common import (DIMS, FIGURE_COLUMN, MAX_TOKENS, draw_comparison, embedded_sentence, explore, held,
+from appkit.lesson.common import (DIMS, toy_view, FIGURE_COLUMN, MAX_TOKENS, draw_comparison, embedded_sentence, explore, held,
                                   sentence_input)
 
 
 LESSON_SCORERS = ("dot", "scaled_dot", "additive", "gaussian")
+
+
+def scorer_panels(seed: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(name, weights (5, 7), scores (5, 7)) of each of step 5's scoring functions on the seed's random queries and
+    keys, once for every session."""
+    def compute():
+        generator = torch.Generator().manual_seed(seed)
+        query = torch.randn(5, 8, generator=generator)  # (5, 8)
+        key = torch.randn(7, 8, generator=generator)  # (7, 8)
+        results = [attend(query, key, torch.eye(7), scoring=make_scorer(name, 8, 8, seed=seed)) for name in LESSON_SCORERS]
+        return [(name.replace("_", " "), r.weights.numpy(), r.scores.numpy()) for name, r in zip(LESSON_SCORERS, results)]
+
+    return shared(("scoring", seed), compute)
 
 
 def similarity_functions(text, figure):
@@ -29,12 +43,8 @@ def similarity_functions(text, figure):
         text.markdown(f"**{name.replace('_', ' ')}**")  # the name above its formula: side by side they outgrow the column
         text.latex(r"\small " + FORMULAS[name])
     seed = text.number_input("Seed (new random queries and keys)", 0, 2**31 - 1, key="seed")
-    generator = torch.Generator().manual_seed(seed)
-    query = torch.randn(5, 8, generator=generator)  # (5, 8)
-    key = torch.randn(7, 8, generator=generator)  # (7, 8)
     rows, cols = [f"q{i}" for i in range(5)], [f"k{j}" for j in range(7)]
-    results = [attend(query, key, torch.eye(7), scoring=make_scorer(name, 8, 8, seed=seed)) for name in LESSON_SCORERS]
-    panels = [(name.replace("_", " "), r.weights.numpy(), r.scores.numpy()) for name, r in zip(LESSON_SCORERS, results)]  # (5, 7) each
+    panels = scorer_panels(seed)
     offer(questions.similarity_functions([p[0] for p in panels], [p[1] for p in panels]))
     if held(figure):
         return
@@ -76,11 +86,12 @@ def self_attention(text, figure):
                "the whole matrix. Click a row to make it the query.")
     text.latex(r"\alpha = \mathrm{softmax}\Big(\frac{XX^\top}{\sqrt{d}}\Big),\ d = 50")
     text.latex(r"O = \alpha X")
-    embedded = embedded_sentence(sentence_input(text), figure)
+    sentence = sentence_input(text)
+    embedded = embedded_sentence(sentence, figure)
     if embedded is None:
         return
     query = position_select(text, "Query word", embedded.tokens, "query")
-    view = run(embedded.vectors, Config())
+    view = toy_view(sentence, Config())
     weights = view.weights[0]  # (n, n)
     offer(questions.self_attention(weights, embedded.tokens, query))
     if held(figure):
@@ -116,7 +127,7 @@ def order_matters(text, figure):
         figure.info(f"Type a sentence of 2 to {MAX_TOKENS} words.")
         return
     config = Config(positions="sinusoidal" if with_positions else "none")
-    forward, backward = (run(embed(w, glove()).vectors, config).weights[0] for w in (words, words[::-1]))  # (n, n) each
+    forward, backward = (toy_view(" ".join(w), config).weights[0] for w in (words, words[::-1]))  # (n, n) each
     offer(questions.order_matters(forward, backward, with_positions))
     draw_comparison(" ".join(words), config, config, figure, b_sentence=" ".join(reversed(words)))
     with text:

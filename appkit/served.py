@@ -7,6 +7,7 @@ import gc
 import os
 import sys
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -256,3 +257,22 @@ def example_needle(name: str) -> tuple:
 def example_scan(name: str):
     """The example document's scan (model.scan), computed once for every session: it is only read."""
     return model(name).scan(example_document(name).pieces.text)
+
+
+TURN_WAIT_S = 1.0  # the longest a run waits for its turn before it goes on anyway
+_turn = threading.Lock()
+
+
+@contextmanager
+def in_turn():
+    """A page's heavy part, run by one session at a time. When a class's 30 students rerun at once, their scripts
+    share one interpreter lock: run side by side, every run ends about when the last does, and the loop that sends
+    their pages waits behind them, so even a step's heading reached each student only then. In turn, every heading
+    is sent at once and the runs end one after another. A run that waits TURN_WAIT_S goes on without its turn, so
+    a long computation holds the others back by that much at most."""
+    taken = _turn.acquire(timeout=TURN_WAIT_S)
+    try:
+        yield
+    finally:
+        if taken:
+            _turn.release()

@@ -9,6 +9,7 @@ import streamlit as st
 from appkit import classroom
 from appkit.common import load_url_state, save_url_state
 from appkit.present import IN_CLASS
+from appkit.served import in_turn
 from appkit.lesson.common import COMPARE_NAMES, NOTED, SCHEMA, STEP_COUNT
 from appkit.lesson.retrieval import exact_lookup, hard_retrieval, soft_retrieval, kernel_regression
 from appkit.lesson.scores import similarity_functions, why_sqrt_d, self_attention, order_matters
@@ -97,6 +98,7 @@ st.session_state[classroom.OFFERED] = []
 record = classroom.current()
 st.session_state[classroom.HELD] = classroom.holding(number, record)  # the room predicts first (lesson.common.held)
 st.session_state.pop(NOTED, None)
-draw(text_column, figure_column)
-classroom.panel(class_slot, number, SCHEMA, record)
+with in_turn():  # a class's students' runs one at a time, each heading sent first (appkit.served.in_turn)
+    draw(text_column, figure_column)
+    classroom.panel(class_slot, number, SCHEMA, record)
 save_url_state(SCHEMA, kept=classroom.kept_params())

@@ -31,3 +31,48 @@ def test_one_thread_at_a_time_and_none_past_the_last_step():
         first.join(10)
     finally:
         del ahead.STEPS[99]
+
+
+def test_runs_take_turns_and_one_that_waits_too_long_goes_on(monkeypatch):
+    """appkit.served.in_turn: a second run's heavy part starts only once the first has left its turn; and a run whose
+    turn does not come within TURN_WAIT_S goes on without it (a long computation never holds the others back)."""
+    import threading
+
+    from appkit import served
+
+    order, first_inside, release = [], threading.Event(), threading.Event()
+
+    def first():
+        with served.in_turn():
+            order.append("first in")
+            first_inside.set()
+            release.wait(10)
+            order.append("first out")
+
+    def second():
+        with served.in_turn():
+            order.append("second in")
+
+    monkeypatch.setattr(served, "TURN_WAIT_S", 30.0)
+    a = threading.Thread(target=first)
+    a.start()
+    assert first_inside.wait(10)
+    b = threading.Thread(target=second)
+    b.start()
+    b.join(0.2)  # the second is waiting for its turn, not inside
+    assert order == ["first in"]
+    release.set()
+    a.join(10), b.join(10)
+    assert order == ["first in", "first out", "second in"]
+
+    order.clear(), first_inside.clear(), release.clear()
+    monkeypatch.setattr(served, "TURN_WAIT_S", 0.05)
+    a = threading.Thread(target=first)
+    a.start()
+    assert first_inside.wait(10)
+    b = threading.Thread(target=second)
+    b.start()
+    b.join(10)  # goes on while the first still holds the turn
+    assert order == ["first in", "second in"]
+    release.set()
+    a.join(10)

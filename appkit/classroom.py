@@ -302,7 +302,8 @@ def draw_join_slide(where) -> None:
                         "step": st.session_state.step, "params": {}, "count": True, "font_px": PRESENTER_PANEL_PX},
                key="class_slide_live")
     left.button("Back to the step", key="class_slide_off", on_click=lambda: st.session_state.pop(SLIDE, None))
-    right.image(qr_png(join), width=480, caption=f"Join class {held['code']}")
+    right.image(qr_png(join), width=480, caption=f"Join class {held['code']}",
+                alt=f"QR code of the link that joins class {held['code']}")
 
 
 def projector(where, record, held: dict, schema: dict) -> None:
@@ -314,7 +315,7 @@ def projector(where, record, held: dict, schema: dict) -> None:
     with where.container(key="class_strip"):
         code_column, qr_column, slide, console_button = st.columns([9, 1, 2, 2], vertical_alignment="center")
         code_column.caption(f"Join code **{record.code}** · {join}")
-        qr_column.image(qr_png(join), width=52)
+        qr_column.image(qr_png(join), width=52, alt=f"QR code of the link that joins class {held['code']}")
         slide.button("Join slide", icon=":material/qr_code_2:", key="class_slide", width="stretch",
                      on_click=lambda: st.session_state.update({SLIDE: True}),
                      help="The join code and a large QR code on the whole screen.")

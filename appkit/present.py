@@ -1,9 +1,12 @@
 """App-wide settings shown on every page: presenter mode and the figures' download format. Light on purpose:
 app.py imports it before the page config, so it must not wait for torch or gensim."""
 
+import numpy as np
+import pandas as pd
 import streamlit as st
 
 from attnviz.export import Matrix, figure_html
+from attnviz import describe, web
 from attnviz.cache import ByteBudgetCache
 from attnviz.figures import fit_margins, grow_to_labels, set_presenter
 
@@ -19,7 +22,19 @@ PRESENTER_CSS = """<style>
 .stApp h1 { font-size: 3.2rem !important; }
 </style>"""
 CHART_FONT_PX = 16
+TABLE_ROWS, TABLE_COLS = 200, 60  # "Show as a table": at most this much of a chart's matrix
 FIGURE_CACHE_BYTES = 32 * 2**20  # the figures a class's steps share (chart's same_for)
+
+
+# Text at 4.5:1 or more on white (WCAG 2.2, 1.4.3). Streamlit draws captions and a slider's end values in its text
+# colour at 60 % opacity (3.9:1, and 2.7:1 inside a faded block) and plotly's axes and titles in a grey of 3.7:1; here
+# captions are #5e5d5b at full opacity (6.6:1) and plotly's text is the app's text colour.
+CONTRAST_CSS = """<style>
+[data-testid="stCaptionContainer"], [data-testid="stSliderTickBar"] { color: #5e5d5b !important; opacity: 1 !important; }
+.js-plotly-plot .xtick text, .js-plotly-plot .ytick text, .js-plotly-plot .g-xtitle text, .js-plotly-plot .g-ytitle text,
+.js-plotly-plot .gtitle, .js-plotly-plot .cbaxis text, .js-plotly-plot .cbtitle text, .js-plotly-plot .legendtext {
+  fill: #31333f !important; }
+</style>"""
 
 
 def presenting() -> bool:
@@ -32,9 +47,22 @@ def presenting() -> bool:
     return on
 
 
+_announce = st.components.v2.component("attnviz_announce", js=web.bundle("streamlit/announce.mjs"), css=web.css(),
+                                       isolate_styles=False)
+
+
+def announce(scope: str, place, heading: str, said: str) -> None:
+    """When `place` changes in this tab (a lesson's step), a screen reader hears `said` and focus goes to the heading
+    that starts with `heading`; the first visit says nothing."""
+    _announce(data=[{"scope": scope, "place": place, "heading": heading, "said": said}], key=f"announce_{scope}", width="stretch")
+
+
 def settings() -> None:
-    """The sidebar's app-wide controls, and the presenter's large type."""
+    """The sidebar's app-wide controls, the contrast every page's text needs, and the presenter's large type."""
     st.session_state[IN_CLASS] = False  # until the Lesson says this run is a class's
+    st.html(CONTRAST_CSS)
+    with st.sidebar:  # out of the page's flow; what every page's own elements lack for the keyboard (announce.mjs)
+        announce("page", None, "", "")
     st.sidebar.toggle("Presenter mode", key=PRESENT, help="Large type for a projector, the sidebar folded away. "
                       "The page's link carries it (present=1).")
     st.sidebar.radio("Chart downloads (the camera button)", list(FORMATS), format_func=FORMATS.get, key=FIGURE_FORMAT,
@@ -67,10 +95,38 @@ def chart(where, figure, *, key: str, width: str = "stretch", matrix: Matrix | N
     else:
         build = figure
         figure = _finished().get((key, presenter, *same_for), lambda: finish(build(), presenter))
-    drawn = where.plotly_chart(figure, key=key, width=width, config=chart_config(key), **kwargs)
+    values = matrix.values if matrix is not None and not callable(matrix.values) else None
+    said = describe.figure(figure, values, *((matrix.rows, matrix.cols) if values is not None else (None, None)))
+    drawn = where.plotly_chart(figure, key=key, width=width, config=chart_config(key), alt=said, **kwargs)
     if matrix is not None:
+        table(where, key, matrix)
         downloads(where, key, figure, matrix)
     return drawn
+
+
+def table(where, key: str, matrix: Matrix) -> None:
+    """'Show as a table': the chart's numbers as a table with its row and column names (an HTML table, which a screen
+    reader walks by cell), built only once asked for; the first TABLE_ROWS × TABLE_COLS cells of a larger one."""
+    if not where.toggle("Show as a table", key=f"table_{key}", help="The numbers this chart draws, as a table."):
+        return
+    values = np.asarray(matrix.get())  # (rows, cols)
+    rows, cols = min(len(matrix.rows), TABLE_ROWS), min(len(matrix.cols), TABLE_COLS)
+    shown = pd.DataFrame(values[:rows, :cols], index=_unique(matrix.rows[:rows]), columns=_unique(matrix.cols[:cols]))
+    shown.index.name = matrix.corner
+    where.table(shown.style.format(precision=4, na_rep="masked"))
+    if rows < len(matrix.rows) or cols < len(matrix.cols):
+        where.caption(f"The first {rows:,} rows and {cols:,} columns of {len(matrix.rows):,} × {len(matrix.cols):,}; "
+                      "the Download menu's CSV holds them all.")
+
+
+def _unique(names: list[str]) -> list[str]:
+    """Table headers told apart where a sentence repeats a word ("the", "the #2")."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name} #{seen[name]}")
+    return out
 
 
 @st.cache_resource

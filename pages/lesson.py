@@ -8,7 +8,7 @@ import streamlit as st
 
 from appkit import classroom
 from appkit.common import load_url_state, save_url_state
-from appkit.present import IN_CLASS
+from appkit.present import IN_CLASS, announce
 from appkit.served import in_turn
 from appkit.lesson.common import COMPARE_NAMES, NOTED, SCHEMA, STEP_COUNT
 from appkit.lesson.retrieval import exact_lookup, hard_retrieval, soft_retrieval, kernel_regression
@@ -102,3 +102,4 @@ with in_turn():  # a class's students' runs one at a time, each heading sent fir
     draw(text_column, figure_column)
     classroom.panel(class_slot, number, SCHEMA, record)
 save_url_state(SCHEMA, kept=classroom.kept_params())
+announce("lesson", number, f"{number}. ", f"Step {number} of {len(STEPS)}: {title}")  # said, and its heading focused

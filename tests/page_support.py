@@ -60,8 +60,9 @@ def decode(value):
 
 
 def sent_figures(at) -> list[dict]:
-    """The data each of the page's browser figures got: every component's but the sentence box's (its text)."""
-    return [d for d in (component_data(c) for c in at.get("bidi_component")) if "max_chars" not in d]
+    """The data each of the page's browser figures got: every component's but the sentence box's (its text) and the
+    announcer's (what a screen reader hears of a new step)."""
+    return [d for d in (component_data(c) for c in at.get("bidi_component")) if "max_chars" not in d and "said" not in d]
 
 
 def type_sentence(at, text: str, name: str = "text"):

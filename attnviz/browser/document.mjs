@@ -4,16 +4,50 @@
 
 import { HIGHLIGHT, el, float32Of, mountOnce } from "./draw.mjs";
 
+const PAGE = 50; // pieces a Page Up or Page Down moves
+
 export class DocumentText {
   constructor(root) {
     this.root = root;
     root.classList.add("av-document");
     this.heading = root.appendChild(el("div", { class: "av-atlas-title" }));
-    this.body = root.appendChild(el("div", { class: "av-document-body" }));
+    // The keyboard's way in: the text takes focus, the arrows move a piece at a time, Page Up and Down by PAGE, Home
+    // and End to the ends; a polite live region reads the piece and its weight, and Enter makes it the query.
+    this.body = root.appendChild(el("div", { class: "av-document-body", tabindex: "0", role: "application" }));
+    this.live = root.appendChild(el("div", { class: "av-sr", "aria-live": "polite", "aria-atomic": "true" }));
+    this.body.addEventListener("keydown", (e) => this.key(e));
     this.body.addEventListener("click", (e) => {
       const i = Number(e.target.dataset?.i);
       if (Number.isInteger(i) && this.setTriggerValue) this.setTriggerValue("query", i);
     });
+  }
+
+  key(event) {
+    if (!this.spans || !this.spans.length) return;
+    const last = this.spans.length - 1;
+    const moves = { ArrowLeft: -1, ArrowUp: -1, ArrowRight: 1, ArrowDown: 1, PageUp: -PAGE, PageDown: PAGE, Home: -Infinity, End: Infinity };
+    if (event.key === "Enter" || event.key === " ") {
+      event.preventDefault();
+      if (this.setTriggerValue) this.setTriggerValue("query", this.cursor);
+      return;
+    }
+    if (!(event.key in moves)) {
+      if (event.key.length === 1 && !event.ctrlKey && !event.metaKey) event.stopPropagation(); // no page-wide letter keys
+      return;
+    }
+    event.preventDefault();
+    this.moveTo(Math.min(last, Math.max(0, this.cursor + moves[event.key])));
+  }
+
+  /** The keyboard's piece: outlined, scrolled into view, and read. */
+  moveTo(i) {
+    if (this.spans[this.cursor]) this.spans[this.cursor].classList.remove("av-cursor-piece");
+    this.cursor = i;
+    const span = this.spans[i];
+    span.classList.add("av-cursor-piece");
+    span.scrollIntoView({ block: "nearest" });
+    const text = span.textContent.trim() || "part of the character before it";
+    this.live.textContent = `piece ${i} of ${this.spans.length}, “${text}”, weight ${this.weights[i].toPrecision(3)}`;
   }
 
   load(data, setTriggerValue) {
@@ -32,6 +66,11 @@ export class DocumentText {
       return span;
     });
     this.body.replaceChildren(...spans);
+    this.body.setAttribute("aria-label", `${data.title}: ${spans.length} pieces, each shaded by its weight. Arrow keys `
+      + "read the pieces one by one, Page Up and Page Down move by " + PAGE + ", Enter makes a piece the query.");
+    this.spans = spans;
+    this.weights = weights;
+    this.cursor = Math.min(Math.max(0, data.query), spans.length - 1);
     this.root.attnviz = { query: data.query, pieces: spans.length, weight: (i) => weights[i] };
   }
 }

@@ -1,10 +1,13 @@
 // What every figure draws with: elements made without parsing HTML, bytes from Python's base64, a canvas at the
 // screen's pixel ratio, and the colours the figures share. User text is only ever set as textContent.
 
+import { formatG } from "./weights.mjs";
+
 export const SVG_NS = "http://www.w3.org/2000/svg";
 export const HIGHLIGHT = "#d55e00"; // the chosen query, head or piece
 export const INK = "#31333f"; // text and lines, Streamlit's own
 export const MASKED_RGB = [0xe4, 0xe4, 0xe4]; // a masked cell: no weight at all, drawn apart from a small weight
+export const MASKED_INK = "#6b6b6b"; // the stroke across a masked cell: 3:1 and more against its grey's neighbours
 export const FONT = '"Source Sans Pro", "Source Sans 3", sans-serif';
 
 /** A new element (`svg:` before the tag for an SVG one) with these attributes and, when given, this text. */
@@ -18,6 +21,50 @@ export function el(tag, attrs = {}, text) {
 /** Tell the page that a person changed a heatmap's view (a presenter's page sends it to the class: classroom.mjs). */
 export function announce(root, view) {
   root.dispatchEvent(new CustomEvent("attnviz:view", { bubbles: true, detail: { ...view } }));
+}
+
+/** "query" → "queries", "key" → "keys", "query piece" → "query pieces". */
+export function plural(word) {
+  return /[^aeiou]y$/.test(word) ? `${word.slice(0, -1)}ies` : `${word}s`;
+}
+
+/** A rectangle's outline that shows on every colour of a scale: a dark line under a lighter one (`colour`), dashed
+ * where `dash` is given (the keyboard's cell). */
+export function outline(svg, box, colour, cls, dash) {
+  svg.appendChild(el("svg:rect", { ...box, fill: "none", stroke: "#000000", "stroke-width": 4, class: `${cls}-under` }));
+  const line = el("svg:rect", { ...box, fill: "none", stroke: colour, "stroke-width": 2, class: cls });
+  if (dash) line.setAttribute("stroke-dasharray", dash);
+  svg.appendChild(line);
+}
+
+/** The drawn column of row i's largest allowed weight (flat weights, m columns a row). */
+export function strongest(weights, allowed, i, m) {
+  let best = 0;
+  for (let j = 1; j < m; j++) if (allowed[i * m + j] && (!allowed[i * m + best] || weights[i * m + j] > weights[i * m + best])) best = j;
+  return best;
+}
+
+/** 1st, 2nd, 3rd, 4th, …, 11th, 12th, 13th, 21st. */
+export function ordinal(k) {
+  const tens = k % 100, units = k % 10;
+  const suffix = tens >= 11 && tens <= 13 ? "th" : ({ 1: "st", 2: "nd", 3: "rd" }[units] || "th");
+  return `${k}${suffix}`;
+}
+
+/** Cell (i, j) of a heatmap's drawn weights in words: its query, its key, its weight and its rank among the row's
+ * allowed keys ("query happy, key dog, weight 0.17, 2nd of 16"), or that it is masked. */
+export function cellWords(data, result, i, j) {
+  const m = data.m, k = i * m + j;
+  const [rowAxis, colAxis] = data.axes || ["query", "key"];
+  const where = `${rowAxis} ${data.rows[i]}, ${colAxis} ${data.cols[j]}`;
+  if (!result.allowed[k]) return `${where}, masked: weight 0`;
+  let rank = 1, of = 0;
+  for (let c = 0; c < m; c++) {
+    if (!result.allowed[i * m + c]) continue;
+    of += 1;
+    if (result.weights[i * m + c] > result.weights[k]) rank += 1;
+  }
+  return `${where}, weight ${formatG(result.weights[k], 3)}, ${ordinal(rank)} of ${of}`;
 }
 
 /** The names of `view` that `current` has, with a query kept below `rows`: what a followed view may change. */

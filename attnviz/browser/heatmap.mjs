@@ -5,7 +5,7 @@
 // Its parts are objects it owns: Drawing (heatmap_draw.mjs), Toolbar (heatmap_toolbar.mjs), Inspector
 // (heatmap_inspector.mjs) and Export (heatmap_export.mjs). The heatmap keeps the state and hands each call on to its part.
 
-import { announce, el, float32Of, followed, short } from "./draw.mjs";
+import { announce, cellWords, el, float32Of, followed, short, strongest } from "./draw.mjs";
 import { CONTROLS, Drawing, MASK_NAMES, SYNC_MS } from "./heatmap_draw.mjs";
 import { Export } from "./heatmap_export.mjs";
 import { Inspector } from "./heatmap_inspector.mjs";
@@ -40,11 +40,15 @@ export class Heatmap {
     this.canvas = this.figure.appendChild(el("canvas", { class: "av-cells" }));
     this.svg = this.figure.appendChild(el("svg:svg", { class: "av-overlay" }));
     this.tip = this.figure.appendChild(el("div", { class: "av-tip", role: "tooltip" }));
+    // What the keyboard's focused cell holds, read out politely (its text only: the figure's name says the rest).
+    this.live = root.appendChild(el("div", { class: "av-sr", "aria-live": "polite", "aria-atomic": "true" }));
     this.inspector = root.appendChild(el("div", { class: "av-inspector" }));
     this.figure.addEventListener("mousemove", (e) => this.hover(e));
     this.figure.addEventListener("mouseleave", () => (this.tip.style.display = "none"));
     this.figure.addEventListener("click", (e) => this.click(e));
     this.figure.addEventListener("keydown", (e) => this.key(e));
+    this.figure.addEventListener("focus", () => this.data && this.drawOverlay());
+    this.figure.addEventListener("blur", () => this.data && this.drawOverlay());
     this.resize = new ResizeObserver(() => this.layout() && this.draw());
     this.resize.observe(root);
     if (!this.owner) {
@@ -192,6 +196,23 @@ export class Heatmap {
   /** The chosen query's row among the drawn rows (the view's query is a position in the sentence). */
   row() {
     return this.view.query - this.data.row_start;
+  }
+
+  /** The keyboard's cell (drawn row, drawn column): the chosen query's row, and the column the arrows moved to, else
+   * the chosen key's, else the row's strongest. */
+  cursorCell() {
+    const d = this.data;
+    const row = Math.min(d.n - 1, Math.max(0, this.row()));
+    if (this.cursorCol === undefined || this.cursorCol >= d.m) {
+      const key = this.view.key - d.col_start;
+      this.cursorCol = Number.isInteger(key) && key >= 0 && key < d.m ? key : strongest(this.result.weights, this.result.allowed, row, d.m);
+    }
+    return [row, this.cursorCol];
+  }
+
+  /** The focused cell in words, into the live region: "query happy, key dog, weight 0.17, 2nd of 16". */
+  readCell() {
+    this.live.textContent = cellWords(this.data, this.result, ...this.cursorCell());
   }
 
   /** How several heads combine: the view's choice ("mean" unless it says "max"); one head is itself. */

@@ -2,7 +2,7 @@
 // owns): the layout of the figure (margins measured for the labels), the cells as one image, the colour bar,
 // the overlay's labels, titles and outlines as SVG text, the hover, and what is drawn for tests (expose).
 
-import { FONT, HIGHLIGHT, MASKED_RGB, canvasContext, el } from "./draw.mjs";
+import { FONT, HIGHLIGHT, MASKED_INK, MASKED_RGB, canvasContext, el, outline, plural } from "./draw.mjs";
 import { colourBarTitle, formatG, maskRule, paletteColour } from "./weights.mjs";
 
 export const SYNC_MS = 400;
@@ -83,8 +83,11 @@ export class Drawing {
     this.heatmap.drawInspector();
     const combined = d.heads > 1 ? `, ${OVER_NAMES[this.heatmap.over()]} over ${d.heads} heads` : "";
     const count = (k, one, many) => `${k} ${k === 1 ? one : many}`;
-    this.heatmap.figure.setAttribute("aria-label", `${this.heatmap.what()}${combined}, ${count(d.n, "query", "queries")} × ${count(d.m, "key", "keys")}. Chosen query: ` +
-      `${d.rows[this.heatmap.row()]} (position ${v.query}). Arrow keys move the query.` +
+    const [rowAxis, colAxis] = d.axes || ["query", "key"];
+    const rowCount = count(d.n, rowAxis, plural(rowAxis)), colCount = count(d.m, colAxis, plural(colAxis));
+    const chosen = this.heatmap.row() >= 0 && this.heatmap.row() < d.n ? ` Chosen ${rowAxis}: ${d.rows[this.heatmap.row()]} (position ${v.query}).` : "";
+    this.heatmap.figure.setAttribute("aria-label", `${this.heatmap.what()}${combined}, ${rowCount} × ${colCount}.${chosen} ` +
+      `Up and down choose the ${rowAxis}, left and right read its cells, Enter chooses the cell.` +
       (maskRule(v.mask).hides ? " Tab to a key's label and press Enter to hide or show it." : ""));
     this.heatmap.expose();
   }
@@ -98,7 +101,29 @@ export class Drawing {
     const { plot } = this.heatmap;
     const ctx = canvasContext(this.heatmap.canvas, this.heatmap.figure, this.heatmap.width, this.heatmap.data.height);
     ctx.drawImage(this.heatmap.cellImage(), plot.x, plot.y, plot.w, plot.h);
+    this.hatchMasked(ctx);
     this.heatmap.drawColourBar(ctx);
+  }
+
+  /** A masked cell is told by a diagonal stroke, not by its grey alone (its grey and a palette's light end are
+   * alike in lightness); left out where cells are under 4 px, where a stroke would be a smudge. */
+  hatchMasked(ctx) {
+    const { plot } = this.heatmap;
+    const { n, m } = this.heatmap.data;
+    const allowed = this.heatmap.result.allowed;
+    const w = plot.w / m, h = plot.h / n;
+    if (w < 4 || h < 4) return;
+    ctx.beginPath();
+    for (let i = 0; i < n; i++) {
+      for (let j = 0; j < m; j++) {
+        if (allowed[i * m + j]) continue;
+        ctx.moveTo(plot.x + j * w + 1, plot.y + (i + 1) * h - 1);
+        ctx.lineTo(plot.x + (j + 1) * w - 1, plot.y + i * h + 1);
+      }
+    }
+    ctx.strokeStyle = MASKED_INK;
+    ctx.lineWidth = 1;
+    ctx.stroke();
   }
 
   /** The n×m cells as an image, one pixel per cell; drawn scaled, without smoothing. */
@@ -195,13 +220,15 @@ export class Drawing {
     svg.appendChild(el("svg:text", { x: qx, y: qy, transform: `rotate(-90 ${qx} ${qy})`, "text-anchor": "middle",
       "dominant-baseline": "central", class: "av-axis" }, rowAxis));
     if (this.heatmap.row() >= 0 && this.heatmap.row() < d.n) {  // a matrix of final values may have no chosen row
-      svg.appendChild(el("svg:rect", { x: plot.x - 1, y: plot.y + this.heatmap.row() * cellH - 1, width: plot.w + 2, height: cellH + 2,
-        fill: "none", stroke: HIGHLIGHT, "stroke-width": 2, class: "av-outline" }));
+      outline(svg, { x: plot.x - 1, y: plot.y + this.heatmap.row() * cellH - 1, width: plot.w + 2, height: cellH + 2 }, HIGHLIGHT, "av-outline");
     }
     const column = v.key - d.col_start; // the chosen cell, whose score the page takes apart
     if (Number.isInteger(v.key) && column >= 0 && column < d.m) {
-      svg.appendChild(el("svg:rect", { x: plot.x + column * cellW, y: plot.y + this.heatmap.row() * cellH, width: cellW, height: cellH,
-        fill: "none", stroke: "#ffffff", "stroke-width": 2, class: "av-cell-outline" }));
+      outline(svg, { x: plot.x + column * cellW, y: plot.y + this.heatmap.row() * cellH, width: cellW, height: cellH }, "#ffffff", "av-cell-outline");
+    }
+    if (document.activeElement === this.heatmap.figure) { // the keyboard's cell, while the figure has focus
+      const [i, j] = this.heatmap.cursorCell();
+      outline(svg, { x: plot.x + j * cellW, y: plot.y + i * cellH, width: cellW, height: cellH }, "#ffffff", "av-cursor", "4 2");
     }
     this.heatmap.drawBarTicks(svg);
   }

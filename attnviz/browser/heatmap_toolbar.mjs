@@ -68,6 +68,7 @@ export class Toolbar {
       const index = this.heatmap.data.taus.indexOf(v.temp);
       this.heatmap.tauInput.value = String(index < 0 ? this.heatmap.data.taus.indexOf(1) : index);
       this.heatmap.tauText.textContent = `= ${formatG(v.temp, 4)}`;
+      this.heatmap.tauInput.setAttribute("aria-valuetext", `τ = ${formatG(v.temp, 4)}`); // not the step's index
     }
     if (this.heatmap.hardInput) this.heatmap.hardInput.checked = v.hard;
     if (this.heatmap.maskInput) this.heatmap.maskInput.value = v.mask;
@@ -99,17 +100,35 @@ export class Toolbar {
   }
 
   key(event) {
+    // A letter typed on the figure is the figure's: Streamlit's page-wide single keys ("r" reruns) do not hear it.
+    if (event.key.length === 1 && event.key !== " " && !event.ctrlKey && !event.metaKey && !event.altKey) event.stopPropagation();
     const col = event.target.dataset ? event.target.dataset.col : undefined;
     if (col !== undefined && (event.key === "Enter" || event.key === " ") && maskRule(this.heatmap.view.mask).hides) {
       event.preventDefault();
       this.heatmap.focusCol = +col;
       return this.heatmap.toggleHidden(+col, event.timeStamp);
     }
-    const moves = { ArrowUp: -1, ArrowLeft: -1, ArrowDown: 1, ArrowRight: 1, Home: -Infinity, End: Infinity };
+    if (event.target !== this.heatmap.figure) return;
+    const d = this.heatmap.data;
+    const cursor = this.heatmap.cursorCell();
+    if (event.key === "Enter" || event.key === " ") { // as a click on the focused cell
+      event.preventDefault();
+      const patch = "key" in this.heatmap.view ? { query: d.row_start + cursor[0], key: d.col_start + cursor[1] } : { query: d.row_start + cursor[0] };
+      return this.heatmap.change(patch, event.timeStamp);
+    }
+    const keys = { ArrowLeft: -1, ArrowRight: 1 };
+    if (event.key in keys) { // the focused cell moves along the chosen query's row; the query stays
+      event.preventDefault();
+      this.heatmap.cursorCol = Math.min(d.m - 1, Math.max(0, cursor[1] + keys[event.key]));
+      this.heatmap.drawOverlay();
+      return this.heatmap.readCell();
+    }
+    const moves = { ArrowUp: -1, ArrowDown: 1, Home: -Infinity, End: Infinity, PageUp: -10, PageDown: 10 };
     if (!(event.key in moves)) return;
     event.preventDefault();
-    const first = this.heatmap.data.row_start;
-    const query = Math.min(first + this.heatmap.data.n - 1, Math.max(first, this.heatmap.view.query + moves[event.key]));
+    const first = d.row_start;
+    const query = Math.min(first + d.n - 1, Math.max(first, this.heatmap.view.query + moves[event.key]));
     if (query !== this.heatmap.view.query) this.heatmap.change({ query }, event.timeStamp);
+    this.heatmap.readCell();
   }
 }

@@ -8,7 +8,7 @@ import math
 import re
 import time
 
-from driver import SHOTS, exceptions, live_cell, live_select, settle, url_has, wait_for_heatmap
+from driver import SHOTS, exceptions, live_cell, live_select, settle, until, url_has, wait_for_heatmap
 
 
 def count_sent(page) -> list[float]:
@@ -532,4 +532,52 @@ def test_a_click_on_a_query_in_the_query_key_space_joins_it_to_its_strongest_key
                            ".find(t => t.name === 'its strongest keys').text")
     row = models.load("minilm").run("the dog was happy").weights[2, 4, 2]  # query 2 ("dog") of the text, layer 3, head 5
     assert sorted((float(label.split()[-1]) for label in labels), reverse=True) == [round(float(w), 2) for w in sorted(row)[::-1][:3]]
+    assert not exceptions(page)
+
+
+def test_the_keyboard_walks_the_cells_and_a_screen_reader_hears_each_weight(server, page):
+    """Up and down choose the query, left and right move along its row, and a polite live region reads each cell:
+    its query, its key, its weight as drawn and its rank in the row. Enter chooses the cell's query as a click does.
+    A letter typed on the figure stays the figure's: Streamlit's page-wide "r" does not rerun the page from there."""
+    sent = count_sent(page)
+    page.goto(f"{server}/?text=the+dog+is+very+happy")
+    wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 5)
+    settle(page)
+    figure = page.locator(".av-root .av-figure").first
+    assert "left and right read its cells" in figure.get_attribute("aria-label")
+    live = page.locator(".av-root .av-sr[aria-live='polite']").first
+    figure.focus()
+    for key in ("ArrowDown", "ArrowDown", "ArrowDown", "ArrowDown"):
+        page.keyboard.press(key)
+    trace = wait_for_heatmap(page, lambda t: t["view"]["query"] == 4)
+    row = trace["w"][4]
+    keys = page.evaluate("() => document.querySelector('.av-root:not(.av-matrix)').attnviz.cols")
+    pattern = r"query happy, key (\S+), weight ([\d.e-]+), (\d+)(st|nd|rd|th) of 5"
+    column = keys.index(re.fullmatch(pattern, live.text_content()).group(1))  # the column stays as the query moves
+    step = -1 if column >= 2 else 1
+    for _ in range(2):
+        page.keyboard.press("ArrowLeft" if step < 0 else "ArrowRight")
+        column += step
+        rank = 1 + sum(w > row[column] for w in row)
+        said = live.text_content()
+        match = re.fullmatch(pattern, said)
+        assert match, said
+        assert match.group(1) == keys[column] and int(match.group(3)) == rank
+        assert abs(float(match.group(2)) - row[column]) <= 5e-3 * row[column] + 1e-9  # 3 significant digits
+    assert page.locator(".av-root .av-cursor").count() == 1  # the focused cell is outlined while the figure has focus
+    page.keyboard.press("Home")
+    assert wait_for_heatmap(page, lambda t: t["view"]["query"] == 0)
+    assert live.text_content().startswith("query the, key ")
+    page.keyboard.press("Enter")
+    assert url_has(page, "query=0") or wait_for_heatmap(page, lambda t: t["view"]["query"] == 0)
+    settle(page)
+    page.wait_for_timeout(1000)  # the pause's view has gone to the server
+    before = len(sent)
+    figure.focus()
+    page.keyboard.press("r")  # Streamlit's page-wide "rerun" key, typed on the figure: the figure's, not the page's
+    page.wait_for_timeout(1500)
+    assert len(sent) == before
+    page.evaluate("() => document.activeElement.blur()")  # the same key on the page itself reruns it: the check can fail
+    page.keyboard.press("r")
+    until(page, "() => 1", lambda _: len(sent) > before, timeout=10, what="the page's own r never reran it")
     assert not exceptions(page)

@@ -1,0 +1,99 @@
+"""WCAG 2.2 AA in Chromium: axe-core (the copy axe-playwright-python ships) with the WCAG 2.0-2.2 A and AA tags on
+every page, every Lesson step, presenter mode and a class's projector, console and student page: no violation, and
+no exception list (none is needed today: a violation of Streamlit's own would be listed here with its upstream issue).
+Then reflow: at 320 px wide, no page scrolls sideways."""
+
+import importlib.resources
+import re
+
+import pytest
+
+from driver import TEACHER_KEY, settle, start_server
+from test_live_class import classroom, join, open_console, start_class  # noqa: F401  (classroom: a fixture)
+
+AXE = (importlib.resources.files("axe_playwright_python") / "axe.min.js").read_text()
+TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]
+PAGES = ["", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads", "trained", "decoder",
+         "long_text"]
+STEPS = range(1, 22)
+
+
+def violations(page) -> list[str]:
+    """axe's WCAG A/AA violations on the page as drawn: 'rule: target …' for each failing element."""
+    if not page.evaluate("() => typeof axe !== 'undefined'"):
+        page.evaluate(AXE)
+    result = page.evaluate("(tags) => axe.run(document, {runOnly: {type: 'tag', values: tags}})", TAGS)
+    return [f"{v['id']}: {node['target']} {node['failureSummary'][:160]}" for v in result["violations"] for node in v["nodes"]]
+
+
+@pytest.fixture(scope="module")
+def app():
+    process, url = start_server()
+    yield url
+    process.terminate()
+    process.wait(10)
+
+
+STYLED = "() => [...document.querySelectorAll('style')].some(s => s.textContent.includes('stCaptionContainer'))"
+
+
+def visit(page, url: str) -> None:
+    """The page as a person sees it once it has settled: its run done (after the server's warm-up, which may run it
+    again), the app's style sheet in, and the figures' own drawing after the run."""
+    page.goto(url, timeout=300_000)
+    page.wait_for_function(STYLED, timeout=300_000)
+    settle(page, timeout=300_000)
+    page.wait_for_timeout(1000)
+    settle(page, timeout=300_000)
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_every_page_meets_wcag_aa_by_axe(browser, app, name):
+    page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+    visit(page, f"{app}/{name}")
+    assert violations(page) == []
+    page.context.close()
+
+
+def test_every_lesson_step_and_presenter_mode_meet_wcag_aa_by_axe(browser, app):
+    page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+    found = {}
+    for step in STEPS:
+        visit(page, f"{app}/lesson?step={step}")
+        found[step] = violations(page)
+    visit(page, f"{app}/lesson?step=7&present=1")
+    found["presenter"] = violations(page)
+    assert {where: said for where, said in found.items() if said} == {}
+    page.context.close()
+
+
+def test_a_class_projector_console_and_student_meet_wcag_aa_by_axe(browser, classroom):  # noqa: F811
+    url, _, _, _ = classroom
+    teacher = browser.new_context(viewport={"width": 1920, "height": 1080})
+    student_context = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        projector = teacher.new_page()
+        code = start_class(projector, url, 3)
+        console = open_console(teacher, url, code)
+        (student,) = join([student_context], url, code, 3)
+        console.get_by_role("button", name=re.compile("^Ask: ")).first.click()
+        student.locator(".av-class-option").first.wait_for(timeout=20_000)
+        settle(console), settle(projector), settle(student)
+        found = {name: violations(page) for name, page in (("projector", projector), ("console", console),
+                                                             ("student", student))}
+        assert {name: said for name, said in found.items() if said} == {}
+    finally:
+        teacher.close()
+        student_context.close()
+
+
+@pytest.mark.parametrize("name", ["", "lesson?step=7", "kv_database", "heads", "trained", "decoder", "long_text"])
+def test_nothing_scrolls_sideways_at_320_px(browser, app, name):
+    """WCAG 1.4.10 reflow: at 320 CSS px the page's scrolling area (Streamlit's main block: the document itself never
+    scrolls) is as wide as the window; a figure or a formula may pan inside itself."""
+    page = browser.new_context(viewport={"width": 320, "height": 640}).new_page()
+    visit(page, f"{app}/{name}")
+    wide = page.evaluate("() => { const main = document.querySelector('[data-testid=stMain]'); "
+                         "return main.scrollWidth - main.clientWidth; }")
+    assert wide <= 0, f"{name or 'self_attention'} is {wide} px wider than 320 px"
+    page.context.close()

@@ -11,7 +11,10 @@ export class Atlas {
     this.root = root;
     root.classList.add("av-atlas");
     this.heading = root.appendChild(el("div", { class: "av-atlas-title" }));
-    this.figure = root.appendChild(el("div", { class: "av-atlas-figure", role: "grid", tabindex: "0" }));
+    // One focusable widget (not a grid: its heads are drawn, not elements): the arrows move the chosen head and a polite
+    // live region reads it; Enter opens it.
+    this.figure = root.appendChild(el("div", { class: "av-atlas-figure", role: "application", tabindex: "0" }));
+    this.live = root.appendChild(el("div", { class: "av-sr", "aria-live": "polite", "aria-atomic": "true" }));
     this.canvas = this.figure.appendChild(el("canvas"));
     this.tip = this.figure.appendChild(el("div", { class: "av-tip", role: "tooltip" }));
     this.timings = [];
@@ -152,7 +155,7 @@ export class Atlas {
     ctx.restore();
     this.drawColourBar(ctx, box);
     this.figure.setAttribute("aria-label", `${d.title}. Chosen: layer ${this.layerName(this.chosen[0])}, head ${this.headName(this.chosen[1])}. ` +
-      "Arrow keys move the chosen head; Enter opens it.");
+      `${d.layers} layers × ${d.heads} heads, each a thumbnail of its weights. Arrow keys move the chosen head and read it; Enter opens it.`);
     this.expose();
   }
 
@@ -227,14 +230,18 @@ export class Atlas {
     return inside && l < this.data.layers ? [l, this.headIn(l, slot)] : null;
   }
 
-  hover(event) {
-    const at = this.headAt(event);
-    if (!at) return (this.tip.style.display = "none");
-    const [l, h] = at;
+  /** What one head's thumbnail says: its place, its key/value head where heads share one, its measure. */
+  headLines(l, h) {
     const lines = [`layer ${this.layerName(l)}, head ${this.headName(h)}`];
     if (this.data.group > 1) lines.push(`key/value head ${Math.floor(h / this.data.group) + this.base}`);
     if (this.data.measure) lines.push(`${this.data.measure.name}: ${formatG(this.data.measure.values[l * this.data.heads + h], 3)}`);
-    lines.push("click: open this head");
+    return lines;
+  }
+
+  hover(event) {
+    const at = this.headAt(event);
+    if (!at) return (this.tip.style.display = "none");
+    const lines = [...this.headLines(...at), "click: open this head"];
     this.tip.replaceChildren(...lines.map((line) => el("div", {}, line)));
     const rect = this.figure.getBoundingClientRect();
     this.tip.style.display = "block";
@@ -257,6 +264,7 @@ export class Atlas {
     const slot = Math.min(this.data.heads - 1, Math.max(0, this.slotOf(this.chosen[0], this.chosen[1]) + dh));
     this.chosen = [l, this.headIn(l, slot)];
     this.draw();
+    this.live.textContent = this.headLines(...this.chosen).join(", ");
   }
 
   open([l, h]) {

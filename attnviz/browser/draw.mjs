@@ -67,6 +67,27 @@ export function cellWords(data, result, i, j) {
   return `${where}, weight ${formatG(result.weights[k], 3)}, ${ordinal(rank)} of ${of}`;
 }
 
+export const ROWS_NAMED = 12; // a figure's description names each row's strongest column up to this many rows
+
+/** What a heatmap's drawn weights show, for its description (attnviz.describe says the same of plotly's charts): the
+ * largest cell and where it is, then each row's strongest allowed column and its weight. */
+export function describeWeights(data, result) {
+  const { n, m } = data;
+  const [rowAxis, colAxis] = data.axes || ["query", "key"];
+  let best = -1;
+  for (let k = 0; k < n * m; k++) if (result.allowed[k] && (best < 0 || result.weights[k] > result.weights[best])) best = k;
+  if (best < 0) return "Every cell is masked.";
+  const said = [`The largest, ${formatG(result.weights[best], 3)}, is ${rowAxis} ${data.rows[Math.floor(best / m)]}, ${colAxis} ${data.cols[best % m]}.`];
+  const rows = [];
+  for (let i = 0; i < Math.min(n, ROWS_NAMED); i++) {
+    const j = strongest(result.weights, result.allowed, i, m);
+    if (result.allowed[i * m + j]) rows.push(`${data.rows[i]} → ${data.cols[j]} ${formatG(result.weights[i * m + j], 3)}`);
+  }
+  const more = n > ROWS_NAMED ? `; and ${n - ROWS_NAMED} more ${plural(rowAxis)}` : "";
+  said.push(`Each ${rowAxis}'s strongest ${colAxis}: ${rows.join("; ")}${more}.`);
+  return said.join(" ");
+}
+
 /** The names of `view` that `current` has, with a query kept below `rows`: what a followed view may change. */
 export function followed(current, view, rows) {
   const taken = {};

@@ -13,6 +13,7 @@ import { Toolbar } from "./heatmap_toolbar.mjs";
 import { colourValues, columns, headWeights, maskRule, rowMaxima } from "./weights.mjs";
 
 export class Heatmap {
+  static count = 0; // heatmaps made in this page: each description's id
   /**
    * `options.owner`: a Compare that this heatmap is a side of (it hears of each change and syncs Python);
    * `options.controls`: which of CONTROLS the toolbar has; `options.masks`: the mask choices ({value: name});
@@ -42,6 +43,9 @@ export class Heatmap {
     this.tip = this.figure.appendChild(el("div", { class: "av-tip", role: "tooltip" }));
     // What the keyboard's focused cell holds, read out politely (its text only: the figure's name says the rest).
     this.live = root.appendChild(el("div", { class: "av-sr", "aria-live": "polite", "aria-atomic": "true" }));
+    // What the drawn weights show (draw.mjs's describeWeights), the figure's description.
+    this.description = root.appendChild(el("div", { class: "av-sr", id: `av-description-${++Heatmap.count}` }));
+    this.figure.setAttribute("aria-describedby", this.description.id);
     this.inspector = root.appendChild(el("div", { class: "av-inspector" }));
     this.figure.addEventListener("mousemove", (e) => this.hover(e));
     this.figure.addEventListener("mouseleave", () => (this.tip.style.display = "none"));

@@ -2,7 +2,7 @@
 // owns): the layout of the figure (margins measured for the labels), the cells as one image, the colour bar,
 // the overlay's labels, titles and outlines as SVG text, the hover, and what is drawn for tests (expose).
 
-import { FONT, HIGHLIGHT, MASKED_INK, MASKED_RGB, canvasContext, el, outline, plural } from "./draw.mjs";
+import { FONT, HIGHLIGHT, MASKED_INK, MASKED_RGB, canvasContext, describeWeights, el, outline, plural } from "./draw.mjs";
 import { colourBarTitle, formatG, maskRule, paletteColour } from "./weights.mjs";
 
 export const SYNC_MS = 400;
@@ -89,6 +89,7 @@ export class Drawing {
     this.heatmap.figure.setAttribute("aria-label", `${this.heatmap.what()}${combined}, ${rowCount} × ${colCount}.${chosen} ` +
       `Up and down choose the ${rowAxis}, left and right read its cells, Enter chooses the cell.` +
       (maskRule(v.mask).hides ? " Tab to a key's label and press Enter to hide or show it." : ""));
+    if (this.heatmap.description) this.heatmap.description.textContent = describeWeights(d, this.heatmap.result);
     this.heatmap.expose();
   }
 

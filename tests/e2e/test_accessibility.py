@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from driver import TEACHER_KEY, settle, start_server
+from driver import atlases, settle, start_server, until
 from test_live_class import classroom, join, open_console, start_class  # noqa: F401  (classroom: a fixture)
 
 AXE = (importlib.resources.files("axe_playwright_python") / "axe.min.js").read_text()
@@ -96,4 +96,25 @@ def test_nothing_scrolls_sideways_at_320_px(browser, app, name):
     wide = page.evaluate("() => { const main = document.querySelector('[data-testid=stMain]'); "
                          "return main.scrollWidth - main.clientWidth; }")
     assert wide <= 0, f"{name or 'self_attention'} is {wide} px wider than 320 px"
+    page.context.close()
+
+
+def test_the_head_atlas_is_walked_and_read_by_keyboard(browser, app):
+    """The atlas takes focus; the arrows move the chosen head and a polite live region reads it as its hover does
+    (layer, head, counted from 1); Enter opens it, as a click does."""
+    page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+    visit(page, f"{app}/trained")
+    figure = page.locator(".av-atlas-figure").first
+    assert "Arrow keys move the chosen head" in figure.get_attribute("aria-label")
+    figure.focus()
+    start = atlases(page)[0]["chosen"]
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowDown")
+    chosen = atlases(page)[0]["chosen"]
+    assert chosen == [min(start[0] + 1, atlases(page)[0]["layers"] - 1), min(start[1] + 1, atlases(page)[0]["heads"] - 1)]
+    said = page.locator(".av-atlas .av-sr[aria-live='polite']").first.text_content()
+    assert said.startswith(f"layer {chosen[0] + 1}, head {chosen[1] + 1}")
+    page.keyboard.press("Enter")
+    until(page, "() => window.location.search", lambda search: f"head={chosen[1] + 1}" in search, timeout=30,
+          what="Enter never opened the head")
     page.context.close()

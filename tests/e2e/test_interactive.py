@@ -545,6 +545,8 @@ def test_the_keyboard_walks_the_cells_and_a_screen_reader_hears_each_weight(serv
     settle(page)
     figure = page.locator(".av-root .av-figure").first
     assert "left and right read its cells" in figure.get_attribute("aria-label")
+    described = page.locator(f"#{figure.get_attribute('aria-describedby')}").text_content()
+    assert re.match(r"The largest, [\d.]+, is query \S+, key \S+\. Each query's strongest key: the → ", described)
     live = page.locator(".av-root .av-sr[aria-live='polite']").first
     figure.focus()
     for key in ("ArrowDown", "ArrowDown", "ArrowDown", "ArrowDown"):

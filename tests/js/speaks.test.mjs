@@ -2,7 +2,7 @@
 // announcement (attnviz/browser/announce.mjs), on hand-made data and a fake document.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { cellWords, ordinal, plural, strongest } from "../../attnviz/browser/draw.mjs";
+import { cellWords, describeWeights, ordinal, plural, strongest } from "../../attnviz/browser/draw.mjs";
 import { mountAnnounce } from "../../attnviz/browser/announce.mjs";
 
 const data = { m: 4, rows: ["the", "dog", "is", "happy"], cols: ["the", "dog", "is", "happy"] };
@@ -74,4 +74,14 @@ test("focus stays where a person is typing", () => {
   mount(3);
   assert.equal(region.textContent, "Step 3");
   assert.equal(h3.focused, 0);
+});
+
+test("a heatmap's description names its largest allowed cell and each row's strongest key", () => {
+  const said = describeWeights({ ...data, n: 4 }, { weights, allowed });
+  assert.equal(said, "The largest, 1, is query the, key the. Each query's strongest key: the → the 1; dog → the 0.6; "
+    + "is → is 0.5; happy → dog 0.5.");
+  const many = { m: 1, n: 14, rows: [...Array(14).keys()].map(String), cols: ["k"], axes: ["layer", "head"] };
+  const flat = { weights: new Float32Array(14).fill(0.5), allowed: new Uint8Array(14).fill(1) };
+  assert.match(describeWeights(many, flat), /; and 2 more layers\.$/);
+  assert.equal(describeWeights(many, { ...flat, allowed: new Uint8Array(14) }), "Every cell is masked.");
 });

@@ -40,8 +40,8 @@ def effects_section(model: models.Model, name: str, text: str, result: models.Ru
         labels = result.pieces.labels()
         n = len(labels)
         if n > EFFECT_PIECES:
-            st.info(f"Effects are measured on texts of up to {EFFECT_PIECES} pieces; this one has {n}. Each of the "
-                    f"{model.layers * model.heads} heads needs its own pass through the layers after it: shorten the "
+            st.info(f"Effects are measured on texts of up to {EFFECT_PIECES:,} pieces; this one has {n:,}. Each of the "
+                    f"{model.layers * model.heads:,} heads needs its own pass through the layers after it: shorten the "
                     "text to see them.")
             return
         decoder = model.kind == "decoder"

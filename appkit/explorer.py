@@ -311,7 +311,7 @@ def walk_section(label: str, size: int, unit: str, draw: Callable[[], None], sch
     why it draws nothing."""
     if size > STEPS_LIMIT:
         st.expander(label, key="steps", on_change="rerun").info(
-            f"The step-by-step walk draws every n×n matrix, so it is shown up to {STEPS_LIMIT} {unit}; this text has {size}.")
+            f"The step-by-step walk draws every n×n matrix, so it is shown up to {STEPS_LIMIT:,} {unit}; this text has {size:,}.")
     else:
         walk_expander(label, draw, schema)
 

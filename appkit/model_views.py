@@ -376,7 +376,7 @@ def lines(weights: np.ndarray, labels: list[str], layer: int, head: int, *, quer
           where=st) -> None:
     """bertviz's line view of one head (n, n), up to LINES_LIMIT pieces."""
     if len(labels) > LINES_LIMIT:
-        where.info(f"The line view draws one row per piece, so it is shown up to {LINES_LIMIT}; this text has {len(labels)}.")
+        where.info(f"The line view draws one row per piece, so it is shown up to {LINES_LIMIT:,}; this text has {len(labels):,}.")
         return
     chart(where, figures.line_view(weights[None], labels, query=query, head_names=[f"layer {layer}, head {head}"]), key=key)
 

@@ -57,8 +57,9 @@ for b, s in enumerate(sentences):
                                     width="half", allowed=mask[b, 0, :n].numpy()),
               key=f"sentence_{b}", matrix=Matrix(real, s.tokens, keys))
         if n < T:
-            st.caption(f"The {T - n} padding key(s) ({PAD}) are masked: weight exactly 0, drawn grey. The padding "
-                       "query rows are not drawn: they are not real words.")
+            keys = "padding key" if T - n == 1 else "padding keys"
+            st.caption(f"The {T - n} {keys}, {PAD}, are masked: weight exactly 0, drawn grey. The "
+                       "padding query rows are not drawn: they are not real words.")
 
 st.header("Batch matrix multiplication")
 st.latex(r"\mathrm{BMM}(Q, K^\top) = [Q_1 K_1^\top, \dots, Q_n K_n^\top],\quad Q \in \mathbb{R}^{n \times a \times b},\ K^\top \in \mathbb{R}^{n \times b \times c} \Rightarrow \mathbb{R}^{n \times a \times c}")

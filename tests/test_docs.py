@@ -70,6 +70,8 @@ def test_readmes_two_commands_are_the_ones_ci_and_a_newcomer_run():
     # The app's command installs what the tests' installs, minus the test tools, and starts the app.
     assert run_app.startswith("python3 -m venv .venv && . .venv/bin/activate && ") and run_app.endswith("streamlit run app.py")
     assert "pip install -r requirements.txt" in run_app and "pip install -r requirements-dev.txt" in run_tests
+    # The common case, Linux without an NVIDIA GPU: torch's CPU build first, not PyPI's CUDA build of several GB.
+    assert "pip install --no-deps -r requirements-torch-cpu.txt && pip install -r requirements.txt" in run_app
     assert "-r requirements.txt" in (ROOT / "requirements-dev.txt").read_text()
     deps = [part for part in run_tests.split(" && ") if part.startswith("pip install --no-deps")]
     assert deps and all(part in run_app for part in deps)

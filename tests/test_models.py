@@ -457,6 +457,8 @@ def test_a_text_too_long_or_empty_gets_a_message(folders):
         model.run("   ")
     with pytest.raises(models.TextError, match=r"reads at most 64 pieces here"):
         model.run("dog " * 100)
+    with pytest.raises(models.TextError, match=r"this text has 1,200\. Shorten it by about 1,136 pieces"):
+        model.run(" dog" * 1200)  # one piece each: thousands written as the page's intro writes them
     bert = models.load(folders["bert"], device="cpu")
     with pytest.raises(models.TextError, match="no words"):
         bert.run("\u200b")

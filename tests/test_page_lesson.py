@@ -162,6 +162,8 @@ def test_every_lesson_step_offers_a_class_question_whose_answer_is_an_option(ste
         assert not any("occlusion" in option for option in question.options)  # no option is the yardstick
     said = " ".join(m.value for m in at.markdown)  # classroom text: no file of ours, no "our notes"
     assert "docs/" not in said and "our notes" not in said and ".md" not in said
+    written = said + " ".join(c.value for c in at.caption)
+    assert not re.search(r"\{[a-z_]+\}", written), "a template's field left unformatted"
 
 
 def test_the_first_pages_banner_counts_the_lessons_steps():

@@ -126,7 +126,7 @@ def test_a_text_past_the_models_context_says_so_and_keeps_it():
     from appkit.served import model
 
     limit = most_pieces(model("smollm2").arch, 512 * 2**20)  # the page's bound: a scan keeps at most 512 MiB
-    assert limit < 8192 and f"reads at most {limit} pieces here" in messages(at) and "Shorten it" in messages(at)
+    assert limit < 8192 and f"reads at most {limit:,} pieces here" in messages(at) and "Shorten it" in messages(at)
     assert f"up to {limit:,} pieces" in " ".join(m.value for m in at.markdown)
     assert at.text_area(key="long_text").value == "dog " * 9000
     assert "`attnviz --scan-memory all`" in " ".join(m.value for m in at.markdown)  # how to read the whole context
@@ -182,7 +182,7 @@ def test_a_server_set_to_read_the_whole_context_scans_it(setting, monkeypatch):
     next(b for b in at.button if b.label == "Scan").click().run()
     assert not at.exception
     assert "up to smollm2's own context of 8,192 pieces" in " ".join(m.value for m in at.markdown)
-    assert "reads at most 8192 pieces here" in messages(at)
+    assert "reads at most 8,192 pieces here" in messages(at)
 
 
 def test_a_malformed_scan_memory_setting_is_said_and_the_default_kept(monkeypatch):

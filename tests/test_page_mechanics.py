@@ -2,6 +2,8 @@
 
 import base64
 import json
+import re
+
 import numpy as np
 
 from page_support import ROOT, TIMEOUT, chart_data, decode, held, messages, run_page, sent_figures, softmax
@@ -36,6 +38,8 @@ def test_encoder_decoder_page_controls_and_messages():
 def test_batches_page_padding_and_bmm():
     at = run_page("batches.py")
     assert not at.exception and "exactly zero" in " ".join(s.value for s in at.success)
+    said = " ".join(c.value for c in at.caption)  # the count agrees with its noun; no doubled brackets
+    assert re.search(r"The (1 padding key|[2-9]\d* padding keys), ⟨pad⟩, are masked", said) and "((" not in said
     before = decode(chart_data(at, -1)[0]["z"])
     held(at.select_slider, "item").set_value(1).run()
     assert decode(chart_data(at, -1)[0]["z"]).shape == before.shape and not np.array_equal(decode(chart_data(at, -1)[0]["z"]), before)

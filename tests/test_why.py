@@ -234,7 +234,7 @@ def test_the_trained_model_page_draws_why_here_and_its_cells_sum_to_the_score():
     a, b = np.unravel_index(np.argmax(np.abs(expected)), expected.shape)  # the largest cell and its share of the score
     assert any(f"q: {rows[a]} × k: {cols[b]} {expected[a, b]:+.3g} ({expected[a, b] / found.score:.0%})" in c.value
                for c in at.caption)
-    assert any("largest part is" in m.value for m in at.markdown)
+    assert any(f"the largest cell is q: {rows[a]} × k: {cols[b]} ({expected[a, b]:+.3g}" in m.value for m in at.markdown)
     frame = next(d.value for d in at.dataframe if "query (Q)" in d.value.columns)
     scores = effects.composition(models.load("minilm"))["k"][:2, :, 2, 1]  # (2, H) layers 0 and 1 into layer 2, head 1
     l, h = np.unravel_index(np.argmax(scores), scores.shape)
@@ -306,3 +306,24 @@ def test_the_old_name_still_works_and_says_where_it_moved():
         assert old.score_parts is why.score_parts
     with pytest.raises(AttributeError):
         old.no_such_name
+
+
+def test_the_sentence_speaks_of_what_the_table_shows_largest_a_folded_group_included():
+    """Ten heads of 0.3 and an MLP of 0.667 on the query side: the table keeps the MLP and five heads and folds five
+    into "other heads" (1.5), its largest row; the sentence names that group, then the largest single part, and the
+    largest cell as the table has it."""
+    from attnviz.effects.why import ScoreParts
+
+    query = [f"L1H{h}" for h in range(1, 11)] + ["L1 MLP"]
+    table = np.zeros((11, 2))  # (query parts, key parts)
+    table[:10, 0], table[10, 0], table[10, 1] = 0.3, 0.667, 0.1
+    found = ScoreParts(layer=1, head=0, query=3, key=1, pieces=["a", "b", "c", "d"], score=float(table.sum()),
+                       query_names=query,
+                       key_names=["embeddings", "L2 MLP"], table=table)
+    rows, cols, folded = found.strongest(6)
+    assert rows[-1] == "other heads" and folded[-1].sum() == pytest.approx(1.5)
+    said = found.sentence()
+    assert f"the query side's largest share is other heads (+1.5 of {found.score:.3g})" in said
+    assert "its largest single part L1 MLP (+0.767)" in said
+    assert f"the largest cell is q: other heads × k: embeddings (+1.5, {1.5 / found.score:.0%} of the score)" in said
+    assert "the key side's largest part is embeddings (+3.67 of 3.77)" in said

@@ -66,7 +66,7 @@ def why_step(text, figure):
                + ("is what the measurement finds here: the key side's largest part is such a head." if textbook else
                   "is not what the largest part shows here: the key side's largest part is not a previous-piece head "
                   "on this sequence. The story can still hold spread over several heads; the table shows which."))
-    text.caption("L{layer}H{head} is that layer's head, both counted from 1 as everywhere on the pages. Each norm's "
+    text.caption("A part named like L3H5 is layer 3's head 5, both counted from 1 as everywhere on the pages. Each norm's "
                  "scale is frozen at the whole stream's value, so every cell is exact "
                  "and the cells sum to the score. The previous-piece scores are measured on this sequence.")
     with text:

@@ -73,13 +73,24 @@ class ScoreParts:
         folded = np.array([[self.table[np.ix_(row, col)].sum() for col in cols] for row in rows])
         return row_names, col_names, folded
 
-    def sentence(self, types: dict[str, np.ndarray] | None = None) -> str:
-        """One sentence naming the largest part of each side and, where head scores are given (attnviz.heads'
-        Measured.scores: name → (L, H)), what that head does: the score it is highest on, if at least 0.3."""
-        said = []
-        for side, shares in (("query", self.query_shares()), ("key", self.key_shares())):
-            name, share = max(shares.items(), key=lambda item: abs(item[1]))
-            said.append(f"the {side} side's largest part is {name} ({share:+.3g} of {self.score:.3g}){kind(name, types)}")
+    def sentence(self, types: dict[str, np.ndarray] | None = None, top: int = 6) -> str:
+        """What the table of strongest(top) shows, in words: its largest cell, then each side's largest row or column,
+        a folded group ("other heads") included, and where that is a group, the largest single part beside it. Where
+        head scores are given (attnviz.heads' Measured.scores: name → (L, H)), a head named says what it does: the
+        score it is highest on, if at least 0.3."""
+        rows, cols, table = self.strongest(top)
+        i, j = np.unravel_index(int(np.argmax(np.abs(table))), table.shape)
+        share = f", {table[i, j] / self.score:.0%} of the score" if abs(self.score) > 1e-12 else ""
+        said = [f"the largest cell is q: {rows[i]} × k: {cols[j]} ({table[i, j]:+.3g}{share})"]
+        for side, names, sums, shares in (("query", rows, table.sum(1), self.query_shares()),
+                                          ("key", cols, table.sum(0), self.key_shares())):
+            k = int(np.argmax(np.abs(sums)))
+            line = f"the {side} side's largest {'share' if names[k] in FOLDS else 'part'} is {names[k]}"
+            line += f" ({sums[k]:+.3g} of {self.score:.3g}){kind(names[k], types)}"
+            if names[k] in FOLDS:
+                name, share = max(shares.items(), key=lambda item: abs(item[1]))
+                line += f", its largest single part {name} ({share:+.3g}){kind(name, types)}"
+            said.append(line)
         return "Of this score, " + "; ".join(said) + "."
 
 
@@ -105,6 +116,9 @@ def kind(name: str, types: dict[str, np.ndarray] | None) -> str:
     layer, head = found
     best, value = max(((key, float(v[layer, head])) for key, v in types.items() if key in SCORES), key=lambda kv: kv[1])
     return f", {'an' if SCORES[best][0] in 'aeiou' else 'a'} {SCORES[best]} head ({best} score {value:.2f})" if value >= 0.3 else ""
+
+
+FOLDS = ("other heads", "other MLPs", "other")  # the groups strongest() folds the rest into
 
 
 def _folded(names: list[str], shares: np.ndarray, top: int) -> tuple[list[list[int]], list[str]]:

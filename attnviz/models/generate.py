@@ -81,7 +81,7 @@ def check(model, steps, temperature, top_k, top_p, prompt: int) -> int:
         raise ModelError(f"top_p must be in (0, 1], got {top_p!r}.")
     room = model.max_pieces - prompt
     if room < 1:
-        raise ModelError(f"The prompt has {prompt} pieces, and {model.name} reads at most {model.max_pieces} here: "
+        raise ModelError(f"The prompt has {prompt:,} pieces, and {model.name} reads at most {model.max_pieces:,} here: "
                          "there is no room to write. Shorten the prompt.")
     return min(steps, room)
 

@@ -104,8 +104,8 @@ class Reader:
             raise TextError("Type a sentence: the model sees no words in this text.")
         n = len(encoding.ids)
         if n > limit:
-            raise TextError(f"{self.name} reads at most {limit} pieces here (its special pieces included); this text "
-                            f"has {n}. Shorten it by about {n - limit} pieces.")
+            raise TextError(f"{self.name} reads at most {limit:,} pieces here (its special pieces included); this text "
+                            f"has {n:,}. Shorten it by about {n - limit:,} pieces.")
         tokens, ids = list(encoding.tokens), list(encoding.ids)
         return Pieces(tokens, ids, list(encoding.word_ids), [tuple(s) for s in encoding.offsets], text, special,
                       [self.unk is not None and t == self.unk for t in tokens],

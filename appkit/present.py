@@ -2,7 +2,6 @@
 app.py imports it before the page config, so it must not wait for torch or gensim."""
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from attnviz.export import Matrix, figure_html
@@ -109,6 +108,8 @@ def table(where, key: str, matrix: Matrix) -> None:
     reader walks by cell), built only once asked for; the first TABLE_ROWS × TABLE_COLS cells of a larger one."""
     if not where.toggle("Show as a table", key=f"table_{key}", help="The numbers this chart draws, as a table."):
         return
+    import pandas as pd  # here: a page's first run imports no pandas (0.5 s of a cold start), only a table asked for
+
     values = np.asarray(matrix.get())  # (rows, cols)
     rows, cols = min(len(matrix.rows), TABLE_ROWS), min(len(matrix.cols), TABLE_COLS)
     shown = pd.DataFrame(values[:rows, :cols], index=_unique(matrix.rows[:rows]), columns=_unique(matrix.cols[:cols]))

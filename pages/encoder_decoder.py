@@ -49,7 +49,7 @@ scale = st.session_state.scale
 st.caption("Mask shapes (B, 1, T_q, T_k): B sentences in the batch (here 1), 1 mask shared by every head, "
            "T_q query positions, T_k key positions. 1 = may attend.")
 PANELS = [
-    ("Encoder self-attention", r"H = \mathrm{softmax}\big(a(X_s, X_s)\big)\,X_s", (t_in, t_in), "encoder",
+    ("Encoder", r"H = \mathrm{softmax}\big(a(X_s, X_s)\big)\,X_s", (t_in, t_in), "encoder",
      views.encoder, source, source, src.oov, src.oov, "source × source"),
     ("Decoder, causal", r"D = \mathrm{softmax}_{j \le i}\big(a(X_t, X_t)\big)\,X_t", (t_out, t_out), "decoder",
      views.decoder, target, target, tgt.oov, tgt.oov, "target × target"),

@@ -27,6 +27,7 @@ SCHEMA = {
     "sort": Param("layer", choice(drawn.SORTS)),
     "zoom": Param([], int_list, encode_int_list),  # the tile's blocks (figures.long.tile_region); [] the whole overview
     "query": Param(-1, int_range(-1, 1_000_000)),  # the shaded document's query; -1 the last piece
+    "doc": Param("", bounded_text(16)),  # the text the view (block, query) was made on: its digest's first 12 hex digits
     "palette": Param("viridis", choice(PALETTES)),
 }
 
@@ -97,6 +98,13 @@ def document(name: str, model, limit: int, grid) -> None:
         st.session_state.query, st.session_state.zoom = -1, []
     scan = held[1]
     n = len(scan)
+    text_id = digest[:12]  # the link names the text its view was made on by this, never by the text
+    if st.session_state.doc not in ("", text_id) and (st.session_state.zoom or st.session_state.query != -1):
+        st.info("This link's view (its block and query) was made on another text than the one here, so it is not "
+                "applied to this one: the whole overview and the last piece are shown. A link keeps the view, not the "
+                "text: paste or upload that text, press Scan, and open the link again.")
+        st.session_state.zoom, st.session_state.query = [], -1
+    st.session_state.doc = text_id
 
     layer = min(st.session_state.layer, scan.layers)
     head = min(st.session_state.head, scan.heads)

@@ -53,26 +53,24 @@ def test_runs_take_turns_and_one_that_waits_too_long_goes_on(monkeypatch):
         with served.in_turn():
             order.append("second in")
 
-    monkeypatch.setattr(served, "TURN_WAIT_S", 30.0)
-    a = threading.Thread(target=first)
-    a.start()
-    assert first_inside.wait(10)
-    b = threading.Thread(target=second)
-    b.start()
-    b.join(0.2)  # the second is waiting for its turn, not inside
-    assert order == ["first in"]
+    def both(wait_s: float, second_waits_s: float) -> tuple[threading.Thread, threading.Thread]:
+        """The first run inside its turn, then the second started and given `second_waits_s` to get in."""
+        order.clear(), first_inside.clear(), release.clear()
+        monkeypatch.setattr(served, "TURN_WAIT_S", wait_s)
+        a = threading.Thread(target=first)
+        a.start()
+        assert first_inside.wait(10)
+        b = threading.Thread(target=second)
+        b.start()
+        b.join(second_waits_s)
+        return a, b
+
+    a, b = both(30.0, 0.2)
+    assert order == ["first in"]  # the second is waiting for its turn, not inside
     release.set()
     a.join(10), b.join(10)
     assert order == ["first in", "first out", "second in"]
-
-    order.clear(), first_inside.clear(), release.clear()
-    monkeypatch.setattr(served, "TURN_WAIT_S", 0.05)
-    a = threading.Thread(target=first)
-    a.start()
-    assert first_inside.wait(10)
-    b = threading.Thread(target=second)
-    b.start()
-    b.join(10)  # goes on while the first still holds the turn
-    assert order == ["first in", "second in"]
+    a, b = both(0.05, 10)
+    assert order == ["first in", "second in"]  # it went on while the first still held the turn
     release.set()
     a.join(10)

@@ -195,3 +195,21 @@ def test_a_malformed_scan_memory_setting_is_said_and_the_default_kept(monkeypatc
     assert any("ATTNVIZ_SCAN_MEMORY '<b>lots</b>' is not a size" in w.value for w in at.warning)
     limit = most_pieces(model("smollm2").arch, 512 * 2**20)
     assert f"up to {limit:,} pieces" in " ".join(m.value for m in at.markdown)
+
+
+def test_a_links_view_made_on_another_text_is_said_and_not_applied():
+    """A link's block and query belong to the text they were made on (its `doc`): reloaded onto the example document,
+    they are not applied, and the page says why; the example's own link keeps its view."""
+    import hashlib
+
+    from appkit.served import example_document
+
+    at = run_page("long_text.py", {"zoom": "1,0", "query": "250", "doc": "0123456789ab"})
+    assert not at.exception
+    assert "made on another text" in messages(at)
+    assert at.session_state["zoom"] == [] and at.session_state["query"] == len(at.session_state["long_scan"][1]) - 1
+    own = hashlib.sha256(f"smollm2\x00{example_document('smollm2').pieces.text}".encode()).hexdigest()[:12]
+    assert at.session_state["doc"] == own
+    again = run_page("long_text.py", {"zoom": "1,0", "query": "250", "doc": own})
+    assert "made on another text" not in messages(again)
+    assert again.session_state["zoom"] == [1, 0] and again.session_state["query"] == 250

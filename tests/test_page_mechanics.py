@@ -88,7 +88,7 @@ def test_heads_page_controls_change_the_data():
 
 def test_encoder_decoder_names_each_attention_its_formula_and_mask_shape():
     at = run_page("encoder_decoder.py", {"src": "the black cat sat", "tgt": "a cat sat on a mat"})
-    assert [h.value for h in at.subheader][:3] == ["Encoder self-attention", "Decoder, causal", "Cross-attention"]
+    assert [h.value for h in at.subheader][:3] == ["Encoder", "Decoder, causal", "Cross-attention"]
     formulas = [f.value for f in at.latex]
     assert any(r"a(X_s, X_s)" in f for f in formulas) and any(r"j \le i" in f for f in formulas) and any("a(D, H)" in f for f in formulas)
     captions = " ".join(c.value for c in at.caption)

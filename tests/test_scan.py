@@ -273,7 +273,7 @@ def test_bad_input_gets_a_message_and_nothing_is_cut(folders, tmp_path):
     with pytest.raises(models.TextError, match="Type a text"):
         model.scan("   ")
     over = long_text(model, CONTEXT + 200)
-    with pytest.raises(models.TextError, match=f"reads at most {CONTEXT} pieces"):
+    with pytest.raises(models.TextError, match=f"reads at most {CONTEXT:,} pieces"):
         model.scan(over)
     for bad in ({"block": 0}, {"block": True}, {"top": 0}, {"top": 1000}):
         with pytest.raises(ValueError):

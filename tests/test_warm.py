@@ -190,7 +190,8 @@ def test_the_first_pages_first_run_needs_no_pandas():
                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr[-2000:]
     found = json.loads(out.stdout.strip().splitlines()[-1])
-    assert found["errors"] == 0 and found["scores"] == [False, True]  # the sentence box, the heatmap with raw scores
+    # the sentence box, the heatmap with raw scores, the page's announcer (appkit.present.announce)
+    assert found["errors"] == 0 and found["scores"] == [False, True, False]
     assert found["pandas"] is False
 
 

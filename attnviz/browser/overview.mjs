@@ -34,7 +34,12 @@ export class Overview {
       .addEventListener("click", () => this.render(3).toBlob((blob) => this.save(blob, "png")));
     bar.appendChild(el("button", { class: "av-button", type: "button", title: "the numbers drawn" }, "CSV"))
       .addEventListener("click", () => this.save(new Blob([this.csv()], { type: "text/csv" }), "csv"));
-    this.figure = root.appendChild(el("div", { class: "av-atlas-figure" }));
+    // The keyboard's way in: the figure takes focus, the arrows move a block (a piece, in a tile) and a polite live
+    // region reads it as the hover does; Enter opens the block's exact weights, Escape goes back to the whole document.
+    this.figure = root.appendChild(el("div", { class: "av-atlas-figure", tabindex: "0", role: "application" }));
+    this.live = root.appendChild(el("div", { class: "av-sr", "aria-live": "polite", "aria-atomic": "true" }));
+    this.cursor = [0, 0];
+    this.figure.addEventListener("keydown", (e) => this.key(e));
     this.canvas = this.figure.appendChild(el("canvas"));
     this.box = this.figure.appendChild(el("div", { class: "av-overview-box" }));
     this.tip = this.figure.appendChild(el("div", { class: "av-tip", role: "tooltip" }));
@@ -117,6 +122,10 @@ export class Overview {
     this.heading.textContent = this.title();
     this.back.style.display = this.showing === "tile" ? "" : "none";
     this.box.style.display = "none";
+    this.cursor = [Math.min(this.cursor[0], box.rows - 1), Math.min(this.cursor[1], box.cols - 1)];
+    this.figure.setAttribute("aria-label", `${this.title()}: ${box.rows} × ${box.cols} ${this.showing === "tile" ? "pieces"
+      : "blocks"}. Arrow keys move and read a ${this.showing === "tile" ? "piece" : "block"}` + (this.showing === "tile"
+      ? "; Escape goes back to the whole document." : "; Enter opens its exact weights."));
     this.drawn += 1;
     this.expose();
   }
@@ -256,23 +265,49 @@ export class Overview {
       width: `${(e - b + 1) * cell}px`, height: `${(c - a + 1) * cell}px`, borderColor: HIGHLIGHT });
   }
 
+  /** What cell [i, j] holds, as the hover and the live region say it. */
+  cellLines([i, j]) {
+    const d = this.data;
+    if (this.showing === "overview") {
+      return [`queries ${d.spans[i]}`, `keys ${d.spans[j]}`, blockHidden(i, j, d.causal)
+        ? "hidden by the mask" : `mean share ${formatG(this.values[i * d.count + j], 4)}`];
+    }
+    const t = this.tile;
+    const q = t.queries[0] + i;
+    const k = t.keys[0] + j;
+    const w = t.weights[i * (t.keys[1] - t.keys[0]) + j];
+    return [`query #${q} ${short(t.row_names[i], 24)}`, `key #${k} ${short(t.key_names[j], 24)}`,
+      d.causal && k > q ? "hidden by the mask" : `α = ${formatG(w, 4)}`];
+  }
+
+  key(event) {
+    const { rows, cols } = this.layoutBox;
+    if (event.key === "Escape" && this.showing === "tile") return this.zoomOut();
+    if ((event.key === "Enter" || event.key === " ") && this.showing === "overview") {
+      event.preventDefault();
+      const [i, j] = this.cursor;
+      if (blockHidden(i, j, this.data.causal)) return (this.live.textContent = "hidden by the mask: nothing to open");
+      this.heading.textContent = "Computing the exact weights…";
+      return this.setTriggerValue("region", [i, j]);
+    }
+    const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1], PageUp: [-10, 0],
+      PageDown: [10, 0], Home: [0, -Infinity], End: [0, Infinity] };
+    if (!(event.key in moves)) {
+      if (event.key.length === 1 && !event.ctrlKey && !event.metaKey) event.stopPropagation(); // no page-wide letter keys
+      return;
+    }
+    event.preventDefault();
+    const [di, dj] = moves[event.key];
+    this.cursor = [Math.min(rows - 1, Math.max(0, this.cursor[0] + di)), Math.min(cols - 1, Math.max(0, this.cursor[1] + dj))];
+    const { left, top, cell } = this.layoutBox;
+    Object.assign(this.box.style, { display: "block", left: `${left + this.cursor[1] * cell}px`, top: `${top + this.cursor[0] * cell}px`,
+      width: `${cell}px`, height: `${cell}px`, borderColor: HIGHLIGHT });
+    this.live.textContent = this.cellLines(this.cursor).join(", ");
+  }
+
   hover(event, at) {
     if (!at) return (this.tip.style.display = "none");
-    const [i, j] = at;
-    const d = this.data;
-    let lines;
-    if (this.showing === "overview") {
-      lines = [`queries ${d.spans[i]}`, `keys ${d.spans[j]}`, blockHidden(i, j, d.causal)
-        ? "hidden by the mask" : `mean share ${formatG(this.values[i * d.count + j], 4)}`,
-      "click, or drag over blocks: the exact weights"];
-    } else {
-      const t = this.tile;
-      const q = t.queries[0] + i;
-      const k = t.keys[0] + j;
-      const w = t.weights[i * (t.keys[1] - t.keys[0]) + j];
-      lines = [`query #${q} ${short(t.row_names[i], 24)}`, `key #${k} ${short(t.key_names[j], 24)}`,
-        d.causal && k > q ? "hidden by the mask" : `α = ${formatG(w, 4)}`];
-    }
+    const lines = [...this.cellLines(at), ...(this.showing === "overview" ? ["click, or drag over blocks: the exact weights"] : [])];
     this.tip.replaceChildren(...lines.map((line) => el("div", {}, line)));
     const rect = this.figure.getBoundingClientRect();
     this.tip.style.display = "block";

@@ -118,3 +118,36 @@ def test_the_head_atlas_is_walked_and_read_by_keyboard(browser, app):
     until(page, "() => window.location.search", lambda search: f"head={chosen[1] + 1}" in search, timeout=30,
           what="Enter never opened the head")
     page.context.close()
+
+
+def test_long_texts_overview_and_document_are_walked_and_read_by_keyboard(browser, app):
+    """The overview takes focus: the arrows move a block and a live region reads it as the hover does; Enter opens the
+    block's exact weights (the link's zoom), Escape goes back. The document takes focus: the arrows read its pieces
+    one by one, with their weights, and Enter makes one the query."""
+    page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+    visit(page, f"{app}/long_text")
+    overview = page.locator(".av-overview .av-atlas-figure").first
+    overview.focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowRight")
+    said = page.locator(".av-overview .av-sr[aria-live='polite']").first.text_content()
+    assert re.fullmatch(r"queries #128–255, .*, keys #128–255, .*, mean share [\d.e−-]+", said), said  # block (1, 1)
+    page.keyboard.press("Enter")
+    until(page, "() => window.location.search", lambda search: "zoom=1%2C1" in search or "zoom=1,1" in search,
+          timeout=60, what="Enter never opened the block")
+    settle(page)
+    page.locator(".av-overview .av-atlas-figure").first.focus()
+    page.keyboard.press("Escape")
+    until(page, "() => window.location.search", lambda search: "zoom=" not in search, timeout=60,
+          what="Escape never went back to the whole document")
+    settle(page)
+    body = page.locator(".av-document-body").first
+    pieces = page.evaluate("() => document.querySelector('.av-document').attnviz.pieces")
+    body.focus()
+    page.keyboard.press("ArrowLeft")
+    said = page.locator(".av-document .av-sr[aria-live='polite']").first.text_content()
+    assert said.startswith(f"piece {pieces - 2} of {pieces}, “") and ", weight " in said, said
+    page.keyboard.press("Enter")
+    until(page, "() => window.location.search", lambda search: f"query={pieces - 2}" in search, timeout=60,
+          what="Enter never made the piece the query")
+    page.context.close()

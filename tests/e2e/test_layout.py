@@ -110,3 +110,17 @@ def test_no_chart_title_runs_under_the_toolbar_at_1440x900(browser, server, path
     page = opened(browser, f"{server}/{path}", (1440, 900))
     assert_fits(page, 900, False, f"{path.replace('?step=', '_')}_1440x900.png")
     page.context.close()
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["1280x800", "1920x1080"])
+def test_the_encoder_decoder_columns_start_level(browser, server, size):
+    """Encoder, decoder and cross-attention side by side: their headings are one line each, so the three formulas and
+    heatmaps below them start at the same height (a wrapped heading pushed its column down and narrowed nothing else)."""
+    page = browser.new_context(viewport=dict(zip(("width", "height"), size))).new_page()
+    page.goto(f"{server}/encoder_decoder")
+    loaded(page, "[data-testid=stColumn] h3")
+    boxes = page.evaluate("() => [...document.querySelectorAll('[data-testid=stColumn] h3')].slice(0, 3)"
+                          ".map(h => { const b = h.getBoundingClientRect(); return [b.top, b.height]; })")
+    assert len(boxes) == 3
+    assert max(t for t, _ in boxes) - min(t for t, _ in boxes) < 1 and max(h for _, h in boxes) - min(h for _, h in boxes) < 1
+    page.context.close()

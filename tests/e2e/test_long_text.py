@@ -99,7 +99,10 @@ def test_upload_scan_zoom_in_and_out_pick_a_head_and_reload_the_link(page, serve
     assert atlases(fresh)[0]["chosen"] == [19, 8]
     assert fresh.evaluate(ATLAS_TITLE) == first  # the example document again
     assert fresh.get_by_text("not the text", exact=False).count() >= 1
-    assert fresh.evaluate("() => document.querySelector('.av-document').attnviz.query") == 42
+    # The link's query was made on the uploaded text: it is not applied to the example, and the page says so.
+    assert fresh.get_by_text("was made on another text", exact=False).count() == 1
+    pieces = fresh.evaluate("() => document.querySelector('.av-document').attnviz.pieces")
+    assert fresh.evaluate("() => document.querySelector('.av-document').attnviz.query") == pieces - 1
     assert not exceptions(fresh)
 
 

@@ -53,7 +53,8 @@ _announce = st.components.v2.component("attnviz_announce", js=web.bundle("stream
 def announce(scope: str, place, heading: str, said: str) -> None:
     """When `place` changes in this tab (a lesson's step), a screen reader hears `said` and focus goes to the heading
     that starts with `heading`; the first visit says nothing."""
-    _announce(data=[{"scope": scope, "place": place, "heading": heading, "said": said}], key=f"announce_{scope}", width="stretch")
+    _announce(data=[{"scope": scope, "place": place, "heading": heading, "said": said}], key=f"announce_{scope}",
+              width="stretch")
 
 
 def settings() -> None:
@@ -116,8 +117,10 @@ def table(where, key: str, matrix: Matrix) -> None:
     shown.index.name = matrix.corner
     where.table(shown.style.format(precision=4, na_rep="masked"))
     if rows < len(matrix.rows) or cols < len(matrix.cols):
+        whole = ("the step's own page (its Explore link) has the CSV of them all" if st.session_state.get(IN_CLASS)
+                 else "the Download menu's CSV holds them all")
         where.caption(f"The first {rows:,} rows and {cols:,} columns of {len(matrix.rows):,} × {len(matrix.cols):,}; "
-                      "the Download menu's CSV holds them all.")
+                      f"{whole}.")
 
 
 def _unique(names: list[str]) -> list[str]:

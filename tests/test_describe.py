@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from attnviz import describe
 from page_support import decode, run_page
@@ -63,3 +64,24 @@ def test_lesson_charts_say_what_they_draw_and_show_it_as_a_table():
     assert isinstance(table, pd.DataFrame)
     assert list(table.columns) == [w if r == 1 else f"{w} #{r}" for w, r in zip(words, repeats)]
     assert np.abs(table.to_numpy(dtype=float) - weights).max() <= 1e-6
+
+
+@pytest.mark.parametrize("step", range(1, 22))
+def test_every_lesson_charts_description_names_the_largest_number_its_table_holds(step):
+    """Each chart of each step: its accessible text names the largest value of the numbers it draws, as its table
+    (after "Show as a table") gives them, written as the description writes numbers."""
+    params = {"step": str(step)} | ({"mask": "padding"} if step == 10 else {})
+    at = run_page("lesson.py", params)
+    toggles = [t for t in at.toggle if t.key and t.key.startswith("table_")]
+    for toggle in toggles:
+        toggle.set_value(True)
+    at.run()
+    assert not at.exception, at.exception
+    alts = {c.proto.id: c.proto.alt for c in at.get("plotly_chart")}
+    assert all(alts.values()), "a chart without a description"
+    tables = [t.value.data if hasattr(t.value, "data") else t.value for t in at.table]
+    assert len(tables) == len(toggles)
+    for table in tables:
+        values = table.to_numpy(dtype=float)  # (rows, cols) the chart's numbers
+        largest = describe.number(float(np.nanmax(values)))
+        assert any(largest in alt for alt in alts.values()), (largest, list(alts.values()))

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from driver import atlases, settle, start_server, until
-from test_live_class import classroom, join, open_console, start_class  # noqa: F401  (classroom: a fixture)
+from test_live_class import classroom, one_student  # noqa: F401  (classroom: a fixture)
 
 AXE = (importlib.resources.files("axe_playwright_python") / "axe.min.js").read_text()
 TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]
@@ -69,22 +69,13 @@ def test_every_lesson_step_and_presenter_mode_meet_wcag_aa_by_axe(browser, app):
 
 def test_a_class_projector_console_and_student_meet_wcag_aa_by_axe(browser, classroom):  # noqa: F811
     url, _, _, _ = classroom
-    teacher = browser.new_context(viewport={"width": 1920, "height": 1080})
-    student_context = browser.new_context(viewport={"width": 1280, "height": 800})
-    try:
-        projector = teacher.new_page()
-        code = start_class(projector, url, 3)
-        console = open_console(teacher, url, code)
-        (student,) = join([student_context], url, code, 3)
+    with one_student(browser, url, 3, projector_size=(1920, 1080)) as (projector, console, student):
         console.get_by_role("button", name=re.compile("^Ask: ")).first.click()
         student.locator(".av-class-option").first.wait_for(timeout=20_000)
         settle(console), settle(projector), settle(student)
         found = {name: violations(page) for name, page in (("projector", projector), ("console", console),
                                                              ("student", student))}
         assert {name: said for name, said in found.items() if said} == {}
-    finally:
-        teacher.close()
-        student_context.close()
 
 
 @pytest.mark.parametrize("name", ["", "lesson?step=7", "kv_database", "heads", "trained", "decoder", "long_text"])

@@ -8,6 +8,7 @@ import json
 import re
 import time
 import urllib.request
+from contextlib import contextmanager
 
 import pytest
 from playwright.sync_api import expect
@@ -72,6 +73,23 @@ def join(contexts, url: str, code: str, step: int) -> list:
         page.goto(f"{url}/lesson?class={code}")
         following(page, step)
     return pages
+
+
+@contextmanager
+def one_student(browser, url: str, step: int, projector_size=(1280, 800)):
+    """A class started on `step` with its console in the teacher's browser and one student following in a browser of
+    their own: (projector, console, student), both browsers closed after."""
+    teacher = browser.new_context(viewport=dict(zip(("width", "height"), projector_size)))
+    student_context = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        projector = teacher.new_page()
+        code = start_class(projector, url, step)
+        console = open_console(teacher, url, code)
+        (student,) = join([student_context], url, code, step)
+        yield projector, console, student
+    finally:
+        teacher.close()
+        student_context.close()
 
 
 def secret_of(context) -> str:
@@ -277,13 +295,7 @@ def test_a_student_answers_by_keyboard_alone_and_hears_the_reveal(browser, class
     """Tab reaches the options, Enter answers (the choice is pressed and its status said), and the live region reads
     the question when it is asked and the answer at the reveal: what a screen reader says."""
     url, _, _, _ = classroom
-    teacher = browser.new_context(viewport={"width": 1280, "height": 800})
-    student_context = browser.new_context(viewport={"width": 1280, "height": 800})
-    try:
-        projector = teacher.new_page()
-        code = start_class(projector, url, 2)
-        console = open_console(teacher, url, code)
-        (student,) = join([student_context], url, code, 2)
+    with one_student(browser, url, 2) as (_, console, student):
         console.get_by_role("button", name=re.compile("^Ask: Li → Mu is gone")).click()
         live = student.locator(".av-class-live")
         expect(live).to_have_text(re.compile("^Question: Li → Mu is gone"), timeout=10_000)
@@ -304,6 +316,3 @@ def test_a_student_answers_by_keyboard_alone_and_hears_the_reveal(browser, class
         console.get_by_role("button", name="Reveal").click()
         expect(live).to_have_text(re.compile("^Answer: "), timeout=10_000)
         assert exceptions(student) == []
-    finally:
-        teacher.close()
-        student_context.close()

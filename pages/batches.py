@@ -58,7 +58,7 @@ for b, s in enumerate(sentences):
               key=f"sentence_{b}", matrix=Matrix(real, s.tokens, keys))
         if n < T:
             keys = "padding key" if T - n == 1 else "padding keys"
-            st.caption(f"The {T - n} {keys}, {PAD}, are masked: weight exactly 0, drawn grey. The "
+            st.caption(f"The {T - n} {keys}, {PAD}, are masked: weight exactly 0, drawn grey and marked ×. The "
                        "padding query rows are not drawn: they are not real words.")
 
 st.header("Batch matrix multiplication")

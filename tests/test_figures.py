@@ -339,3 +339,16 @@ def test_the_charts_toolbar_holds_the_camera_alone():
 
     config = chart_config("pca")
     assert config["modeBarButtons"] == [["toImage"]] and config["toImageButtonOptions"]["filename"] == "attnviz_pca"
+
+
+def test_a_masked_cell_is_marked_as_well_as_grey():
+    """WCAG 1.4.1: a masked cell is told by a mark, not by its colour alone; every other cell carries none."""
+    w = np.array([[1.0, 0.0, 0.0], [0.4, 0.6, 0.0], [0.2, 0.3, 0.5]])
+    allowed = np.tril(np.ones((3, 3), bool))  # causal
+    masked = figures.attention_heatmap(w, ["a", "b", "c"], allowed=allowed).data[1]
+    assert masked.name == "masked" and masked.texttemplate == "%{text}"
+    marks = np.asarray(masked.text)  # (3, 3)
+    assert ((marks == "×") == ~allowed).all() and ((marks == "") == allowed).all()
+    n = 65  # above 64 × 64 cells: grey only, and the hover still says "masked"
+    big = figures.attention_heatmap(np.eye(n), [f"t{i}" for i in range(n)], allowed=np.tril(np.ones((n, n), bool))).data[1]
+    assert big.text is None and "masked" in big.hovertemplate

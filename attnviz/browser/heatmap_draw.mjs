@@ -15,6 +15,7 @@ export const CONTROLS = ["temp", "hard", "mask", "over", "scale", "palette"]; //
 export const SHARED = ["scale", "palette", "query"]; // Compare: what A, B and B − A share
 
 const ALL_LABELS = 20; // figures.ALL_LABELS: up to this many tokens every label is drawn
+export const TARGET_PX = 24; // WCAG 2.5.8: a key's label that hides it is a target at least this wide and tall
 
 /** The positions whose labels are drawn: all up to ALL_LABELS, else every k-th, as many as `px` holds at `pitch` px
  * each (figures._axis), and always `keep` (the chosen query), with the labels too near it left out. */
@@ -42,7 +43,7 @@ export class Drawing {
   /** Margins sized for the labels (measured), the plot area, and the label positions; false if unchanged. */
   layout() {
     const d = this.heatmap.data;
-    const width = Math.max(320, Math.floor(this.heatmap.root.clientWidth || 700));
+    const room = Math.max(320, Math.floor(this.heatmap.root.clientWidth || 700));
     const font = `${d.font_px}px ${FONT}`;
     const ctx = this.heatmap.canvas.getContext("2d");
     ctx.font = font;
@@ -52,18 +53,30 @@ export class Drawing {
     const bottom = Math.ceil(widest(d.m, (j) => this.heatmap.colLabel(j)) + titlePx + 16);
     const right = Math.ceil(14 + 20 + ctx.measureText("0.000").width + titlePx + 12);
     const top = d.title || d.heads > 1 ? Math.round(d.font_px * 2.6) : 12;
+    // Under "hide keys" each key's label is a button: its column is widened to a target's size, and the figure pans.
+    this.heatmap.hidingLaidOut = this.hiding();
+    const width = this.heatmap.hidingLaidOut ? Math.max(room, left + right + TARGET_PX * d.m) : room;
     const plot = { x: left, y: top, w: Math.max(40, width - left - right), h: Math.max(40, d.height - top - bottom) };
     const key = JSON.stringify([width, plot, d.version]);
     if (key === this.heatmap.laidOut) return false;
     this.heatmap.laidOut = key;
     Object.assign(this.heatmap, { width, font, plot });
+    this.heatmap.figure.classList.toggle("av-pans", width > room);
+    this.heatmap.tip.style.display = "none"; // the cell under a still pointer has moved
     this.heatmap.colLabels = thinned(d.m, plot.w, d.label_px);
     const fonts = [labelFontPx(d.n, plot.h, d.label_px, d.font_px, d.min_font_px), labelFontPx(d.m, plot.w, d.label_px, d.font_px, d.min_font_px)];
     this.heatmap.labelFonts = fonts.map((px) => (px < d.font_px ? `${px}px` : ""));
     return true;
   }
 
+  /** Whether the view's mask makes each key's label a button that hides the key. */
+  hiding() {
+    const v = this.heatmap.view;
+    return Boolean(v && v.mask && maskRule(v.mask).hides);
+  }
+
   draw() {
+    if (this.hiding() !== this.heatmap.hidingLaidOut) this.layout();
     const d = this.heatmap.data;
     const v = this.heatmap.view;
     if (this.heatmap.result.overflow.length && !v.hard) {
@@ -201,7 +214,10 @@ export class Drawing {
         "dominant-baseline": "central", class: "av-col" + (hidden.has(d.col_start + j) ? " av-hidden" : ""), "data-col": j },
       this.heatmap.colLabel(j)));
       if (colFont) label.style.fontSize = colFont;
-      if (hiding) {  // a button for the keyboard: Enter or Space hides the key or shows it again
+      if (hiding) {  // a button: a click (on its column's band below the plot) or Enter or Space hides the key or shows it again
+        const band = { x: plot.x + j * cellW, y: plot.y + plot.h, width: cellW, height: Math.max(TARGET_PX, d.height - plot.y - plot.h - d.font_px * 1.4 - 8) };
+        // (focusable by the pointer only, so that a click does not focus the figure, whose redraw would take the band away)
+        svg.insertBefore(el("svg:rect", { ...band, class: "av-col-target", "data-col": j, fill: "transparent", tabindex: "-1", "aria-hidden": "true" }), label);
         label.setAttribute("tabindex", "0");
         label.setAttribute("role", "button");
         label.setAttribute("aria-pressed", String(hidden.has(d.col_start + j)));
@@ -209,7 +225,7 @@ export class Drawing {
       }
     }
     if (this.heatmap.focusCol !== undefined) {  // the label that had focus before this redraw keeps it
-      const again = svg.querySelector(`[data-col="${this.heatmap.focusCol}"]`);
+      const again = svg.querySelector(`.av-col[data-col="${this.heatmap.focusCol}"]`);
       this.heatmap.focusCol = undefined;
       if (again) again.focus();
     }
@@ -267,7 +283,7 @@ export class Drawing {
       rowLabels: this.heatmap.rowLabels, colLabels: this.heatmap.colLabels,
       cellCentre: (i, j) => {
         const box = this.heatmap.figure.getBoundingClientRect();
-        return [box.left + this.heatmap.plot.x + ((j + 0.5) * this.heatmap.plot.w) / d.m, box.top + this.heatmap.plot.y + ((i + 0.5) * this.heatmap.plot.h) / d.n];
+        return [box.left - this.heatmap.figure.scrollLeft + this.heatmap.plot.x + ((j + 0.5) * this.heatmap.plot.w) / d.m, box.top + this.heatmap.plot.y + ((i + 0.5) * this.heatmap.plot.h) / d.n];
       },
     };
   }
@@ -275,7 +291,7 @@ export class Drawing {
   cellAt(event) {
     const box = this.heatmap.figure.getBoundingClientRect();
     const { plot } = this.heatmap;
-    const x = event.clientX - box.left - plot.x;
+    const x = event.clientX - box.left + this.heatmap.figure.scrollLeft - plot.x; // a figure wider than its column pans
     const y = event.clientY - box.top - plot.y;
     if (x < 0 || y < 0 || x >= plot.w || y >= plot.h) return null;
     return [Math.floor((y / plot.h) * this.heatmap.data.n), Math.floor((x / plot.w) * this.heatmap.data.m)];
@@ -292,7 +308,7 @@ export class Drawing {
     this.heatmap.tip.replaceChildren(...lines.map((line) => el("div", {}, line)));
     const box = this.heatmap.figure.getBoundingClientRect();
     this.heatmap.tip.style.display = "block";
-    this.heatmap.tip.style.left = `${Math.min(event.clientX - box.left + 12, this.heatmap.width - 220)}px`;
+    this.heatmap.tip.style.left = `${Math.min(event.clientX - box.left + this.heatmap.figure.scrollLeft + 12, this.heatmap.width - 220)}px`;
     this.heatmap.tip.style.top = `${event.clientY - box.top + 12}px`;
   }
 

@@ -14,7 +14,7 @@ from test_live_class import classroom, one_student  # noqa: F401  (classroom: a 
 AXE = (importlib.resources.files("axe_playwright_python") / "axe.min.js").read_text()
 TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]
 PAGES = ["", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads", "trained", "decoder",
-         "long_text"]
+         "long_text", "?mask=keys&hide=1"]  # the last: each key's label a button, with its 24-px band
 STEPS = range(1, 22)
 
 

@@ -239,6 +239,28 @@ def test_hidden_keys_and_a_fully_masked_row(server, page):
     assert page.locator(".av-root .av-col[role=button]").count() == 3
 
 
+def test_a_key_label_that_hides_its_key_is_a_24_px_target(server, page):
+    """WCAG 2.5.8: under "hide keys" each of 40 keys has a band at least 24 × 24 px that a click hides it by; the
+    figure pans inside itself, and the page does not scroll sideways."""
+    words = ("when he saw his owner the dog was happy so he wagged his tail and ran to the door " * 3).split()[:40]
+    page.goto(f"{server}/?text={'+'.join(words)}&mask=keys")
+    wait_for_heatmap(page, lambda t: t.get("live") and len(t["y"]) == 40)
+    targets = page.locator(".av-root:not(.av-matrix) .av-col-target")
+    boxes = [targets.nth(j).bounding_box() for j in range(targets.count())]
+    assert len(boxes) == 40 and min(b["width"] for b in boxes) >= 24 and min(b["height"] for b in boxes) >= 24
+    assert all(a["x"] + a["width"] <= b["x"] + 0.01 for a, b in zip(boxes, boxes[1:]))  # side by side, none overlaps
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    figure = page.locator(".av-root:not(.av-matrix) .av-figure").first
+    figure.evaluate("(f) => f.scrollLeft = f.scrollWidth")  # the last key's band, panned into view, hides it
+    targets.nth(39).click()
+    wait_for_heatmap(page, lambda t: t["view"]["hide"] == [39])
+    page.mouse.move(*live_cell(page, 2, 38))  # a panned figure's hover names the cell under the pointer
+    assert page.locator(".av-root .av-tip div").nth(1).text_content() == f"key #38 {words[38]}"
+    live_select(page, "Mask", "none")  # no buttons: the figure fits again
+    wait_for_heatmap(page, lambda t: t["view"]["mask"] == "none")
+    assert targets.count() == 0 and figure.evaluate("(f) => f.scrollWidth <= f.clientWidth")
+
+
 def test_tokens_are_shown_as_text_never_as_html(server, page):
     page.goto(server)
     wait_for_heatmap(page, lambda t: t.get("live"))

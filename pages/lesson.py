@@ -58,10 +58,23 @@ def move(by: int) -> None:
     new_step()
 
 
+def picked(key: str) -> None:
+    st.session_state.step = st.session_state[key]
+    new_step()
+
+
 def new_step() -> None:
-    """Each step's comparison opens with the step's own settings."""
+    """Each step's comparison opens with the step's own settings; a presenter's click moves the room at once."""
     for name in set(COMPARE_NAMES.values()) - {"query"}:
         st.session_state[name] = SCHEMA[name].default
+    moved()
+
+
+def moved() -> None:
+    """A presenter's move (a step, a value) published before this page computes anything, in the click's own callback
+    where there is one; and the class's next step computed while the room is on this one."""
+    if classroom.publish(SCHEMA):
+        ahead(st.session_state.step, {name: st.session_state.get(name, SCHEMA[name].default) for name in SCHEMA})
 
 
 if st.query_params.get(classroom.QUIZ) == "1":  # the concept quiz alone, from a link
@@ -79,10 +92,12 @@ went_on = forward_button.button("Next", icon=":material/arrow_forward:", on_clic
 if (went_back or went_on) and not st.session_state.pop(MOVED, False):
     move(-1 if went_back else 1)  # a click whose callback this session never registered: the server restarted
     st.session_state.pop(MOVED, None)
-picker.selectbox("Lesson step", list(range(1, len(STEPS) + 1)), key="step",
-                 format_func=lambda i: f"{i} of {len(STEPS)} · {STEPS[i - 1][0]}", on_change=new_step)
-if classroom.publish(SCHEMA):  # the presenter's move reaches the room before this page computes the step
-    ahead(st.session_state.step, {name: st.session_state.get(name, SCHEMA[name].default) for name in SCHEMA})
+# Keyed by the step it shows: a rerun that the browser sends before it has drawn a new step (a click's callback or the
+# class moved it) carries the old picker's value, which is then no change of this picker's, not a move back.
+pick = f"step_picked_at_{st.session_state.step}"
+picker.selectbox("Lesson step", list(range(1, len(STEPS) + 1)), index=st.session_state.step - 1, key=pick,
+                 format_func=lambda i: f"{i} of {len(STEPS)} · {STEPS[i - 1][0]}", on_change=picked, args=(pick,))
+moved()  # what no callback published: a value's change, or a click the server heard before its restart
 if classroom.join_slide():
     classroom.draw_join_slide(class_slot)
     save_url_state(SCHEMA, kept=classroom.kept_params())

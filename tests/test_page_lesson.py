@@ -147,6 +147,37 @@ def test_lesson_needle_step_scores_the_heads_as_transformers_attentions_do(smoll
     assert max(shown.values()) == pytest.approx(scores.max())
 
 
+def wilson_bounds(found: int, total: int, z: float = 1.96) -> tuple[float, float]:
+    """The shares p whose test |found/total − p| = z·√(p(1−p)/total) is on the edge, found by bisection: the Wilson
+    interval from its definition, not from its closed form."""
+    share = found / total
+    edge = lambda p: abs(share - p) - z * np.sqrt(p * (1 - p) / total)  # noqa: E731  negative inside the interval
+
+    def cross(inside: float, outside: float) -> float:
+        for _ in range(100):
+            middle = (inside + outside) / 2
+            inside, outside = (middle, outside) if edge(middle) < 0 else (inside, middle)
+        return inside
+
+    return (0.0 if found == 0 else cross(share, 0.0)), (1.0 if found == total else cross(share, 1.0))
+
+
+def test_step_20_gives_each_count_of_its_trials_with_its_interval_and_says_what_overlaps():
+    from appkit.lesson.experiments import NEEDLE_TRIALS, trials_sentence
+
+    said = trials_sentence()
+    total = NEEDLE_TRIALS["documents"]
+    bounds = {name: wilson_bounds(NEEDLE_TRIALS[name], total) for name in ("intact", "strongest", "random")}
+    for name, (low, high) in bounds.items():
+        assert f"{NEEDLE_TRIALS[name]} of {total} (a share anywhere from {low:.0%} to {high:.0%}, 95 % interval)" in said
+    overlap = lambda a, b: bounds[a][0] <= bounds[b][1] and bounds[b][0] <= bounds[a][1]  # noqa: E731
+    assert not overlap("intact", "strongest") and "The first two intervals do not overlap" in said
+    assert overlap("intact", "random") and "but their intervals overlap: so few documents cannot tell them apart" in said
+    other = trials_sentence({"documents": 6, "intact": 4, "strongest": 1, "random": 3})  # share_interval's example
+    assert "4 of 6 (a share anywhere from 30% to 90%" in other and "The first two intervals overlap" in other
+    assert "random heads off did better" not in other
+
+
 @pytest.mark.parametrize("step", range(1, 22))
 def test_every_lesson_step_offers_a_class_question_whose_answer_is_an_option(step):
     """A presenter can ask each of the 21 steps something (appkit.classroom.offer, called with the step's numbers)."""

@@ -191,6 +191,38 @@ def ordinal(n: int) -> str:
 NEEDLE_HEADS = 8  # the heads the step's bars name
 
 
+# bench/bench_needle.py's grid (docs/benchmarks.md, "A needle in a haystack"): keys back of 15 documents
+NEEDLE_TRIALS = {"documents": 15, "intact": 12, "strongest": 0, "random": 15}
+
+
+def trials_sentence(trials: dict = NEEDLE_TRIALS) -> str:
+    """What the benchmark's grid found, each count with its 95 % interval (as the Long text page gives them), and what
+    the intervals can and cannot tell apart, turning random heads off included."""
+    total = trials["documents"]
+    bounds = {name: needle.share_interval(trials[name], total) for name in ("intact", "strongest", "random")}
+    overlap = lambda a, b: bounds[a][0] <= bounds[b][1] and bounds[b][0] <= bounds[a][1]  # noqa: E731
+
+    def count(name: str) -> str:
+        low, high = bounds[name]
+        return f"{trials[name]} of {total} (a share anywhere from {low:.0%} to {high:.0%}, 95 % interval)"
+
+    said = (f"Measured on {total} documents of 1,000 to 4,000 pieces, the key came back in {count('intact')}; with "
+            f"the 8 strongest retrieval heads turned off, in {count('strongest')}; with 8 random heads of the same "
+            f"layers turned off, in {count('random')}. ")
+    said += ("The first two intervals overlap: so few documents cannot show that the strongest heads matter. "
+             if overlap("intact", "strongest") else
+             "The first two intervals do not overlap: the strongest heads are what finds the key. ")
+    if trials["random"] > trials["intact"]:
+        said += ("Turning random heads off did better than the model intact"
+                 + (", but their intervals overlap: so few documents cannot tell them apart. "
+                    if overlap("intact", "random") else ". "))
+        said += ("Turning heads off can change an answer by chance: the keys the intact model missed had the needle "
+                 "right before the question, where it went on with the needle's own sentence (“the pass key. The pass "
+                 "key is the”); without the random heads it copied the key there too, so one of them may have pulled "
+                 "it along the sentence.")
+    return said
+
+
 def needle_step(text, figure):
     try:
         model = loaded_model("smollm2")
@@ -223,8 +255,6 @@ def needle_step(text, figure):
     text.write(f"While it copied {copied} pieces of the needle, {retrieving} of its {events.size} heads looked, at least "
                f"once, straight at the very piece being copied, inside the needle (Wu et al., 2024, call them retrieval "
                f"heads); layer {l + 1}, head {h + 1} did so for {best:.0%} of them. The needle is {len(where)} of the "
-               f"{n} pieces. Measured on 15 documents of 1,000 to 4,000 pieces: 12 keys came back; "
-               "with the 8 strongest retrieval heads turned off, none; with 8 random heads of the same layers turned "
-               "off, all 15.")
+               f"{n} pieces. " + trials_sentence())
     with text:
         explore("long_text", "Long text", "Find a needle", {"layer": l + 1, "head": h + 1})

@@ -36,7 +36,7 @@ def _weights_trace(weights, scores, row_names, col_names, colours: ColourScale, 
 
 MASKED_GREY = "#d9d9d9"  # the browser's heatmap draws masked cells in the same grey
 MASKED_MARK, MASKED_INK = "×", "#595959"  # 5.0:1 on the grey: a masked cell is marked, not told by its colour alone
-MARKED_CELLS = 64 * 64  # above this many cells the marks would be too small to read, and slow: grey and the hover only
+MARKED_SIDE = 24  # above this many rows or keys a mark would not fit its cell: grey and the hover only
 
 
 def _masked_trace(allowed: np.ndarray, row_names, col_names, **trace) -> go.Heatmap:
@@ -45,9 +45,9 @@ def _masked_trace(allowed: np.ndarray, row_names, col_names, **trace) -> go.Heat
     (null, not NaN) that let the weights beneath show and hover."""
     allowed = np.asarray(allowed, bool)  # (rows, cols)
     z = [[None if ok else 1 for ok in row] for row in allowed]  # (rows, cols)
-    if allowed.size <= MARKED_CELLS:
+    if max(allowed.shape) <= MARKED_SIDE:
         marks = [["" if ok else MASKED_MARK for ok in row] for row in allowed]  # (rows, cols)
-        trace = dict(text=marks, texttemplate="%{text}", textfont=dict(color=MASKED_INK), **trace)
+        trace = dict(text=marks, texttemplate="%{text}", textfont=dict(color=MASKED_INK, size=10), **trace)
     return go.Heatmap(z=z, x=col_names, y=row_names, zmin=0, zmax=1, colorscale=[[0, MASKED_GREY], [1, MASKED_GREY]],
                       showscale=False, hoverongaps=False, name="masked",
                       hovertemplate="query %{y}<br>key %{x}<br>masked: weight 0<extra></extra>", **trace)

@@ -264,13 +264,14 @@ _turn = threading.Lock()
 
 
 @contextmanager
-def in_turn():
+def in_turn(first: bool = False):
     """A page's heavy part, run by one session at a time. When a class's 30 students rerun at once, their scripts
     share one interpreter lock: run side by side, every run ends about when the last does, and the loop that sends
     their pages waits behind them, so even a step's heading reached each student only then. In turn, every heading
     is sent at once and the runs end one after another. A run that waits TURN_WAIT_S goes on without its turn, so
-    a long computation holds the others back by that much at most."""
-    taken = _turn.acquire(timeout=TURN_WAIT_S)
+    a long computation holds the others back by that much at most. A run that goes `first` (the presenter's: the
+    projector is the room's screen) takes no turn and waits behind nobody."""
+    taken = False if first else _turn.acquire(timeout=TURN_WAIT_S)
     try:
         yield
     finally:

@@ -113,7 +113,8 @@ st.session_state[classroom.OFFERED] = []
 record = classroom.current()
 st.session_state[classroom.HELD] = classroom.holding(number, record)  # the room predicts first (lesson.common.held)
 st.session_state.pop(NOTED, None)
-with in_turn():  # a class's students' runs one at a time, each heading sent first (appkit.served.in_turn)
+# A class's students' runs one at a time, each heading sent first; the presenter's ahead of them (appkit.served.in_turn)
+with in_turn(first=classroom.presenting(st.session_state.get(classroom.ROLE))):
     draw(text_column, figure_column)
     classroom.panel(class_slot, number, SCHEMA, record)
 save_url_state(SCHEMA, kept=classroom.kept_params())

@@ -74,3 +74,13 @@ def test_runs_take_turns_and_one_that_waits_too_long_goes_on(monkeypatch):
     assert order == ["first in", "second in"]  # it went on while the first still held the turn
     release.set()
     a.join(10)
+    order.clear(), first_inside.clear(), release.clear()
+    monkeypatch.setattr(served, "TURN_WAIT_S", 30.0)
+    a = threading.Thread(target=first)
+    a.start()
+    assert first_inside.wait(10)
+    with served.in_turn(first=True):  # the presenter's run: in while a student's run holds the turn
+        order.append("presenter in")
+    assert order == ["first in", "presenter in"]
+    release.set()
+    a.join(10)

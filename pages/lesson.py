@@ -9,7 +9,7 @@ import streamlit as st
 from appkit import classroom
 from appkit.common import load_url_state, save_url_state
 from appkit.present import IN_CLASS, announce
-from appkit.served import in_turn
+from appkit.served import in_turn, run_started
 from appkit.lesson.common import COMPARE_NAMES, NOTED, SCHEMA, STEP_COUNT
 from appkit.lesson.retrieval import exact_lookup, hard_retrieval, soft_retrieval, kernel_regression
 from appkit.lesson.scores import similarity_functions, why_sqrt_d, self_attention, order_matters
@@ -59,8 +59,16 @@ def move(by: int) -> None:
 
 
 def picked(key: str) -> None:
+    if key != picker_key():
+        return  # the picker of a step this session has left: its old value, sent by a browser that has not drawn the new one
     st.session_state.step = st.session_state[key]
     new_step()
+
+
+def picker_key() -> str:
+    """The step picker is keyed by the step it shows: a rerun that the browser sends before it has drawn a new step (a
+    click's callback or the class moved it) carries the old picker's value, which is no change of this picker's."""
+    return f"step_picked_at_{st.session_state.step}"
 
 
 def new_step() -> None:
@@ -81,30 +89,39 @@ if st.query_params.get(classroom.QUIZ) == "1":  # the concept quiz alone, from a
     classroom.solo_quiz()
     st.stop()
 st.session_state[IN_CLASS] = classroom.role() is not None
+if st.session_state[IN_CLASS]:
+    run_started()  # the class's bodies wait for its reruns to stop arriving (appkit.served.in_turn)
 load_url_state(SCHEMA)
 classroom.adopt_class(SCHEMA)  # a session that has just taken its class starts on the class's step
 class_slot = st.container()  # filled after the step: the presenter's questions come from the step's own numbers
-back, picker, forward_button = st.columns([1, 4, 1], vertical_alignment="bottom")
-went_back = back.button("Previous", icon=":material/arrow_back:", on_click=move, args=(-1,),
-                        disabled=st.session_state.step == 1, key="previous", width="stretch")
-went_on = forward_button.button("Next", icon=":material/arrow_forward:", on_click=move, args=(1,),
-                                disabled=st.session_state.step == len(STEPS), key="next", width="stretch")
-if (went_back or went_on) and not st.session_state.pop(MOVED, False):
-    move(-1 if went_back else 1)  # a click whose callback this session never registered: the server restarted
+nav = st.container()  # Previous, the step and Next: drawn after the heading, which a class's students see first
+moved()  # what no callback published: a value's change
+
+
+def navigation_row() -> None:
+    back, picker, forward_button = nav.columns([1, 4, 1], vertical_alignment="bottom")
+    went_back = back.button("Previous", icon=":material/arrow_back:", on_click=move, args=(-1,),
+                            disabled=st.session_state.step == 1, key="previous", width="stretch")
+    went_on = forward_button.button("Next", icon=":material/arrow_forward:", on_click=move, args=(1,),
+                                    disabled=st.session_state.step == len(STEPS), key="next", width="stretch")
+    if (went_back or went_on) and not st.session_state.pop(MOVED, False):
+        move(-1 if went_back else 1)  # a click whose callback this session never registered: the server restarted
+        st.rerun()  # the step drawn above was the one before the click
     st.session_state.pop(MOVED, None)
-# Keyed by the step it shows: a rerun that the browser sends before it has drawn a new step (a click's callback or the
-# class moved it) carries the old picker's value, which is then no change of this picker's, not a move back.
-pick = f"step_picked_at_{st.session_state.step}"
-picker.selectbox("Lesson step", list(range(1, len(STEPS) + 1)), index=st.session_state.step - 1, key=pick,
-                 format_func=lambda i: f"{i} of {len(STEPS)} · {STEPS[i - 1][0]}", on_change=picked, args=(pick,))
-moved()  # what no callback published: a value's change, or a click the server heard before its restart
+    pick = picker_key()
+    picker.selectbox("Lesson step", list(range(1, len(STEPS) + 1)), index=st.session_state.step - 1, key=pick,
+                     format_func=lambda i: f"{i} of {len(STEPS)} · {STEPS[i - 1][0]}", on_change=picked, args=(pick,))
+
+
 if classroom.join_slide():
+    navigation_row()
     classroom.draw_join_slide(class_slot)
     save_url_state(SCHEMA, kept=classroom.kept_params())
     st.stop()
 number = st.session_state.step
 title, draw = STEPS[number - 1]
 st.header(f"{number}. {title}")
+navigation_row()
 if draw in WIDE:
     text_column, figure_column = st.container(), st.container()
 else:
@@ -114,7 +131,7 @@ record = classroom.current()
 st.session_state[classroom.HELD] = classroom.holding(number, record)  # the room predicts first (lesson.common.held)
 st.session_state.pop(NOTED, None)
 # A class's students' runs one at a time, each heading sent first; the presenter's ahead of them (appkit.served.in_turn)
-with in_turn(first=classroom.presenting(st.session_state.get(classroom.ROLE))):
+with in_turn(first=classroom.presenting(st.session_state.get(classroom.ROLE)), room=st.session_state[IN_CLASS]):
     draw(text_column, figure_column)
     classroom.panel(class_slot, number, SCHEMA, record)
 save_url_state(SCHEMA, kept=classroom.kept_params())

@@ -13,7 +13,7 @@ from attnviz.figures import PALETTES, long as drawn
 from attnviz.urlstate import Param, bounded_text, choice, encode_int_list, int_list, int_range
 from appkit.common import bounded_text_box, halt, load_url_state, md_escape, save_url_state, stop
 from appkit.interactive import head_atlas, head_overview, screen_sizes, shaded_document
-from appkit.served import example_document, example_scan, load_or_stop, pick_model
+from appkit.served import example_document, example_scan, example_scan_progress, load_or_stop, pick_model
 from appkit.model_views import row_sum
 from appkit.present import chart
 
@@ -68,6 +68,16 @@ def text_of_upload() -> str | None:
         return None
 
 
+@st.fragment(run_every=1.0)
+def scanning_example(name: str) -> None:
+    """The example scan's progress (the server's own job: appkit.served.example_scan), checked every second; when it
+    is done, the whole page is drawn again."""
+    done, total, ready = example_scan_progress(name)
+    if ready:
+        st.rerun(scope="app")
+    st.progress(done / total if total else 0.0, text=f"Scanning the example document: block {done:,} of {total or '…'}")
+
+
 def document(name: str, model, limit: int, grid) -> None:
     """The document part: the text, its scan, every head's overview, one head's blocks and the shaded text. An
     unreadable file or text ends this part with its message; the needle lab below goes on."""
@@ -83,7 +93,15 @@ def document(name: str, model, limit: int, grid) -> None:
     held = st.session_state.get("long_scan")
     if held is None or held[0] != digest:
         if text == example_document(name).pieces.text:
-            st.session_state.long_scan = held = (digest, example_scan(name))
+            try:
+                found = example_scan(name)
+            except models.ModelError as error:
+                return halt(str(error), SCHEMA, error=True)
+            if found is None:
+                scanning_example(name)
+                return halt("The example document is being scanned once for this server; its heads show here when it "
+                            "is done. Paste or upload your own text meanwhile.", SCHEMA)
+            st.session_state.long_scan = held = (digest, found)
         elif not st.button("Scan", type="primary"):
             return halt("Press Scan to read the text.", SCHEMA)
     if held is None or held[0] != digest:

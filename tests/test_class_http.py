@@ -339,33 +339,3 @@ def test_a_student_whose_stream_is_busy_stays_present(served, monkeypatch):
             store.act(code, secret, view={"temp": round(time.time() % 1, 3)})
             time.sleep(0.1)
         assert store.get(code).students == 1
-
-
-class Clock:
-    """A stand-in for the event loop's timing calls only: what Broker.due asks for, recorded, on a clock we move."""
-
-    def __init__(self):
-        self.now, self.waits = 100.0, []
-
-    def time(self):
-        return self.now
-
-    def call_later(self, wait, callback):
-        self.waits.append(wait)
-
-
-def test_the_first_change_goes_out_at_once_and_a_burst_after_it_waits_its_turn():
-    broker = http.Broker.__new__(http.Broker)  # its scheduling alone: no store, no poller
-    clock = Clock()
-    broker.loop, broker.streams, broker.pending, broker.sent_at = clock, {"AB": set()}, set(), {}
-    broker.due("AB")
-    assert clock.waits == [0.0]  # a presenter's click after a quiet spell: no wait
-    broker.pending.discard("AB"), broker.sent_at.update(AB=clock.now)  # as send() does
-    clock.now += 0.03
-    broker.due("AB"), broker.due("AB")  # two more within COALESCE_S: one send, at its end
-    assert clock.waits[1:] == [pytest.approx(http.COALESCE_S - 0.03)]
-    broker.pending.discard("AB"), broker.sent_at.update(AB=clock.now)
-    clock.now += 5
-    broker.due("ZZ")  # a class with no open stream: nothing to send
-    broker.due("AB")
-    assert clock.waits[2:] == [0.0]

@@ -104,10 +104,10 @@ def test_a_page_draws_while_the_scores_are_measured_and_colours_the_atlas_when_t
 
     from streamlit.testing.v1 import AppTest
 
-    from appkit.served import _measuring
+    from appkit.served import _jobs
 
     monkeypatch.setenv("ATTNVIZ_CACHE", str(tmp_path / "cache"))
-    _measuring.clear()  # no scores measured earlier in this process: the page must measure them
+    _jobs.clear()  # no scores measured earlier in this process: the page must measure them
     at = AppTest.from_file(str(ROOT / "pages" / "trained.py"), default_timeout=300)
     at.query_params.update({"score": "previous", "bycolour": "1", "text": "the dog saw the cat"})
     started = time.perf_counter()

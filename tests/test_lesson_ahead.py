@@ -84,3 +84,30 @@ def test_runs_take_turns_and_one_that_waits_too_long_goes_on(monkeypatch):
     assert order == ["first in", "presenter in"]
     release.set()
     a.join(10)
+
+
+def test_in_a_class_a_body_waits_for_the_reruns_to_stop_arriving(monkeypatch):
+    """appkit.served.in_turn(room=True): a body starts no sooner than QUIET_S after the last run started (its heading
+    and the others' are sent meanwhile), and a run that started later pushes it back again."""
+    import threading
+    import time
+
+    from appkit import served
+
+    monkeypatch.setattr(served, "QUIET_S", 0.3)
+    monkeypatch.setattr(served, "QUIET_WAIT_S", 10.0)
+    entered = []
+
+    def body():
+        with served.in_turn(room=True):
+            entered.append(time.monotonic())
+
+    served.run_started()
+    first = served._started[0]
+    waiting = threading.Thread(target=body)
+    waiting.start()
+    time.sleep(0.1)
+    served.run_started()  # another student's rerun arrives while the first waits
+    again = served._started[0]
+    waiting.join(10)
+    assert entered and entered[0] >= again + 0.3 > first + 0.3

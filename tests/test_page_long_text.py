@@ -79,8 +79,9 @@ def test_presenter_mode_gives_every_figure_of_the_page_the_projectors_type():
 
     from streamlit.testing.v1 import AppTest
 
-    from page_support import ROOT, TIMEOUT
+    from page_support import ROOT, TIMEOUT, example_scanned
 
+    example_scanned()
     at = AppTest.from_file(str(ROOT / "pages" / "long_text.py"), default_timeout=TIMEOUT)
     at.session_state["present"] = True  # presenter mode, as app.py's toggle sets it
     figures = components(at.run())

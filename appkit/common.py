@@ -19,7 +19,7 @@ from attnviz.embeddings import (
     vectors_from_settings,
 )
 from attnviz.figures import SCALES
-from attnviz.urlstate import Param, encode_params, parse_params
+from attnviz.urlstate import Param, beyond, encode_params, parse_params
 from appkit import beacon
 from appkit.vectors import glove, keyed_glove  # noqa: F401  the pages read GloVe from here
 from appkit.present import PRESENT
@@ -134,6 +134,8 @@ def load_url_state(schema: dict[str, Param]) -> None:
         params = st.query_params.to_dict()
         from_url = any(name in params for name in schema) or page not in saved
         values = parse_params(params, schema) if from_url else saved[page]
+        if from_url:
+            said_beyond(beyond(params, schema))
     else:
         last = saved.get(page, {})
         stopped = st.session_state.pop(_STOPPED, None) == page
@@ -141,6 +143,25 @@ def load_url_state(schema: dict[str, Param]) -> None:
                   for name, value in last.items() if stopped or name not in st.session_state}
     for name, value in values.items():
         st.session_state[name] = value
+
+
+def said_beyond(found: list) -> None:
+    """Where a link asked for more (or less) than a control offers, the page says what it shows instead."""
+    if found:
+        st.caption("This link asks for " + "; ".join(
+            f"{name} = {shown_number(asked)}, past what this page offers, so it shows {shown_number(value)}"
+            for name, asked, value in found) + ".")
+
+
+def shown_number(value) -> str:
+    """A link's number as a person reads it: thousands separated, a long tail cut."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return str(value)[:20]
+    if number.is_integer() and abs(number) < 1e15:
+        return f"{int(number):,}"
+    return f"{number:,.6g}"
 
 
 def save_url_state(schema: dict[str, Param], *, note: bool = True, kept: dict[str, str] | None = None) -> None:

@@ -114,6 +114,41 @@ def _first_figure() -> None:
             time.sleep(1)
 
 
+WARM_MODELS = "ATTNVIZ_WARM_MODELS"  # "0": the models' first uses are computed when a page first asks for them
+
+
+def _warm_models() -> None:
+    """What a first visit would wait for a minute and more on a laptop's CPU, computed once GloVe is in: Long text's
+    example scan (its own job: a page that asks meanwhile shows its progress) and the Lesson's model steps with their
+    first values (appkit.lesson.ahead), one after another in this thread. Best effort: a model that is not installed,
+    or a step that fails, is left to its page, which says why."""
+    import os
+
+    if os.environ.get(WARM_MODELS, "1") == "0":
+        return
+    from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
+
+    from appkit import served
+    from appkit.lesson import ahead
+    from appkit.lesson.common import SCHEMA
+
+    offered = served.offered()
+    values = {name: param.default for name, param in SCHEMA.items()}
+    works = [lambda: _waited(lambda: served.example_scan("smollm2"))] if "smollm2" in offered else []
+    works += [lambda step=step: ahead.STEPS[step](values) for step in sorted(ahead.STEPS)]
+    for work in works:
+        try:
+            work()
+        except (Exception, ScriptControlException):  # noqa: BLE001  a model not installed stops its page, not this
+            _LOGGER.info("The warm-up left one of the models' first uses to its page", exc_info=True)
+
+
+def _waited(job) -> None:
+    """A job's result waited for (one model's work at a time on the warm-up's side of the CPU)."""
+    while job() is None:
+        time.sleep(1.0)
+
+
 def _build_keyed() -> None:
     """gensim's KeyedVectors of GloVe (about 1.5 s: gensim's import, then the vectors added), built once the first
     page has run, so that its heatmap does not wait for them nor share the CPU with them."""
@@ -128,6 +163,7 @@ def _build_keyed() -> None:
         # garbage of the first page's run is collected first, so that only what still lives is frozen.
         gc.collect()
         gc.freeze()
+    _warm_models()
 
 
 def _one_blas_thread() -> None:

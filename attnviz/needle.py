@@ -8,6 +8,9 @@ Explains Long-Context Factuality").
     grid.found                      # (lengths, depths) bool: the key came back
     grid.scores                     # (L, H) each head's retrieval score
     off = needle.needle(model, lengths=[1000, 2000], depths=[0, 0.5, 1], heads_off=grid.strongest(8))
+    asked = needle.ask(model, my_text, retrieval=grid.strongest(8))  # a text of one's own, ending in its question
+    asked.written.text, asked.copies[0]   # the answer; where its first piece was copied from, and by which heads
+    asked.without["strongest"].text       # the answer without those heads ("random": without as many random ones)
 
 A document is read into each layer's K/V cache one block of queries at a time (attnviz.models.scan.blocked_layer: no
 n × n matrix is held), then the answer is written greedily from that cache, one query row per layer a step, and each
@@ -527,12 +530,81 @@ def without_retrieval_heads(model, k: int = 8, lengths=LENGTHS, depths=DEPTHS, s
     computed once for both, as the random heads lie in the same layers. `share_filler`: as needle's."""
     before = before or needle(model, lengths, depths, seed, share_filler=share_filler)
     heads = before.strongest(k)
+    strongest, random = grids(model, before.lengths, before.depths, seed, [heads, like_heads(model, heads, seed)],
+                              progress, share_filler)
+    return Ablated(before, strongest, random)
+
+
+@dataclass
+class Copy:
+    """Where one written piece came from in the text: the text's piece equal to it that the most heads had as their
+    strongest key (None where no head's strongest key was such a piece: not copied from the text), and those heads."""
+
+    position: int | None
+    heads: tuple[tuple[int, int], ...]
+
+
+@dataclass
+class Asked:
+    """The model's answer to a text of one's own (`ask`): what it wrote, where each piece was copied from, and the
+    answers written without the retrieval heads and without as many random heads of the same layers."""
+
+    pieces: Pieces
+    written: Written
+    copies: list[Copy]
+    removed: dict[str, tuple[tuple[int, int], ...]]  # "strongest", "random": the heads removed (empty: none asked)
+    without: dict[str, Written]  # the answer written without each set
+
+    def same(self, name: str) -> bool:
+        """Whether the answer without the heads `name` is the answer as the model is."""
+        return self.without[name].ids == self.written.ids
+
+
+def copied_from(ids: list[int], written: list[int], rows: list[np.ndarray]) -> list[Copy]:
+    """For each written piece, where it was copied from (Copy): rows[t] (L, H, k) are the weights of the query that
+    chose written[t] over the text `ids` and the pieces written before it. A head reads the piece's source when its
+    strongest key is a piece of the text equal to it (Wu et al.'s copy condition, with no needle to stay inside)."""
+    text = np.asarray(ids)  # (n,)
+    copies = []
+    for token, row in zip(written, rows):
+        strongest = row.argmax(-1)  # (L, H)
+        inside = strongest < len(text)  # (L, H) a key of the text, not a piece written
+        hits = inside & (text[np.minimum(strongest, len(text) - 1)] == token)  # (L, H)
+        if not hits.any():
+            copies.append(Copy(None, ()))
+            continue
+        sources, counts = np.unique(strongest[hits], return_counts=True)
+        source = int(sources[counts.argmax()])  # the position the most heads read (the first of a tie)
+        heads = tuple((int(l), int(h)) for l, h in zip(*np.nonzero(hits & (strongest == source))))
+        copies.append(Copy(source, heads))
+    return copies
+
+
+def like_heads(model, heads, seed: int = 0) -> tuple[tuple[int, int], ...]:
+    """As many random heads as `heads`, one in the layer of each, none of `heads` (seeded): what removing heads of the
+    same layers does, beside removing these."""
     rng = np.random.default_rng(seed + 1)
-    chosen = set(heads)
-    others = []
-    for layer, _ in heads:  # one random head of the same layer for each strong head, none of the strong ones
+    chosen, others = set(heads), []
+    for layer, _ in heads:
         pool = [(layer, h) for h in range(model.heads) if (layer, h) not in chosen and (layer, h) not in others]
         others.append(pool[rng.integers(len(pool))] if pool else heads[0])
-    strongest, random = grids(model, before.lengths, before.depths, seed, [heads, tuple(others)], progress,
-                              share_filler)
-    return Ablated(before, strongest, random)
+    return tuple(others)
+
+
+ASK_STEPS = 16  # the pieces an answer to one's own text is written for (a 5-digit key and its full stop are 3 or so)
+
+
+def ask(model, text: str, steps: int = ASK_STEPS, retrieval=(), seed: int = 0, progress=None) -> Asked:
+    """The model's answer after `text` (a document of one's own ending in a question: greedy, at most `steps` pieces,
+    the text read one block of queries at a time as the needle lab's are), where each written piece was copied from
+    and by which heads (copied_from); and with `retrieval` [(layer, head), …] (the lab's strongest retrieval heads),
+    the answer again without them and without as many random heads of the same layers (like_heads), the text's
+    lower layers read once for all three. `progress(done, total)` hears of each layer read. TextError for a text the
+    model cannot read with `steps` pieces after it; ModelError for a model whose layers attnviz does not compute."""
+    check_model(model)
+    pieces = model.reader(text, limit=max(1, model.context - steps))
+    removed = {"strongest": tuple(retrieval), "random": like_heads(model, retrieval, seed)} if retrieval else {}
+    answers = [w for w, _ in _write(model, pieces, steps, [(), *removed.values()], progress, keep=0)]
+    written = answers[0]
+    return Asked(pieces, written, copied_from(pieces.ids, written.ids, written.rows), removed,
+                 dict(zip(removed, answers[1:])))

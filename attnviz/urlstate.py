@@ -47,6 +47,7 @@ def nearest(options) -> Callable[[str], float]:
         value = min(max(number(text), low), high)  # clamped first: from 1e300 every option is equally far
         return min(options, key=lambda o: abs(o - value))
 
+    parse.bounds = (low, high)
     return parse
 
 
@@ -61,6 +62,7 @@ def int_range(low: int, high: int, step: int = 1) -> Callable[[str], int]:
         k = round((min(max(value, low), high) - low) / step)
         return min(low + k * step, high)
 
+    parse.bounds = (low, high)
     return parse
 
 
@@ -100,6 +102,23 @@ def parse_params(params: Mapping[str, str], schema: Mapping[str, Param]) -> dict
         except (ValueError, TypeError, OverflowError):
             values[name] = param.default
     return values
+
+
+def beyond(params: Mapping[str, str], schema: Mapping[str, Param]) -> list[tuple[str, str, Any]]:
+    """(name, the link's text, the value used) for each number in `params` outside what its control offers (its
+    Param's bounds), which parse_params brings to the nearest end: what a page says it did not show as asked."""
+    found = []
+    for name, param in schema.items():
+        bounds = getattr(param.parse, "bounds", None)
+        if bounds is None or name not in params:
+            continue
+        try:
+            asked = number(params[name])
+        except (ValueError, TypeError, OverflowError):
+            continue  # not a number: the default, as parse_params gives it
+        if not bounds[0] <= asked <= bounds[1]:
+            found.append((name, params[name], param.parse(params[name])))
+    return found
 
 
 def encode_params(values: Mapping[str, Any], schema: Mapping[str, Param]) -> dict[str, str]:

@@ -67,7 +67,7 @@ class Server:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(self.port),
              "--server.headless", "true", "--server.address", "127.0.0.1", *flags],
-            cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(root)})
+            cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={"ATTNVIZ_WARM_MODELS": "0", **os.environ, "PYTHONPATH": str(root)})
         atexit.register(self.stop)  # also when a run fails: a server left behind holds about 1 GB and skews later runs
         while True:
             try:

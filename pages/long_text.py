@@ -13,10 +13,11 @@ from attnviz.figures import PALETTES, long as drawn
 from attnviz.urlstate import Param, bounded_text, choice, encode_int_list, int_list, int_range
 from appkit.common import bounded_text_box, halt, load_url_state, md_escape, save_url_state, stop
 from appkit.interactive import head_atlas, head_overview, screen_sizes, shaded_document
-from appkit.served import example_document, example_scan, example_scan_progress, load_or_stop, pick_model
+from appkit.served import example_document, example_needle, example_scan, example_scan_progress, load_or_stop, pick_model
 from appkit.model_views import row_sum
 from appkit.present import chart
 
+ASK_HEADS = 8  # the retrieval heads "Ask your document" marks and turns off, as the pass-key test turns off
 TEXT_CHARS = 200_000  # a model's whole context (SmolLM2's 8,192 pieces) is about 40,000 characters of English
 NEEDLE_LENGTHS = (500, 1000, 2000, 4000)  # longer ones: attnviz.needle.needle in the library
 NEEDLE_DEPTHS = (0.0, 0.5, 1.0)
@@ -76,6 +77,77 @@ def scanning_example(name: str) -> None:
     if ready:
         st.rerun(scope="app")
     st.progress(done / total if total else 0.0, text=f"Scanning the example document: block {done:,} of {total or '…'}")
+
+
+def lab_heads(name: str) -> tuple[tuple[int, int], ...]:
+    """The retrieval heads the lesson's example pass-key document shows (appkit.served.example_needle), strongest
+    first: the heads the page marks, and turns off."""
+    _, events, copied = example_needle(name)
+    return needle.strongest_heads(events / max(copied, 1), ASK_HEADS)
+
+
+def ask_section(name: str, model, text: str, digest: str) -> None:
+    """Ask your document: the model's answer written after the text, where each piece was copied from and by which
+    heads (the lab's retrieval heads marked), and the answer again without those heads and without random ones."""
+    st.header("Ask your document")
+    st.write(f"End your text with a question, as “What is the pass key? The pass key is”. {name} writes its answer "
+             f"greedily, at most {needle.ASK_STEPS} pieces, from the text read into its K/V cache as the pass-key test "
+             "reads its documents. For each piece it writes: the piece of your text it was copied from (the one the "
+             "most heads had as their strongest key, holding the same piece), and those heads; ★ marks a retrieval "
+             "head of the example pass-key document.")
+    key = f"long_ask_{name}"
+    held = st.session_state.get(key)
+    if held is not None and held[0] != digest:
+        held = None
+    left, right = st.columns(2)
+    write = left.button("Write the answer", key="long_ask_write")
+    off = right.button(f"Write it without the {ASK_HEADS} retrieval heads, and without {ASK_HEADS} random ones",
+                       key="long_ask_off")
+    if write or off:
+        try:
+            heads = lab_heads(name) if off else ()
+        except models.ModelError as error:
+            return st.info(str(error))
+        reads = 1 + 2 * bool(heads)
+        bar = st.progress(0.0, text="Reading the text…")
+        try:
+            asked = needle.ask(model, text, retrieval=heads, progress=lambda done, total: bar.progress(
+                done / total, text=f"Reading the text: {done:,} of {total:,} layers ({reads} answer{'s' * (reads > 1)})"))
+        except (models.TextError, models.ModelError) as error:
+            bar.empty()
+            return st.info(str(error))
+        bar.empty()
+        st.session_state[key] = held = (digest, asked)
+    if held is None:
+        return
+    asked = held[1]
+    try:
+        marked = set(lab_heads(name))
+    except models.ModelError:
+        marked = set()
+    st.markdown(f"{name} writes: **{md_escape(asked.written.text.strip()) or '(nothing: its end piece)'}**")
+    labels = asked.pieces.labels()
+    ids = asked.pieces.ids
+    rows = []
+    for t, (token, copy) in enumerate(zip(asked.written.ids, asked.copies)):
+        piece = model.reader.labels([token])[0]
+        if copy.position is None:
+            rows.append({"written": piece, "copied from": "not from the text", "text around it": "", "heads": ""})
+            continue
+        a, b = asked.pieces.spans[max(0, copy.position - 6)][0], asked.pieces.spans[min(len(ids) - 1, copy.position + 6)][1]
+        heads = ", ".join(f"L{l + 1}H{h + 1}" + (" ★" if (l, h) in marked else "") for l, h in copy.heads)
+        rows.append({"written": piece, "copied from": f"#{copy.position} {labels[copy.position]}",
+                     "text around it": asked.pieces.text[a:b].replace("\n", " "), "heads": heads})
+    st.dataframe(rows, hide_index=True, width="stretch")
+    if asked.removed:
+        named = lambda heads: ", ".join(f"L{l + 1}H{h + 1}" for l, h in heads)  # noqa: E731
+        for label, which in (("the strongest retrieval heads", "strongest"), ("random heads of the same layers", "random")):
+            answer = asked.without[which].text.strip()
+            st.markdown(f"Without {label} ({named(asked.removed[which])}): **{md_escape(answer) or '(nothing)'}** "
+                        f"({'the same answer' if asked.same(which) else 'another answer'}).")
+        st.caption("Removed: each head's output set to 0 before W_o, while the text is read and the answer written. One "
+                   "text is one trial: whether a change is more than chance needs many documents, as the pass-key "
+                   "test below gives them, with intervals.")
 
 
 def document(name: str, model, limit: int, grid) -> None:
@@ -194,6 +266,8 @@ def document(name: str, model, limit: int, grid) -> None:
     st.caption(f"The 12 heads whose strongest key for the last piece (#{n - 1}), the first piece left aside, weighs most, "
                "with the text around that key. The first piece is left aside because many heads park their weight there "
                f"(a sink): {float(scan.sink.mean()):.2f} of each query's weight on average, over every head.")
+    if model.kind == "decoder":
+        ask_section(name, model, text, digest)
 
 
 grid = st.session_state.get(f"long_needle_{name}")

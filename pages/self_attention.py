@@ -47,8 +47,8 @@ SCHEMA = {
     "pos": Param("none", choice(POSITIONS)),
     "mask": Param("none", choice(MASKS)),
     "hide": Param([], int_list, encode_int_list),
-    "query": Param(0, int_range(0, 100_000)),
-    "key": Param(-1, int_range(-1, 100_000)),  # the key whose score is taken apart; -1: the query's strongest
+    "query": Param(0, int_range(0, MAX_TOKENS - 1)),  # positions up to the page's longest text, as a model page's
+    "key": Param(-1, int_range(-1, MAX_TOKENS - 1)),  # the key whose score is taken apart; -1: the query's strongest
     "parts": Param(False, boolean, encode_bool),  # "Inside a score" is open
     "near": Param(False, boolean, encode_bool),  # the nearest words to the mix are shown
     "nsort": Param(False, boolean, encode_bool),

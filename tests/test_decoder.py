@@ -388,18 +388,31 @@ def test_the_timeline_replays_the_links_generation_and_bad_values_get_defaults(m
         assert not at.exception and at.session_state.write == read  # the nearest allowed value, or none written
 
 
-def test_the_pieces_of_one_character_are_labelled_by_their_bytes(model):
-    """Byte-level BPE cuts an emoji into pieces that are no character alone: each reads as its bytes, so the bars and
-    axes tell them apart, and the bytes of the pieces, in order, are the character's UTF-8."""
-    text = "a 🐕 and 中"
+def test_the_pieces_of_one_character_read_as_it_in_a_text_and_as_their_bytes_alone(model):
+    """Byte-level BPE cuts an emoji and Chinese characters into pieces that are no character alone. In a text each
+    such piece reads as the character and its part ("🐕 1/2"), so the axes show whole characters as Long text's
+    document does and the parts still differ; a piece alone (a next piece's candidate) reads as its bytes, whose
+    concatenation in order is the character's UTF-8."""
+    text = "a 🐕 and 我们 中"
     pieces = model.tokenize(text)
-    labels = model.reader.labels(pieces.ids)
-    assert labels == pieces.labels()  # the axes and the bars say the same
-    assert "\ufffd" not in "".join(labels)
-    parts = [label.lstrip("·") for label in labels if "\\x" in label]
-    assert len(parts) >= 2 and len(set(parts)) == len(parts)
-    assert bytes.fromhex("".join(parts).replace("\\x", "")) == "🐕".encode()
-    assert "中" in labels[-1]  # a whole character reads as itself
+    labels = pieces.labels()
+    assert "\ufffd" not in "".join(labels) and not any("\\x" in label for label in labels)
+    for character in ("🐕", "我", "们"):
+        parts = [label for label in labels if label.lstrip("·").startswith(character)]
+        if len(parts) > 1:  # split by this tokenizer: every part named, in order
+            assert [p.rsplit(" ", 1)[1] for p in parts] == [f"{k}/{len(parts)}" for k in range(1, len(parts) + 1)]
+    split = [i for i, label in enumerate(labels) if label.endswith("/2") or label.endswith("/3") or label.endswith("/4")]
+    assert split, labels  # the emoji, at least, is cut by SmolLM2's tokenizer
+    alone = model.reader.labels([pieces.ids[i] for i in split])
+    assert all("\\x" in label for label in alone)
+    dog = [model.reader.labels([pieces.ids[i]])[0].lstrip("·") for i, label in enumerate(labels) if "🐕" in label]
+    assert bytes.fromhex("".join(dog).replace("\\x", "")) == "🐕".encode()
+    assert labels[-1].lstrip("·").startswith("中")  # a whole character reads as itself
+    first, count = split[0], int(labels[split[0]].rsplit("/", 1)[1])  # the first split character's pieces
+    written = model.tokenize("a")
+    for i in range(first, first + count):
+        written = model.reader.append(written, pieces.ids[i])  # written one at a time, as a decoder writes
+    assert written.shown[-count:] == labels[first:first + count]
 
 
 @pytest.mark.slow

@@ -98,6 +98,24 @@ def test_torchs_cpu_build_is_its_own_step_from_its_own_index_alone():
     assert install.index("requirements-torch-cpu.txt") < install.index('pip install -c requirements.txt')
 
 
+def test_readme_says_where_the_library_imports_from_a_clone_as_it_does(tmp_path):
+    """From the folder above a clone named attnviz, `import attnviz` takes the clone's folder for the package and fails
+    with the message README quotes; from the clone's own folder it imports."""
+    (tmp_path / "attnviz").symlink_to(ROOT)  # the clone, as `git clone … attnviz` names it, seen from its parent
+    probe = [sys.executable, "-c", "from attnviz import models"]
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    above = subprocess.run(probe, cwd=tmp_path, capture_output=True, text=True, env=clean, timeout=120)
+    installed = subprocess.run([sys.executable, "-c", "import attnviz, sys; print(attnviz.__file__)"], cwd=tmp_path / "..",
+                               capture_output=True, text=True, env=clean, timeout=120)
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "cannot import name 'models' from 'attnviz' (unknown location)" in readme
+    if installed.returncode == 0 and str(ROOT) not in installed.stdout:
+        pytest.skip("attnviz is installed in this Python: the installed package is found first from anywhere")
+    assert above.returncode != 0 and "cannot import name 'models' from 'attnviz' (unknown location)" in above.stderr
+    inside = subprocess.run(probe, cwd=ROOT, capture_output=True, text=True, env=clean, timeout=120)
+    assert inside.returncode == 0, inside.stderr
+
+
 def test_readme_is_short():
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 150
 

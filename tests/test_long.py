@@ -375,3 +375,76 @@ def test_reading_on_keeps_each_layers_last_row_and_not_the_steps_weights(folders
     for row in last:
         assert row.shape == (model.heads, len(document.pieces))
         assert row.untyped_storage().nbytes() == row.numel() * row.element_size()
+
+
+def own_text(rng, key: str, words: int = 420) -> str:
+    """A text no other test names: a garden diary of seeded random sentences, a code word in its middle, a question at
+    its end."""
+    things = ["the tomatoes", "a robin", "the old gate", "my neighbour", "the rain barrel", "the beans", "a fox"]
+    doings = ["looked tired", "came back early", "was painted blue", "needed water", "kept us busy", "made a noise"]
+    sentences = [f"{things[rng.integers(len(things))].capitalize()} {doings[rng.integers(len(doings))]} today."
+                 for _ in range(words // 5)]
+    sentences.insert(len(sentences) // 2, f"The code for the shed is {key}.")
+    return " ".join(sentences) + " What is the code for the shed? The code for the shed is"
+
+
+@pytest.mark.parametrize("family", ["gpt2", "mistral"])
+def test_asking_ones_own_text_writes_what_transformers_writes_and_finds_where_each_piece_came_from(folders, family):
+    """needle.ask on a text of one's own: the answer and the answers without the given heads and without as many
+    random heads of their layers are transformers' greedy pieces under the same heads removed, and each written piece's
+    source is the text's piece equal to it that the most heads of transformers' eager attentions had as their
+    strongest key, written out here head by head."""
+    model = models.load(folders[family], device="cpu")
+    text = own_text(np.random.default_rng(11), "90714", words=150)  # about 800 of the tiny tokenizer's pieces
+    retrieval = ((0, 1), (1, 2))
+    seen = []
+    asked = lab.ask(model, text, steps=6, retrieval=retrieval, progress=lambda done, total: seen.append((done, total)))
+    ids = asked.pieces.ids
+    made, attentions = transformers_reading(folders[family], ids, 6)
+    assert asked.written.ids == made[:len(asked.written.ids)]
+    assert asked.removed["strongest"] == retrieval and len(asked.removed["random"]) == 2
+    assert [layer for layer, _ in asked.removed["random"]] == [0, 1] and not set(asked.removed["random"]) & set(retrieval)
+    for name, heads in asked.removed.items():
+        without, _ = transformers_reading(folders[family], ids, 6, heads)
+        assert asked.without[name].ids == without[:len(asked.without[name].ids)], name
+        assert asked.same(name) == (asked.without[name].ids == asked.written.ids)
+    assert seen[-1][0] == seen[-1][1]  # every layer read, for the three answers
+    n = len(ids)
+    for t, (token, copy) in enumerate(zip(asked.written.ids, asked.copies)):
+        votes = {}
+        for layer in range(model.layers):
+            for head in range(model.heads):
+                key = int(np.argmax(attentions[layer, head, n - 1 + t, :n + t]))
+                if key < n and ids[key] == token:
+                    votes.setdefault(key, []).append((layer, head))
+        if not votes:
+            assert copy.position is None and copy.heads == ()
+            continue
+        most = max(len(v) for v in votes.values())
+        assert copy.position in [k for k, v in votes.items() if len(v) == most] and ids[copy.position] == token
+        assert set(copy.heads) == set(votes[copy.position])
+
+
+def test_a_text_too_long_to_answer_is_refused_in_words(folders):
+    model = models.load(folders["gpt2"], device="cpu")
+    with pytest.raises(models.TextError, match="at most"):
+        lab.ask(model, "the dog " * 5000, steps=6)
+
+
+def test_smollm2_finds_a_key_hidden_in_a_text_of_ones_own_and_says_where_it_read_it():
+    """A garden diary no other test names, a shed's code hidden in its middle (about 1,040 pieces, past the 512 a run
+    reads): SmolLM2 writes the code, and each of the code's pieces was copied from the sentence that holds it."""
+    model = models.load("smollm2")
+    key = "31846"
+    text = own_text(np.random.default_rng(5), key, words=700)
+    asked = lab.ask(model, text, steps=8)
+    assert asked.written.text.strip().startswith(key), asked.written.text
+    start = text.index(f"The code for the shed is {key}.")
+    sentence = range(start, start + len(f"The code for the shed is {key}."))
+    digits = [t for t, piece in enumerate(model.reader.labels(asked.written.ids)) if piece.strip("·").isdigit()]
+    assert "".join(model.reader.labels(asked.written.ids)[t].strip("·") for t in digits) == key
+    for t in digits:
+        copy = asked.copies[t]
+        assert copy.position is not None and len(copy.heads) >= 2, t
+        a, b = asked.pieces.spans[copy.position]
+        assert a in sentence and b - 1 in sentence, (t, a, b)

@@ -214,3 +214,36 @@ def test_a_links_view_made_on_another_text_is_said_and_not_applied():
     again = run_page("long_text.py", {"zoom": "1,0", "query": "250", "doc": own})
     assert "made on another text" not in messages(again)
     assert again.session_state["zoom"] == [1, 0] and again.session_state["query"] == 250
+
+
+def test_asking_the_document_writes_the_answer_says_where_each_piece_came_from_and_turns_the_heads_off():
+    """Ask your document on the example pass-key document: the answer is what needle.ask writes, each row names the
+    piece of the text its piece was copied from and the heads that read it (the lab's retrieval heads starred), and
+    the second button writes it again without the 8 strongest retrieval heads and without 8 random ones."""
+    from appkit.served import example_document, example_needle, model
+    from attnviz import needle
+
+    at = run_page("long_text.py")
+    assert not at.exception, at.exception
+    at.button(key="long_ask_write").click().run()
+    assert not at.exception, at.exception
+    stack = example_document("smollm2")
+    asked = needle.ask(model("smollm2"), stack.pieces.text)
+    assert any(f"smollm2 writes: **{asked.written.text.strip()}**" in m.value.replace("\\", "") for m in at.markdown)
+    rows = at.dataframe[-1].value
+    assert list(rows["written"]) == model("smollm2").reader.labels(asked.written.ids)
+    _, events, copied = example_needle("smollm2")
+    strongest = needle.strongest_heads(events / max(copied, 1), 8)
+    for copy, cell, heads in zip(asked.copies, rows["copied from"], rows["heads"]):
+        if copy.position is None:
+            assert cell == "not from the text"
+            continue
+        assert cell.startswith(f"#{copy.position} ")
+        for layer, head in copy.heads:
+            assert f"L{layer + 1}H{head + 1}" + (" ★" if (layer, head) in strongest else "") in heads
+    assert any(stack.needle.start <= copy.position < stack.needle.stop for copy in asked.copies if copy.position)
+    at.button(key="long_ask_off").click().run()
+    assert not at.exception, at.exception
+    said = " ".join(m.value for m in at.markdown)
+    assert "Without the strongest retrieval heads (" in said and "Without random heads of the same layers (" in said
+    assert all(f"L{layer + 1}H{head + 1}" in said for layer, head in strongest)

@@ -1,6 +1,7 @@
 import pytest
 
-from attnviz.urlstate import Param, boolean, bounded_text, choice, encode_bool, encode_int_list, encode_params, int_list, int_range, nearest, parse_params, text
+from attnviz.urlstate import (Param, beyond, boolean, bounded_text, choice, encode_bool, encode_int_list, encode_params, int_list,
+                              int_range, nearest, parse_params, text)
 
 SCHEMA = {
     "text": Param("hello", text),
@@ -49,3 +50,25 @@ def test_stepped_integers_snap_to_a_step():
 
 def test_text_is_cut_to_what_its_box_accepts():
     assert bounded_text(5)("abcdefgh") == "abcde" and bounded_text(5)("ab") == "ab"
+
+
+def test_a_link_past_what_a_control_offers_is_named_with_what_is_used():
+    from appkit.model_views import MAX_STEPS, WRITE_PARAMS
+
+    schema = {"query": Param(0, int_range(0, 511)), "temp": Param(1.0, nearest([0.5, 1.0, 2.0])),
+              "mask": Param("none", choice(["none", "causal"])), **WRITE_PARAMS}
+    asked = {"query": "99999", "temp": "-3", "mask": "diagonal", "write": "1000"}
+    assert beyond(asked, schema) == [("query", "99999", 511), ("temp", "-3", 0.5), ("write", "1000", MAX_STEPS)]
+    assert beyond({"query": "511", "temp": "0.7", "write": "nan"}, schema) == []  # inside, snapped, or not a number
+
+
+def test_self_attention_and_a_model_page_bring_a_far_position_to_their_end_and_say_so():
+    from page_support import run_page
+
+    toy = run_page("self_attention.py", {"key": "99999"})
+    assert not toy.exception and toy.session_state["key"] == 4095  # as "Inside a score" closed keeps it
+    assert any("key = 99,999, past what this page offers, so it shows 4,095" in c.value for c in toy.caption)
+    model = run_page("trained.py", {"key": "99999"})
+    assert not model.exception and model.session_state["key"] == 511
+    assert any("key = 99,999, past what this page offers, so it shows 511" in c.value for c in model.caption)
+    assert not any("past what this page offers" in c.value for c in run_page("self_attention.py", {"key": "3"}).caption)

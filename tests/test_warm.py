@@ -205,3 +205,32 @@ def test_the_server_runs_on_httptools_and_uvloop():
     config.load()
     assert config.http_protocol_class.__name__ == "HttpToolsProtocol"
     assert config.get_loop_factory().__module__.startswith("uvloop")
+
+
+def test_the_warm_up_computes_each_first_use_a_model_page_waits_for_unless_told_not_to(monkeypatch):
+    """appkit.warm._warm_models: Long text's example scan, waited for, then each of the Lesson's model steps with the
+    lesson's first values, in order; nothing with ATTNVIZ_WARM_MODELS=0; a step that fails is left to its page."""
+    from appkit import served, warm
+    from appkit.lesson import ahead
+    from appkit.lesson.common import SCHEMA
+
+    done = []
+    scans = iter([None, None, "scan"])  # the job still running twice, then done
+    monkeypatch.setattr(served, "example_scan", lambda name: done.append(("scan", name)) or next(scans))
+    monkeypatch.setattr(warm.time, "sleep", lambda seconds: None)
+
+    def work(step):
+        def run(values):
+            assert values == {name: param.default for name, param in SCHEMA.items()}
+            done.append(step)
+            if step == 16:
+                raise RuntimeError("a step that fails")
+        return run
+
+    monkeypatch.setattr(ahead, "STEPS", {step: work(step) for step in (14, 16, 20)})
+    monkeypatch.setenv(warm.WARM_MODELS, "0")
+    warm._warm_models()
+    assert done == []
+    monkeypatch.setenv(warm.WARM_MODELS, "1")
+    warm._warm_models()
+    assert done == [("scan", "smollm2")] * 3 + [14, 16, 20]

@@ -59,17 +59,20 @@ LABEL_PLACES = {"top center": (0.0, 1.0), "bottom center": (0.0, -1.0), "middle 
 
 
 def place_labels(points: np.ndarray, texts: list[str], order: np.ndarray, font_px: float = FONT_PX,
-                 plot_px: tuple[int, int] = SCATTER_PLOT_PX) -> tuple[list[str], list[str]]:
+                 plot_px: tuple[int, int] = SCATTER_PLOT_PX, sizes: np.ndarray | None = None) -> tuple[list[str], list[str]]:
     """Each point's label (points (N, 2)) put above, below, right or left of it, the first place whose box meets no
     label placed before, taking the points in `order` (the heaviest first); a label with no free place is left
-    off (""). Returns (texts, textpositions) for a plotly scatter."""
+    off (""). `sizes`: the markers' diameters in px (8 where not given), which push their labels out as plotly does.
+    Returns (texts, textpositions) for a plotly scatter."""
     span = np.ptp(points, axis=0) * 1.15 + 1e-9  # (2,) plotly pads the range a little
     px = (points - points.min(0)) / span * np.array(plot_px)  # (N, 2) where each point falls, in px
+    # plotly.js (Drawing.textPointPosition) sets a label r = radius / 0.8 + 1 px off its marker's centre
+    gaps = (np.full(len(texts), 8.0) if sizes is None else np.asarray(sizes, float)) / 2 / 0.8 + 1  # (N,)
     placed, texts_out, where = [], [""] * len(texts), ["top center"] * len(texts)
     for i in order:
         w, h = text_px(texts[i], font_px) + 2, 1.3 * font_px
         for name, (dx, dy) in LABEL_PLACES.items():
-            cx, cy = px[i, 0] + dx * (w / 2 + 6), px[i, 1] + dy * (h / 2 + 6)
+            cx, cy = px[i, 0] + dx * (w / 2 + gaps[i]), px[i, 1] + dy * (h / 2 + gaps[i])
             box = (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2)
             if all(box[2] <= b[0] or b[2] <= box[0] or box[3] <= b[1] or b[3] <= box[1] for b in placed):
                 placed.append(box)
@@ -83,10 +86,11 @@ def pca_scatter(points: np.ndarray, key_labels: list[str], query_label: str, wei
     key sized and coloured by its soft weight. Key names are drawn beside their points where they do not run into
     another's (place_labels, the heaviest keys first); crowded ones name themselves on hover."""
     keys = [_short(k) for k in labels(key_labels)]
-    drawn, where = place_labels(points[:-1], keys, np.argsort(-weights, kind="stable"))
+    sizes = 8 + 40 * weights  # (N,) px
+    drawn, where = place_labels(points[:-1], keys, np.argsort(-weights, kind="stable"), sizes=sizes)
     fig = go.Figure([
         go.Scatter(x=points[:-1, 0], y=points[:-1, 1], mode="markers+text", text=drawn, textposition=where,
-                   marker=dict(size=8 + 40 * weights, color=weights, colorscale="Viridis", cmin=0, cmax=1,
+                   marker=dict(size=sizes, color=weights, colorscale="Viridis", cmin=0, cmax=1,
                                colorbar=_colorbar("soft weight")),
                    customdata=np.stack([weights, np.arange(len(keys))], -1), name="keys", hovertext=keys,
                    hovertemplate="key #%{customdata[1]:.0f} %{hovertext}<br>weight: %{customdata[0]:.4~g}<extra></extra>"),

@@ -53,14 +53,51 @@ def _byte_of() -> dict[str, int]:
 
 
 BYTE_OF = _byte_of()
+CHARACTER_BYTES = 4  # UTF-8's longest character: a run of pieces longer than this that is no character is left alone
+
+
+def _bytes_of(token: str) -> bytes | None:
+    """A byte-level BPE token's bytes, or None for a token outside its alphabet (a special piece)."""
+    return bytes(BYTE_OF[c] for c in token) if token and all(c in BYTE_OF for c in token) else None
+
+
+def _whole(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def whole_characters(tokens: list[str], shown: list[str]) -> list[str]:
+    """Labels where consecutive byte-level pieces split a character (Chinese, an emoji): each reads as the text they
+    make together and which part it is ("中 1/2", "中 2/2"), as Long text's document shows the character once."""
+    shown = list(shown)
+    run: list[int] = []  # the pieces of a character not yet whole
+    for i in range(len(tokens)):
+        data = _bytes_of(tokens[i])
+        if data is None or (not run and _whole(data)):
+            run = []
+            continue
+        run.append(i)
+        together = b"".join(_bytes_of(tokens[j]) for j in run)
+        if _whole(together):
+            text = spaced(together.decode("utf-8"))
+            for k, j in enumerate(run):
+                shown[j] = f"{text} {k + 1}/{len(run)}"
+            run = []
+        elif len(together) > CHARACTER_BYTES:
+            run = [i] if not _whole(data) else []
+    return shown
 
 
 class Reader:
     """A model's tokenizer (a `tokenizers.Tokenizer`) with what attnviz needs of it: the pieces of a text, labelled.
 
     Labels follow the tokenizer's kind: WordPiece pieces as they are ("wa", "##gged"); byte-level BPE pieces decoded
-    one by one ("Ġdog" reads "·dog"; a piece that is part of one character shows its bytes, "\xf0\x9f\x90", so the
-    pieces of an emoji differ); SentencePiece's ▁ as ·."""
+    one by one ("Ġdog" reads "·dog"; in a text, the pieces a character is split into read as it and their part, "中 1/2",
+    "中 2/2"; a piece alone that is part of a character, a next piece's candidate, shows its bytes, "\xf0\x9f\x90");
+    SentencePiece's ▁ as ·."""
 
     def __init__(self, tokenizer, max_pieces: int, name: str = "The model"):
         self.tokenizer, self.max_pieces, self.name = tokenizer, max_pieces, name
@@ -107,9 +144,13 @@ class Reader:
             raise TextError(f"{self.name} reads at most {limit:,} pieces here (its special pieces included); this text "
                             f"has {n:,}. Shorten it by about {n - limit:,} pieces.")
         tokens, ids = list(encoding.tokens), list(encoding.ids)
+        shown = [self.label(t, i) for t, i in zip(tokens, ids)]
         return Pieces(tokens, ids, list(encoding.word_ids), [tuple(s) for s in encoding.offsets], text, special,
-                      [self.unk is not None and t == self.unk for t in tokens],
-                      [self.label(t, i) for t, i in zip(tokens, ids)])
+                      [self.unk is not None and t == self.unk for t in tokens], self.joined(tokens, shown))
+
+    def joined(self, tokens: list[str], shown: list[str]) -> list[str]:
+        """The labels of a text's pieces in order, a character split over pieces read whole (whole_characters)."""
+        return whole_characters(tokens, shown) if self.style == "bytes" else shown
 
     def append(self, pieces: Pieces, token: int) -> Pieces:
         """`pieces` with one more id at their end (a decoder's next piece), its text added to the text."""
@@ -120,7 +161,7 @@ class Reader:
         return Pieces([*pieces.tokens, token_text], [*pieces.ids, token], [*pieces.words, word],
                       [*pieces.spans, (start, start + len(piece))], pieces.text + piece, [*pieces.special, False],
                       [*pieces.unknown, self.unk is not None and token_text == self.unk],
-                      [*pieces.shown, self.label(token_text, token)])
+                      self.joined([*pieces.tokens, token_text], [*pieces.shown, self.label(token_text, token)]))
 
 
 MAX_UPLOAD_BYTES = 2_000_000  # a text of a model's whole context is far smaller (SmolLM2's 8,192 pieces: ~40 kB)

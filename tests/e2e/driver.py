@@ -66,7 +66,9 @@ def start_server(env: dict | None = None, log: Path | None = None, port: int | N
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true"],
         cwd=ROOT, stdout=out, stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "ATTNVIZ_TEACHER_KEY": TEACHER_KEY, **(env or {})},
+        # No model warm-up (appkit/warm.py): each test's server computes what its test asks, and no more.
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "ATTNVIZ_TEACHER_KEY": TEACHER_KEY, "ATTNVIZ_WARM_MODELS": "0",
+             **(env or {})},
     )
     url = f"http://127.0.0.1:{port}"
     if healthy(url, 60):

@@ -12,7 +12,7 @@ Chromium about 4 s of CPU on this 2-core machine (Streamlit's and plotly's scrip
 import pytest
 
 from driver import SHOTS, loaded, settle, steady
-from layout import PUSHED, assert_fits, layout_problems
+from layout import PUSHED, assert_fits, layout_problems, problems
 
 SIZES = [(1280, 800), (1920, 1080)]
 PAGES = ["", "lesson", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads", "trained", "decoder",
@@ -124,3 +124,24 @@ def test_the_encoder_decoder_columns_start_level(browser, server, size):
     assert len(boxes) == 3
     assert max(t for t, _ in boxes) - min(t for t, _ in boxes) < 1 and max(h for _, h in boxes) - min(h for _, h in boxes) < 1
     page.context.close()
+
+
+SCATTER_LABELS = """() => Array.from(document.querySelectorAll('.js-plotly-plot .textpoint text')).filter(t => t.textContent.trim())
+  .map(t => { const b = t.getBoundingClientRect(); return {text: t.textContent.trim(), x0: b.left, y0: b.top, x1: b.right, y1: b.bottom}; })"""
+
+
+@pytest.mark.parametrize("query", ["", "?q=Smola", "?q=Werness&tau=0.3"])
+def test_the_pca_labels_never_overlap_each_other(browser, server, query):
+    """The key–value PCA names its keys beside their points (figures.place_labels): drawn by plotly, with markers up to
+    48 px wide, no two labels overlap, at either size."""
+    page = opened(browser, f"{server}/kv_database{query}", SIZES[0])
+    try:
+        for width, height in SIZES:
+            page.set_viewport_size({"width": width, "height": height})
+            page.wait_for_timeout(500)
+            labels = page.evaluate(SCATTER_LABELS)
+            assert len(labels) >= 3
+            found = problems([{"chart": "pca", "frame": {"x0": -1e9, "y0": -1e9, "x1": 1e9, "y1": 1e9}, "texts": labels}])
+            assert found == [], (width, found)
+    finally:
+        page.context.close()

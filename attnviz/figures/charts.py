@@ -90,6 +90,7 @@ def pca_scatter(points: np.ndarray, key_labels: list[str], query_label: str, wei
     drawn, where = place_labels(points[:-1], keys, np.argsort(-weights, kind="stable"), sizes=sizes)
     fig = go.Figure([
         go.Scatter(x=points[:-1, 0], y=points[:-1, 1], mode="markers+text", text=drawn, textposition=where,
+                   cliponaxis=False,  # a label beside a point at the plot's edge is drawn whole, into the margin
                    marker=dict(size=sizes, color=weights, colorscale="Viridis", cmin=0, cmax=1,
                                colorbar=_colorbar("soft weight")),
                    customdata=np.stack([weights, np.arange(len(keys))], -1), name="keys", hovertext=keys,

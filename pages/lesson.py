@@ -94,11 +94,15 @@ if st.session_state[IN_CLASS]:
 load_url_state(SCHEMA)
 classroom.adopt_class(SCHEMA)  # a session that has just taken its class starts on the class's step
 class_slot = st.container()  # filled after the step: the presenter's questions come from the step's own numbers
-nav = st.container()  # Previous, the step and Next: drawn after the heading, which a class's students see first
+nav = st.container()  # Previous, the step and Next
 moved()  # what no callback published: a value's change
+# A student's page draws its navigation after the heading, which a class sees first. Everyone else's draws it first: a
+# rerun that interrupts a run before its buttons are read takes their click with it, and after a server restart a
+# presenter's click is read from its button alone (its callback is not this session's).
+student = st.session_state[IN_CLASS] and not classroom.presenting(st.session_state.get(classroom.ROLE))
 
 
-def navigation_row() -> None:
+def navigation_row(after_heading: bool) -> None:
     back, picker, forward_button = nav.columns([1, 4, 1], vertical_alignment="bottom")
     went_back = back.button("Previous", icon=":material/arrow_back:", on_click=move, args=(-1,),
                             disabled=st.session_state.step == 1, key="previous", width="stretch")
@@ -106,22 +110,25 @@ def navigation_row() -> None:
                                     disabled=st.session_state.step == len(STEPS), key="next", width="stretch")
     if (went_back or went_on) and not st.session_state.pop(MOVED, False):
         move(-1 if went_back else 1)  # a click whose callback this session never registered: the server restarted
-        st.rerun()  # the step drawn above was the one before the click
+        if after_heading:
+            st.rerun()  # the step drawn above was the one before the click
     st.session_state.pop(MOVED, None)
     pick = picker_key()
     picker.selectbox("Lesson step", list(range(1, len(STEPS) + 1)), index=st.session_state.step - 1, key=pick,
                      format_func=lambda i: f"{i} of {len(STEPS)} · {STEPS[i - 1][0]}", on_change=picked, args=(pick,))
 
 
+if not student:
+    navigation_row(after_heading=False)
 if classroom.join_slide():
-    navigation_row()
     classroom.draw_join_slide(class_slot)
     save_url_state(SCHEMA, kept=classroom.kept_params())
     st.stop()
 number = st.session_state.step
 title, draw = STEPS[number - 1]
 st.header(f"{number}. {title}")
-navigation_row()
+if student:
+    navigation_row(after_heading=True)
 if draw in WIDE:
     text_column, figure_column = st.container(), st.container()
 else:

@@ -268,6 +268,13 @@ def example_needle(name: str) -> tuple:
     return (written, *needle.retrievals(stack.pieces.ids, stack.needle, written.ids, written.rows))
 
 
+def example_retrieval_scores(name: str) -> np.ndarray:
+    """(L, H) each head's retrievals over the needle pieces copied, on the example pass-key document (example_needle):
+    the lesson's step 20 draws them, and Long text stars and turns off their strongest."""
+    _, events, copied = example_needle(name)
+    return events / max(copied, 1)
+
+
 def example_scan(name: str):
     """The example document's scan (model.scan), computed once for every session in a thread of its own (the server's
     warm-up starts it): it is only read. None while it is computed (example_scan_progress says how far); raises what

@@ -601,7 +601,6 @@ def ask(model, text: str, steps: int = ASK_STEPS, retrieval=(), seed: int = 0, p
     the answer again without them and without as many random heads of the same layers (like_heads), the text's
     lower layers read once for all three. `progress(done, total)` hears of each layer read. TextError for a text the
     model cannot read with `steps` pieces after it; ModelError for a model whose layers attnviz does not compute."""
-    check_model(model)
     pieces = model.reader(text, limit=max(1, model.context - steps))
     removed = {"strongest": tuple(retrieval), "random": like_heads(model, retrieval, seed)} if retrieval else {}
     answers = [w for w, _ in _write(model, pieces, steps, [(), *removed.values()], progress, keep=0)]

@@ -13,7 +13,7 @@ from attnviz.figures import PALETTES, long as drawn
 from attnviz.urlstate import Param, bounded_text, choice, encode_int_list, int_list, int_range
 from appkit.common import bounded_text_box, halt, load_url_state, md_escape, save_url_state, stop
 from appkit.interactive import head_atlas, head_overview, screen_sizes, shaded_document
-from appkit.served import example_document, example_needle, example_scan, example_scan_progress, load_or_stop, pick_model
+from appkit.served import example_document, example_retrieval_scores, example_scan, example_scan_progress, load_or_stop, pick_model
 from appkit.model_views import row_sum
 from appkit.present import chart
 
@@ -80,10 +80,8 @@ def scanning_example(name: str) -> None:
 
 
 def lab_heads(name: str) -> tuple[tuple[int, int], ...]:
-    """The retrieval heads the lesson's example pass-key document shows (appkit.served.example_needle), strongest
-    first: the heads the page marks, and turns off."""
-    _, events, copied = example_needle(name)
-    return needle.strongest_heads(events / max(copied, 1), ASK_HEADS)
+    """The retrieval heads of the example pass-key document, strongest first: the heads the page stars, and turns off."""
+    return needle.strongest_heads(example_retrieval_scores(name), ASK_HEADS)
 
 
 def ask_section(name: str, model, text: str, digest: str) -> None:
@@ -126,19 +124,8 @@ def ask_section(name: str, model, text: str, digest: str) -> None:
     except models.ModelError:
         marked = set()
     st.markdown(f"{name} writes: **{md_escape(asked.written.text.strip()) or '(nothing: its end piece)'}**")
-    labels = asked.pieces.labels()
-    ids = asked.pieces.ids
-    rows = []
-    for t, (token, copy) in enumerate(zip(asked.written.ids, asked.copies)):
-        piece = model.reader.labels([token])[0]
-        if copy.position is None:
-            rows.append({"written": piece, "copied from": "not from the text", "text around it": "", "heads": ""})
-            continue
-        a, b = asked.pieces.spans[max(0, copy.position - 6)][0], asked.pieces.spans[min(len(ids) - 1, copy.position + 6)][1]
-        heads = ", ".join(f"L{l + 1}H{h + 1}" + (" ★" if (l, h) in marked else "") for l, h in copy.heads)
-        rows.append({"written": piece, "copied from": f"#{copy.position} {labels[copy.position]}",
-                     "text around it": asked.pieces.text[a:b].replace("\n", " "), "heads": heads})
-    st.dataframe(rows, hide_index=True, width="stretch")
+    st.dataframe(drawn.answer_rows(asked, model.reader.labels(asked.written.ids), marked), hide_index=True,
+                 width="stretch")
     if asked.removed:
         named = lambda heads: ", ".join(f"L{l + 1}H{h + 1}" for l, h in heads)  # noqa: E731
         for label, which in (("the strongest retrieval heads", "strongest"), ("random heads of the same layers", "random")):

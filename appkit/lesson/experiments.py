@@ -10,7 +10,7 @@ from attnviz.export import Matrix
 from appkit.lesson.models import COPY_CUT, COPY_PIECES
 from appkit.common import md_escape
 from appkit.lesson.common import FIGURE_COLUMN, explore, held
-from appkit.served import (example_document, example_needle, generation, importance_of, induction, model as loaded_model,
+from appkit.served import (example_document, example_needle, example_retrieval_scores, generation, importance_of, induction, model as loaded_model,
                            probe_run, shared)
 from attnviz.classroom import questions
 from appkit.classroom import offer
@@ -236,7 +236,7 @@ def needle_step(text, figure):
                f"is blue. …”), with “The pass key is {stack.key}. Remember it.” halfway, and at the end “What is the "
                f"pass key? The pass key is”. More than the {model.max_pieces} pieces a run of the other pages reads: the "
                "document goes into the K/V cache one block of queries at a time, and the model writes from there.")
-    scores = events / max(copied, 1)  # (L, H) this document's retrievals over the pieces copied
+    scores = example_retrieval_scores("smollm2")  # (L, H) this document's retrievals over the pieces copied
     offer(questions.needle(events))
     if held(text, "result") | held(figure):
         return

@@ -142,11 +142,32 @@ def reads_from(scan, query: int | None = None, heads: list[tuple[int, int]] | No
         kept = [(k, w) for k, w in zip(scan.top_keys[layer, head, query], scan.top_weights[layer, head, query])
                 if w > 0 and not (past_first and k == 0)]
         for k, weight in kept[:top]:
-            a, b = spans[int(k)]
             found.append(dict(layer=layer + 1, head=head + 1, key=int(k), weight=float(weight),
-                              piece=scan.pieces.labels()[int(k)],
-                              before=text[max(0, a - CONTEXT_CHARS):a], after=text[b:b + CONTEXT_CHARS]))
+                              piece=scan.pieces.labels()[int(k)], **around(scan.pieces, int(k))))
     return sorted(found, key=lambda row: -row["weight"])
+
+
+def around(pieces, k: int) -> dict[str, str]:
+    """The text on either side of piece k ({"before", "after"}, CONTEXT_CHARS each)."""
+    a, b = pieces.spans[k]
+    return dict(before=pieces.text[max(0, a - CONTEXT_CHARS):a], after=pieces.text[b:b + CONTEXT_CHARS])
+
+
+def answer_rows(asked, written_labels: list[str], starred=()) -> list[dict]:
+    """attnviz.needle.ask's answer as a table's rows, one a written piece (its label in `written_labels`): the piece of
+    the text it was copied from, the text around that piece, and the heads that read it ("L19H8", ★ after those of
+    `starred` [(layer, head), …], from 0)."""
+    labels, rows = asked.pieces.labels(), []
+    for piece, copy in zip(written_labels, asked.copies):
+        if copy.position is None:
+            rows.append({"written": piece, "copied from": "not from the text", "text before": "", "text after": "",
+                         "heads": ""})
+            continue
+        text = around(asked.pieces, copy.position)
+        rows.append({"written": piece, "copied from": f"#{copy.position} {labels[copy.position]}",
+                     "text before": text["before"], "text after": text["after"],
+                     "heads": ", ".join(f"L{l + 1}H{h + 1}" + (" ★" if (l, h) in starred else "") for l, h in copy.heads)})
+    return rows
 
 
 def needle_grid(result, title: str):

@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import streamlit as st
@@ -56,6 +56,13 @@ def model(name: str) -> models.Model:
 
 
 @st.cache_resource
+def free_at_start() -> int | None:
+    """The bytes this machine had free when the server started (the warm-up asks first), or None where that cannot be
+    read: Long text's scan may take half of it (attnviz.models.scan.ScanBound)."""
+    return models.free_memory()
+
+
+@st.cache_resource
 def _results() -> ByteBudgetCache:
     """Runs and their word-level weights, both measured by .nbytes."""
     return ByteBudgetCache(RESULT_CACHE_BYTES, lambda value: value.nbytes)
@@ -63,15 +70,19 @@ def _results() -> ByteBudgetCache:
 
 @dataclass
 class Job:
-    """Work done once for the machine in a thread of its own: how far it has got, then its result or its error."""
+    """Work done once for the machine in a thread of its own: how far it has got (and, in words, at what), then its
+    result or its error."""
 
     done: int = 0
     total: int = 0
     result: object | None = None
     error: Exception | None = None
+    what: str = ""
+    ended: threading.Event = field(default_factory=threading.Event)
 
-    def update(self, done: int, total: int) -> None:
+    def update(self, done: int, total: int, what: str | None = None) -> None:
         self.done, self.total = done, total
+        self.what = self.what if what is None else what
 
     @property
     def finished(self) -> bool:
@@ -84,8 +95,8 @@ def _jobs() -> tuple[dict[tuple, Job], threading.Lock]:
 
 
 def shared_job(key: tuple, work, kept=None) -> Job:
-    """The job `key`: `work(progress)` started once for every session (progress(done, total) as it goes), unless
-    `kept()` already has the result (from the disk). Whoever asks while it runs gets the same job."""
+    """The job `key`: `work(progress)` started once for every session (progress(done, total[, what]) as it goes),
+    unless `kept()` already has the result (from the disk). Whoever asks while it runs gets the same job."""
     jobs, lock = _jobs()
     with lock:
         job = jobs.get(key)
@@ -93,6 +104,8 @@ def shared_job(key: tuple, work, kept=None) -> Job:
             job = jobs[key] = Job(result=kept() if kept else None)
             if job.result is None:
                 threading.Thread(target=_work, args=(job, work), daemon=True, name=f"job-{'-'.join(map(str, key))}").start()
+            else:
+                job.ended.set()
     return job
 
 
@@ -107,6 +120,60 @@ def _work(job: Job, work) -> None:
         job.result = work(job.update)
     except Exception as error:  # said on the page that asked (HeadsError, ModelError, a full disk)
         job.error = error
+    finally:
+        job.ended.set()
+
+
+@dataclass(frozen=True)
+class Work:
+    """A step's heavy part as a job of the server's (shared_job): `compute(progress)` once for every session. A page
+    asks `ready`, which never waits: while the job runs, its place shows a progress bar saying what it computes; the
+    lesson's warm-up and the class's next step ask `result`, which waits."""
+
+    key: tuple
+    compute: object  # (progress(done, total, what)) -> the result
+    what: str  # what the bar says it computes
+
+    def job(self) -> Job:
+        return shared_job(self.key, self.compute)
+
+    def result(self):
+        job = self.job()
+        job.ended.wait()
+        if job.error is not None:
+            raise job.error
+        return job.result
+
+    def ready(self, where):
+        """The result, or None while it is computed: a bar in `where` then tells how far, and the page is drawn again
+        when it is done. Raises what the computation raised."""
+        job = self.job()
+        if job.error is not None:
+            raise job.error
+        if job.result is None:
+            with where:
+                _computing(self.key, self.what)
+        return job.result
+
+
+@st.fragment(run_every=1.0)
+def _computing(key: tuple, what: str) -> None:
+    """A job's progress, checked every second; when it is done, the whole page is drawn again."""
+    job = _jobs()[0].get(key)
+    if job is None or job.finished:
+        st.rerun(scope="app")
+    part = f" ({job.what})" if job.what else ""
+    st.progress(job.done / job.total if job.total else 0.0,
+                text=f"{what}: {job.done:,} of {job.total or '…'}{part}. Computed once for every session.")
+
+
+def loaded_then(name: str, progress, parts: int, what: str) -> models.Model:
+    """The model `name` inside a job, its loading told as the first of `parts` + 1 parts of the progress (the rest
+    are `what`)."""
+    progress(0, parts + 1, f"loading {name}'s weights")
+    chosen = model(name)
+    progress(1, parts + 1, what)
+    return chosen
 
 
 def head_types(name: str) -> heads.Measured | None:
@@ -126,10 +193,18 @@ def head_types_progress(name: str) -> tuple[int, int, bool]:
     return job_progress(("heads", name))
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)  # small arrays, one set a model
-def induction(name: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+def induction_work(name: str) -> Work:
     """The induction probe alone (a few seconds): duplicate and induction scores, and the shuffled control."""
-    return heads.probe_scores(model(name), heads.PROBES, heads.PROBE_PIECES, heads.SEED)
+    def compute(progress):
+        chosen = loaded_then(name, progress, 1, f"the {2 * heads.PROBES} probe sequences")
+        return heads.probe_scores(chosen, heads.PROBES, heads.PROBE_PIECES, heads.SEED)
+
+    return Work(("induction", name), compute, "Finding the copying head")
+
+
+def induction(name: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """induction_work's result, waited for."""
+    return induction_work(name).result()
 
 
 def run(name: str, text: str, target: str | None = None, intervention=None) -> models.Run:
@@ -171,11 +246,20 @@ def logit_attribution_of(name: str, text: str) -> effects.LogitAttribution:
                           lambda: effects.logit_attribution_of(model(name), run(name, text)))
 
 
-def importance_of(name: str, text: str, piece: int | None) -> effects.Importance:
+def importance_of(name: str, text: str, piece: int | None, progress=None) -> effects.Importance:
     """The six importance measures beside occlusion on `text` (effects.importance; `piece` an encoder's), shared by
-    sessions like runs."""
+    sessions like runs. `progress(done, total, what)` hears of each measure."""
     return _results().get((name, text, "effects", "importance", piece),
-                          lambda: effects.importance(model(name), text, piece=piece))
+                          lambda: effects.importance(model(name), text, piece=piece, progress=progress))
+
+
+def importance_work(name: str, text: str) -> Work:
+    """importance_of at the last piece, as a job (lesson step 18)."""
+    def compute(progress):
+        loaded_then(name, progress, len(effects.MEASURES), "the measures")
+        return importance_of(name, text, None, lambda done, total, what: progress(1 + done, 1 + total, what))
+
+    return Work(("importance", name, text), compute, "Ranking the pieces seven ways")
 
 
 def probe_run(name: str, length: int, seed: int, shuffled: bool, cut: int,
@@ -259,13 +343,22 @@ def example_document(name: str) -> needle.Haystack:
     return needle.haystack(chosen, min(EXAMPLE_PIECES, chosen.context), 0.5, EXAMPLE_KEY)
 
 
-@st.cache_resource(max_entries=4, show_spinner="Reading the example pass-key document…")
-def example_needle(name: str) -> tuple:
+def example_needle_work(name: str) -> Work:
     """What model `name` writes after the example document's question, and each head's retrieval events while it
     copies: (Written, events (L, H), needle pieces copied). Once for every session."""
-    chosen, stack = model(name), example_document(name)
-    written = needle.write(chosen, stack.pieces, len(chosen.reader(f" {EXAMPLE_KEY}.", limit=10**6)) + 2)
-    return (written, *needle.retrievals(stack.pieces.ids, stack.needle, written.ids, written.rows))
+    def compute(progress):
+        chosen = loaded_then(name, progress, 1, "the document")
+        stack = example_document(name)
+        written = needle.write(chosen, stack.pieces, len(chosen.reader(f" {EXAMPLE_KEY}.", limit=10**6)) + 2,
+                               progress=lambda done, total: progress(1 + done, 1 + total, "the document, layer by layer"))
+        return (written, *needle.retrievals(stack.pieces.ids, stack.needle, written.ids, written.rows))
+
+    return Work(("needle", name), compute, "Reading the example pass-key document")
+
+
+def example_needle(name: str) -> tuple:
+    """example_needle_work's result, waited for."""
+    return example_needle_work(name).result()
 
 
 def example_retrieval_scores(name: str) -> np.ndarray:

@@ -286,8 +286,10 @@ def test_the_lessons_copy_step_draws_the_induction_head_on_the_repeat(smollm2):
     from streamlit.testing.v1 import AppTest
 
     from appkit.lesson.models import COPY_CUT, COPY_PIECES
+    from page_support import lesson_computed
     from tests.test_decoder import z_of
 
+    lesson_computed({"step": "16"})
     at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "pages" / "lesson.py"), default_timeout=300)
     at.query_params["step"] = "16"
     at.run()

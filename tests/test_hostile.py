@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from page_support import sent_figures, type_sentence
+from page_support import lesson_computed, sent_figures, type_sentence
 
 from attnviz.embeddings import VectorFileError, load_uploaded, load_vectors, npy_row_blocks
 from attnviz.retrieval import RecordError, parse_csv
@@ -46,6 +46,8 @@ def sampled(cases: list[tuple], group, keep: int = 2) -> list:
 
 
 def run_page(page: str, params: dict | None = None, setup=None) -> AppTest:
+    if page == "lesson.py":
+        lesson_computed(params)
     at = AppTest.from_file(str(ROOT / "pages" / page), default_timeout=TIMEOUT)
     for name, value in (params or {}).items():
         at.query_params[name] = value

@@ -265,3 +265,32 @@ def test_a_class_steps_model_figures_are_built_once_and_drawn_alike_for_every_se
     _, _, (layer, head), _, result = copying_head(3)
     drawn = decode(specs[1][0]["data"][0]["customdata"])[..., 0]  # (n, n) the true weights the hover reads
     assert np.abs(drawn - result.weights[layer, head]).max() <= 1e-6
+
+
+@pytest.mark.parametrize("step, computes", [(16, "Finding the copying head"), (18, "Ranking the pieces seven ways"),
+                                            (20, "Reading the example pass-key document")])
+def test_a_cold_model_step_shows_what_it_computes_and_how_far_then_draws_it(step, computes):
+    """Steps 16, 18 and 20 on a server that has not computed them: the step's place shows a progress bar naming what
+    it computes (the server's job, shared by every session), not a spinner the page waits behind; once the job is
+    done, the next run draws the figure. The job told its parts as it went: the model's loading, then the rest."""
+    from appkit import served
+    from page_support import lesson_works
+
+    import threading
+
+    (work,) = lesson_works(step)
+    begin = threading.Event()  # the job waits for the page's first run: a computation already cached would end first
+    served._jobs()[0][work.key] = job = served.Job()  # as a server that has not computed it, its job just started
+    threading.Thread(target=served._work, args=(job, lambda progress: begin.wait() and work.compute(progress)),
+                     daemon=True).start()
+    at = AppTest.from_file(str(ROOT / "pages" / "lesson.py"), default_timeout=TIMEOUT)
+    at.query_params["step"] = str(step)
+    at.run()
+    assert not at.exception, at.exception
+    bars = at.get("progress")
+    assert len(bars) == 1 and computes in bars[0].proto.text and not at.get("plotly_chart")
+    begin.set()
+    assert work.result() is not None and job.error is None
+    assert job.total >= 2 and 1 <= job.done <= job.total and job.what  # past the loading, said in words
+    at.run()
+    assert not at.exception and not at.get("progress") and at.get("plotly_chart")

@@ -24,7 +24,7 @@ STEPS: dict[int, Callable[[dict], object]] = {
     15: lambda values: served.run("smollm2", DECODER_PROMPT),
     16: lambda values: copy_numbers(values.get("copyseed", 0), values.get("copyshuffle", False)),
     17: lambda values: head_off_of(values.get("copyseed", 0)),
-    18: lambda values: served.importance_of("smollm2", DOG_PREFIX, None),
+    18: lambda values: served.importance_work("smollm2", DOG_PREFIX).result(),
     19: lambda values: writings(values.get("writeseed", 0)),
     20: lambda values: served.example_needle("smollm2"),
     21: lambda values: why_numbers(values.get("copyseed", 0)),

@@ -10,8 +10,8 @@ from attnviz.export import Matrix
 from appkit.lesson.models import COPY_CUT, COPY_PIECES
 from appkit.common import md_escape
 from appkit.lesson.common import FIGURE_COLUMN, explore, held
-from appkit.served import (example_document, example_needle, example_retrieval_scores, generation, importance_of, induction, model as loaded_model,
-                           probe_run, shared)
+from appkit.served import (example_document, example_needle_work, example_retrieval_scores, generation, importance_work,
+                           induction, induction_work, model as loaded_model, probe_run, shared)
 from attnviz.classroom import questions
 from appkit.classroom import offer
 from appkit.present import chart
@@ -56,6 +56,8 @@ def off_step(text, figure):
                r"\log p(\text{repeat})\end{gathered}")
     seed = text.selectbox("Random sequence", list(range(10)), key="copyseed", format_func=lambda s: f"seed {s}")
     try:
+        if induction_work("smollm2").ready(figure) is None:
+            return
         model, layer, head, control, off = head_off_of(seed)
     except (models.ModelError, heads.HeadsError) as error:
         text.info(str(error))
@@ -96,9 +98,11 @@ def importance_step(text, figure):
     text.latex(r"\begin{gathered}o_j = |\log p(t) - \log p(t \mid \text{no } {\to}\, j)| \\ "
                r"\rho = \text{Spearman}(\text{measure}, o)\end{gathered}")
     try:
-        found = importance_of("smollm2", DOG_PREFIX, None)
+        found = importance_work("smollm2", DOG_PREFIX).ready(figure)
     except (models.ModelError, effects.EffectsError) as error:
         text.info(str(error))
+        return
+    if found is None:
         return
     names = {k: v.split(" (")[0].split(" ‖")[0] for k, v in effects.MEASURES.items()}
     offer(questions.importance(found.agreement, names))
@@ -225,9 +229,11 @@ def trials_sentence(trials: dict = NEEDLE_TRIALS) -> str:
 
 def needle_step(text, figure):
     try:
-        model = loaded_model("smollm2")
-        stack = example_document("smollm2")
-        written, events, copied = example_needle("smollm2")
+        found = example_needle_work("smollm2").ready(figure)
+        if found is None:
+            return
+        model, stack = loaded_model("smollm2"), example_document("smollm2")
+        written, events, copied = found
     except models.ModelError as error:
         text.info(str(error))
         return

@@ -9,7 +9,7 @@ import torch
 from attnviz import figures, heads, models
 from attnviz.export import Matrix
 from attnviz.sentence import Config
-from appkit.served import model as loaded_model, run as model_run, shared
+from appkit.served import induction_work, model as loaded_model, run as model_run, shared
 from attnviz.classroom import questions
 from appkit.classroom import offer
 from appkit.present import chart
@@ -149,6 +149,8 @@ def copy_step(text, figure):
     shuffled = text.toggle("Shuffle the second copy", key="copyshuffle",
                            help="The same pieces in another order: the pieces still repeat, their order does not.")
     try:
+        if induction_work("smollm2").ready(figure) is None:
+            return
         model, scores, (layer, head), probe, result = copying_head(seed, shuffled)
     except (models.ModelError, heads.HeadsError) as error:
         text.info(str(error))

@@ -8,7 +8,7 @@ from attnviz.effects.why import part_position
 from attnviz.export import Matrix
 from appkit.common import md_escape
 from appkit.lesson.models import copying_head
-from appkit.served import shared
+from appkit.served import induction_work, shared
 from appkit.lesson.common import FIGURE_COLUMN, explore, held
 from attnviz.classroom import questions
 from appkit.classroom import offer
@@ -39,6 +39,8 @@ def why_step(text, figure):
     text.latex(r"q_a = R_i\big(\mathrm{norm}(x_a)\,W_q\big)")
     seed = text.selectbox("Random sequence", list(range(10)), key="copyseed", format_func=lambda s: f"seed {s}")
     try:
+        if induction_work("smollm2").ready(figure) is None:
+            return
         model, scores, (layer, head), _, result = copying_head(seed)
     except (models.ModelError, heads.HeadsError) as error:
         text.info(str(error))

@@ -72,7 +72,7 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float | None:
     return float(stats.spearmanr(a, b).statistic)
 
 
-def importance(model, text: str, *, piece: int | None = None) -> Importance:
+def importance(model, text: str, *, piece: int | None = None, progress=None) -> Importance:
     """Each input piece's importance to the prediction at the last piece (a decoder) or to piece `piece`'s final
     vector (an encoder, default piece 0), by six measures and a baseline (MEASURES):
 
@@ -98,20 +98,38 @@ def importance(model, text: str, *, piece: int | None = None) -> Importance:
         raise EffectsError("Importance compares pieces: the text needs at least two.")
     target = int(np.argmax(run.next_logits)) if decoder else None
     last = model.layers - 1
-    norms = head_types.moved_norms(model, run, last)  # (H, n)
-    value = (run.weights[last, :, read] * norms).mean(0)  # α_rj ‖f_h(x_j)‖ (H, n) -> (n,)
-    flow = np.eye(n, dtype=np.float64)[read]
-    for edges in contributions_of(model, run).pieces[::-1]:
-        flow = flow @ edges  # (n,)
-    measures = {
-        "attention": run.weights[last, :, read].mean(0),
-        "rollout": rollout(run)[read],
+
+    def value() -> np.ndarray:
+        norms = head_types.moved_norms(model, run, last)  # (H, n)
+        return (run.weights[last, :, read] * norms).mean(0)  # α_rj ‖f_h(x_j)‖ (H, n) -> (n,)
+
+    def contributions() -> np.ndarray:
+        flow = np.eye(n, dtype=np.float64)[read]  # (n,)
+        for edges in contributions_of(model, run).pieces[::-1]:
+            flow = flow @ edges  # (n,)
+        return flow
+
+    change = None
+
+    def occluded() -> np.ndarray:
+        nonlocal change
+        change = occlusion(model, run, read, target)  # (n,)
+        return np.abs(change)
+
+    computes = {
+        "attention": lambda: run.weights[last, :, read].mean(0),
+        "rollout": lambda: rollout(run)[read],
         "value": value,
-        "contributions": flow,
-        "gradient": gradient_times_input(model, pieces, read, target),
-        "occlusion": np.abs(change := occlusion(model, run, read, target)),
-        "uniform": uniform_rollout(n, model.layers, decoder)[read],
+        "contributions": contributions,
+        "gradient": lambda: gradient_times_input(model, pieces, read, target),
+        "occlusion": occluded,
+        "uniform": lambda: uniform_rollout(n, model.layers, decoder)[read],
     }
+    measures = {}
+    for done, (name, compute) in enumerate(computes.items()):
+        if progress is not None:
+            progress(done, len(computes), name)
+        measures[name] = compute()
     measures = {k: np.nan_to_num(np.asarray(v, np.float32)) for k, v in measures.items()}
     compared = [j for j in range(n) if not (decoder and j == n - 1)]
     agreement = {k: spearman(v[compared], measures["occlusion"][compared]) for k, v in measures.items()}

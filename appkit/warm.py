@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager, contextmanager
 import streamlit as st
 
 from appkit import vectors
+from attnviz.cache import return_large_blocks
 
 _LOGGER = logging.getLogger(__name__)
 COLLECT_SECONDS = 60.0  # the server's garbage collection: one full collection this often (see _collect)
@@ -77,6 +78,7 @@ def wait_for_imports() -> None:
 
 
 def _load() -> None:
+    return_large_blocks()  # a request's freed memory goes back to the system (attnviz.cache)
     try:
         try:
             # Not pandas (0.5 s): the first page's first run needs none (its heatmap's data goes to the browser as a
@@ -87,6 +89,9 @@ def _load() -> None:
 
             vectors.map_early()
             _one_blas_thread()
+            from appkit.served import free_at_start
+
+            free_at_start()  # the machine's free memory as the server starts, before any page takes some
             _first_figure()
         finally:
             # On failure too: the sessions then import and load for themselves. Only after the first figure: plotly

@@ -150,3 +150,22 @@ class ByteBudgetCache:
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
+
+
+LARGE_BLOCK = 2**20  # blocks of this many bytes and more come straight from the system, and go back to it when freed
+_M_MMAP_THRESHOLD = -3  # glibc's malloc.h
+
+
+def return_large_blocks() -> bool:
+    """Where the C library is glibc's: every block of LARGE_BLOCK bytes or more this process allocates is mapped from
+    the system and given back when freed. By default glibc raises that threshold to the largest block freed so far
+    (up to 32 MiB), so a scan's tensors of a few MB a layer came from its heap, and the holes they left there stayed
+    in the process's memory: a scan of SmolLM2's 8,192 pieces peaked 1,228 MiB over the warm model with the default,
+    1,050 MiB with this (docs/benchmarks.md, "A whole context within 1 GiB"). For a server: it is the process's
+    setting, not the library's. Returns whether it was set."""
+    import ctypes
+
+    try:
+        return bool(ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, LARGE_BLOCK))
+    except (OSError, AttributeError):  # not glibc: its own allocator's ways
+        return False

@@ -40,8 +40,8 @@ def parser() -> argparse.ArgumentParser:
                                                        "(HF_HUB_CACHE, HF_HOME) that attnviz can read")
     p.add_argument("--scan-memory", metavar="SIZE", type=scan_memory_size,
                    help="what Long text's scan of a whole document may keep, such as 2GiB, or 'all' for the model's "
-                        "whole context (default 512 MiB: one request then grows the server by under 1 GiB; also the "
-                        "ATTNVIZ_SCAN_MEMORY setting)")
+                        "whole context (default: the context where a scan grows the server by at most 1 GiB and half "
+                        "the memory free at the start; SmolLM2's 8,192 pieces; also the ATTNVIZ_SCAN_MEMORY setting)")
     p.add_argument("--teacher-key", metavar="KEY",
                    help="the key that starts a class (at least 12 characters; also the ATTNVIZ_TEACHER_KEY setting, "
                         "which replicas share); default: a random key kept in attnviz's cache folder. The server "

@@ -13,7 +13,8 @@ from attnviz.figures import PALETTES, long as drawn
 from attnviz.urlstate import Param, bounded_text, choice, encode_int_list, int_list, int_range
 from appkit.common import bounded_text_box, halt, load_url_state, md_escape, save_url_state, stop
 from appkit.interactive import head_atlas, head_overview, screen_sizes, shaded_document
-from appkit.served import example_document, example_retrieval_scores, example_scan, example_scan_progress, load_or_stop, pick_model
+from appkit.served import (example_document, example_retrieval_scores, example_scan, example_scan_progress, free_at_start,
+                           load_or_stop, pick_model)
 from appkit.model_views import row_sum
 from appkit.present import chart
 
@@ -40,16 +41,17 @@ if not model.can_scan:
     stop(f"{name} is computed by transformers, which keeps every layer's n × n weights at once; a whole document needs "
          f"a model attnviz's engine computes ({ENGINE_FAMILIES}).", SCHEMA, error=True)
 try:
-    budget, bound = models.scan_memory(sys.argv, dict(os.environ))
+    bound = models.scan_memory(sys.argv, dict(os.environ))
 except ValueError as error:  # a malformed setting: said, and the default kept
-    st.warning(f"{error} The default of {models.SCAN_MEMORY_DEFAULT // 2**20} MiB is used meanwhile.")
-    budget, bound = models.SCAN_MEMORY_DEFAULT, f"the default of {models.SCAN_MEMORY_DEFAULT // 2**20} MiB"
-limit = model.scan_limit(budget)
+    st.warning(f"{error} The default is used meanwhile: the model's context where a scan of it grows the server by at "
+               "most 1 GiB.")
+    bound = models.DEFAULT_BOUND
+free = free_at_start()
+limit = model.scan_limit(bound, free)
 reach = (f"{name}'s own context of {model.context:,} pieces" if limit >= model.context else
-         f"{limit:,} pieces: {name} reads {model.context:,}, and this server keeps a scan within {bound} (so that one "
-         "request grows it by under 1 GiB). To read the whole context, start it with `attnviz --scan-memory all` "
-         "(or a size, such as 2GiB; the setting ATTNVIZ_SCAN_MEMORY does the same); the library's model.scan reads "
-         "it whole")
+         f"{limit:,} pieces: {name} reads {model.context:,}, and {bound.limit_words(free)}. To read the whole context, "
+         "start it with `attnviz --scan-memory all` (or a size it may keep, such as 2GiB; the setting "
+         "ATTNVIZ_SCAN_MEMORY does the same); the library's model.scan reads it whole")
 st.write(f"Every head's attention over a whole document, up to {reach}. "
          "The scan computes each layer one block of queries at a time and keeps what is drawn below; any block's exact "
          "weights are computed again when it is opened, so no n × n matrix is held.")

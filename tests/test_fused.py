@@ -78,6 +78,20 @@ def test_the_kernel_equals_the_formulas_written_out(kind, k, top):
         assert torch.allclose(got.double(), want[name], rtol=2e-6, atol=1e-6), name
 
 
+@pytest.mark.parametrize("kind", ["random", "rising", "hidden", "far apart"])
+def test_the_kernel_writes_the_exponentials_over_the_scores_as_into_a_buffer_of_their_own(kind):
+    """The scan hands the kernel one buffer for both: each e^{s′} written over its s gives what a second buffer gets,
+    bit for bit, and the same strongest keys and sums."""
+    scores = rows(kind, 3, 40, 4224)
+    apart = torch.empty_like(scores)
+    kept = fused.block(scores, apart, 8, 64, FLOOR)
+    inplace = scores.clone()
+    over = fused.block(inplace, inplace, 8, 64, FLOOR)
+    assert torch.equal(inplace, apart)
+    assert all(torch.equal(a, b) for a, b in zip(kept, over))
+    assert torch.allclose(inplace.double(), expected(scores, 8, 64)["exps"], rtol=1e-6, atol=0)
+
+
 def test_the_kernel_fills_whole_blocks_of_a_scan_shape():
     """A scan's block: 9 heads × 128 queries over 8,192 keys, the strongest 8 of each row against topk."""
     scores = rows("random", 9, 128, 8192)

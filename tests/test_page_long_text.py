@@ -123,14 +123,10 @@ def test_a_text_past_the_models_context_says_so_and_keeps_it():
     scan_button = next(b for b in at.button if b.label == "Scan")
     scan_button.click().run()
     assert not at.exception
-    from attnviz.models.scan import most_pieces
-    from appkit.served import model
-
-    limit = most_pieces(model("smollm2").arch, 512 * 2**20)  # the page's bound: a scan keeps at most 512 MiB
-    assert limit < 8192 and f"reads at most {limit:,} pieces here" in messages(at) and "Shorten it" in messages(at)
-    assert f"up to {limit:,} pieces" in " ".join(m.value for m in at.markdown)
+    # the default bound: the model's own context, 8,192 pieces (a scan of them grows the server by under 1 GiB)
+    assert "reads at most 8,192 pieces here" in messages(at) and "Shorten it by about 809 pieces" in messages(at)
+    assert "up to smollm2's own context of 8,192 pieces" in " ".join(m.value for m in at.markdown)
     assert at.text_area(key="long_text").value == "dog " * 9000
-    assert "`attnviz --scan-memory all`" in " ".join(m.value for m in at.markdown)  # how to read the whole context
     # the text's error ends the document part only: the needle lab, which does not read the text, is still there
     assert any(h.value == "A needle in a haystack" for h in at.header)
     assert any(b.label == "Run the pass-key test" for b in at.button)
@@ -187,15 +183,29 @@ def test_a_server_set_to_read_the_whole_context_scans_it(setting, monkeypatch):
 
 
 def test_a_malformed_scan_memory_setting_is_said_and_the_default_kept(monkeypatch):
-    from attnviz.models.scan import most_pieces
-    from appkit.served import model
-
     monkeypatch.setenv("ATTNVIZ_SCAN_MEMORY", "<b>lots</b>")
     at = run_page("long_text.py")
     assert not at.exception
     assert any("ATTNVIZ_SCAN_MEMORY '<b>lots</b>' is not a size" in w.value for w in at.warning)
-    limit = most_pieces(model("smollm2").arch, 512 * 2**20)
-    assert f"up to {limit:,} pieces" in " ".join(m.value for m in at.markdown)
+    assert "up to smollm2's own context of 8,192 pieces" in " ".join(m.value for m in at.markdown)
+
+
+def test_by_default_the_page_reads_the_models_whole_context_where_the_machine_has_the_memory(monkeypatch):
+    """No setting: SmolLM2's 8,192 pieces, whose scan grows the server by under 1 GiB; a machine that had little free
+    when the server started bounds it by half of that, and the page says why and how to lift it."""
+    from appkit import served
+    from attnviz.models.scan import DEFAULT_BOUND, peak_bytes
+
+    monkeypatch.delenv("ATTNVIZ_SCAN_MEMORY", raising=False)
+    at = run_page("long_text.py")
+    assert not at.exception
+    assert "up to smollm2's own context of 8,192 pieces" in " ".join(m.value for m in at.markdown)
+    monkeypatch.setattr(served, "free_at_start", lambda: 2**30)
+    at = run_page("long_text.py")
+    limit = DEFAULT_BOUND.pieces(served.model("smollm2").arch, 2**30)
+    assert peak_bytes(served.model("smollm2").arch, limit) <= 2**29
+    said = " ".join(m.value for m in at.markdown)
+    assert f"up to {limit:,} pieces: smollm2 reads 8,192" in said and "half of the 1.0 GiB this machine had free" in said
 
 
 def test_a_links_view_made_on_another_text_is_said_and_not_applied():

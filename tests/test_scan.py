@@ -369,11 +369,11 @@ def test_a_blocks_hover_name_quotes_its_first_and_last_piece():
 
 def test_the_scan_memory_setting_reads_the_command_then_the_environment_then_the_default():
     from attnviz.cli import command, parser
-    from attnviz.models.scan import SCAN_MEMORY_DEFAULT, scan_memory
+    from attnviz.models.scan import DEFAULT_BOUND, ScanBound, scan_memory
 
-    assert scan_memory([], {}) == (SCAN_MEMORY_DEFAULT, "the default of 512 MiB")
-    assert scan_memory([], {"ATTNVIZ_SCAN_MEMORY": " 1.5GiB "}) == (int(1.5 * 2**30), "ATTNVIZ_SCAN_MEMORY 1.5GiB")
-    assert scan_memory(["app.py", "--scan-memory", "ALL"], {"ATTNVIZ_SCAN_MEMORY": "1GB"}) == (None, "--scan-memory all")
+    assert scan_memory([], {}) == DEFAULT_BOUND and DEFAULT_BOUND.default
+    assert scan_memory([], {"ATTNVIZ_SCAN_MEMORY": " 1.5GiB "}) == ScanBound(int(1.5 * 2**30), "ATTNVIZ_SCAN_MEMORY 1.5GiB")
+    assert scan_memory(["app.py", "--scan-memory", "ALL"], {"ATTNVIZ_SCAN_MEMORY": "1GB"}) == ScanBound(None, "--scan-memory all")
     for bad in ("lots", "-1GB", "100KB", "0", "1e9"):
         with pytest.raises(ValueError, match="is not a size of at least 1 MiB"):
             scan_memory([], {"ATTNVIZ_SCAN_MEMORY": bad})
@@ -384,12 +384,38 @@ def test_the_scan_memory_setting_reads_the_command_then_the_environment_then_the
 
 
 def test_a_scan_limit_is_the_most_pieces_within_the_bytes_or_the_whole_context(folders):
-    from attnviz.models.scan import kept_bytes
+    from attnviz.models.scan import ScanBound, kept_bytes
 
     model = models.load(folders["mistral"], device="cpu")
     budget = kept_bytes(model.arch, 40)
-    assert model.scan_limit(budget) == 40 and kept_bytes(model.arch, 41) > budget
-    assert model.scan_limit(None) == model.context
+    assert model.scan_limit(ScanBound(budget, "a size")) == 40 and kept_bytes(model.arch, 41) > budget
+    assert model.scan_limit(ScanBound(None, "all")) == model.context
+
+
+def test_the_default_bound_reads_the_whole_context_where_its_scan_grows_the_server_by_at_most_1_gib():
+    """SmolLM2's shape: a scan of its 8,192 pieces peaks under 1 GiB (kept and worked in), so the default reads the
+    whole context; on a machine with less free, half of what was free bounds it, and a larger model's context is cut
+    where its scan would pass 1 GiB. The numbers written out from the shapes, not from the functions."""
+    from attnviz.models.engine import Architecture
+    from attnviz.models.scan import DEFAULT_BOUND, REQUEST_BYTES, peak_bytes
+
+    def arch(layers, heads, kv, dh, d, context):
+        return Architecture(family="llama", kind="decoder", layers=layers, heads=heads, kv_heads=kv, head_dim=dh,
+                            d_model=d, vocab=100, max_positions=context, norm="rms", post_norm=False,
+                            positions="rotary", activation="silu", gated=True)
+
+    smollm2 = arch(30, 9, 3, 64, 576, 8192)
+    n = 8192
+    kept = 30 * (4 * 12 * 64 * n + 9 * n * (8 + 4 + 6 * 8) + 4 * 9 * (64 ** 2 + 1))  # int16 keys: 2 + 4 bytes × 8
+    working = 4 * n * (9 * 128 + 2 * 576 + 2 * 9 * 64)
+    assert peak_bytes(smollm2, n) == kept + working < REQUEST_BYTES
+    assert DEFAULT_BOUND.pieces(smollm2, None) == 8192 == DEFAULT_BOUND.pieces(smollm2, 64 * 2**30)
+    small = DEFAULT_BOUND.pieces(smollm2, 2**30)  # 1 GiB free at the start: a scan takes at most half of it
+    assert peak_bytes(smollm2, small) <= 2**29 < peak_bytes(smollm2, small + 1)
+    assert "half of the 1.0 GiB this machine had free" in DEFAULT_BOUND.limit_words(2**30)
+    llama = arch(32, 32, 8, 128, 4096, 131072)  # a long context: cut where its scan would pass 1 GiB
+    cut = DEFAULT_BOUND.pieces(llama, 64 * 2**30)
+    assert peak_bytes(llama, cut) <= REQUEST_BYTES < peak_bytes(llama, cut + 1) and cut < 131072
 
 
 @pytest.mark.parametrize("family", ["mistral", "bert", "gpt_oss"])

@@ -29,7 +29,7 @@ from attnviz.models import bert, bloom, deberta, gemma, gpt2, gpt_oss, hf, hub, 
 from attnviz.models.catalog import BUILTINS, kind_of
 from attnviz.models.errors import ModelError, a_or_an
 from attnviz.models.files import (
-    BUDGET_SETTING, PICKLE_SUFFIXES, Tensors, check_budget, compute_dtype, load_tokenizer, memory_budget,
+    BUDGET_SETTING, PICKLE_SUFFIXES, Tensors, check_budget, compute_dtype, free_memory, load_tokenizer, memory_budget,
     pickle_message, read_config, read_headers, safetensors_files, size_text,
 )
 from attnviz.models.generate import next_distribution, next_piece, sampler_text, top_pieces
@@ -39,13 +39,13 @@ from attnviz.models.pieces import MAX_UPLOAD_BYTES, Pieces, TextError, read_text
 from attnviz.models.lens import logit_lens_table
 from attnviz.models.summaries import SUMMARIES, head_summaries, rollout, summary_names
 from attnviz.models.walk import head_formula, head_steps
-from attnviz.models.scan import SCAN_MEMORY_DEFAULT, scan_memory
+from attnviz.models.scan import DEFAULT_BOUND, ScanBound, scan_memory
 from attnviz.models.result import Attention, Run, Words, log_scores, merge_pieces, words
 
 __all__ = ["load", "Model", "Run", "Attention", "Pieces", "Words", "ModelError", "TextError", "BUILTINS", "KINDS",
-           "MAX_PIECES", "BUDGET_SETTING", "memory_budget", "size_text", "words", "merge_pieces", "log_scores",
+           "MAX_PIECES", "BUDGET_SETTING", "memory_budget", "free_memory", "size_text", "words", "merge_pieces", "log_scores",
            "engine_families", "builtin", "next_distribution", "next_piece", "logit_lens_table", "sampler_text", "top_pieces", "SUMMARIES", "summary_names",
-           "head_summaries", "rollout", "head_steps", "head_formula", "scan_memory", "SCAN_MEMORY_DEFAULT", "read_text",
+           "head_summaries", "rollout", "head_steps", "head_formula", "scan_memory", "ScanBound", "DEFAULT_BOUND", "read_text",
            "MAX_UPLOAD_BYTES", "Unsupported"]
 
 FAMILIES = {model_type: family for family in (bert, modernbert, deberta, gpt2, llama, gemma, neox, phi, bloom, opt, gpt_oss) for model_type in family.MODEL_TYPES}

@@ -3,8 +3,11 @@
    For each row of k scores s of a block of queries, hidden keys marked by `hidden` (the lowest float):
    1. the row's `top` largest scores and their keys, largest first;
    2. with m the largest and s' = max(s - m, floor): e = exp(s') (0 for a hidden key) written to exps, the row's
-      total = sum e, moment = sum e s' and each chunk's sum of e (`chunk` keys a chunk).
-   A row (k floats) stays in the cache between the two passes, so the scores are read from memory once and the
+      total = sum e, moment = sum e s' and each chunk's sum of e (`chunk` keys a chunk). exps may be scores: each e
+      is written over the s it is made from, after pass 1 has read the row.
+   3. where asked (lines), with a = e / total the row's weights: each key's sum of a over the block's rows (the
+      verticals) and each offset's, i - j for query i and key j (the slashes), into the caller's sums.
+   A row (k floats) stays in the cache between the passes, so the scores are read from memory once and the
    exponentials written once; torch's separate kernels read or write every score seven times. */
 
 #include <math.h>
@@ -87,21 +90,63 @@ static void strongest(const float *s, int64_t k, int64_t top, float *best, int32
     largest_within(s, k, groups_chosen, held, top, least, best, keys);
 }
 
+/* A thread's verticals and slashes of the rows of one head, until its rows pass to another head: adding each row's
+   weights into the caller's sums would make the threads wait on each other for every row. Slot t of `slash` holds
+   offset start + r - 1 - t (row i's key b goes to slot b + r - 1 - i). */
+typedef struct {
+    int64_t head;
+    float *vertical, *slash;
+} Lines;
+
+/* Adds a thread's sums of head `lines->head` into verticals (heads, width >= k) and slashes (heads, 2n - 1), offset
+   d at d + n - 1, and clears them. */
+static void flush(Lines *lines, int64_t k, int64_t r, int64_t start, int64_t n, int64_t width, double *verticals,
+                  double *slashes) {
+    if (lines->head < 0)
+        return;
+    double *vertical = verticals + lines->head * width, *slash = slashes + lines->head * (2 * n - 1);
+#pragma omp critical(attnviz_lines)
+    {
+        for (int64_t b = 0; b < k; b++)
+            vertical[b] += lines->vertical[b];
+        for (int64_t t = 0; t < k + r; t++) {
+            const int64_t at = start + r - 1 - t + n - 1;
+            if (at >= 0 && at < 2 * n - 1)
+                slash[at] += lines->slash[t];
+        }
+    }
+    for (int64_t b = 0; b < k; b++)
+        lines->vertical[b] = 0.0f;
+    for (int64_t t = 0; t < k + r; t++)
+        lines->slash[t] = 0.0f;
+    lines->head = -1;
+}
+
 /* count rows of k scores (k a multiple of chunk and of LANES, top <= k), shared among `threads` OpenMP threads: the
    process's OpenMP runtime, torch's own where torch has loaded it, so the kernel runs on the threads torch's kernels
-   run on (threads of its own would meet torch's, still spinning after its last kernel, on the same cores). Returns
-   0, or 1 where memory for the search ran out. */
+   run on (threads of its own would meet torch's, still spinning after its last kernel, on the same cores). The rows
+   are r queries of each head in turn, at positions start ... start + r - 1 of n pieces; verticals (count / r, width)
+   and slashes (count / r, 2n - 1), float64, gain the block's weights where both are given (else NULL), a learned sink's
+   logit per head (sinks, or NULL) counted in each row's total as the scan counts it. Returns 0, or 1 where memory ran
+   out. */
 int attnviz_block(const float *scores, int64_t count, int64_t k, int64_t chunk, int64_t top, float floor_,
                   float hidden, float *exps, float *best, int32_t *keys, float *total, float *moment, float *sums,
-                  int threads) {
+                  int64_t r, int64_t start, int64_t n, int64_t width, double *verticals, double *slashes,
+                  const float *sinks, int threads) {
     int failed = 0;
+    const int lined = verticals != 0 && slashes != 0;
 #pragma omp parallel num_threads(threads < 1 ? 1 : threads) reduction(| : failed)
     {
         float *room = malloc(sizeof(float) * room_size(k, top));
-        failed = room == 0;
+        Lines lines = {-1, 0, 0};
+        if (lined) {
+            lines.vertical = calloc((size_t)(2 * k + r), sizeof(float));
+            lines.slash = lines.vertical + k;
+        }
+        failed = room == 0 || (lined && lines.vertical == 0);
 #pragma omp for schedule(static)
         for (int64_t row = 0; row < count; row++) {
-            if (room == 0)
+            if (failed)
                 continue;
             const float *s = scores + row * k;
             float *e = exps + row * k, *row_sums = sums + row * (k / chunk), *row_best = best + row * top;
@@ -126,8 +171,25 @@ int attnviz_block(const float *scores, int64_t count, int64_t k, int64_t chunk, 
             }
             total[row] = (float)row_total;
             moment[row] = (float)row_moment;
+            if (lined) {
+                if (lines.head != row / r)
+                    flush(&lines, k, r, start, n, width, verticals, slashes);
+                lines.head = row / r;
+                const double sunk = sinks != 0 ? exp((double)sinks[row / r] - (double)m) : 0.0;
+                const float inverse = (float)(1.0 / (row_total + sunk));
+                float *vertical = lines.vertical, *slash = lines.slash + (r - 1 - row % r);
+#pragma omp simd
+                for (int64_t b = 0; b < k; b++) {
+                    const float a = e[b] * inverse;
+                    vertical[b] += a;
+                    slash[b] += a;
+                }
+            }
         }
+        if (lined && !failed)
+            flush(&lines, k, r, start, n, width, verticals, slashes);
         free(room);
+        free(lines.vertical);
     }
     return failed;
 }

@@ -108,7 +108,8 @@ def _build() -> ctypes.CDLL | None:
     else:
         return None
     library.attnviz_block.argtypes = ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-                                       ctypes.c_float, ctypes.c_float] + [ctypes.c_void_p] * 6 + [ctypes.c_int])
+                                       ctypes.c_float, ctypes.c_float] + [ctypes.c_void_p] * 6
+                                      + [ctypes.c_int64] * 4 + [ctypes.c_void_p] * 3 + [ctypes.c_int])
     library.attnviz_block.restype = ctypes.c_int
     return library
 
@@ -137,11 +138,17 @@ def checked(name: str, tensor, dims: int, shape: tuple | None = None) -> None:
                          f"got {tuple(tensor.shape)}{'' if tensor.is_contiguous() else ', not contiguous'}")
 
 
-def block(scores: torch.Tensor, exps: torch.Tensor, top: int, chunk: int, floor: float):
+def block(scores: torch.Tensor, exps: torch.Tensor, top: int, chunk: int, floor: float, lines=None):
     """For scores (H, r, k), k a multiple of `chunk`, hidden keys at the lowest float: each row's `top` largest scores
     and their keys, largest first ((H, r, top) float32 and int32), and with s′ = max(s − the row's largest, floor),
     e^{s′} written into exps (H, r, k) (0 for a hidden key), Z′ = Σ e^{s′} (H, r, 1), Σ e^{s′} s′ (H, r) and each
-    chunk's Σ e^{s′} (H, r, k / chunk)."""
+    chunk's Σ e^{s′} (H, r, k / chunk). `exps` may be `scores` itself: each e^{s′} is written over the s it is made
+    from, once the row's search has read it (the scan keeps one buffer a block, not two).
+
+    `lines`, where given, is (start, n, verticals, slashes, sinks): the block's rows are queries start … start + r − 1
+    of n pieces, and each row's weights α = e^{s′} / (Z′ + e^{sink − max}) are added by key into verticals (H, W),
+    W ≥ k, and by offset i − j into slashes (H, 2n − 1), offset d at d + n − 1 (both float64, contiguous); sinks (H,)
+    float32 or None."""
     checked("scores", scores, 3)
     heads, r, k = scores.shape
     checked("exps", exps, 3, (heads, r, k))
@@ -155,9 +162,24 @@ def block(scores: torch.Tensor, exps: torch.Tensor, top: int, chunk: int, floor:
     total = scores.new_empty((heads, r, 1))  # (H, r, 1)
     moment = scores.new_empty((heads, r))  # (H, r)
     sums = scores.new_empty((heads, r, k // chunk))  # (H, r, k / chunk)
+    start, n, width, pointers = 0, 0, 0, (None, None, None)
+    if lines is not None:
+        start, n, verticals, slashes, sinks = lines
+        width = verticals.shape[-1] if isinstance(verticals, torch.Tensor) and verticals.dim() == 2 else 0
+        for name, tensor, shape in (("verticals", verticals, (heads, max(width, k))),
+                                    ("slashes", slashes, (heads, 2 * n - 1))):
+            if (not isinstance(tensor, torch.Tensor) or tensor.dtype != torch.float64 or tensor.device.type != "cpu"
+                    or not tensor.is_contiguous() or tuple(tensor.shape) != shape):
+                raise ValueError(f"the kernel's {name} must be a contiguous float64 tensor on the CPU of shape {shape}")
+        if sinks is not None:
+            checked("sinks", sinks, 1, (heads,))
+        if not 0 <= start and start + r <= n:
+            raise ValueError(f"the block's rows {start} … {start + r - 1} lie outside the {n} pieces")
+        pointers = (verticals.data_ptr(), slashes.data_ptr(), None if sinks is None else sinks.data_ptr())
     failed = library().attnviz_block(scores.data_ptr(), heads * r, k, chunk, top, floor, torch.finfo(torch.float32).min,
                                      exps.data_ptr(), best.data_ptr(), keys.data_ptr(), total.data_ptr(),
-                                     moment.data_ptr(), sums.data_ptr(), torch.get_num_threads())
+                                     moment.data_ptr(), sums.data_ptr(), r, start, n, width, *pointers,
+                                     torch.get_num_threads())
     if failed:
         raise MemoryError("the scan's kernel found no memory for its search of the strongest keys")
     return best, keys, total, moment, sums

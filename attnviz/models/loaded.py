@@ -120,8 +120,8 @@ class Model:
         """Head `head` of layer `layer`'s (from 0) learned sink logit, where the model's heads have one."""
         return None
 
-    def scan_limit(self, budget: int | None) -> int:
-        """The most pieces (up to the context) whose scan keeps at most `budget` bytes (None: no bound)."""
+    def scan_limit(self, bound, free: int | None = None) -> int:
+        """The most pieces (up to the context) a scan reads under `bound` (attnviz.models.scan.ScanBound)."""
         raise self._no_scan()
 
     def score_steps(self, trace, head: int, query: int, key: int, parts):
@@ -213,10 +213,10 @@ class EngineModel(Model):
         sink = self.weights.layers[layer].sink if self.arch.sinks else None  # (H,) or None
         return None if sink is None else float(sink[head])
 
-    def scan_limit(self, budget: int | None) -> int:
-        from attnviz.models import scan as scanning  # noqa: F811  the module, beside the method of the same name
-
-        return self.arch.context if budget is None else scanning.most_pieces(self.arch, budget)
+    def scan_limit(self, bound, free: int | None = None) -> int:
+        """The most pieces a scan reads under `bound` (attnviz.models.scan.ScanBound), `free` the bytes the machine
+        had free when the server started."""
+        return bound.pieces(self.arch, free)
 
     def score_steps(self, trace, head: int, query: int, key: int, parts):
         relative = engine.relative_parts(self.arch, trace, head, query, key, parts)

@@ -21,7 +21,8 @@ from attnviz.cache import memory_bound
 from attnviz.models.pieces import Pieces
 
 SCAN_MEMORY_SETTING = "ATTNVIZ_SCAN_MEMORY"  # or `attnviz --scan-memory`: what a server's scan may keep
-SCAN_MEMORY_DEFAULT = 512 * 2**20  # kept: with a scan's transient work, one request grows the server by under 1 GiB
+REQUEST_BYTES = 2**30  # by default a scan grows the server by at most this much: one request's share
+FREE_SHARE = 0.5  # and by at most this share of the memory the machine had free when the server started
 BLOCK = 128  # queries a step, and the overview's block of keys
 TOP = 8  # each query's strongest keys kept
 CHUNK = 64  # keys a chunk, in the search for each query's strongest keys
@@ -37,8 +38,9 @@ class Scan:
     overview (L, H, B, B), B = ⌈n / block⌉: the mean, over the queries of block a, of Σ_{k in block b} α[q, k]; each
     row sums to 1 (to 1 − the share of a learned sink, gpt-oss's). sink (L, H): the mean over queries q ≥ 1 of α[q, 0].
     entropy (L, H, n): each query's −Σ_k α log α, in nats (a learned sink counted as one more outcome). top_keys,
-    top_weights (L, H, n, top): each query's strongest keys, strongest first. next_logits
-    (vocab,): a decoder's logits at the last position, else None. tile(layer, head, queries, keys): exact weights."""
+    top_weights (L, H, n, top): each query's strongest keys (int16 up to 32,768 pieces: key_type), strongest first.
+    next_logits (vocab,): a decoder's logits at the last position, else None. tile(layer, head, queries, keys): exact
+    weights."""
 
     model: str
     pieces: Pieces
@@ -93,37 +95,94 @@ class Scan:
         return weights.float().numpy()
 
 
-def scan_memory(argv: list[str], environ: dict[str, str]) -> tuple[int | None, str]:
-    """(the bytes a server's scan may keep, None for no bound: the model's whole context; where that comes from, in
-    words) from `--scan-memory SIZE` in argv (the attnviz command passes it), else ATTNVIZ_SCAN_MEMORY, else
-    SCAN_MEMORY_DEFAULT. SIZE: '2GiB', '800MB', bytes, or 'all'. ValueError, in words, for anything else."""
+@dataclass(frozen=True)
+class ScanBound:
+    """How many pieces a server's scan may read. By default, the model's whole context where a scan of it grows the
+    server by at most REQUEST_BYTES and FREE_SHARE of the memory free at its start (peak_bytes), else the most
+    pieces that do; a bound the server's owner sets is what a scan may keep (`kept` bytes, kept_bytes), or none."""
+
+    kept: int | None  # bytes, the owner's bound; None: the whole context (unless `default`)
+    words: str  # where the bound comes from, in words
+    default: bool = False
+
+    def pieces(self, arch: engine.Architecture, free: int | None) -> int:
+        """The most pieces of `arch`'s context a scan may read, `free` the bytes free at the server's start (None:
+        unknown, one request's share alone)."""
+        if self.default:
+            grown = REQUEST_BYTES if free is None else min(REQUEST_BYTES, int(free * FREE_SHARE))
+            return _most(arch, lambda n: peak_bytes(arch, n) <= grown)
+        return arch.context if self.kept is None else most_pieces(arch, self.kept)
+
+    def limit_words(self, free: int | None) -> str:
+        """Why a scan stops short of the context, in words."""
+        if not self.default:
+            return f"this server keeps a scan within {self.words}"
+        room = "" if free is None or free * FREE_SHARE >= REQUEST_BYTES else (
+            f", and by at most half of the {free / 2**30:.1f} GiB this machine had free when the server started")
+        return f"a scan of more would grow this server by more than 1 GiB{room}"
+
+
+DEFAULT_BOUND = ScanBound(None, "the default: the model's context where a scan of it grows the server by at most "
+                                "1 GiB", default=True)
+
+
+def scan_memory(argv: list[str], environ: dict[str, str]) -> ScanBound:
+    """The server's ScanBound, from `--scan-memory SIZE` in argv (the attnviz command passes it), else
+    ATTNVIZ_SCAN_MEMORY, else DEFAULT_BOUND. SIZE: what a scan may keep ('2GiB', '800MB', bytes), or 'all'.
+    ValueError, in words, for anything else."""
     given = [value for flag, value in zip(argv, argv[1:]) if flag == "--scan-memory"]
     where, text = (("--scan-memory", given[-1]) if given else
                    (SCAN_MEMORY_SETTING, environ[SCAN_MEMORY_SETTING]) if environ.get(SCAN_MEMORY_SETTING, "").strip() else
                    (None, None))
     if where is None:
-        return SCAN_MEMORY_DEFAULT, f"the default of {SCAN_MEMORY_DEFAULT // 2**20} MiB"
+        return DEFAULT_BOUND
     try:
         size = memory_bound(text)
     except ValueError as error:
         raise ValueError(f"{where} {error}.") from None
-    return size, f"{where} {'all' if size is None else text.strip()}"
+    return ScanBound(size, f"{where} {'all' if size is None else text.strip()}")
+
+
+def key_type(n: int) -> torch.dtype:
+    """The type of a scan's strongest keys over n pieces: 16 bits where they fit (a scan of SmolLM2's 8,192 pieces
+    keeps 34 MiB less than with 32)."""
+    return torch.int16 if n <= 2**15 else torch.int32
 
 
 def kept_bytes(arch: engine.Architecture, n: int, block: int = BLOCK, top: int = TOP) -> int:
     """The bytes a scan of n pieces keeps: each layer's queries and keys (float32), normalisers (float64), entropy,
     strongest keys and their weights, overview and sink."""
-    per_layer = (4 * (arch.heads + arch.kv_heads) * arch.head_dim * n + arch.heads * n * (8 + 4 + 8 * min(top, n))
+    key_bytes = key_type(n).itemsize
+    per_layer = (4 * (arch.heads + arch.kv_heads) * arch.head_dim * n
+                 + arch.heads * n * (8 + 4 + (4 + key_bytes) * min(top, n))
                  + 4 * arch.heads * (math.ceil(n / block) ** 2 + 1))
     return arch.layers * per_layer
 
 
+def working_bytes(arch: engine.Architecture, n: int, block: int = BLOCK) -> int:
+    """The bytes a CPU scan of n pieces works in beside what it keeps, at its largest (in its last layer): the
+    block's scores (H × block × n), the layer's input and output (n × d each), the heads' outputs and the queries as
+    projected, before they are scaled (H × n × dh each), float32. Measured (bench_scan_memory.py): SmolLM2 at 8,192
+    pieces peaked 100 MiB over what it keeps; this says 108 MiB."""
+    return 4 * n * (arch.heads * block + 2 * arch.d_model + 2 * arch.heads * arch.head_dim)
+
+
+def peak_bytes(arch: engine.Architecture, n: int, block: int = BLOCK, top: int = TOP) -> int:
+    """How much a scan of n pieces grows the process by at its largest: what it keeps and what it works in."""
+    return kept_bytes(arch, n, block, top) + working_bytes(arch, n, block)
+
+
 def most_pieces(arch: engine.Architecture, budget: int, block: int = BLOCK, top: int = TOP) -> int:
     """The most pieces (up to the model's context) whose scan keeps at most `budget` bytes."""
+    return _most(arch, lambda n: kept_bytes(arch, n, block, top) <= budget)
+
+
+def _most(arch: engine.Architecture, fits) -> int:
+    """The most pieces n, 1 … the model's context, for which fits(n) (which holds for fewer when it holds for n)."""
     low, high = 1, arch.context
     while low < high:
         middle = (low + high + 1) // 2
-        low, high = (middle, high) if kept_bytes(arch, middle, block, top) <= budget else (low, middle - 1)
+        low, high = (middle, high) if fits(middle) else (low, middle - 1)
     return low
 
 
@@ -144,14 +203,19 @@ class Summaries:
     the overview. They stay on the scan's device until the layer is done: a copy to the CPU a block would make the CPU
     wait for the GPU block after block."""
 
-    def __init__(self, heads: int, n: int, block: int, top: int, device: torch.device | str = "cpu"):
+    def __init__(self, heads: int, n: int, block: int, top: int, device: torch.device | str = "cpu",
+                 into: dict[str, np.ndarray] | None = None):
+        """`into`, on the CPU: the scan's arrays of this layer (overview, entropy, top_keys, top_weights), zeroed, which
+        the summaries fill in place rather than in tensors of their own that the scan would stack at its end (a second
+        copy of them all at once)."""
         self.n, self.block, self.top = n, block, min(top, n)
         count = math.ceil(n / block)
-        self.overview = torch.zeros((heads, count, count), dtype=torch.float32, device=device)  # (H, B, B)
+        shapes = {"overview": ((heads, count, count), torch.float32), "entropy": ((heads, n), torch.float32),
+                  "top_keys": ((heads, n, self.top), key_type(n)), "top_weights": ((heads, n, self.top), torch.float32)}
+        for name, (shape, dtype) in shapes.items():  # (H, B, B), (H, n), (H, n, top) × 2
+            setattr(self, name, torch.from_numpy(into[name]) if into is not None else
+                    torch.zeros(shape, dtype=dtype, device=device))
         self.first = torch.zeros(heads, dtype=torch.float64, device=device)  # (H,) Σ over queries q ≥ 1 of α[q, 0]
-        self.entropy = torch.zeros((heads, n), dtype=torch.float32, device=device)  # (H, n)
-        self.top_keys = torch.zeros((heads, n, self.top), dtype=torch.int32, device=device)  # (H, n, top)
-        self.top_weights = torch.zeros((heads, n, self.top), dtype=torch.float32, device=device)  # (H, n, top)
         self._top_scores = None  # (H, r, top): the block's strongest scores, until its normalisers are known
 
     def on_host(self) -> "Summaries":
@@ -262,13 +326,16 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
         except flash.Failed:  # declined from now on, and says why; this layer takes the passes below
             pass
     width = n + (-n % CHUNK)
+    relative = params is not None and engine.relative(params)
     padded = torch.nn.functional.pad(key, (0, 0, 0, width - n))  # (KV, width, dh)
     key_t = padded.transpose(-2, -1).contiguous()  # (KV, dh, width)
+    padded = padded if relative else None  # only DeBERTa's relative terms read the keys again
     keys = torch.arange(width, device=key.device)  # (width,)
     value = torch.nn.functional.pad(value, (0, 0, 0, width - n))  # (KV, width, dh)
     scores_buffer = query.new_empty(heads * min(size, n) * width)  # (H·size·width,)
-    exps_buffer = torch.empty_like(scores_buffer)  # (H·size·width,)
-    outputs, normalisers = [], []
+    exps_buffer = None  # (H·size·width,) torch's passes only: the compiled kernel writes e^{s′} over the scores
+    outputs = query.new_empty((heads, n, dh))  # (H, n, dh)
+    normalisers = torch.empty((heads, n), dtype=torch.float64, device=query.device)  # (H, n)
     cpu = query.device.type == "cpu"  # where subnormals and exp's inputs far below 0 slow the passes (FLOOR)
     for start in range(0, n, size):
         stop = min(n, start + size)
@@ -277,13 +344,16 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
         scores = scores_buffer[: heads * r * k].view(heads, r, k)  # (H, r, k)
         stacked = query[:, start:stop].reshape(arch.kv_heads, group * r, dh)  # (KV, G·r, dh)
         torch.bmm(stacked, key_t[:, :, :k], out=scores.view(arch.kv_heads, group * r, k))  # (H, r, k)
-        if params is not None and engine.relative(params):
+        if relative:
             scores += engine.relative_terms(arch, params.position_key, params.position_query, query[:, start:stop],
                                             padded[:, :k], positions[start:stop], keys[:k], scaled=True)  # (H, r, k)
         engine.shaped(arch, scores, positions[start:stop])
         hide(arch, index, start, positions[start:stop], scores, n)
-        exps = exps_buffer[: heads * r * k].view(heads, r, k)  # (H, r, k)
-        if fused.usable(scores):
+        compiled = fused.usable(scores)
+        if not compiled and exps_buffer is None:
+            exps_buffer = torch.empty_like(scores_buffer)  # (H·size·width,)
+        exps = scores if compiled else exps_buffer[: heads * r * k].view(heads, r, k)  # (H, r, k)
+        if compiled:
             kept = summaries.top if summaries is not None else 1
             # (H, r, top) × 2, (H, r, 1), (H, r), (H, r, k / CHUNK); exps written
             best, strongest, total, moment, sums = fused.block(scores, exps, kept, CHUNK, FLOOR)
@@ -303,20 +373,20 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
         sunk = None if sink is None else sink.to(top.dtype)[:, None, None] - top  # (H, r, 1) the sink's s′
         total = total if sunk is None else total + torch.exp(sunk)  # (H, r, 1)
         normaliser = top[..., 0].double() + torch.log(total[..., 0].double())  # (H, r), float64: see Scan.tile
-        normalisers.append(normaliser)
+        normalisers[:, start:stop] = normaliser
         changed = None if intervention is None else intervention.weights(
             index, exps[..., :seen] / total, positions[start:stop])  # (H, r, seen) or None: a knockout, say
         if changed is not None:
             if visit is not None:
                 visit(start, changed, torch.ones_like(total))
-            outputs.append(engine.grouped_values(changed, value[:, :seen]))  # (H, r, dh)
+            outputs[:, start:stop] = engine.grouped_values(changed, value[:, :seen])  # (H, r, dh)
             continue
         if visit is not None:
             visit(start, exps[..., :seen], total)
-        outputs.append(engine.grouped_values(exps, value[:, :k]) / total)  # (H, r, dh)
+        outputs[:, start:stop] = engine.grouped_values(exps, value[:, :k]) / total  # (H, r, dh)
         if summaries is not None:
             summaries.add(start, exps, sums, total, moment, normaliser, sunk)
-    return torch.cat(outputs, 1), torch.cat(normalisers, 1)  # (H, n, dh), (H, n)
+    return outputs, normalisers  # (H, n, dh), (H, n)
 
 
 def blocked_layer(arch: engine.Architecture, params: engine.LayerWeights, index: int, x: torch.Tensor, positions: torch.Tensor,
@@ -329,15 +399,31 @@ def blocked_layer(arch: engine.Architecture, params: engine.LayerWeights, index:
     before W_o. A scan's summaries describe the model's own weights, so they take no intervention."""
     if summaries is not None and intervention is not None:
         raise ValueError("A scan's summaries describe the model's own weights: run an intervention without them.")
-    h = engine.attention_input(arch, params, x)  # (n, d)
-    query, key, value = engine.project(arch, params, h, positions, index)  # (H, n, dh), (KV, n, dh) × 2
+    query, key, value = engine.project(arch, params, engine.attention_input(arch, params, x), positions,
+                                       index)  # (H, n, dh), (KV, n, dh) × 2
     query = query / math.sqrt(query.shape[-1])  # (H, n, dh) as the scaled-dot scorer scales it
     output, normalisers = attend_blocks(arch, index, query, key, value, positions, size, visit,
                                         summaries, params, intervention)  # (H, n, dh), (H, n)
     if intervention is not None:
         changed = intervention.head_output(index, output)  # (H, n, dh) or None
         output = output if changed is None else changed
-    return engine.after_attention(arch, params, x, output), query, key, value, normalisers
+    return rest_in_rows(arch, params, x, output), query, key, value, normalisers
+
+
+REST_ROWS = 1024  # the rest of a layer (W_o, the norms, the MLP) is taken this many rows at a time
+
+
+def rest_in_rows(arch: engine.Architecture, params: engine.LayerWeights, x: torch.Tensor, output: torch.Tensor):
+    """x after the layer (n, d) (engine.after_attention), REST_ROWS rows at a time: each row's W_o, norms and MLP read
+    that row alone, and a whole document's MLP at once held n × d_ff three times over (150 MB at 8,192 pieces of
+    SmolLM2, on top of what the scan keeps)."""
+    if x.shape[0] <= REST_ROWS:
+        return engine.after_attention(arch, params, x, output)  # (n, d)
+    after = torch.empty_like(x)  # (n, d)
+    for start in range(0, x.shape[0], REST_ROWS):
+        rows = slice(start, start + REST_ROWS)
+        after[rows] = engine.after_attention(arch, params, x[rows], output[:, rows])  # (r, d)
+    return after
 
 
 def scan_layer(arch: engine.Architecture, params: engine.LayerWeights, index: int, x: torch.Tensor, positions: torch.Tensor,
@@ -373,29 +459,48 @@ def scan(arch: engine.Architecture, weights: engine.Weights, pieces: Pieces, nam
             progress(done, total)
 
     found, queries, keys, normalisers = [], [], [], []  # per layer
+    kept = kept_arrays(arch, n, block, top) if device.type == "cpu" else None  # filled in place, layer by layer
     with torch.inference_mode():
         positions = torch.arange(n, device=device)  # (n,)
         x = engine.embed(arch, weights, torch.tensor(pieces.ids, device=device), positions)  # (n, d)
 
         def summarised(arch, layer_weights, i, x, positions, _):  # run_layers' step: one layer, block by block
-            summaries = Summaries(arch.heads, n, block, top, device)
+            into = None if kept is None else {name: kept[name][i] for name in LAYER_ARRAYS}
+            summaries = Summaries(arch.heads, n, block, top, device, into)
             x, query, key, normaliser = scan_layer(arch, layer_weights, i, x, positions, size, summaries, advance)
             return x, (summaries, query, key, normaliser)
 
-        for _, x, (summaries, query, key, normaliser), _ in engine.run_layers(arch, weights, x, positions, step=summarised):
+        for i, x, (summaries, query, key, normaliser), _ in engine.run_layers(arch, weights, x, positions,
+                                                                            step=summarised):
             found.append(summaries.on_host())
             queries.append(engine.to_host(query, torch.float32))
             keys.append(engine.to_host(key, torch.float32))
-            normalisers.append(engine.to_host(normaliser))
+            if kept is not None:
+                kept["normalisers"][i] = normaliser.numpy()
+            else:
+                normalisers.append(engine.to_host(normaliser))
         next_logits = engine.logits(weights, x[-1:])[0].float().cpu().numpy() if arch.causal else None  # (vocab,)
         engine.copied(device)
         found = [summaries.numpy() for summaries in found]
-        normalisers = [normaliser.numpy() for normaliser in normalisers]
-
-    def stacked(what: str) -> np.ndarray:  # (L, ...) of each layer's summary
-        return np.stack([getattr(layer, what) for layer in found])
+        if kept is None:
+            kept = {name: np.stack([getattr(layer, name) for layer in found]) for name in LAYER_ARRAYS}
+            kept["normalisers"] = np.stack([normaliser.numpy() for normaliser in normalisers])
+        kept["sink"] = np.stack([layer.sink for layer in found])  # (L, H)
 
     relative = [tuple(None if t is None else t.float().cpu() for t in (b.position_key, b.position_query))
                 for b in weights.layers] if arch.relative_span else None
-    return Scan(name, pieces, block, stacked("overview"), stacked("sink"), stacked("entropy"), stacked("top_keys"),
-                stacked("top_weights"), next_logits, arch, queries, keys, np.stack(normalisers), relative)
+    return Scan(name, pieces, block, kept["overview"], kept["sink"], kept["entropy"], kept["top_keys"],
+                kept["top_weights"], next_logits, arch, queries, keys, kept["normalisers"], relative)
+
+
+LAYER_ARRAYS = ("overview", "entropy", "top_keys", "top_weights")  # a scan's summaries, each (L, H, …)
+
+
+def kept_arrays(arch: engine.Architecture, n: int, block: int, top: int) -> dict[str, np.ndarray]:
+    """The scan's summaries of every layer, zeroed, for a CPU scan to fill in place: overview (L, H, B, B), entropy
+    (L, H, n), top_keys and top_weights (L, H, n, top), normalisers (L, H, n) float64."""
+    count, top, shape = math.ceil(n / block), min(top, n), (arch.layers, arch.heads)
+    return {"overview": np.zeros((*shape, count, count), np.float32), "entropy": np.zeros((*shape, n), np.float32),
+            "top_keys": np.zeros((*shape, n, top), np.dtype(str(key_type(n)).removeprefix("torch."))),
+            "top_weights": np.zeros((*shape, n, top), np.float32),
+            "normalisers": np.zeros((*shape, n), np.float64)}

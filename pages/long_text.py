@@ -7,7 +7,7 @@ import sys
 
 import streamlit as st
 
-from attnviz import models, needle
+from attnviz import models, needle, scan_file
 from attnviz.models.errors import ENGINE_FAMILIES
 from attnviz.figures import PALETTES, long as drawn
 from attnviz.urlstate import Param, bounded_text, choice, encode_int_list, int_list, int_range
@@ -205,6 +205,12 @@ def document(name: str, model, limit: int, grid) -> None:
                f"weight on the keys of block b (blocks of {scan.block} pieces; each row {row_sum(model)}, drawn "
                "with 1 = its row's "
                "largest). Click a head to open it.")
+    st.download_button("Download this scan (.safetensors)", lambda: scan_file.write(scan, model),
+                       f"attnviz_scan_{name}_{text_id}.safetensors", "application/octet-stream", on_click="ignore",
+                       help="Every head's overview, first-piece share, entropy, strongest keys and each query's "
+                            "log-sum-exp, with the model, its revision, the text's SHA-256 and the pieces: any tile's "
+                            "exact weights are exp(score − lse). Read by the safetensors package in any language "
+                            "(docs/scan-file.md).")
 
     st.header(f"Layer {layer}, head {head}")
     zoom = st.session_state.zoom

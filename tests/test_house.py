@@ -18,7 +18,8 @@ FLOORS = [
      ["attnviz.cli", "attnviz.heads_cli", "attnviz.notebook", "attnviz.why", "attnviz.long", "attnviz.trained",
       "attnviz.decoder", "attnviz.output_attentions", "attnviz.models.reading", "attnviz.attention",
       "attnviz.attentions", "attnviz.selfattention", "attnviz.models.model", "attnviz.models.run"]),
-    ("what is done with a model", ["attnviz.classroom", "attnviz.needle", "attnviz.effects", "attnviz.heads"]),
+    ("what is done with a model", ["attnviz.classroom", "attnviz.needle", "attnviz.effects", "attnviz.heads",
+                                   "attnviz.scan_file"]),
     ("the models: loaders and families", ["attnviz.models", "attnviz.models.catalog", "attnviz.models.gguf",
                                           "attnviz.models.hf", "attnviz.models.summaries",
                                           "attnviz.models.walk", "attnviz.models.lens", *[

@@ -53,6 +53,17 @@ def test_upload_scan_zoom_in_and_out_pick_a_head_and_reload_the_link(page, serve
     assert page.get_by_test_id("stProgress").count() == 0
     title = page.evaluate(ATLAS_TITLE)
     assert "30 layers" not in title and "heads over 7" in title, title  # 700-odd pieces: the file's, not the example's
+    with page.expect_download(timeout=120_000) as download:  # the scan as an open file, read by safetensors alone
+        page.get_by_role("button", name="Download this scan (.safetensors)").click()
+    page.keyboard.press("Escape")
+    page.mouse.move(0, 0)
+    from safetensors import safe_open
+
+    assert download.value.suggested_filename.startswith("attnviz_scan_smollm2_")
+    with safe_open(download.value.path(), framework="numpy") as saved:
+        meta, overviews = saved.metadata(), saved.get_tensor("overview")
+        assert f"heads over {int(meta['n']):,} pieces" in title and meta["model"] == "smollm2"
+        assert overviews.shape[:2] == (30, 9) and saved.get_tensor("lse").shape == (30, 9, int(meta["n"]))
 
     click_head(page, 19, 8)
     assert url_has(page, "layer=20", "head=9") and atlases(page)[0]["chosen"] == [19, 8]

@@ -1,0 +1,154 @@
+"""A scan as one open file that another tool reads without attnviz (docs/scan-file.md): safetensors, every head's
+summaries as named tensors and what they were made from (the model, its revision, the text's hash, the pieces, the
+block size, attnviz's version) as the header's metadata.
+
+Why safetensors: a scan is a handful of dense arrays of several dimensions (L, H, n, top), not a table, so Parquet
+would flatten them into columns and lose their shapes; NPZ is a zip of .npy files whose readers outside numpy are
+few, and whose object arrays load by unpickling. safetensors is a JSON header and raw little-endian arrays: its
+package reads it in Python (numpy, torch, JAX), Rust and JavaScript, a reader of a few lines does the rest, a file
+cannot run code, and the model files of the same community are already in it.
+
+Any tile's exact weights come back from the model and the text: w_ij = exp(s_ij − lse_i), s_ij the head's score of
+key j from query i (q·k/√dh with the model's own position rules, −∞ where its mask hides the key) and lse_i the row's
+log-sum-exp, which the file keeps in float64.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+FORMAT = "attnviz-scan"
+LAYOUT = 1  # a change to the names, shapes or meanings below makes a new layout
+MAX_BYTES = 2**31  # a file past this is refused before it is read
+DEFINITIONS = {
+    "overview": "(L, H, B, B) float32: the mean over the queries of block a of the weight on the keys of block b, "
+                "B = ceil(n / block); each row sums to 1 (1 minus a learned sink's share)",
+    "sink": "(L, H) float32: the mean over queries q >= 1 of the weight on piece 0",
+    "entropy": "(L, H, n) float32: each query's -sum_k w log w, in nats (a learned sink counted as one more outcome)",
+    "top_keys": "(L, H, n, top) int16 or int32: each query's strongest keys, strongest first",
+    "top_weights": "(L, H, n, top) float32: their weights",
+    "lse": "(L, H, n) float64: each query's log sum_k exp(s_qk) over the keys it may read; w_qk = exp(s_qk - lse_q)",
+    "ids": "(n,) int64: the pieces, the model's own vocabulary ids",
+    "next_logits": "(vocab,) float32: a decoder's logits after the last piece (absent for an encoder)",
+}
+
+
+@dataclass(frozen=True)
+class ScanFile:
+    """A scan file read back: `meta` (the header's strings, decoded where they hold JSON) and `arrays` (the tensors)."""
+
+    meta: dict
+    arrays: dict[str, np.ndarray]
+
+    def __getattr__(self, name: str):
+        arrays = self.__dict__.get("arrays", {})
+        if name in arrays:
+            return arrays[name]
+        raise AttributeError(name)
+
+    def weights(self, layer: int, head: int, rows: range, scores: np.ndarray) -> np.ndarray:
+        """A tile's weights (len(rows), c) from the head's scores of those rows (len(rows), c), −inf where hidden."""
+        return np.exp(np.asarray(scores, np.float64) - self.arrays["lse"][layer, head, rows.start:rows.stop, None])
+
+
+def text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def write(scan, model) -> bytes:
+    """The scan (attnviz.models.scan.Scan) of `model` as the bytes of a scan file (layout LAYOUT)."""
+    from safetensors.numpy import save
+
+    from attnviz import __version__
+    from attnviz.heads import model_key
+
+    try:
+        revision = model_key(model)
+    except Exception:  # noqa: BLE001  a model with no files of its own to key (built in memory): said as unknown
+        revision = ""
+    arrays = {"overview": scan.overview, "sink": scan.sink, "entropy": scan.entropy, "top_keys": scan.top_keys,
+              "top_weights": scan.top_weights, "lse": scan.normalisers,
+              "ids": np.asarray(scan.pieces.ids, np.int64)}
+    if scan.next_logits is not None:
+        arrays["next_logits"] = scan.next_logits
+    arrays = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
+    meta = {"format": FORMAT, "layout": str(LAYOUT), "attnviz": __version__, "model": scan.model,
+            "revision": revision, "family": model.family, "kind": model.kind, "text_sha256": text_digest(scan.pieces.text),
+            "n": str(len(scan)), "layers": str(scan.layers), "heads": str(scan.heads), "block": str(scan.block),
+            "top": str(scan.top_keys.shape[-1]), "pieces": json.dumps(scan.pieces.labels(), ensure_ascii=False),
+            "definitions": json.dumps(DEFINITIONS)}
+    return save(arrays, metadata=meta)
+
+
+def header(data: bytes) -> dict:
+    """The safetensors header of `data` (its JSON), checked as far as this layout needs. ValueError, in words."""
+    if len(data) < 8:
+        raise ValueError("This is not a scan file: it is shorter than a safetensors header.")
+    (size,) = struct.unpack("<Q", data[:8])
+    if size > len(data) - 8 or size > 100 * 2**20:
+        raise ValueError("This is not a scan file: its header's length points past the file.")
+    try:
+        found = json.loads(data[8:8 + size])
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ValueError("This is not a scan file: its header is not JSON.") from None
+    if not isinstance(found, dict) or not isinstance(found.get("__metadata__"), dict):
+        raise ValueError("This is not a scan file: its header has no metadata.")
+    return found
+
+
+def read(source) -> ScanFile:
+    """A scan file from a path or its bytes: parsed, never unpickled. ValueError, in words, for a file that is not
+    one, of another layout, or whose arrays do not fit each other."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load
+
+    data = source if isinstance(source, (bytes, bytearray)) else _read_bytes(source)
+    meta = dict(header(data)["__metadata__"])
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"This is not a scan file: its format is {str(meta.get('format'))[:40]!r}, not {FORMAT!r}.")
+    if meta.get("layout") != str(LAYOUT):
+        raise ValueError(f"This scan file has layout {str(meta.get('layout'))[:10]!r}; this attnviz reads layout "
+                         f"{LAYOUT}.")
+    try:
+        arrays = load(bytes(data))
+    except SafetensorError as error:
+        raise ValueError(f"This scan file's arrays cannot be read: {error}.") from None
+    for name in ("pieces", "definitions"):
+        try:
+            meta[name] = json.loads(meta.get(name, "null"))
+        except json.JSONDecodeError:
+            raise ValueError(f"This scan file's {name} are not JSON.") from None
+    _check(meta, arrays)
+    return ScanFile(meta, arrays)
+
+
+def _read_bytes(path) -> bytes:
+    from pathlib import Path
+
+    path = Path(path)
+    if path.stat().st_size > MAX_BYTES:
+        raise ValueError(f"{path.name} is larger than a scan file of any model attnviz reads ({MAX_BYTES // 2**30} GiB).")
+    return path.read_bytes()
+
+
+def _check(meta: dict, arrays: dict[str, np.ndarray]) -> None:
+    try:
+        n, layers, heads, block, top = (int(meta[k]) for k in ("n", "layers", "heads", "block", "top"))
+    except (KeyError, ValueError):
+        raise ValueError("This scan file does not say its size (n, layers, heads, block, top) in whole numbers.") from None
+    count = -(-n // block) if block > 0 else -1
+    want = {"overview": (layers, heads, count, count), "sink": (layers, heads), "entropy": (layers, heads, n),
+            "top_keys": (layers, heads, n, top), "top_weights": (layers, heads, n, top), "lse": (layers, heads, n),
+            "ids": (n,)}
+    for name, shape in want.items():
+        if name not in arrays:
+            raise ValueError(f"This scan file has no {name}.")
+        if arrays[name].shape != shape:
+            raise ValueError(f"This scan file's {name} is {arrays[name].shape}, not {shape} as its metadata says.")
+    if not isinstance(meta.get("pieces"), list) or len(meta["pieces"]) != n:
+        raise ValueError(f"This scan file's pieces are not a list of its {n:,} pieces.")

@@ -203,6 +203,47 @@ def test_the_kernel_keeps_the_contract_in_float32(layers, family, monkeypatch):
         close(scanned, output, f"{path}: αV", out_tolerance)
 
 
+def lines_written_out(weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each key's weight summed over the queries (H, N), and each offset d = i − j's (H, 2N − 1), d at d + N − 1,
+    from the written-out weights (H, N, N) one diagonal at a time."""
+    verticals = weights.sum(1)  # (H, N)
+    slashes = torch.stack([torch.diagonal(weights, -d, 1, 2).sum(-1) for d in range(-(N - 1), N)], -1)  # (H, 2N − 1)
+    return verticals, slashes
+
+
+def lines_tolerance(weights: torch.Tensor, relative: float) -> float:
+    """A sum of up to N weights, each off by `relative` of itself, and rounded in float32 N times."""
+    return float(relative * weights.sum(1).max() + N * U32 * weights.sum(1).max())
+
+
+@pytest.mark.parametrize("family", CASES)
+def test_the_verticals_and_slashes_keep_the_contract(layers, family, monkeypatch):
+    """The census's sums, in the scan's one pass: each key's weight summed over the queries (a vertical line) and
+    each offset's (a slash), by torch's passes and by the C kernel, in float32, against the weights written out in
+    float64. A learned sink's share is in no line."""
+    arch, params, index = layers[family]
+    query, key, value, positions = inputs(arch, dtype=torch.float32, seed=4)
+    weights, _, _ = written_out(arch, params, index, query, key, value)  # (H, N, N)
+    verticals, slashes = lines_written_out(weights)
+    dh = arch.head_dim
+    size = (query.double().abs() @ key.double().abs().repeat_interleave(arch.heads // arch.kv_heads, 0).transpose(1, 2)).max() / math.sqrt(dh)
+    score_error = (LAMBDA * math.sqrt(dh) * U32 * float(size) + 4 * U32 * float(size)) * (3 if engine.relative(params) else 1)
+    relative = 2 * score_error + LAMBDA * math.sqrt(N) * U32  # a weight's: its score's and its log-sum-exp's
+    paths = {"torch passes": False} | ({"C kernel": True} if fused.library() is not None else {})
+    for path, kernel in paths.items():
+        if not kernel:
+            monkeypatch.setattr(fused, "usable", lambda scores: False)
+        summaries = scan.Summaries(arch.heads, N, BLOCK, 5)
+        scan.attend_blocks(arch, index, query / math.sqrt(dh), key, value,
+                           positions, BLOCK, summaries=summaries, params=in_dtype(params, torch.float32))
+        monkeypatch.undo()
+        close(summaries.verticals[:, :N], verticals, f"{path}: the verticals", lines_tolerance(weights, relative))
+        close(summaries.verticals[:, N:], torch.zeros(1), f"{path}: the padding keys' verticals")
+        close(summaries.slashes, slashes, f"{path}: the slashes", lines_tolerance(weights, relative))
+        if arch.causal:
+            close(summaries.slashes[:, : N - 1], torch.zeros(1), f"{path}: no query reads a key after it")
+
+
 @pytest.mark.parametrize("family", [family for family in CASES if family != "deberta-v2"])
 def test_the_gpu_kernel_keeps_the_contract_in_float32(layers, family, interpreted):
     """The scan's Triton kernel (flash.py, in Triton's interpreter), in float32, against the contract in float64: αV
@@ -237,3 +278,6 @@ def test_the_gpu_kernel_keeps_the_contract_in_float32(layers, family, interprete
     overview = by_block.sum(-1) / torch.tensor([min(block, N - a * block) for a in range(count)])[None, :, None]
     close(summaries.overview, overview, "the overview", relative)
     close(summaries.first, weights[:, 1:, 0].sum(-1), "the first key's share", relative * N)
+    verticals, slashes = lines_written_out(weights)
+    close(summaries.verticals[:, :N], verticals, "the verticals", lines_tolerance(weights, relative))
+    close(summaries.slashes, slashes, "the slashes", lines_tolerance(weights, relative))

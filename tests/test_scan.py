@@ -259,7 +259,7 @@ def test_what_a_scan_keeps_is_what_kept_bytes_counts_and_a_limit_bounds_it(folde
     model = models.load(folders["mistral"], device="cpu")
     scan = model.scan(long_text(model, 700), block=BLOCK, top=5)
     held = [*scan.queries, *scan.keys, scan.normalisers, scan.entropy, scan.top_keys, scan.top_weights, scan.overview,
-            scan.sink]
+            scan.sink, scan.verticals, scan.slashes]
     assert sum(a.numel() * a.element_size() if isinstance(a, torch.Tensor) else a.nbytes for a in held) == \
         kept_bytes(model.arch, len(scan), BLOCK, 5)
     limit = most_pieces(model.arch, kept_bytes(model.arch, 500))
@@ -406,7 +406,8 @@ def test_the_default_bound_reads_the_whole_context_where_its_scan_grows_the_serv
 
     smollm2 = arch(30, 9, 3, 64, 576, 8192)
     n = 8192
-    kept = 30 * (4 * 12 * 64 * n + 9 * n * (8 + 4 + 6 * 8) + 4 * 9 * (64 ** 2 + 1))  # int16 keys: 2 + 4 bytes × 8
+    kept = 30 * (4 * 12 * 64 * n + 9 * n * (8 + 4 + 6 * 8) + 4 * 9 * (64 ** 2 + 1)  # int16 keys: 2 + 4 bytes × 8
+                 + 4 * 9 * (3 * n - 1))  # the verticals (n) and slashes (2n − 1)
     working = 4 * n * (9 * 128 + 2 * 576 + 2 * 9 * 64)
     assert peak_bytes(smollm2, n) == kept + working < REQUEST_BYTES
     assert DEFAULT_BOUND.pieces(smollm2, None) == 8192 == DEFAULT_BOUND.pieces(smollm2, 64 * 2**30)

@@ -5,7 +5,8 @@ each block's scores q·kᵀ in registers and writing none to memory:
 1. a running maximum m and l = Σ e^{s − m} (float64) per query, rescaled as m moves (onepass.py's arithmetic), and
    each query's strongest scores kept in registers, merged block by block;
 2. with each row's m and l final, the exact weights α = e^{s − m} / l of each block: αV (compensated sums), the
-   entropy's Σ α(s − m) (float64), each block of the overview's share and each query's weight on the first key.
+   entropy's Σ α(s − m) (float64), each block of the overview's share, each query's weight on the first key, and
+   each key's and each offset's share (the census's verticals and slashes, added atomically).
 The normalisation is applied once, at the end of the first reading; the second reads the same scores again rather than
 keep, for every query, a sum for every block of keys: at 131,072 pieces that would be 16 GiB a layer.
 
@@ -99,11 +100,13 @@ def attend(arch: Architecture, index: int, query: torch.Tensor, key: torch.Tenso
     overview = torch.zeros_like(summaries.overview)  # (H, B, B) Σ over each block's queries of its keys' weights
     top_weights = torch.empty((heads, n, kept), dtype=torch.float32, device=device)  # (H, n, kept)
     top_keys = torch.empty((heads, n, kept), dtype=torch.int32, device=device)  # (H, n, kept)
+    verticals = torch.zeros((heads, n), dtype=torch.float32, device=device)  # (H, n) Σ_q α[q, k]
+    slashes = torch.zeros((heads, 2 * n - 1), dtype=torch.float32, device=device)  # (H, 2n − 1) Σ_q α[q, q − d]
     grid = (math.ceil(n / size), heads)
     try:
         _kernel(interpreting())[grid](
-            query, key, value, output, normaliser, entropy, first, overview, top_weights, top_keys, slopes, sinks,
-            n, dh, heads // arch.kv_heads, keys_rule.window or 0, float(arch.score_cap or 1.0), block, overview.shape[-1],
+            query, key, value, output, normaliser, entropy, first, overview, top_weights, top_keys, verticals, slashes,
+            slopes, sinks, n, dh, heads // arch.kv_heads, keys_rule.window or 0, float(arch.score_cap or 1.0), block, overview.shape[-1],
             CAUSAL=keys_rule.causal, WINDOW=bool(keys_rule.window), ALIBI=bool(arch.alibi), CAP=bool(arch.score_cap),
             SINK=sink is not None, D=width, BLOCK_M=size, BLOCK_N=size, TOP=kept,
             num_warps=4 if width <= 64 else 8)  # a head of 128 dimensions keeps twice the registers a program
@@ -118,6 +121,8 @@ def attend(arch: Architecture, index: int, query: torch.Tensor, key: torch.Tenso
     counts[-1] = n - block * (overview.shape[-1] - 1)
     summaries.overview[...] = overview / counts[None, :, None]
     summaries.first += first[:, 1:].double().sum(-1)
+    summaries.verticals[:, :n] += verticals
+    summaries.slashes += slashes
     return output.to(dtype), normaliser
 
 
@@ -138,14 +143,15 @@ if triton is not None:
     _SUM, _ARGMAX = tl.standard._sum_combine, tl.standard._argmax_combine_tie_break_left
 
 
-def _summarise(Q, K, V, O, LSE, ENT, FIRST, OVER, TOPW, TOPK, SLOPES, SINKS,
+def _summarise(Q, K, V, O, LSE, ENT, FIRST, OVER, TOPW, TOPK, VERT, SLASH, SLOPES, SINKS,
                n, dh, group, window, cap, block, count,
                CAUSAL: tl.constexpr, WINDOW: tl.constexpr, ALIBI: tl.constexpr, CAP: tl.constexpr,
                SINK: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                TOP: tl.constexpr):
     """One program: queries q0 … q0 + BLOCK_M − 1 of one head, over the keys they may read, read twice (see above).
     Q (H, n, dh), K and V (KV, n, dh) float32; out: O (H, n, dh), LSE and ENT (H, n) float64, FIRST (H, n), OVER
-    (H, count, count) summed, TOPW and TOPK (H, n, TOP)."""
+    (H, count, count) summed, TOPW and TOPK (H, n, TOP), VERT (H, n) and SLASH (H, 2n − 1) summed: each key's and
+    each offset's weight (offset d = i − j at d + n − 1)."""
     head = tl.program_id(1)
     q0 = tl.program_id(0) * BLOCK_M
     kv = head // group
@@ -237,6 +243,9 @@ def _summarise(Q, K, V, O, LSE, ENT, FIRST, OVER, TOPW, TOPK, SLOPES, SINKS,
                 moment += tl.reduce(weights * (scores - m[:, None]), 1, _SUM).to(tl.float64)  # (M,)
                 share = tl.reduce(tl.reduce(weights, 1, _SUM), 0, _SUM)  # the block's weight on these keys
                 tl.atomic_add(OVER + (head * count + q0 // block) * count + start // block, share)
+                tl.atomic_add(VERT + head * n + cols, tl.reduce(weights, 0, _SUM), mask=cols < n)  # by key
+                offsets = rows[:, None] - cols[None, :] + (n - 1)  # (M, N) each weight's slash
+                tl.atomic_add(SLASH + head * (2 * n - 1) + offsets, weights, mask=allowed)
                 if start == 0:
                     first = tl.reduce(tl.where(lanes[None, :] == 0, weights, 0.0), 1, _SUM)  # (M,) α[q, 0]
                     tl.store(FIRST + head * n + rows, first, mask=live)

@@ -39,6 +39,7 @@ class Scan:
     row sums to 1 (to 1 − the share of a learned sink, gpt-oss's). sink (L, H): the mean over queries q ≥ 1 of α[q, 0].
     entropy (L, H, n): each query's −Σ_k α log α, in nats (a learned sink counted as one more outcome). top_keys,
     top_weights (L, H, n, top): each query's strongest keys (int16 up to 32,768 pieces: key_type), strongest first.
+    verticals (L, H, n), slashes (L, H, 2n − 1): each key's weight and each offset's, summed over the queries.
     next_logits (vocab,): a decoder's logits at the last position, else None. tile(layer, head, queries, keys): exact
     weights."""
 
@@ -57,6 +58,8 @@ class Scan:
     normalisers: np.ndarray  # (L, H, n) float64: each query's log Σ_k e^{score}, over the keys it may read
     relative: list[tuple[torch.Tensor | None, torch.Tensor | None]] | None = None  # DeBERTa: each layer's position keys
     # and queries (2k, H·dh) on the CPU, for its scores' relative terms
+    verticals: np.ndarray | None = None  # (L, H, n) float32: Σ_q α[q, k], each key's weight summed over the queries
+    slashes: np.ndarray | None = None  # (L, H, 2n − 1) float32: Σ_q α[q, q − d], each offset d's, at d + n − 1
 
     @property
     def layers(self) -> int:
@@ -151,11 +154,12 @@ def key_type(n: int) -> torch.dtype:
 
 def kept_bytes(arch: engine.Architecture, n: int, block: int = BLOCK, top: int = TOP) -> int:
     """The bytes a scan of n pieces keeps: each layer's queries and keys (float32), normalisers (float64), entropy,
-    strongest keys and their weights, overview and sink."""
+    strongest keys and their weights, overview, sink, verticals and slashes."""
     key_bytes = key_type(n).itemsize
     per_layer = (4 * (arch.heads + arch.kv_heads) * arch.head_dim * n
                  + arch.heads * n * (8 + 4 + (4 + key_bytes) * min(top, n))
-                 + 4 * arch.heads * (math.ceil(n / block) ** 2 + 1))
+                 + 4 * arch.heads * (math.ceil(n / block) ** 2 + 1)
+                 + 4 * arch.heads * (n + 2 * n - 1))  # the verticals and slashes
     return arch.layers * per_layer
 
 
@@ -216,19 +220,41 @@ class Summaries:
             setattr(self, name, torch.from_numpy(into[name]) if into is not None else
                     torch.zeros(shape, dtype=dtype, device=device))
         self.first = torch.zeros(heads, dtype=torch.float64, device=device)  # (H,) Σ over queries q ≥ 1 of α[q, 0]
+        # (H, n + pad) Σ_q α[q, k] by key, the verticals; (H, 2n − 1) Σ_q α[q, q − d] by offset d at d + n − 1, the
+        # slashes: float64 while the layer's blocks add to them
+        self.verticals = torch.zeros((heads, n + (-n % CHUNK)), dtype=torch.float64, device=device)
+        self.slashes = torch.zeros((heads, 2 * n - 1), dtype=torch.float64, device=device)
         self._top_scores = None  # (H, r, top): the block's strongest scores, until its normalisers are known
 
     def on_host(self) -> "Summaries":
         """The summaries queued for the CPU (engine.to_host); numpy arrays once `numpy` is called after
-        engine.copied."""
+        engine.copied. The verticals lose their padding keys, and they and the slashes become float32."""
+        self.verticals = self.verticals[:, : self.n]
+        for name in ("verticals", "slashes"):
+            setattr(self, name, engine.to_host(getattr(self, name), torch.float32))
         for name in ("overview", "first", "entropy", "top_keys", "top_weights"):
             setattr(self, name, engine.to_host(getattr(self, name)))
         return self
 
     def numpy(self) -> "Summaries":
-        for name in ("overview", "first", "entropy", "top_keys", "top_weights"):
+        for name in ("overview", "first", "entropy", "top_keys", "top_weights", "verticals", "slashes"):
             setattr(self, name, getattr(self, name).numpy())
         return self
+
+    def lines(self, start: int, exps: torch.Tensor, inverse: torch.Tensor) -> None:
+        """Adds a block's weights α = exps · inverse, exps (H, r, k) of queries start … start + r − 1 and inverse
+        (H, r, 1), into the verticals (by key) and the slashes (by offset i − j). A slash is a diagonal: each row i is
+        copied r − 1 − i places to the right into a buffer of rows k + r long, where every column then holds one
+        offset, start + r − 1 − t in column t, and the buffer's weighted column sums are the block's slashes."""
+        heads, r, k = exps.shape
+        rows = inverse.transpose(-2, -1)  # (H, 1, r)
+        self.verticals[:, :k] += (rows @ exps)[:, 0]  # (H, k)
+        moved = exps.new_zeros(heads * r * (k + r))  # (H·r·(k + r),)
+        torch.as_strided(moved, (heads, r, k), (r * (k + r), k + r - 1, 1), r - 1).copy_(exps)  # row i moved r − 1 − i
+        by_column = (rows @ moved.view(heads, r, k + r))[:, 0]  # (H, k + r): column t, offset start + r − 1 − t
+        last = start + r - 1 + self.n - 1  # column 0's place in the slashes
+        first, final = max(0, last - (2 * self.n - 2)), min(k + r - 1, last)  # the columns whose offsets exist
+        self.slashes[:, last - final: last - first + 1] += by_column[:, first: final + 1].flip(-1)  # (H, ·)
 
     def strongest(self, start: int, scores: torch.Tensor) -> torch.Tensor:
         """Each query's `top` strongest keys from the block's scores (H, r, k), k a multiple of CHUNK; returns each
@@ -355,8 +381,10 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
         exps = scores if compiled else exps_buffer[: heads * r * k].view(heads, r, k)  # (H, r, k)
         if compiled:
             kept = summaries.top if summaries is not None else 1
-            # (H, r, top) × 2, (H, r, 1), (H, r), (H, r, k / CHUNK); exps written
-            best, strongest, total, moment, sums = fused.block(scores, exps, kept, CHUNK, FLOOR)
+            lines = None if summaries is None else (start, n, summaries.verticals, summaries.slashes,
+                                                    None if sink is None else sink.float().contiguous())
+            # (H, r, top) × 2, (H, r, 1), (H, r), (H, r, k / CHUNK); exps written, and the lines added
+            best, strongest, total, moment, sums = fused.block(scores, exps, kept, CHUNK, FLOOR, lines)
             top = summaries.note(start, best, strongest) if summaries is not None else best  # (H, r, 1)
         else:
             top = (summaries.strongest(start, scores) if summaries is not None
@@ -386,6 +414,8 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
         outputs[:, start:stop] = engine.grouped_values(exps, value[:, :k]) / total  # (H, r, dh)
         if summaries is not None:
             summaries.add(start, exps, sums, total, moment, normaliser, sunk)
+            if not compiled:
+                summaries.lines(start, exps, 1.0 / total)
     return outputs, normalisers  # (H, n, dh), (H, n)
 
 
@@ -486,11 +516,13 @@ def scan(arch: engine.Architecture, weights: engine.Weights, pieces: Pieces, nam
             kept = {name: np.stack([getattr(layer, name) for layer in found]) for name in LAYER_ARRAYS}
             kept["normalisers"] = np.stack([normaliser.numpy() for normaliser in normalisers])
         kept["sink"] = np.stack([layer.sink for layer in found])  # (L, H)
+        lines = {name: np.stack([getattr(layer, name) for layer in found]) for name in ("verticals", "slashes")}
 
     relative = [tuple(None if t is None else t.float().cpu() for t in (b.position_key, b.position_query))
                 for b in weights.layers] if arch.relative_span else None
     return Scan(name, pieces, block, kept["overview"], kept["sink"], kept["entropy"], kept["top_keys"],
-                kept["top_weights"], next_logits, arch, queries, keys, kept["normalisers"], relative)
+                kept["top_weights"], next_logits, arch, queries, keys, kept["normalisers"], relative,
+                lines["verticals"], lines["slashes"])
 
 
 LAYER_ARRAYS = ("overview", "entropy", "top_keys", "top_weights")  # a scan's summaries, each (L, H, …)

@@ -26,7 +26,8 @@ FLOORS = [
         f"attnviz.models.{family}" for family in ("bert", "bloom", "deberta", "gemma", "gpt2", "gpt_oss", "llama",
                                                   "modernbert", "neox", "opt", "phi")]]),
     ("a loaded model", ["attnviz.models.loaded"]),
-    ("what a model does", ["attnviz.models.generate", "attnviz.models.scan", "attnviz.models.result"]),
+    ("what a model does", ["attnviz.models.generate", "attnviz.models.scan", "attnviz.models.census",
+                           "attnviz.models.head_files", "attnviz.models.result"]),
     ("the engine", ["attnviz.models.engine", "attnviz.models.mapping", "attnviz.models.errors", "attnviz.models.fused",
                     "attnviz.models.flash", "attnviz.models.onepass", "attnviz.models.pieces", "attnviz.models.files", "attnviz.models.hub"]),
     ("toy attention", ["attnviz.sentence", "attnviz.encdec", "attnviz.retrieval", "attnviz.pooling",
@@ -39,7 +40,7 @@ BEHIND_THE_FACADE = [name for _, names in FLOORS[4:8] for name in names if name.
                      and name not in ("attnviz.models.catalog", "attnviz.models.loaded", "attnviz.models.result",
                                       "attnviz.models.pieces", "attnviz.models.files", "attnviz.models.errors",
                                       "attnviz.models.generate", "attnviz.models.summaries", "attnviz.models.walk",
-                                      "attnviz.models.lens")]
+                                      "attnviz.models.lens", "attnviz.models.census", "attnviz.models.head_files")]
 
 
 def module_name(path: Path) -> str:

@@ -92,6 +92,11 @@ class Model:
         model attnviz's engine computes only."""
         raise self._no_scan()
 
+    def census(self, text: str, rules=None, wu=None, progress=None, limit: int | None = None):
+        """What each head does over a whole document (EngineModel.census); a model attnviz does not compute has no
+        scan to take it from."""
+        raise self._no_scan()
+
     def _no_scan(self) -> ModelError:
         return ModelError(f"{self.name} is computed by transformers, which keeps every layer's n × n weights at once; "
                           f"a scan of a whole document needs a model attnviz's engine computes ({ENGINE_FAMILIES}).")
@@ -271,6 +276,13 @@ class EngineModel(Model):
             raise ValueError(f"top must be a whole number from 1 to 64, got {top!r}.")
         pieces = self.reader(text, limit=min(self.arch.context, limit or self.arch.context))
         return scanning.scan(self.arch, self.weights, pieces, self.name, block=block, top=top, progress=progress)
+
+    def census(self, text: str, rules=None, wu=None, progress=None, limit: int | None = None):
+        """What each head does over `text` (attnviz.models.census.Census): its scan, then the census of its one
+        pass. `rules`: a census.Rules; `wu` (L, H): the needle lab's retrieval scores, where it ran."""
+        from attnviz.models import census as counting
+
+        return counting.census(self.scan(text, progress=progress, limit=limit), rules or counting.Rules(), wu)
 
     def batch_weights(self, batch: list[Pieces]) -> list[np.ndarray]:
         """Every layer's weights (L, H, n, n) of each of several texts' pieces, computed in one padded forward."""

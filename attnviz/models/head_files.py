@@ -1,0 +1,151 @@
+"""The community's files of per-head classes, both ways: a census (attnviz.models.census) written in each layout, and
+each layout read back as numbers per head, to draw beside what a document shows.
+
+- DuoAttention's `full_attention_heads.tsv`: one line a layer, one tab-separated number a key/value head, in [0, 1]:
+  how much the head needs its full KV cache (its learned gate; 1 a retrieval head, 0 a streaming head), with a
+  `config.json` of its sink_size and recent_size. Written from the census: each key/value head's largest distant
+  share over the query heads that read it.
+- MInference's `*_best_pattern.json`: a list with a dict a layer, head (a string) → [pattern, size, size, score], the
+  pattern "stream_llm" (sizes: the first keys and the last), "vertical_and_slash" (the vertical lines and the slashes)
+  or "block_sparse" (the blocks kept, of how many keys). Written from the census: each head's best pattern at its
+  budget, its recall as the score.
+- Retrieval_Head's `head_score/*.json`: one line of JSON, "layer-head" → the retrieval scores of each detection, a
+  head's score their mean. Written from the needle lab's scores (Wu et al.'s definition).
+
+Each reader parses (never unpickles) and says in words what is wrong with a file that is not in its layout.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from attnviz.models.census import PATTERNS, Census
+
+MINFERENCE_NAMES = {"a_shape": "stream_llm", "vertical_slash": "vertical_and_slash", "block_sparse": "block_sparse"}
+MAX_CHARS = 20_000_000  # a file of any model's heads is far smaller
+
+
+def duo_tsv(found: Census) -> str:
+    """DuoAttention's full_attention_heads.tsv of the census: (layers, key/value heads)."""
+    needs = found.distant.reshape(found.distant.shape[0], -1, found.kv_group).max(-1)  # (L, KV)
+    return "".join("\t".join(f"{float(v):.10f}" for v in np.clip(row, 0, 1)) + "\n" for row in needs)
+
+
+def duo_config(found: Census) -> str:
+    """The config.json beside it: the sinks and the recent window the census measured with."""
+    return json.dumps({"sink_size": found.rules.sinks, "recent_size": found.rules.recent})
+
+
+def read_duo_tsv(text: str) -> np.ndarray:
+    """(layers, key/value heads) from a full_attention_heads.tsv, clipped to [0, 1] as DuoAttention loads it."""
+    rows = [line.split("\t") for line in _text(text).strip().splitlines() if line.strip()]
+    if not rows:
+        raise ValueError("This file has no rows: a full_attention_heads.tsv has one line a layer.")
+    if len({len(row) for row in rows}) != 1:
+        raise ValueError("This file's lines have different numbers of values: a full_attention_heads.tsv has one "
+                         "tab-separated value for each key/value head on every line.")
+    try:
+        values = np.array([[float(v) for v in row] for row in rows])
+    except ValueError:
+        raise ValueError("This file holds something that is not a number: a full_attention_heads.tsv holds only "
+                         "tab-separated numbers.") from None
+    if not np.isfinite(values).all():
+        raise ValueError("This file holds a value that is not finite (nan or inf).")
+    return np.clip(values, 0, 1)
+
+
+def minference_json(found: Census, block: int) -> str:
+    """MInference's best-pattern JSON of a decoder's census: each head's best pattern at the census's budget."""
+    if not found.recalls:
+        raise ValueError("MInference's patterns are a decoder's: this census is an encoder's.")
+    budget, sinks = found.rules.budget, found.rules.sinks
+    sizes = {"a_shape": (sinks, budget - sinks), "vertical_slash": (budget // 4, budget - budget // 4),
+             "block_sparse": (max(1, budget // block), block)}
+    best = found.best_pattern
+    layers = []
+    for layer in range(best.shape[0]):
+        heads = {}
+        for head in range(best.shape[1]):
+            pattern = PATTERNS[best[layer, head]]
+            heads[str(head)] = [MINFERENCE_NAMES[pattern], *sizes[pattern],
+                                round(float(found.recalls[pattern][layer, head]), 3)]
+        layers.append(heads)
+    return json.dumps(layers)
+
+
+def read_minference_json(text: str) -> tuple[np.ndarray, np.ndarray]:
+    """(the index into PATTERNS of each head's pattern, its score), each (layers, heads), from a best-pattern JSON."""
+    found = _json(text)
+    names = {v: k for k, v in MINFERENCE_NAMES.items()}
+    if not isinstance(found, list) or not found or not all(isinstance(layer, dict) and layer for layer in found):
+        raise ValueError("This file is not a MInference best-pattern list: a list with a dict of heads a layer.")
+    heads = {len(layer) for layer in found}
+    if len(heads) != 1:
+        raise ValueError("This file's layers name different numbers of heads.")
+    count = heads.pop()
+    pattern, score = np.zeros((len(found), count), int), np.zeros((len(found), count))
+    for l, layer in enumerate(found):
+        for key, entry in layer.items():
+            if not (isinstance(key, str) and key.isdigit() and int(key) < count):
+                raise ValueError(f"Layer {l} names a head {str(key)[:20]!r}, not one of 0 to {count - 1}.")
+            if (not isinstance(entry, list) or len(entry) != 4 or entry[0] not in names
+                    or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in entry[1:])):
+                raise ValueError(f"Layer {l}, head {key}: an entry is [pattern, size, size, score], the pattern one of "
+                                 f"{', '.join(MINFERENCE_NAMES.values())}; this one is {str(entry)[:60]}.")
+            pattern[l, int(key)] = PATTERNS.index(names[entry[0]])
+            score[l, int(key)] = float(entry[3])
+    if not np.isfinite(score).all():
+        raise ValueError("This file holds a score that is not finite.")
+    return pattern, score
+
+
+def retrieval_head_json(wu: np.ndarray) -> str:
+    """Retrieval_Head's head_score JSON of the needle lab's scores (L, H): one detection a head, on one line."""
+    return json.dumps({f"{l}-{h}": [round(float(wu[l, h]), 6)] for l in range(wu.shape[0]) for h in range(wu.shape[1])})
+
+
+def read_retrieval_head_json(text: str, layers: int | None = None, heads: int | None = None) -> np.ndarray:
+    """(layers, heads) of each head's mean retrieval score from a head_score JSON (sized by the heads it names, or by
+    `layers` and `heads` where given; a head it does not name scores 0)."""
+    found = _json(text)
+    if not isinstance(found, dict) or not found:
+        raise ValueError("This file is not a Retrieval_Head score file: a dict of \"layer-head\" → scores.")
+    scores = {}
+    for key, values in found.items():
+        parts = key.split("-") if isinstance(key, str) else []
+        if len(parts) != 2 or not all(p.isdigit() for p in parts):
+            raise ValueError(f"This file names a head {str(key)[:20]!r}; Retrieval_Head names them \"layer-head\".")
+        if (not isinstance(values, list) or not values
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)):
+            raise ValueError(f"Head {key}'s scores are not a list of numbers.")
+        scores[int(parts[0]), int(parts[1])] = float(np.mean(values))
+    shape = (layers or 1 + max(l for l, _ in scores), heads or 1 + max(h for _, h in scores))
+    if any(l >= shape[0] or h >= shape[1] for l, h in scores):
+        raise ValueError(f"This file names heads past this model's {shape[0]} layers × {shape[1]} heads: it is "
+                         "another model's.")
+    out = np.zeros(shape)
+    for (l, h), value in scores.items():
+        out[l, h] = value
+    if not np.isfinite(out).all():
+        raise ValueError("This file holds a score that is not finite.")
+    return out
+
+
+def _text(text) -> str:
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError("This file is not UTF-8 text.") from None
+    if len(text) > MAX_CHARS:
+        raise ValueError(f"This file has {len(text):,} characters, more than any model's heads need.")
+    return text
+
+
+def _json(text):
+    try:
+        return json.loads(_text(text))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"This file is not JSON ({error.msg}, line {error.lineno}).") from None

@@ -71,6 +71,16 @@ def _opened(key: str, on_open) -> None:
         on_open(tuple(head))
 
 
+_census = st.components.v2.component("attnviz_census", js=web.bundle("streamlit/census.mjs"),
+                                     css=web.css(), isolate_styles=False)
+
+
+def census_map(data: dict, *, key: str, on_open) -> None:
+    """Mount the census map for `data` (figures.census_data): its thresholds move in the browser alone; a head's cell
+    calls on_open((layer, head)), counted from 0, before the page reruns."""
+    _mount(_census, data, key=key, on_head_change=lambda: _opened(key, on_open))
+
+
 _routes = st.components.v2.component("attnviz_routes", js=web.bundle("streamlit/routes.mjs"),
                                      css=web.css(), isolate_styles=False)
 

@@ -15,6 +15,7 @@ log-sum-exp, which the file keeps in float64.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import struct
@@ -35,6 +36,19 @@ DEFINITIONS = {
     "lse": "(L, H, n) float64: each query's log sum_k exp(s_qk) over the keys it may read; w_qk = exp(s_qk - lse_q)",
     "ids": "(n,) int64: the pieces, the model's own vocabulary ids",
     "next_logits": "(vocab,) float32: a decoder's logits after the last piece (absent for an encoder)",
+    "verticals": "(L, H, n) float32: each key's weight summed over the queries",
+    "slashes": "(L, H, 2n - 1) float32: each offset d = i - j's weight summed over the queries, d at d + n - 1",
+    "census.sink": "(L, H) float32: the share of a long row's weight on the first `sinks` pieces (census_rules)",
+    "census.recent": "(L, H) float32: on the `recent` pieces up to the query",
+    "census.distant": "(L, H) float32: beyond both",
+    "census.previous": "(L, H) float32: the share of a row's weight on the piece before",
+    "census.local": "(L, H) float32: within `local_span` pieces up to the query",
+    "census.entropy": "(L, H) float32: a long row's mean entropy, nats",
+    "census.a_shape": "(L, H) float32: MInference's A-shape's recall of the long rows' weight at `budget` keys (a decoder's)",
+    "census.vertical_slash": "(L, H) float32: vertical-slash's, budget / 4 keys and 3 budget / 4 offsets",
+    "census.block_sparse": "(L, H) float32: block-sparse's, budget / block blocks of keys a block of queries",
+    "census.wu": "(L, H) float32: Wu et al.'s retrieval score from the needle lab (absent where it did not run)",
+    "census.class": "(L, H) int8: each head's class, an index into census_classes, under census_rules",
 }
 
 
@@ -60,8 +74,10 @@ def text_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def write(scan, model) -> bytes:
-    """The scan (attnviz.models.scan.Scan) of `model` as the bytes of a scan file (layout LAYOUT)."""
+def write(scan, model, found=None) -> bytes:
+    """The scan (attnviz.models.scan.Scan) of `model` as the bytes of a scan file (layout LAYOUT), with its census
+    (`found`, attnviz.models.census.Census; taken here where not given)."""
+    from attnviz.models import census
     from safetensors.numpy import save
 
     from attnviz import __version__
@@ -76,12 +92,25 @@ def write(scan, model) -> bytes:
               "ids": np.asarray(scan.pieces.ids, np.int64)}
     if scan.next_logits is not None:
         arrays["next_logits"] = scan.next_logits
+    if scan.verticals is not None:
+        found = found if found is not None else census.census(scan)
+        arrays.update(verticals=scan.verticals, slashes=scan.slashes)
+        for name in ("sink", "recent", "distant", "previous", "local", "entropy"):
+            arrays[f"census.{name}"] = getattr(found, name).astype(np.float32)
+        for name, values in found.recalls.items():
+            arrays[f"census.{name}"] = values.astype(np.float32)
+        if found.wu is not None:
+            arrays["census.wu"] = found.wu.astype(np.float32)
+        arrays["census.class"] = found.classify().astype(np.int8)
     arrays = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
     meta = {"format": FORMAT, "layout": str(LAYOUT), "attnviz": __version__, "model": scan.model,
             "revision": revision, "family": model.family, "kind": model.kind, "text_sha256": text_digest(scan.pieces.text),
             "n": str(len(scan)), "layers": str(scan.layers), "heads": str(scan.heads), "block": str(scan.block),
             "top": str(scan.top_keys.shape[-1]), "pieces": json.dumps(scan.pieces.labels(), ensure_ascii=False),
-            "definitions": json.dumps(DEFINITIONS)}
+            "definitions": json.dumps({k: v for k, v in DEFINITIONS.items() if k in arrays})}
+    if found is not None:
+        meta.update(census_rules=json.dumps(dataclasses.asdict(found.rules)), census_classes=json.dumps(census.CLASSES),
+                    census_statements=json.dumps(found.rules.statements()), census_long_from=str(found.long_from))
     return save(arrays, metadata=meta)
 
 
@@ -118,9 +147,11 @@ def read(source) -> ScanFile:
         arrays = load(bytes(data))
     except SafetensorError as error:
         raise ValueError(f"This scan file's arrays cannot be read: {error}.") from None
-    for name in ("pieces", "definitions"):
+    for name in ("pieces", "definitions", "census_rules", "census_classes", "census_statements"):
+        if name not in meta:
+            continue
         try:
-            meta[name] = json.loads(meta.get(name, "null"))
+            meta[name] = json.loads(meta[name])
         except json.JSONDecodeError:
             raise ValueError(f"This scan file's {name} are not JSON.") from None
     _check(meta, arrays)

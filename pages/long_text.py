@@ -8,13 +8,15 @@ import sys
 import streamlit as st
 
 from attnviz import models, needle, scan_file
+from attnviz.export import Matrix
+from attnviz.models import census
 from attnviz.models.errors import ENGINE_FAMILIES
 from attnviz.figures import PALETTES, long as drawn
 from attnviz.urlstate import Param, bounded_text, choice, encode_int_list, int_list, int_range
 from appkit.common import bounded_text_box, halt, load_url_state, md_escape, save_url_state, stop
-from appkit.interactive import head_atlas, head_overview, screen_sizes, shaded_document
-from appkit.served import (example_document, example_retrieval_scores, example_scan, example_scan_progress, free_at_start,
-                           load_or_stop, pick_model)
+from appkit.interactive import census_map, head_atlas, head_overview, screen_sizes, shaded_document
+from appkit.served import (example_document, example_needle_work, example_retrieval_scores, example_scan,
+                           example_scan_progress, free_at_start, load_or_stop, pick_model)
 from appkit.model_views import row_sum
 from appkit.present import chart
 
@@ -139,6 +141,55 @@ def ask_section(name: str, model, text: str, digest: str) -> None:
                    "test below gives them, with intervals.")
 
 
+def census_of(name: str, model, scan, digest: str):
+    """The scan's census (attnviz.models.census), once for this session's text; with the needle lab's retrieval scores
+    (Wu et al.) on the example pass-key document where the server has them."""
+    wu = None
+    if model.kind == "decoder":
+        found = example_needle_work(name).ready(st.empty())  # the server's job; meanwhile, the census without it
+        wu = None if found is None else example_retrieval_scores(name)
+    held = st.session_state.get("long_census")
+    if held is None or held[0] != (digest, wu is not None):
+        with st.spinner("Taking the census of every head…"):
+            st.session_state.long_census = held = ((digest, wu is not None), census.census(scan, wu=wu))
+    return held[1]
+
+
+def census_section(name: str, model, scan, digest: str, chosen: tuple[int, int], open_head) -> None:
+    """What each head does: the census map (thresholds live in the browser), and the chosen head's evidence."""
+    found = census_of(name, model, scan, digest)
+    rules = found.rules
+    st.header("What each head does")
+    st.write(f"Each head's weight, from this scan's one pass: how much of each long row (a query past the first "
+             f"{found.long_from:,} pieces) lands on the first {rules.sinks} pieces and the {rules.recent} up to the "
+             "query (StreamingLLM's sinks, DuoAttention's streaming heads), how much beyond them (what a retrieval "
+             "head needs), on the piece before and nearby; and how much of it MInference's A-shape, vertical-slash and "
+             f"block-sparse patterns keep at {rules.budget} keys a query. Move a threshold: the classes, the counts and "
+             "the KV cache change here at once. A head's cell opens it below.")
+    census_map(drawn.census_data(found, chosen, font_px=screen_sizes()["font_px"]), key="long_census_map",
+               on_open=open_head)
+    st.caption("The rules, first that holds: " + "; ".join(f"**{census.CLASS_NAMES[c]}**: {rules.statements()[c]}"
+                                                           for c in census.CLASSES) + "."
+               + ("" if found.wu is not None else " Wu et al.'s retrieval score joins the rule once the server has "
+                  "read the example pass-key document."))
+    st.download_button("Download this scan and its census (.safetensors)",
+                       lambda: scan_file.write(scan, model, found), f"attnviz_scan_{name}_{digest[:12]}.safetensors",
+                       "application/octet-stream", on_click="ignore",
+                       help="Every head's overview, first-piece share, entropy, strongest keys, verticals, slashes, "
+                            "census and each query's log-sum-exp, with the model, its revision, the text's SHA-256 and "
+                            "the pieces: any tile's exact weights are exp(score − lse). Read by the safetensors "
+                            "package in any language (docs/scan-file.md).")
+    layer, head = chosen
+    st.subheader(f"Layer {layer + 1}, head {head + 1}: its evidence")
+    kind = census.CLASS_NAMES[census.CLASSES[found.classify()[layer, head]]]
+    st.write(drawn.census_evidence_words(found, layer, head, kind))
+    left, middle, right = st.columns(3)
+    for where, what, (title, values, labels, corner) in zip((left, middle, right), ("keys", "offsets", "recall"),
+                                                            drawn.census_evidence(scan, found, layer, head)):
+        chart(where, drawn.evidence_bars(values, labels, title), key=f"long_census_{what}",
+              matrix=Matrix(values[None], [corner.split(" ")[0]], labels, corner=corner))
+
+
 def document(name: str, model, limit: int, grid) -> None:
     """The document part: the text, its scan, every head's overview, one head's blocks and the shaded text. An
     unreadable file or text ends this part with its message; the needle lab below goes on."""
@@ -205,12 +256,8 @@ def document(name: str, model, limit: int, grid) -> None:
                f"weight on the keys of block b (blocks of {scan.block} pieces; each row {row_sum(model)}, drawn "
                "with 1 = its row's "
                "largest). Click a head to open it.")
-    st.download_button("Download this scan (.safetensors)", lambda: scan_file.write(scan, model),
-                       f"attnviz_scan_{name}_{text_id}.safetensors", "application/octet-stream", on_click="ignore",
-                       help="Every head's overview, first-piece share, entropy, strongest keys and each query's "
-                            "log-sum-exp, with the model, its revision, the text's SHA-256 and the pieces: any tile's "
-                            "exact weights are exp(score − lse). Read by the safetensors package in any language "
-                            "(docs/scan-file.md).")
+
+    census_section(name, model, scan, digest, (layer - 1, head - 1), open_head)
 
     st.header(f"Layer {layer}, head {head}")
     zoom = st.session_state.zoom

@@ -94,6 +94,15 @@ def test_attnvizs_reader_gives_back_what_the_scan_holds_and_a_tile_from_its_scor
     assert found.ids.tolist() == list(scan.pieces.ids) and found.meta["pieces"] == scan.pieces.labels()
     assert found.meta["model"] == scan.model and found.meta["block"] == "64" and found.meta["attnviz"]
     assert len(found.meta["revision"]) == 16  # the model's files' digest (heads.model_key)
+    from attnviz.models import census
+
+    taken = census.census(scan)  # the census inside, as the library takes it
+    assert found.meta["census_classes"] == list(census.CLASSES) and found.meta["census_rules"]["recent"] == 256
+    assert np.array_equal(found.arrays["census.class"], taken.classify())
+    for name in ("sink", "distant", "a_shape", "block_sparse"):
+        source = taken.recalls[name] if name in taken.recalls else getattr(taken, name)
+        assert np.array_equal(found.arrays[f"census.{name}"], source.astype(np.float32)), name
+    assert np.array_equal(found.arrays["slashes"], scan.slashes) and np.array_equal(found.arrays["verticals"], scan.verticals)
     rows, cols = range(200, 264), range(0, 264)
     query = scan.queries[1][2, rows.start:rows.stop].double()  # (r, dh), already scaled by 1/√dh
     key = scan.keys[1][2, cols.start:cols.stop].double()  # (c, dh)

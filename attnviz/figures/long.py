@@ -185,3 +185,78 @@ def needle_grid(result, title: str):
              for b, depth in enumerate(result.depths)] for a, length in enumerate(result.lengths)]
     figure.data[0].update(text=said, hovertemplate="%{text}<extra></extra>")
     return figure
+
+
+def census_data(found, chosen: tuple[int, int], font_px: int = FONT_PX) -> dict:
+    """What the census map (census.mjs) draws: every head's numbers (attnviz.models.census.Census, flat, layer by
+    layer), the rules' thresholds it starts from and their statements; the browser classifies and counts again as a
+    threshold moves."""
+    CLASSES, CLASS_NAMES = found.CLASSES, found.CLASS_NAMES
+    layers, heads = found.sink.shape
+    flat = lambda a: [float(v) for v in np.asarray(a, np.float64).ravel()]  # noqa: E731  whole: the same thresholds
+    rules = found.rules
+    return {"title": f"What each of the {layers * heads:,} heads does over these {found.n:,} pieces",
+            "layers": layers, "heads": heads, "kv_group": found.kv_group, "n": found.n, "base": 1,
+            "chosen": list(chosen), "font_px": font_px, "classes": list(CLASSES),
+            "names": [CLASS_NAMES[c] for c in CLASSES],
+            "fields": {name: flat(getattr(found, name)) for name in ("sink", "recent", "distant", "previous", "local",
+                                                                     "entropy")},
+            "wu": None if found.wu is None else flat(found.wu),
+            "rules": {name: getattr(rules, name) for name in ("sinks", "recent", "local_span", "previous", "local",
+                                                             "streaming", "retrieval", "focus", "wu")},
+            "statements": rules.statements()}
+
+
+EVIDENCE_LINES = 12  # the strongest keys and offsets a head's evidence names
+
+
+def census_evidence(scan, found, layer: int, head: int) -> list[tuple[str, np.ndarray, list[str], str]]:
+    """A head's evidence for its class, as three sets of bars (title, values, labels, the table's corner): its
+    strongest vertical lines (keys, each a share of all its weight), its strongest slashes (offsets i − j), and
+    MInference's patterns' recall at the census's budget (a decoder's; an encoder's weight by distance instead)."""
+    PATTERNS, PATTERN_NAMES = found.PATTERNS, found.PATTERN_NAMES
+    n = len(scan)
+    names = scan.pieces.labels()
+    verticals = scan.verticals[layer, head].astype(np.float64)  # (n,)
+    slashes = scan.slashes[layer, head].astype(np.float64)  # (2n − 1,)
+    total = max(float(slashes.sum()), 1e-30)
+    keys = np.argsort(-verticals, kind="stable")[:EVIDENCE_LINES]
+    offsets = np.argsort(-slashes, kind="stable")[:EVIDENCE_LINES]
+    out = [("Strongest keys (verticals)", (verticals[keys] / total).astype(np.float32),
+            [f"#{k} “{_short(names[k])}”" for k in keys], "share \\ key"),
+           ("Strongest offsets (slashes)", (slashes[offsets] / total).astype(np.float32),
+            [f"i − j = {d - (n - 1)}" for d in offsets], "share \\ offset")]
+    if found.recalls:
+        budget = found.rules.budget
+        out.append((f"Recall at {budget} keys", np.array([found.recalls[p][layer, head] for p in PATTERNS],
+                                                                  np.float32),
+                    [PATTERN_NAMES[p] for p in PATTERNS], "recall \\ pattern"))
+    else:
+        shares = np.array([found.sink[layer, head], found.recent[layer, head], found.distant[layer, head]], np.float32)
+        out.append(("Where long rows read", shares, ["the first pieces", "the recent window", "beyond"],
+                    "share \\ where"))
+    return out
+
+
+def census_evidence_words(found, layer: int, head: int, kind: str) -> str:
+    """The head's class and the numbers its rule read, in words."""
+    r = found.rules
+    said = (f"A {kind} head: {found.sink[layer, head] + found.recent[layer, head]:.0%} of each long row's weight on "
+            f"the first {r.sinks} pieces and the {r.recent} up to the query, {found.distant[layer, head]:.0%} beyond; "
+            f"{found.previous[layer, head]:.0%} on the piece before, {found.local[layer, head]:.0%} within "
+            f"{r.local_span}; a mean entropy of {found.entropy[layer, head]:.1f} nats")
+    if found.wu is not None:
+        said += f"; Wu et al.'s retrieval score {found.wu[layer, head]:.2f}"
+    if found.recalls:
+        best = found.PATTERNS[found.best_pattern[layer, head]]
+        said += (f". Its best pattern at {r.budget} keys a query: {found.PATTERN_NAMES[best]}, keeping "
+                 f"{found.recalls[best][layer, head]:.0%} of its weight")
+    return said + "."
+
+
+def evidence_bars(values: np.ndarray, labels: list[str], title: str):
+    """One set of a head's evidence as bars: each a share of the head's weight (a pattern's recall, of the long rows')."""
+    from attnviz.figures.charts import weight_bars
+
+    return weight_bars(values, labels, title=title, axis="recall" if title.startswith("Recall") else "share",
+                       whole=True)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -84,6 +85,11 @@ class Census:
     wu: np.ndarray | None
     rules: Rules
     kv_group: int  # query heads that share a key/value head
+    # the names, for whoever draws a census without importing this module (attnviz.figures is below it)
+    CLASSES: ClassVar[tuple[str, ...]] = CLASSES
+    CLASS_NAMES: ClassVar[dict[str, str]] = CLASS_NAMES
+    PATTERNS: ClassVar[tuple[str, ...]] = PATTERNS
+    PATTERN_NAMES: ClassVar[dict[str, str]] = PATTERN_NAMES
 
     @property
     def best_pattern(self) -> np.ndarray | None:

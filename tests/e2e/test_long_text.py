@@ -54,7 +54,7 @@ def test_upload_scan_zoom_in_and_out_pick_a_head_and_reload_the_link(page, serve
     title = page.evaluate(ATLAS_TITLE)
     assert "30 layers" not in title and "heads over 7" in title, title  # 700-odd pieces: the file's, not the example's
     with page.expect_download(timeout=120_000) as download:  # the scan as an open file, read by safetensors alone
-        page.get_by_role("button", name="Download this scan (.safetensors)").click()
+        page.get_by_role("button", name="Download this scan and its census (.safetensors)").click()
     page.keyboard.press("Escape")
     page.mouse.move(0, 0)
     from safetensors import safe_open
@@ -64,6 +64,7 @@ def test_upload_scan_zoom_in_and_out_pick_a_head_and_reload_the_link(page, serve
         meta, overviews = saved.metadata(), saved.get_tensor("overview")
         assert f"heads over {int(meta['n']):,} pieces" in title and meta["model"] == "smollm2"
         assert overviews.shape[:2] == (30, 9) and saved.get_tensor("lse").shape == (30, 9, int(meta["n"]))
+        assert saved.get_tensor("census.class").shape == (30, 9) and "streaming" in meta["census_classes"]
 
     click_head(page, 19, 8)
     assert url_has(page, "layer=20", "head=9") and atlases(page)[0]["chosen"] == [19, 8]
@@ -170,3 +171,30 @@ def test_every_piece_of_chinese_text_can_be_clicked(page, server):
     settle(page)
     assert page.evaluate("() => document.querySelector('.av-document').attnviz.query") == target
     assert exceptions(page) == []
+
+
+def test_the_census_map_moves_its_classes_in_the_browser_and_a_head_opens_by_keyboard(page, server):
+    """What each head does: the map's classes and counts follow a threshold at once, in the page; a head's cell,
+    reached by the arrows and opened with Enter, opens that head's evidence."""
+    page.goto(f"{server}/long_text")
+    page.wait_for_selector(".av-census table td", timeout=120_000)
+    settle(page)
+    census = "() => document.querySelector('.av-census').attnvizCensus"
+    before = page.evaluate(census)
+    assert len(before["classes"]) == 270 and "Of the 270 heads" in before["said"]
+    streaming = page.get_by_label("streaming: share on the sinks and the window at least", exact=False)
+    streaming.focus()
+    page.keyboard.press("Home")  # 0 %: every head that is not previous-piece, local or Wu's retrieval is streaming
+    after = page.evaluate(census)
+    assert after["rules"]["streaming"] == 0 and after["said"] != before["said"]
+    assert sum(c == 2 for c in after["classes"]) > sum(c == 2 for c in before["classes"])
+    assert page.locator(".av-census-said").text_content() == after["said"]  # said in the live region
+    cell = page.locator(".av-census td[tabindex='0']")
+    cell.focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("Enter")
+    page.get_by_role("heading", name="Layer 2, head 2: its evidence").wait_for(timeout=60_000)
+    settle(page)
+    assert url_has(page, "layer=2", "head=2")
+    assert not exceptions(page)

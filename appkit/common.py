@@ -100,7 +100,7 @@ def newcomer_note() -> None:
     with st.container(border=True):
         text, close = st.columns([5, 1], vertical_alignment="center")
         with text:
-            st.markdown("**New to attention?** Start with the Lesson: 21 short steps, from a database lookup to a "
+            st.markdown("**New to attention?** Start with the Lesson: 22 short steps, from a database lookup to a "
                         "decoder predicting the next word and what a head changes, each a live figure. This page is the explorer they lead to.")
             page_link("lesson", "Start the Lesson", ":material/school:")
         close.button("Got it", key="newcomer_close", on_click=lambda: st.session_state.update({NEWCOMER: False}))

@@ -15,6 +15,7 @@ import numpy as np
 import streamlit as st
 
 from attnviz import effects, heads, models, needle
+from attnviz.models import census
 from attnviz.cache import ByteBudgetCache
 from attnviz.models.catalog import Offer, offers
 from appkit.common import md_escape
@@ -359,6 +360,23 @@ def example_needle_work(name: str) -> Work:
 def example_needle(name: str) -> tuple:
     """example_needle_work's result, waited for."""
     return example_needle_work(name).result()
+
+
+CENSUS_PIECES = 2000  # the lesson's long document: the window of 256 and the 4 sinks are an eighth of it
+
+
+def census_document_work(name: str) -> Work:
+    """The census (attnviz.models.census) of model `name` over a pass-key document of CENSUS_PIECES pieces, with its
+    scan's progress: what lesson step 22 draws. The scan is dropped once its census is taken (it keeps about 200 MB;
+    the census a few kB)."""
+    def compute(progress):
+        chosen = loaded_then(name, progress, 1, "the document")
+        stack = needle.haystack(chosen, min(CENSUS_PIECES, chosen.context), 0.5, EXAMPLE_KEY)
+        scanned = chosen.scan(stack.pieces.text,
+                              progress=lambda done, total: progress(1 + done, 1 + total, "the document, block by block"))
+        return census.census(scanned)
+
+    return Work(("census", name), compute, "Reading a long document with every head")
 
 
 def example_retrieval_scores(name: str) -> np.ndarray:

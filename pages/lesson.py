@@ -1,4 +1,4 @@
-"""Lesson: the story of attention in twenty-one steps, one per screen, each a live figure with its formula, and a live
+"""Lesson: the story of attention in twenty-two steps, one per screen, each a live figure with its formula, and a live
 class: the presenter's step on every student's page, a question per step, the concept quiz (appkit/classroom).
 
 Every step calls the same attnviz functions as the page it links to; the step is in the URL (?step=7).
@@ -17,6 +17,7 @@ from appkit.lesson.matrices import projections, masks, encoder_decoder_step, bat
 from appkit.lesson.models import heads_step, trained_step, decoder_step, copy_step
 from appkit.lesson.experiments import off_step, importance_step, write_step, needle_step
 from appkit.lesson.why import why_step
+from appkit.lesson.long import census_step
 from appkit.lesson.ahead import ahead
 
 WIDE = {encoder_decoder_step}  # steps whose figures take the page's width, under the text
@@ -43,6 +44,7 @@ STEPS = [
     ("Watch it write", write_step),
     ("Finding a needle", needle_step),
     ("Why the copying head looks there", why_step),
+    ("How much of a long document each head needs", census_step),
 ]
 
 

@@ -160,7 +160,8 @@ def lesson_works(step) -> list:
     from appkit.lesson.experiments import DOG_PREFIX
 
     works = {"16": served.induction_work, "17": served.induction_work, "21": served.induction_work,
-             "18": lambda name: served.importance_work(name, DOG_PREFIX), "20": served.example_needle_work}
+             "18": lambda name: served.importance_work(name, DOG_PREFIX), "20": served.example_needle_work,
+             "22": served.census_document_work}
     return [works[str(step)]("smollm2")] if str(step) in works else []
 
 

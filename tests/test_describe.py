@@ -10,6 +10,7 @@ import pytest
 
 from attnviz import describe
 from page_support import decode, run_page
+from appkit.lesson.common import STEP_COUNT
 
 
 def test_a_matrix_is_described_by_its_largest_cell_and_each_rows_strongest_column():
@@ -66,7 +67,7 @@ def test_lesson_charts_say_what_they_draw_and_show_it_as_a_table():
     assert np.abs(table.to_numpy(dtype=float) - weights).max() <= 1e-6
 
 
-@pytest.mark.parametrize("step", range(1, 22))
+@pytest.mark.parametrize("step", range(1, STEP_COUNT + 1))
 def test_every_lesson_charts_description_names_the_largest_number_its_table_holds(step):
     """Each chart of each step: its accessible text names the largest value of the numbers it draws, as its table
     (after "Show as a table") gives them, written as the description writes numbers."""

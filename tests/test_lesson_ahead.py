@@ -21,7 +21,7 @@ def test_moving_to_step_13_computes_step_14_ahead_into_the_shared_cache():
 
 
 def test_one_thread_at_a_time_and_none_past_the_last_step():
-    assert ahead.ahead(21, {}) is None and ahead.ahead(3, {}) is None  # nothing heavy after 21, nor at step 4
+    assert ahead.ahead(22, {}) is None and ahead.ahead(3, {}) is None  # nothing heavy after 22, nor at step 4
     release = threading.Event()
     ahead.STEPS[99] = lambda values: release.wait(10)
     try:

@@ -12,6 +12,7 @@ from page_support import (
     DEFAULT, KV, ROOT, TIMEOUT, chart_data, compared, decode, glove_scores, kv_page, link_params, messages,
     run_page, soft_table,
 )
+from appkit.lesson.common import STEP_COUNT
 
 
 def test_lesson_retrieval_steps_answer_as_the_notes_say():
@@ -178,9 +179,9 @@ def test_step_20_gives_each_count_of_its_trials_with_its_interval_and_says_what_
     assert "random heads off did better" not in other
 
 
-@pytest.mark.parametrize("step", range(1, 22))
+@pytest.mark.parametrize("step", range(1, STEP_COUNT + 1))
 def test_every_lesson_step_offers_a_class_question_whose_answer_is_an_option(step):
-    """A presenter can ask each of the 21 steps something (appkit.classroom.offer, called with the step's numbers)."""
+    """A presenter can ask each of the steps something (appkit.classroom.offer, called with the step's numbers)."""
     params = {"step": str(step)} | ({"mask": "padding"} if step == 10 else {})
     at = run_page("lesson.py", params)
     assert not at.exception, at.exception

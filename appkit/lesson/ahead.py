@@ -28,6 +28,7 @@ STEPS: dict[int, Callable[[dict], object]] = {
     19: lambda values: writings(values.get("writeseed", 0)),
     20: lambda values: served.example_needle("smollm2"),
     21: lambda values: why_numbers(values.get("copyseed", 0)),
+    22: lambda values: served.census_document_work("smollm2").result(),
 }
 
 

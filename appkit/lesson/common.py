@@ -25,7 +25,7 @@ SOURCE, TARGET = "the black cat sat on the mat", "a cat sat on a black mat"
 SENTENCE_CHARS, MAX_TOKENS = 300, 64
 SIGMAS = [0.02, 0.05, 0.1, 0.2, 0.5, 1.0]
 DIMS = [2, 4, 8, 16, 32, 64, 128, 256, 512]
-STEP_COUNT = 21  # the lesson's steps (pages/lesson.py's STEPS)
+STEP_COUNT = 22  # the lesson's steps (pages/lesson.py's STEPS)
 FIGURE_COLUMN = "three_fifths"  # the share of the page a step's figure column gives a figure (figures.PLOT_PX)
 SCHEMA = {
     "step": Param(1, int_range(1, STEP_COUNT)),

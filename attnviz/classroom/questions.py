@@ -1,4 +1,4 @@
-"""Predict, then reveal: one question or more for each of the Lesson's 21 steps. Each question's right answer is
+"""Predict, then reveal: one question or more for each of the Lesson's 22 steps. Each question's right answer is
 computed from what the step computes (its weights, scores, probabilities), never typed in: a step's builder below takes
 the step's own numbers. No streamlit here; tests/test_class_questions.py checks every truth against the step's
 computation written out.
@@ -356,6 +356,14 @@ def needle(events: np.ndarray) -> list[Question]:
     return [Question("s20-share", 20, "number", "What share of the model's heads, in %, looked straight at the piece "
                      "being copied at least once?", (), round(share, 1), 5.0,
                      explain=f"{share:.1f}%: retrieval heads are few.")]
+
+
+def census(short: float) -> list[Question]:
+    """short: the share of the heads (0 to 1) that read no further than a window and the first pieces (step 22)."""
+    share = round(100.0 * float(short), 1)
+    return [Question("s22-short", 22, "number", "What share of the model's heads, in %, read no further than the "
+                     "first pieces and a window of the latest ones, over a long document?", (), share, 5.0,
+                     explain=f"{share:.1f}%: those heads need only a sliver of the KV cache.")]
 
 
 def why(textbook: bool) -> list[Question]:

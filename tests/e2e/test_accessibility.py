@@ -10,12 +10,13 @@ import pytest
 
 from driver import atlases, settle, start_server, until
 from test_live_class import classroom, one_student  # noqa: F401  (classroom: a fixture)
+from appkit.lesson.common import STEP_COUNT
 
 AXE = (importlib.resources.files("axe_playwright_python") / "axe.min.js").read_text()
 TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]
 PAGES = ["", "kv_database", "pooling", "scoring", "encoder_decoder", "batches", "heads", "trained", "decoder",
          "long_text", "?mask=keys&hide=1"]  # the last: each key's label a button, with its 24-px band
-STEPS = range(1, 22)
+STEPS = range(1, STEP_COUNT + 1)
 
 
 def violations(page) -> list[str]:

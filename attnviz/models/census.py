@@ -219,8 +219,7 @@ def _recalls(scan, layer: int, head: int, early: np.ndarray, verticals: np.ndarr
     # vertical-slash: the keys and offsets with the most weight in the long rows, less the cells where both meet
     long_verticals = verticals.copy()  # (n,)
     long_verticals[: early.shape[1]] -= early.sum(0)
-    long_slashes = slashes.copy()  # (2n − 1,)
-    np.add.at(long_slashes, (early_offsets + n - 1).ravel(), -early.ravel())
+    long_slashes = slashes - np.bincount((early_offsets + n - 1).ravel(), early.ravel(), 2 * n - 1)  # (2n − 1,)
     keys = _ranked(long_verticals)[: budget // 4]  # (v,)
     causal = offsets >= 0
     chosen = _ranked(np.where(causal, long_slashes, -1.0))[: budget - budget // 4]
@@ -262,10 +261,10 @@ def _met(scan, layer: int, head: int, keys: np.ndarray, offsets: np.ndarray, fir
         return 0.0
     arch = scan.architecture
     plain = not engine_rules.shaping(arch) and not arch.relative_span and engine_rules.keys(arch, layer).window is None
-    if plain:
-        query = scan.queries[layer][head].double()  # (n, dh), scaled by 1/√dh
-        key = scan.keys[layer][arch.kv_head(head)].double()  # (n, dh)
-        scores = (query[torch.from_numpy(q)] * key[torch.from_numpy(k)]).sum(-1).numpy()  # (m,)
+    if plain:  # float32 products, as the scan's own: each cell's weight within float32's rounding of its score
+        query = scan.queries[layer][head].index_select(0, torch.from_numpy(q))  # (m, dh), scaled by 1/√dh
+        key = scan.keys[layer][arch.kv_head(head)].index_select(0, torch.from_numpy(k))  # (m, dh)
+        scores = (query * key).sum(-1).double().numpy()  # (m,)
         return float(np.exp(scores - scan.normalisers[layer, head, q]).sum())
     total = 0.0
     for key_at in np.unique(k):

@@ -372,9 +372,15 @@ def census_document_work(name: str) -> Work:
     def compute(progress):
         chosen = loaded_then(name, progress, 1, "the document")
         stack = needle.haystack(chosen, min(CENSUS_PIECES, chosen.context), 0.5, EXAMPLE_KEY)
-        scanned = chosen.scan(stack.pieces.text,
-                              progress=lambda done, total: progress(1 + done, 1 + total, "the document, block by block"))
-        return census.census(scanned)
+        told = [0]
+
+        def scanned(done, total):
+            told[0] = total
+            progress(1 + done, 2 + total, "the document, block by block")
+
+        scan = chosen.scan(stack.pieces.text, progress=scanned)
+        progress(1 + told[0], 2 + told[0], "each head's census")
+        return census.census(scan)
 
     return Work(("census", name), compute, "Reading a long document with every head")
 

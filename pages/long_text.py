@@ -180,9 +180,10 @@ def census_section(name: str, model, scan, digest: str, chosen: tuple[int, int],
                             "the pieces: any tile's exact weights are exp(score − lse). Read by the safetensors "
                             "package in any language (docs/scan-file.md).")
     layer, head = chosen
-    st.subheader(f"Layer {layer + 1}, head {head + 1}: its evidence")
+    st.subheader("The chosen head's evidence")
     kind = census.CLASS_NAMES[census.CLASSES[found.classify()[layer, head]]]
-    st.write(drawn.census_evidence_words(found, layer, head, kind))
+    st.write(f"Layer {layer + 1}, head {head + 1} (open another on the map or the atlas): "
+             + drawn.census_evidence_words(found, layer, head, kind))
     left, middle, right = st.columns(3)
     for where, what, (title, values, labels, corner) in zip((left, middle, right), ("keys", "offsets", "recall"),
                                                             drawn.census_evidence(scan, found, layer, head)):

@@ -167,8 +167,16 @@ def lesson_works(step) -> list:
 
 def lesson_computed(params=None) -> None:
     """The lesson step's heavy part computed (the server's job, whose progress the page otherwise shows), so that a
-    page run finds it, as a warm server's does. A failure is left to the page to say."""
-    for work in lesson_works((params or {}).get("step")):
+    page run finds it, as a warm server's does: the step the page opens, its link's value read as the page reads it
+    (step=99 is the last). A failure is left to the page to say."""
+    from appkit.lesson.common import SCHEMA
+
+    asked = (params or {}).get("step")
+    try:
+        step = SCHEMA["step"].parse(str(asked)) if asked is not None else SCHEMA["step"].default
+    except ValueError:
+        step = SCHEMA["step"].default
+    for work in lesson_works(step):
         try:
             work.result()
         except Exception:  # noqa: BLE001  the page says what fails, and the test reads it there

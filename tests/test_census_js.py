@@ -3,7 +3,6 @@
 share and the same counts, as a person moves each threshold; with and without Wu et al.'s scores."""
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -13,9 +12,9 @@ import pytest
 from attnviz.figures import long as drawn
 from attnviz.models import census as heads_census
 from test_census import RULES, synthetic  # noqa: F401  the five synthetic heads, a fixture
+from test_weights_js import NODE, node_or_skip  # noqa: F401  node, or a skip (a failure where browsers are required)
 
 ROOT = Path(__file__).resolve().parents[1]
-NODE = shutil.which("node")
 SCRIPT = """
 import { classify, cacheShare, said } from "%s";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -24,16 +23,6 @@ const out = ruleSets.map((rules) => { const classes = classify(data, rules);
   return { classes, share: cacheShare(data, rules, classes), said: said(data, rules, classes) }; });
 writeFileSync(process.argv[3], JSON.stringify(out));
 """
-
-
-@pytest.fixture(autouse=True)
-def node_or_skip():
-    if NODE is None:
-        import os
-
-        if os.environ.get("ATTNVIZ_REQUIRE_BROWSER") == "1":
-            pytest.fail("node is not on PATH (ATTNVIZ_REQUIRE_BROWSER=1)")
-        pytest.skip("node is not on PATH")
 
 
 @pytest.mark.parametrize("with_wu", [False, True])

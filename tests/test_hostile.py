@@ -79,10 +79,11 @@ def leaves(value):
 
 def live_scores(at) -> list[np.ndarray]:
     """The raw scores each interactive heatmap got, each side's for Compare (its tokens are plain text, set as text by
-    the browser). The head atlas sends thumbnails, not scores, and no user text."""
+    the browser). The head atlas sends thumbnails and the census map its heads' numbers, not scores, and no user
+    text."""
     sent = sent_figures(at)
     heatmaps = [side for data in sent for side in data.get("sides", [data])
-                if "blocks" not in side and side.get("kind") not in ("matrix", "bars")]
+                if "blocks" not in side and "fields" not in side and side.get("kind") not in ("matrix", "bars")]
     return [np.frombuffer(base64.b64decode(data["scores"]), "<f4") for data in heatmaps]
 
 

@@ -239,10 +239,12 @@ def census_evidence(scan, found, layer: int, head: int) -> list[tuple[str, np.nd
 
 
 def census_evidence_words(found, layer: int, head: int, kind: str) -> str:
-    """The head's class and the numbers its rule read, in words."""
+    """The head's class and the numbers its rule read, in words (after its name: "Layer 3, head 5: ")."""
     r = found.rules
-    said = (f"A {kind} head: {found.sink[layer, head] + found.recent[layer, head]:.0%} of each long row's weight on "
-            f"the first {r.sinks} pieces and the {r.recent} up to the query, {found.distant[layer, head]:.0%} beyond; "
+    article = "an" if kind[0] in "aeiou" else "a"
+    near = found.sink[layer, head] + found.recent[layer, head]
+    said = (f"{article} {kind} head, {near:.0%} of each long row's weight on the first {r.sinks} pieces and the "
+            f"{r.recent} up to the query, {found.distant[layer, head]:.0%} beyond; "
             f"{found.previous[layer, head]:.0%} on the piece before, {found.local[layer, head]:.0%} within "
             f"{r.local_span}; a mean entropy of {found.entropy[layer, head]:.1f} nats")
     if found.wu is not None:

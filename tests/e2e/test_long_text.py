@@ -194,7 +194,8 @@ def test_the_census_map_moves_its_classes_in_the_browser_and_a_head_opens_by_key
     page.keyboard.press("ArrowDown")
     page.keyboard.press("ArrowRight")
     page.keyboard.press("Enter")
-    page.get_by_role("heading", name="Layer 2, head 2: its evidence").wait_for(timeout=60_000)
+    page.get_by_text("Layer 2, head 2 (open another on the map", exact=False).wait_for(timeout=60_000)
     settle(page)
+    assert page.get_by_role("heading", name="Layer 2, head 2").count() == 1  # the head's own section
     assert url_has(page, "layer=2", "head=2")
     assert not exceptions(page)

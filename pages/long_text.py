@@ -150,8 +150,11 @@ def census_of(name: str, model, scan, digest: str):
         wu = None if found is None else example_retrieval_scores(name)
     held = st.session_state.get("long_census")
     if held is None or held[0] != (digest, wu is not None):
-        with st.spinner("Taking the census of every head…"):
-            st.session_state.long_census = held = ((digest, wu is not None), census.census(scan, wu=wu))
+        bar = st.progress(0.0, text="Taking the census of every head…")
+        found = census.census(scan, wu=wu, progress=lambda done, total: bar.progress(
+            done / total, text=f"Taking the census of every head: layer {done:,} of {total:,}"))
+        bar.empty()
+        st.session_state.long_census = held = ((digest, wu is not None), found)
     return held[1]
 
 

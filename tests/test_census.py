@@ -103,7 +103,9 @@ def test_each_synthetic_head_falls_in_its_class_and_each_share_is_the_written_ou
 
 def test_a_threshold_moves_a_head_between_classes_and_the_sentence_counts_them(synthetic):
     found, _ = synthetic
-    c = heads_census.census(found, RULES)
+    told = []
+    c = heads_census.census(found, RULES, progress=lambda done, total: told.append((done, total)))
+    assert told == [(1, 1)]  # a layer at a time
     assert c.counts() == {name: 1 for name in heads_census.CLASSES}
     stricter = heads_census.with_rules(c, previous=1.01, local=1.01)  # no head reaches them: those two fall through
     classes = [heads_census.CLASSES[k] for k in stricter.classify()[0]]

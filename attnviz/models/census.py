@@ -150,11 +150,12 @@ class Census:
         return said
 
 
-def census(scan, rules: Rules = Rules(), wu: np.ndarray | None = None) -> Census:
+def census(scan, rules: Rules = Rules(), wu: np.ndarray | None = None, progress=None) -> Census:
     """The census of every head of `scan` (attnviz.models.scan.Scan, with its verticals and slashes) under `rules`;
     `wu` (L, H): Wu et al.'s retrieval scores from the needle lab, where it ran. No second reading of the scores: the
     lines and the overview come from the scan's one pass, and only the first rows' tile and the cells where a chosen
-    key meets a chosen offset are computed again, from the queries, keys and log-sum-exps it kept."""
+    key meets a chosen offset are computed again, from the queries, keys and log-sum-exps it kept. `progress(done,
+    total)` hears of each layer."""
     if scan.verticals is None or scan.slashes is None:
         raise ValueError("This scan has no verticals and slashes (made by an older attnviz): scan the text again.")
     n, layers, heads = len(scan), scan.layers, scan.heads
@@ -171,6 +172,8 @@ def census(scan, rules: Rules = Rules(), wu: np.ndarray | None = None) -> Census
             found = _head(scan, layer, head, early, offsets, rules, causal)
             for name, value in found.items():
                 (recalls if name in PATTERNS else fields)[name][layer, head] = value
+        if progress is not None:
+            progress(layer + 1, layers)
     entropy = scan.entropy[:, :, long_from if long_from < n else 0:].mean(-1).astype(np.float64)  # (L, H)
     return Census(n, long_from, fields["sink"], fields["recent"], fields["distant"], fields["previous"],
                   fields["local"], entropy, recalls, None if wu is None else np.asarray(wu, np.float64), rules,

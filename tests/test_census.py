@@ -153,7 +153,7 @@ def test_smollm2s_retrieval_heads_by_the_needle_lab_are_retrieval_heads_by_their
     lab = wu >= 0.5
     assert lab.sum() >= 4
     assert retrieving[lab].sum() >= lab.sum() / 2  # most of them
-    assert retrieving[lab].mean() >= 3 * retrieving.mean()  # far more often than heads at large
+    assert retrieving[lab].mean() >= 2.5 * retrieving.mean()  # far more often than heads at large (3.1× here)
     with_lab = heads_census.census(found, wu=wu)  # the lab's score joins the rule: each of them is retrieval
     assert (with_lab.classify()[lab] == heads_census.CLASSES.index("retrieval")).all()
     assert with_lab.cache_share() > c.cache_share() - 1e-12  # more heads keep the whole cache

@@ -279,9 +279,3 @@ def _met(scan, layer: int, head: int, keys: np.ndarray, offsets: np.ndarray, fir
 def with_rules(found: Census, **changed) -> Census:
     """The census with other thresholds (the numbers stay: a threshold changes only the classes)."""
     return dataclasses.replace(found, rules=dataclasses.replace(found.rules, **changed))
-
-
-def heads_in(found: Census, name: str, rules: Rules | None = None) -> list[tuple[int, int]]:
-    """The (layer, head) pairs, from 0, of class `name`."""
-    classes = found.classify(rules)
-    return [(int(l), int(h)) for l, h in zip(*np.nonzero(classes == CLASSES.index(name)))]

@@ -75,10 +75,14 @@ _census = st.components.v2.component("attnviz_census", js=web.bundle("streamlit/
                                      css=web.css(), isolate_styles=False)
 
 
-def census_map(data: dict, *, key: str, on_open) -> None:
+def census_map(data: dict, *, key: str, on_open=None) -> None:
     """Mount the census map for `data` (figures.census_data): its thresholds move in the browser alone; a head's cell
-    calls on_open((layer, head)), counted from 0, before the page reruns."""
-    _mount(_census, data, key=key, on_head_change=lambda: _opened(key, on_open))
+    calls on_open((layer, head)), counted from 0, before the page reruns (with no on_open, data's openable False: a
+    cell opens nothing, and is no button)."""
+    if on_open is None:
+        _mount(_census, data, key=key)
+    else:
+        _mount(_census, data, key=key, on_head_change=lambda: _opened(key, on_open))
 
 
 _routes = st.components.v2.component("attnviz_routes", js=web.bundle("streamlit/routes.mjs"),

@@ -20,7 +20,7 @@ SHORT = ("previous", "local", "streaming")  # the classes that read a window and
 
 def census_step(text, figure):
     text.write("A long document puts every piece in every head's KV cache. Does every head read all of it? Over a "
-               "document of 2,000 pieces, take each head's weight from one scan: how much of each long row lands on the "
+               "document of about 2,000 pieces, take each head's weight from one scan: how much of each long row lands on the "
                "first 4 pieces (the sinks) and on the 256 before the query (a window), and how much further away.")
     text.latex(r"\text{near}_h = \frac{1}{|R|}\sum_{i \in R}\ \sum_{j < 4\ \text{or}\ i - j < 256} \alpha_h[i, j]")
     try:
@@ -43,8 +43,8 @@ def census_step(text, figure):
           key="lesson_census", matrix=Matrix(values[None].copy(), ["heads"], names, corner="heads \\ class"),
           same_for=("smollm2", "census", found.n))
     with figure:
-        census_map(drawn.census_data(found, (0, 0), font_px=screen_sizes()["font_px"]), key="lesson_census_map",
-                   on_open=lambda chosen: None)
+        census_map(drawn.census_data(found, (0, 0), font_px=screen_sizes()["font_px"], openable=False),
+                   key="lesson_census_map")  # no head's evidence on this step: a cell opens nothing
     other = sum(counts.values()) - sum(counts[c] for c in SHORT)
     text.write(f"{short:.0%} of the heads put at least {found.rules.streaming:.0%} of each long row's weight on the "
                "sinks and the window, or read only the piece before or the pieces nearby: that much of their weight "

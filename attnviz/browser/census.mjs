@@ -121,7 +121,7 @@ export class CensusMap {
       row.appendChild(el("th", { scope: "row" }, `L${l + d.base}`));
       const cells = [];
       for (let h = 0; h < d.heads; h++) {
-        const cell = row.appendChild(el("td", { tabindex: "-1", role: "button" }));
+        const cell = row.appendChild(el("td", d.openable === false ? { tabindex: "-1" } : { tabindex: "-1", role: "button" }));
         cell.addEventListener("click", () => this.open(l, h));
         cell.addEventListener("keydown", (event) => this.key(event, l, h));
         cell.addEventListener("focus", () => (this.focused = [l, h]));
@@ -146,7 +146,7 @@ export class CensusMap {
           + `window ${percent(f.sink[k] + f.recent[k])}, distant ${percent(f.distant[k])}, previous piece `
           + `${percent(f.previous[k])}, entropy ${f.entropy[k].toFixed(1)} nats${wu}`);
         cell.title = cell.getAttribute("aria-label");
-        const chosen = l === this.chosen[0] && h === this.chosen[1];
+        const chosen = d.openable !== false && l === this.chosen[0] && h === this.chosen[1];  // a page's open head
         cell.classList.toggle("av-census-chosen", chosen);
         cell.tabIndex = l === this.focused[0] && h === this.focused[1] ? 0 : -1;
       }
@@ -175,7 +175,7 @@ export class CensusMap {
   }
 
   open(l, h) {
-    if (this.setTriggerValue) this.setTriggerValue("head", [l, h]);
+    if (this.setTriggerValue && this.data.openable !== false) this.setTriggerValue("head", [l, h]);
   }
 }
 

@@ -187,17 +187,17 @@ def needle_grid(result, title: str):
     return figure
 
 
-def census_data(found, chosen: tuple[int, int], font_px: int = FONT_PX) -> dict:
+def census_data(found, chosen: tuple[int, int], font_px: int = FONT_PX, openable: bool = True) -> dict:
     """What the census map (census.mjs) draws: every head's numbers (attnviz.models.census.Census, flat, layer by
     layer), the rules' thresholds it starts from and their statements; the browser classifies and counts again as a
-    threshold moves."""
+    threshold moves. `openable`: whether a head's cell opens it (a page with a place for its evidence)."""
     CLASSES, CLASS_NAMES = found.CLASSES, found.CLASS_NAMES
     layers, heads = found.sink.shape
     flat = lambda a: [float(v) for v in np.asarray(a, np.float64).ravel()]  # noqa: E731  whole: the same thresholds
     rules = found.rules
     return {"title": f"What each of the {layers * heads:,} heads does over these {found.n:,} pieces",
             "layers": layers, "heads": heads, "kv_group": found.kv_group, "n": found.n, "base": 1,
-            "chosen": list(chosen), "font_px": font_px, "classes": list(CLASSES),
+            "chosen": list(chosen), "font_px": font_px, "classes": list(CLASSES), "openable": openable,
             "names": [CLASS_NAMES[c] for c in CLASSES],
             "fields": {name: flat(getattr(found, name)) for name in ("sink", "recent", "distant", "previous", "local",
                                                                      "entropy")},

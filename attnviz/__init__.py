@@ -3,6 +3,8 @@
 import importlib
 import os
 
+from attnviz import _deprecated
+
 __version__ = "0.3.0"  # pyproject.toml's version; CHANGELOG.md says what each version changed
 
 # torch reads this once, at its first allocation, so it is set before torch is imported. Tensors of 2 MB
@@ -16,6 +18,7 @@ _EXPORTS = {
     "embed": "embeddings", "load_glove": "embeddings", "load_vectors": "embeddings", "tokenize": "embeddings",
 }
 __all__ = sorted(_EXPORTS)
+_deprecated.install()  # the old modules' names (attnviz.attention, attnviz.models.run, …), until 0.4
 
 
 def __getattr__(name: str):

@@ -12,7 +12,7 @@ Explains Long-Context Factuality").
     asked.written.text, asked.copies[0]   # the answer; where its first piece was copied from, and by which heads
     asked.without["strongest"].text       # the answer without those heads ("random": without as many random ones)
 
-A document is read into each layer's K/V cache one block of queries at a time (attnviz.models.scan.blocked_layer: no
+A document is read into each layer's K/V cache one block of queries at a time (attnviz.models.scan.Blocked: no
 n × n matrix is held), then the answer is written greedily from that cache, one query row per layer a step, and each
 step keeps the row of weights of the query that chose the piece.
 """
@@ -28,7 +28,7 @@ from attnviz.effects import Ablation
 from attnviz.models import engine
 from attnviz.models.errors import ENGINE_FAMILIES, ModelError, a_or_an
 from attnviz.models.pieces import Pieces
-from attnviz.models.scan import BLOCK, blocked_layer
+from attnviz.models.scan import BLOCK, Blocked
 
 # The pass-key task of Mohtashami and Jaggi (2023), "Landmark Attention": the filler says nothing, so only the needle
 # holds the answer.
@@ -318,13 +318,10 @@ def _whole(model, x: torch.Tensor, positions: torch.Tensor, start: int, stop: in
         if first + exps.shape[1] == n:
             last.append((exps[:, -1] / total[:, -1]).float().cpu())
 
-    def step(arch, params, i, x, positions, intervention):  # run_layers' step
-        x, _, key, value, _ = blocked_layer(arch, params, i, x, positions, BLOCK, visit, intervention)
-        return x, (key, value)
-
-    for i, x, cache, _ in (engine.run_layers(model.arch, model.weights, x, positions, start=start,
-                                             intervention=intervention, step=step) if start < stop else ()):
-        caches.append(cache)
+    blocked = Blocked(BLOCK, visit=visit)
+    for i, x, a, _ in (engine.run_layers(model.arch, model.weights, x, positions, start=start, intervention=intervention,
+                                         attention=lambda i: blocked, trace=False) if start < stop else ()):
+        caches.append((a.key, a.value))  # (KV, n, dh) each
         counter.add()
         if i + 1 == stop:
             break

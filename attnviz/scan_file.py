@@ -2,7 +2,7 @@
 summaries as named tensors and what they were made from (the model, its revision, the text's hash, the pieces, the
 block size, attnviz's version) as the header's metadata.
 
-Why safetensors: a scan is a handful of dense arrays of several dimensions (L, H, n, top), not a table, so Parquet
+Why safetensors: a scan is a handful of dense arrays of several dimensions (L, H, n, s), not a table, so Parquet
 would flatten them into columns and lose their shapes; NPZ is a zip of .npy files whose readers outside numpy are
 few, and whose object arrays load by unpickling. safetensors is a JSON header and raw little-endian arrays: its
 package reads it in Python (numpy, torch, JAX), Rust and JavaScript, a reader of a few lines does the rest, a file
@@ -31,8 +31,8 @@ DEFINITIONS = {
                 "B = ceil(n / block); each row sums to 1 (1 minus a learned sink's share)",
     "sink": "(L, H) float32: the mean over queries q >= 1 of the weight on piece 0",
     "entropy": "(L, H, n) float32: each query's -sum_k w log w, in nats (a learned sink counted as one more outcome)",
-    "top_keys": "(L, H, n, top) int16 or int32: each query's strongest keys, strongest first",
-    "top_weights": "(L, H, n, top) float32: their weights",
+    "strongest_keys": "(L, H, n, s) int16 or int32: each query's strongest keys, strongest first",
+    "strongest_weights": "(L, H, n, s) float32: their weights",
     "lse": "(L, H, n) float64: each query's log sum_k exp(s_qk) over the keys it may read; w_qk = exp(s_qk - lse_q)",
     "ids": "(n,) int64: the pieces, the model's own vocabulary ids",
     "next_logits": "(vocab,) float32: a decoder's logits after the last piece (absent for an encoder)",
@@ -87,8 +87,8 @@ def write(scan, model, found=None) -> bytes:
         revision = model_key(model)
     except Exception:  # noqa: BLE001  a model with no files of its own to key (built in memory): said as unknown
         revision = ""
-    arrays = {"overview": scan.overview, "sink": scan.sink, "entropy": scan.entropy, "top_keys": scan.top_keys,
-              "top_weights": scan.top_weights, "lse": scan.normalisers,
+    arrays = {"overview": scan.overview, "sink": scan.sink, "entropy": scan.entropy, "strongest_keys": scan.strongest_keys,
+              "strongest_weights": scan.strongest_weights, "lse": scan.normalisers,
               "ids": np.asarray(scan.pieces.ids, np.int64)}
     if scan.next_logits is not None:
         arrays["next_logits"] = scan.next_logits
@@ -106,7 +106,7 @@ def write(scan, model, found=None) -> bytes:
     meta = {"format": FORMAT, "layout": str(LAYOUT), "attnviz": __version__, "model": scan.model,
             "revision": revision, "family": model.family, "kind": model.kind, "text_sha256": text_digest(scan.pieces.text),
             "n": str(len(scan)), "layers": str(scan.layers), "heads": str(scan.heads), "block": str(scan.block),
-            "top": str(scan.top_keys.shape[-1]), "pieces": json.dumps(scan.pieces.labels(), ensure_ascii=False),
+            "strongest": str(scan.strongest_keys.shape[-1]), "pieces": json.dumps(scan.pieces.labels(), ensure_ascii=False),
             "definitions": json.dumps({k: v for k, v in DEFINITIONS.items() if k in arrays})}
     if found is not None:
         meta.update(census_rules=json.dumps(dataclasses.asdict(found.rules)), census_classes=json.dumps(census.CLASSES),
@@ -169,12 +169,12 @@ def _read_bytes(path) -> bytes:
 
 def _check(meta: dict, arrays: dict[str, np.ndarray]) -> None:
     try:
-        n, layers, heads, block, top = (int(meta[k]) for k in ("n", "layers", "heads", "block", "top"))
+        n, layers, heads, block, kept = (int(meta[k]) for k in ("n", "layers", "heads", "block", "strongest"))
     except (KeyError, ValueError):
-        raise ValueError("This scan file does not say its size (n, layers, heads, block, top) in whole numbers.") from None
+        raise ValueError("This scan file does not say its size (n, layers, heads, block, strongest) in whole numbers.") from None
     count = -(-n // block) if block > 0 else -1
     want = {"overview": (layers, heads, count, count), "sink": (layers, heads), "entropy": (layers, heads, n),
-            "top_keys": (layers, heads, n, top), "top_weights": (layers, heads, n, top), "lse": (layers, heads, n),
+            "strongest_keys": (layers, heads, n, kept), "strongest_weights": (layers, heads, n, kept), "lse": (layers, heads, n),
             "ids": (n,)}
     for name, shape in want.items():
         if name not in arrays:

@@ -42,16 +42,16 @@ def parity(ours, theirs_eager, n: int, block: int, device) -> None:
     found = scanning.scan(ours.arch, ours.weights, pieces_of(ids), "bench", block=block)
     with torch.inference_mode():
         out = theirs_eager(torch.tensor([ids], device=device), output_attentions=True, use_cache=False)
-    gaps = dict(overview=0.0, sink=0.0, entropy=0.0, top_weights=0.0, tile=0.0)
+    gaps = dict(overview=0.0, sink=0.0, entropy=0.0, strongest_weights=0.0, tile=0.0)
     b = n // block
     for layer, attention in enumerate(out.attentions):
         weights = attention[0].double()  # (H, n, n)
         overview = weights.view(-1, b, block, b, block).sum(-1).mean(2)  # (H, B, B)
         entropy = -(weights * torch.log(weights.clamp_min(1e-300))).sum(-1)  # (H, n)
         sink = weights[:, 1:, 0].mean(-1)  # (H,)
-        strongest = weights.topk(found.top_weights.shape[-1], -1).values  # (H, n, top)
+        strongest = weights.topk(found.strongest_weights.shape[-1], -1).values  # (H, n, top)
         for name, reference in (("overview", overview), ("entropy", entropy), ("sink", sink),
-                                ("top_weights", strongest)):
+                                ("strongest_weights", strongest)):
             mine = torch.from_numpy(np.asarray(getattr(found, name)[layer], np.float64))
             gaps[name] = max(gaps[name], float((mine - reference.cpu()).abs().max()))
         for head in (0, ours.heads - 1):
@@ -74,13 +74,13 @@ def profile(ours, ids: list[int], block: int, device) -> None:
     with torch.inference_mode():
         positions = torch.arange(n, device=device)  # (n,)
         x = engine.embed(ours.arch, ours.weights, torch.tensor(ids, device=device), positions)  # (n, d)
-        layer = ours.weights.layers[0]
         for _ in range(2):  # the second under the profiler
-            summaries = scanning.Summaries(ours.arch.heads, n, block, scanning.TOP, device)
+            summaries = scanning.Summaries(ours.arch.heads, n, block, scanning.STRONGEST, device)
             activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
             with torch.profiler.profile(activities=activities) as profiler:
                 began = time.perf_counter()
-                scanning.scan_layer(ours.arch, layer, 0, x, positions, block, summaries)
+                next(engine.run_layers(ours.arch, ours.weights, x, positions, trace=False,
+                                       attention=lambda i: scanning.Blocked(block, summaries)))
                 if device.type == "cuda":
                     torch.cuda.synchronize()
                 seconds = time.perf_counter() - began

@@ -82,7 +82,7 @@ def measure(n: int) -> dict:
     tiles = torch.from_numpy(np.stack([scan.tile(LAYER, h, range(n - QUERIES, n), range(n)) for h in range(heads)])).double()
     runs["scan"] = (scan.next_logits.astype(np.float64), tiles)
     entropy_scan = scan.entropy[LAYER][:, -QUERIES:]  # (H, QUERIES)
-    top_scan = scan.top_weights[LAYER][:, -QUERIES:]  # (H, QUERIES, top)
+    top_scan = scan.strongest_weights[LAYER][:, -QUERIES:]  # (H, QUERIES, top)
 
     def entropy(weights):
         return (-(weights * torch.log(weights.clamp_min(1e-300))).sum(-1)).numpy()

@@ -48,7 +48,7 @@ def synthetic():
     summaries.on_host().numpy()
     pieces = Pieces(["x"] * N, [1] * N, list(range(N)), [(0, 0)] * N, "x" * N, [False] * N, [False] * N, ["x"] * N)
     found = scan.Scan("synthetic", pieces, 128, summaries.overview[None], summaries.sink[None], summaries.entropy[None],
-                      summaries.top_keys[None], summaries.top_weights[None], None, arch, [query], [key],
+                      summaries.strongest_keys[None], summaries.strongest_weights[None], None, arch, [query], [key],
                       normalisers.numpy()[None], None, summaries.verticals[None], summaries.slashes[None])
     scores = synthetic_queries()  # (H, N, N)
     scores = scores.masked_fill(torch.ones(N, N, dtype=torch.bool).triu(1), float("-inf"))

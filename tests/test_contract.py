@@ -269,8 +269,8 @@ def test_the_gpu_kernel_keeps_the_contract_in_float32(layers, family, interprete
     spread = (every * (logs - logs.amax(-1, keepdim=True)).abs()).sum(-1)  # (H, N) Σ α |a − max a|
     close(summaries.entropy, entropy, "the entropy", float((relative * (1 + spread)).max()))
     strongest = weights.topk(top, -1).values  # (H, N, top)
-    close(summaries.top_weights, strongest, "the strongest weights", relative * float(strongest.max()))
-    named = weights.gather(-1, summaries.top_keys.long())  # (H, N, top) the written-out weights of the keys it names
+    close(summaries.strongest_weights, strongest, "the strongest weights", relative * float(strongest.max()))
+    named = weights.gather(-1, summaries.strongest_keys.long())  # (H, N, top) the written-out weights of the keys it names
     close(named, strongest, "the weights of the keys it names", relative * float(strongest.max()))
     count = math.ceil(N / block)
     blocks = torch.nn.functional.pad(weights, (0, 0, 0, count * block - N)).view(arch.heads, count, block, N)

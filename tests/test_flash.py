@@ -79,8 +79,8 @@ def test_the_kernel_equals_the_float64_softmax_on_rows_that_break_a_careless_one
     spread = (every * (logs - logs.amax(-1, keepdim=True)).abs()).sum(-1)  # (N,) Σ α |s − max s|
     assert bool(((summaries.entropy[0].double() - entropy).abs() <= delta * (1 + spread)).all())
     strongest = weights.topk(TOP, -1).values  # (N, TOP)
-    assert bool(((summaries.top_weights[0].double() - strongest).abs() <= (delta + 2 * U32) * strongest + 1e-30).all())
-    named = weights.gather(-1, summaries.top_keys[0].long())  # (N, TOP)
+    assert bool(((summaries.strongest_weights[0].double() - strongest).abs() <= (delta + 2 * U32) * strongest + 1e-30).all())
+    named = weights.gather(-1, summaries.strongest_keys[0].long())  # (N, TOP)
     assert bool(((named - strongest).abs() <= (delta + 2 * U32) * strongest + 1e-30).all())
     assert float((output[0].double() - weights @ value[0].double()).abs().max()) <= 2 * delta * float(value.abs().max())
     count = math.ceil(N / BLOCK)
@@ -92,7 +92,7 @@ def test_the_kernel_equals_the_float64_softmax_on_rows_that_break_a_careless_one
     assert abs(float(summaries.first[0]) - float(first)) <= 2 * delta * float(first) + 1e-12
     tied = torch.arange(N) % len(KINDS) == KINDS.index("tied")
     if not causal:  # a tied row's strongest keys are its first ones, each 1/N (1/(N + e^{s_sink − s}) with a sink)
-        assert bool((summaries.top_keys[0][tied] == torch.arange(TOP, dtype=torch.int32)).all())
+        assert bool((summaries.strongest_keys[0][tied] == torch.arange(TOP, dtype=torch.int32)).all())
 
 
 def test_a_window_hides_whole_blocks_of_keys(interpreted):
@@ -108,8 +108,8 @@ def test_a_window_hides_whole_blocks_of_keys(interpreted):
     delta = LAMBDA * math.sqrt(N) * U32
     assert float((normaliser[0] - torch.logsumexp(scores, -1)).abs().max()) <= delta
     assert float((output[0].double() - weights @ value[0].double()).abs().max()) <= 2 * delta * float(value.abs().max())
-    named = summaries.top_weights[0] > 0  # (N, TOP) a query reading fewer than TOP keys names hidden ones at weight 0
-    assert bool((summaries.top_keys[0][named] > (i - 37).expand(N, TOP)[named]).all())
+    named = summaries.strongest_weights[0] > 0  # (N, TOP) a query reading fewer than TOP keys names hidden ones at weight 0
+    assert bool((summaries.strongest_keys[0][named] > (i - 37).expand(N, TOP)[named]).all())
 
 
 @pytest.fixture(scope="module")
@@ -131,12 +131,12 @@ def test_a_scan_through_the_kernel_is_the_scan_of_the_cpu_path(mistral, interpre
     assert heard == [(done, steps) for done in range(1, steps + 1)]  # the progress bar hears each layer's steps
     monkeypatch.setenv(flash.SETTING, "0")
     cpu = scan.scan(mistral.arch, mistral.weights, pieces, "m", block=128)
-    for name in ("overview", "sink", "entropy", "top_weights", "normalisers", "next_logits"):
+    for name in ("overview", "sink", "entropy", "strongest_weights", "normalisers", "next_logits"):
         assert np.abs(getattr(fused, name) - getattr(cpu, name)).max() <= 1e-5, name  # float32 rounding alone
     n = len(cpu)
     weights = cpu.tile(1, 5, slice(0, n), slice(0, n))  # (n, n)
-    picked = np.take_along_axis(weights, fused.top_keys[1, 5].astype(np.int64), -1)  # (n, top)
-    assert np.abs(picked - fused.top_weights[1, 5]).max() <= 1e-5
+    picked = np.take_along_axis(weights, fused.strongest_keys[1, 5].astype(np.int64), -1)  # (n, top)
+    assert np.abs(picked - fused.strongest_weights[1, 5]).max() <= 1e-5
 
 
 def test_the_kernel_says_why_it_declines_a_layer(monkeypatch):
@@ -168,7 +168,7 @@ def test_on_cuda_the_compiled_kernel_gives_the_cpus_scan(tmp_path):
     assert flash.declined(gpu_model.arch, torch.zeros(1, device="cuda"), 128) is None
     text = long_text(cpu_model, 1024)
     gpu, cpu = gpu_model.scan(text, block=128), cpu_model.scan(text, block=128)
-    for name in ("overview", "sink", "entropy", "top_weights", "normalisers", "next_logits"):
+    for name in ("overview", "sink", "entropy", "strongest_weights", "normalisers", "next_logits"):
         assert np.abs(getattr(gpu, name) - getattr(cpu, name)).max() <= 1e-5, name
 
 
@@ -196,5 +196,5 @@ def test_a_kernel_triton_cannot_build_leaves_the_scan_to_torchs_passes(mistral, 
     monkeypatch.setattr(flash, "_failed", None)
     monkeypatch.setenv(flash.SETTING, "0")
     cpu = scan.scan(mistral.arch, mistral.weights, pieces, "m", block=128)
-    for name in ("overview", "entropy", "top_weights", "normalisers", "next_logits"):
+    for name in ("overview", "entropy", "strongest_weights", "normalisers", "next_logits"):
         assert np.array_equal(getattr(fallen, name), getattr(cpu, name)), name

@@ -131,9 +131,9 @@ def test_loading_the_kernel_leaves_denormals_on(tmp_path):
 def test_the_boundary_to_c_checks_what_it_hands_over():
     scores = rows("random", 2, 4, 64)
     exps = torch.empty_like(scores)
-    for bad_top in (0, -1, True, 2.0):
-        with pytest.raises(ValueError, match="top must be at least 1"):
-            fused.block(scores, exps, bad_top, 64, FLOOR)
+    for bad in (0, -1, True, 2.0):
+        with pytest.raises(ValueError, match="kept must be at least 1"):
+            fused.block(scores, exps, bad, 64, FLOOR)
     with pytest.raises(ValueError, match="float32"):
         fused.block(scores.double(), exps, 4, 64, FLOOR)
     with pytest.raises(ValueError, match="contiguous"):

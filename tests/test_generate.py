@@ -83,7 +83,7 @@ def test_sampling_is_seeded_and_top_k_top_p_keep_the_sets_of_their_definitions(f
         before = np.cumsum(p[order]) - p[order]
         expected = order[(np.arange(len(p)) < 20) & (before < 0.9)]
         assert set(step.kept.tolist()) == set(expected.tolist()) and step.chosen in expected
-        np.testing.assert_allclose(step.probs, p[step.top], atol=1e-6)
+        np.testing.assert_allclose(step.probs, p[step.offered], atol=1e-6)
         assert step.p_chosen == pytest.approx(p[step.chosen], abs=1e-6)  # p_T: under T, before the cut
         assert step.p_drawn == pytest.approx(p[step.chosen] / p[expected].sum(), abs=1e-6)  # P(drawn): renormalised
         run = model.extend(run, step.chosen)
@@ -151,9 +151,9 @@ def test_the_timeline_sends_each_step_its_offer_and_the_layers_weights(folders, 
     assert len(rows) == model.heads * n  # every row of every head
     for step, sent in zip(written.steps, data["steps"]):
         kept = set(step.kept.tolist())
-        assert sent["kept"] == [int(i) in kept for i in step.top] and sent["kept_count"] == len(kept)
-        assert sent["top"] == model.reader.labels([int(i) for i in step.top])
-        assert sent["chosen_top"] == (step.top.tolist().index(step.chosen) if step.chosen in step.top else -1)
+        assert sent["kept"] == [int(i) in kept for i in step.offered] and sent["kept_count"] == len(kept)
+        assert sent["offered"] == model.reader.labels([int(i) for i in step.offered])
+        assert sent["chosen_offered"] == (step.offered.tolist().index(step.chosen) if step.chosen in step.offered else -1)
         assert sent["p_chosen"] == pytest.approx(step.p_chosen, abs=1e-4) and 0 < step.p_chosen <= 1
         assert sent["p_drawn"] == pytest.approx(step.p_drawn, abs=1e-4) and step.p_chosen <= step.p_drawn <= 1
     assert figures.payload_bytes(data) < 2_000_000

@@ -146,7 +146,7 @@ def test_the_shaded_document_is_the_text_whole_once_with_one_weight_a_piece(tmp_
     assert "".join(document["pieces"]) == text and len(document["pieces"]) == len(scan)
     row = np.frombuffer(base64.b64decode(document["weights"]), "<f4")
     assert np.array_equal(row, scan.tile(1, 2, range(len(scan) - 1, len(scan)), range(0, len(scan)))[0])
-    assert abs(row.sum() - 1) < 1e-5 and document["top"] == pytest.approx(float(row.max()))
+    assert abs(row.sum() - 1) < 1e-5 and document["largest"] == pytest.approx(float(row.max()))
 
 
 @pytest.mark.slow

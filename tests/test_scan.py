@@ -92,7 +92,25 @@ def summaries(weights: np.ndarray, block: int, top: int) -> dict[str, np.ndarray
     logs = np.log(np.where(weights > 0, weights, 1.0))
     order = np.argsort(-weights, axis=-1, kind="stable")[..., :top]
     return dict(overview=overview, sink=weights[:, :, 1:, 0].mean(-1), entropy=-(weights * logs).sum(-1),
-                top_weights=np.take_along_axis(weights, order, -1))
+                strongest_weights=np.take_along_axis(weights, order, -1))
+
+
+def test_the_scans_old_names_still_work_and_warn(folders):
+    """`top` named the keys a scan keeps a query until 0.3: model.scan(top=…) and Scan.top_keys, top_weights still
+    give what strongest, strongest_keys and strongest_weights give, and warn; a value out of range is refused once,
+    at model.scan, by its new name."""
+    model = models.load(folders["mistral"], device="cpu")
+    with pytest.warns(DeprecationWarning, match=r"model.scan\(strongest=…\)"):
+        old = model.scan(tiny_models.SENTENCES["dog"], block=16, top=3)
+    new = model.scan(tiny_models.SENTENCES["dog"], block=16, strongest=3)
+    with pytest.warns(DeprecationWarning, match="use Scan.strongest_keys"):
+        assert np.array_equal(old.top_keys, new.strongest_keys) and new.strongest_keys.shape[-1] == 3
+    with pytest.warns(DeprecationWarning, match="use Scan.strongest_weights"):
+        assert np.array_equal(old.top_weights, new.strongest_weights)
+    with pytest.raises(ValueError, match="strongest .* from 1 to 64, got 0"):
+        model.scan(tiny_models.SENTENCES["dog"], strongest=0)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tops'"):
+        model.scan(tiny_models.SENTENCES["dog"], tops=3)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -100,7 +118,7 @@ def test_every_tile_and_summary_equals_transformers_eager_attention(family, fold
     model = models.load(folders[family], device="cpu")
     text = long_text(model, 1024)
     seen = []
-    scan = model.scan(text, block=BLOCK, top=5, progress=lambda done, total: seen.append((done, total)))
+    scan = model.scan(text, block=BLOCK, strongest=5, progress=lambda done, total: seen.append((done, total)))
     n = len(scan)
     assert n > 1000 > model.max_pieces  # past what a run reads
     expected, logits = eager(folders[family], family, scan.pieces.ids)  # (L, H, n, n), (vocab,)
@@ -115,26 +133,26 @@ def test_every_tile_and_summary_equals_transformers_eager_attention(family, fold
     assert np.allclose(scan.overview.sum(-1), 1, atol=1e-5)  # each row of the overview sums to 1
     assert np.abs(scan.sink - written["sink"]).max() <= 1e-5
     assert np.abs(scan.entropy - written["entropy"]).max() <= 1e-3
-    assert np.abs(scan.top_weights - written["top_weights"]).max() <= 1e-5
-    picked = np.take_along_axis(expected, scan.top_keys.astype(np.int64), -1)  # the keys named carry those weights
-    assert np.abs(picked - scan.top_weights).max() <= 1e-5
+    assert np.abs(scan.strongest_weights - written["strongest_weights"]).max() <= 1e-5
+    picked = np.take_along_axis(expected, scan.strongest_keys.astype(np.int64), -1)  # the keys named carry those weights
+    assert np.abs(picked - scan.strongest_weights).max() <= 1e-5
     assert seen[-1] == (layers * 11, layers * 11) and len(seen) == layers * 11  # a bar: each block of each layer
     if family == "bert":
         assert scan.next_logits is None
     else:
         assert np.abs(scan.next_logits - logits).max() <= 1e-4
     if family == "mistral":  # the window: no query's strongest keys lie 300 or more pieces back
-        assert (scan.top_keys > np.arange(n)[None, None, :, None] - 300).all()
+        assert (scan.strongest_keys > np.arange(n)[None, None, :, None] - 300).all()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on a lent one, README: GPU)")
 @pytest.mark.parametrize("family", FAMILIES)
 def test_on_cuda_every_summary_and_tile_equals_transformers_eager_attention(family, folders):
     model = models.load(folders[family], device="cuda")
-    scan = model.scan(long_text(model, 1024), block=BLOCK, top=5)
+    scan = model.scan(long_text(model, 1024), block=BLOCK, strongest=5)
     expected, logits = eager(folders[family], family, scan.pieces.ids)  # (L, H, n, n), (vocab,) on the CPU
     written = summaries(expected, BLOCK, 5)
-    for name in ("overview", "sink", "top_weights"):
+    for name in ("overview", "sink", "strongest_weights"):
         assert np.abs(getattr(scan, name) - written[name]).max() <= 1e-5, name
     assert np.abs(scan.entropy - written["entropy"]).max() <= 1e-3
     n = len(scan)
@@ -156,7 +174,7 @@ def test_on_cuda_gpt_oss_runs_scans_and_writes_as_transformers_does(tmp_path):
     expected, logits = eager(folder, "gpt_oss", run.pieces.ids)  # (L, H, n, n), (vocab,)
     assert np.abs(run.weights - expected).max() <= 1e-4 and np.abs(run.next_logits - logits).max() <= 1e-3
     assert run.weights.sum(-1).min() < 0.5  # the sinks take their share there too
-    scan = model.scan(text, block=16, top=3)
+    scan = model.scan(text, block=16, strongest=3)
     n = len(scan)
     for layer in range(scan.layers):
         assert np.abs(scan.tile(layer, 1, slice(0, n), slice(0, n)) - expected[layer, 1]).max() <= 1e-5
@@ -175,10 +193,10 @@ def test_several_blocks_a_step_as_on_a_gpu_give_the_same_scan(folders):
     pieces = model.scan(long_text(model, 700)).pieces
     one = scanning.scan(model.arch, model.weights, pieces, "m", block=BLOCK)
     three = scanning.scan(model.arch, model.weights, pieces, "m", block=BLOCK, step=3 * BLOCK)  # a short last step
-    for name in ("overview", "sink", "entropy", "top_weights", "normalisers"):
+    for name in ("overview", "sink", "entropy", "strongest_weights", "normalisers"):
         assert np.abs(getattr(one, name) - getattr(three, name)).max() <= 1e-5, name  # float32 rounding alone
-    named = one.top_weights > 0  # a query with fewer than 8 keys to read names hidden keys, tied at 0, in any order
-    assert np.array_equal(one.top_keys[named], three.top_keys[named])
+    named = one.strongest_weights > 0  # a query with fewer than 8 keys to read names hidden keys, tied at 0, in any order
+    assert np.array_equal(one.strongest_keys[named], three.strongest_keys[named])
     with pytest.raises(ValueError, match="multiple of its block"):
         scanning.scan(model.arch, model.weights, pieces, "m", block=BLOCK, step=150)
 
@@ -198,15 +216,15 @@ def test_the_fused_kernel_and_torchs_passes_give_the_same_scan(family, block, fo
     kernel = scanning.scan(model.arch, model.weights, pieces, "m", block=block)
     monkeypatch.setattr(fused, "usable", lambda scores: False)
     passes = scanning.scan(model.arch, model.weights, pieces, "m", block=block)
-    for name in ("overview", "sink", "entropy", "top_weights", "normalisers"):
+    for name in ("overview", "sink", "entropy", "strongest_weights", "normalisers"):
         assert np.abs(getattr(kernel, name) - getattr(passes, name)).max() <= 1e-5, name
     n = len(passes)
     for layer in range(passes.layers):
         for head in range(passes.heads):
             weights = passes.tile(layer, head, slice(0, n), slice(0, n))  # (n, n)
             assert np.abs(kernel.tile(layer, head, slice(0, n), slice(0, n)) - weights).max() <= 1e-5
-            picked = np.take_along_axis(weights, kernel.top_keys[layer, head].astype(np.int64), -1)  # (n, top)
-            assert np.abs(picked - kernel.top_weights[layer, head]).max() <= 1e-5  # near-ties may come in either order
+            picked = np.take_along_axis(weights, kernel.strongest_keys[layer, head].astype(np.int64), -1)  # (n, top)
+            assert np.abs(picked - kernel.strongest_weights[layer, head]).max() <= 1e-5  # near-ties may come in either order
 
 
 def test_a_tile_is_any_block_and_its_rows_are_the_whole_rows_slice(folders):
@@ -257,8 +275,8 @@ def test_what_a_scan_keeps_is_what_kept_bytes_counts_and_a_limit_bounds_it(folde
     from attnviz.models.scan import kept_bytes, most_pieces
 
     model = models.load(folders["mistral"], device="cpu")
-    scan = model.scan(long_text(model, 700), block=BLOCK, top=5)
-    held = [*scan.queries, *scan.keys, scan.normalisers, scan.entropy, scan.top_keys, scan.top_weights, scan.overview,
+    scan = model.scan(long_text(model, 700), block=BLOCK, strongest=5)
+    held = [*scan.queries, *scan.keys, scan.normalisers, scan.entropy, scan.strongest_keys, scan.strongest_weights, scan.overview,
             scan.sink, scan.verticals, scan.slashes]
     assert sum(a.numel() * a.element_size() if isinstance(a, torch.Tensor) else a.nbytes for a in held) == \
         kept_bytes(model.arch, len(scan), BLOCK, 5)
@@ -275,7 +293,7 @@ def test_bad_input_gets_a_message_and_nothing_is_cut(folders, tmp_path):
     over = long_text(model, CONTEXT + 200)
     with pytest.raises(models.TextError, match=f"reads at most {CONTEXT:,} pieces"):
         model.scan(over)
-    for bad in ({"block": 0}, {"block": True}, {"top": 0}, {"top": 1000}):
+    for bad in ({"block": 0}, {"block": True}, {"strongest": 0}, {"strongest": 1000}, {"strongest": 2.5}):
         with pytest.raises(ValueError):
             model.scan("the dog", **bad)
     scan = model.scan("the dog was happy")
@@ -304,7 +322,7 @@ def test_smollm2_at_1024_pieces_equals_transformers_from_the_same_file(smollm2_r
         out = module(torch.tensor([scan.pieces.ids]), output_attentions=True)
     for layer in (0, 15, 29):
         expected = out.attentions[layer][0].double().numpy()  # (H, n, n)
-        written = summaries(expected[None], scan.block, scan.top_keys.shape[-1])
+        written = summaries(expected[None], scan.block, scan.strongest_keys.shape[-1])
         for head in range(model.heads):
             assert np.abs(scan.tile(layer, head, slice(0, n), slice(0, n)) - expected[head]).max() <= 1e-4
         assert np.abs(scan.overview[layer] - written["overview"][0]).max() <= 1e-4
@@ -329,7 +347,7 @@ def test_the_strongest_keys_through_chunk_maxima_equal_a_topk_over_every_key(whe
     summaries = Summaries(2, k, 128, 8)  # a document of k pieces; this block holds its first 5 queries
     largest = summaries.strongest(0, scores)
     expected = torch.topk(scores, 8, -1)  # (H, r, 8)
-    assert (summaries.top_keys[:, :5] == expected.indices.to(torch.int32)).all()
+    assert (summaries.strongest_keys[:, :5] == expected.indices.to(torch.int32)).all()
     assert torch.equal(largest[..., 0], scores.amax(-1))
 
 
@@ -341,7 +359,7 @@ def test_every_familys_scan_equals_transformers_on_a_sentence(family, tmp_path):
     two sentences in blocks of 16 queries: every tile and the next-piece logits against transformers."""
     folder = tiny_models.build(family, tmp_path)
     model = models.load(folder, device="cpu")
-    scan = model.scan(f"{tiny_models.SENTENCES['dog']}. {tiny_models.SENTENCES['cat']}", block=16, top=3)
+    scan = model.scan(f"{tiny_models.SENTENCES['dog']}. {tiny_models.SENTENCES['cat']}", block=16, strongest=3)
     n = len(scan)
     assert n > 2 * 16
     expected, logits = eager(folder, family, scan.pieces.ids)  # (L, H, n, n), (vocab,)
@@ -350,7 +368,7 @@ def test_every_familys_scan_equals_transformers_on_a_sentence(family, tmp_path):
             assert np.abs(scan.tile(layer, head, slice(0, n), slice(0, n)) - expected[layer, head]).max() <= 1e-5
     written = summaries(expected, 16, 3)
     assert np.abs(scan.overview - written["overview"]).max() <= 1e-5
-    assert np.abs(scan.top_weights - written["top_weights"]).max() <= 1e-5
+    assert np.abs(scan.strongest_weights - written["strongest_weights"]).max() <= 1e-5
     share = np.clip(1 - expected.sum(-1), 1e-30, 1)  # (L, H, n) gpt-oss's learned sink's share, ~0 without one
     assert np.abs(scan.entropy - (written["entropy"] - share * np.log(share))).max() <= 1e-3  # the sink one more outcome
     if logits is None:  # ModernBERT, an encoder with local layers: no next piece
@@ -420,13 +438,13 @@ def test_the_default_bound_reads_the_whole_context_where_its_scan_grows_the_serv
 
 
 @pytest.mark.parametrize("family", ["mistral", "bert", "gpt_oss"])
-def test_a_knockout_and_an_ablation_enter_the_blocked_layer_as_they_enter_the_engines(family, folders, tmp_path):
-    """An intervention passed to the scan's blocked layer is not ignored: a knockout changes each block's rows before
-    they meet V, an ablation the heads' outputs; the layer's output and the rows it reports equal the engine's own
-    layer under the same intervention (a window and a learned sink included; the knocked edges lie within gpt-oss's window)."""
+def test_a_knockout_and_an_ablation_enter_the_blocked_attention_as_they_enter_the_whole(family, folders, tmp_path):
+    """The one layer body with the scan's attention (Blocked) does not ignore an intervention: a knockout changes each
+    block's rows before they meet V, an ablation the heads' outputs; the layer's output and the rows it reports equal
+    the same layer with every weight held (Whole) under the same intervention (a window and a learned sink included; the knocked edges lie within gpt-oss's window)."""
     from attnviz.effects import Ablation, Knockout
     from attnviz.models import engine
-    from attnviz.models.scan import blocked_layer
+    from attnviz.models.scan import Blocked
 
     model = models.load(folders[family] if family in folders else tiny_models.build(family, tmp_path), device="cpu")
     arch, weights = model.arch, model.weights
@@ -437,10 +455,10 @@ def test_a_knockout_and_an_ablation_enter_the_blocked_layer_as_they_enter_the_en
         x = engine.embed(arch, weights, torch.tensor(pieces.ids), positions)  # (n, d)
         for intervention in (Knockout(((n - 1, n - 2), (n - 1, 0), (20, 19)), layers=(0,)), Ablation(((0, 1),))):
             rows = []
-            blocked, *_ = blocked_layer(arch, weights.layers[0], 0, x, positions, 16,
-                                        lambda start, exps, total: rows.append(exps / total), intervention)
+            blocked, *_ = engine.layer(arch, weights.layers[0], 0, x, positions, intervention=intervention, trace=False,
+                                       attention=Blocked(16, visit=lambda start, exps, total: rows.append(exps / total)))
             dense, a, _ = engine.layer(arch, weights.layers[0], 0, x, positions, intervention=intervention)
-            plain, *_ = blocked_layer(arch, weights.layers[0], 0, x, positions, 16)
+            plain, *_ = engine.layer(arch, weights.layers[0], 0, x, positions, attention=Blocked(16), trace=False)
             assert (blocked - plain).abs().max() > 1e-4  # the intervention changed the layer
             assert (blocked - dense).abs().max() <= 1e-4
             for start, row in zip(range(0, n, 16), rows):
@@ -516,7 +534,7 @@ def test_at_length_the_scan_is_as_exact_as_float32_allows(tmp_path, monkeypatch)
                     lambda l: (-(own(l) * torch.log(own(l).clamp_min(1e-300))).sum(-1)).numpy(),
                     lambda l: torch.topk(own(l), 8, -1).values.numpy())
     ours = errors(scan.next_logits, lambda l, h: scan.tile(l, h, queries, range(n)),
-                  lambda l: scan.entropy[l], lambda l: scan.top_weights[l][..., :8])
+                  lambda l: scan.entropy[l], lambda l: scan.strongest_weights[l][..., :8])
     assert all(ours[k] <= 2 * theirs[k] for k in ours), (ours, theirs)
     # Measured: the scan's tiles and strongest weights 11-27× closer than transformers' float32, its logits 2.6×.
     assert all(ours[k] <= theirs[k] / 4 for k in ours if k.startswith(("tile", "top"))), (ours, theirs)

@@ -29,7 +29,7 @@ def gpt2(tmp_path_factory):
 @pytest.fixture(scope="module")
 def written(gpt2):
     _, model = gpt2
-    scan = model.scan(TEXT, block=64, top=5)
+    scan = model.scan(TEXT, block=64, strongest=5)
     return scan, scan_file.write(scan, model)
 
 
@@ -79,8 +79,8 @@ def test_a_file_read_with_safetensors_alone_gives_any_tiles_exact_weights_from_t
         np.testing.assert_allclose(tile, eager[layer, head, rows, cols], atol=2e-6, rtol=1e-5)
     # the summaries against the same eager weights, from the file alone
     np.testing.assert_allclose(arrays["sink"], eager[:, :, 1:, 0].mean(-1), atol=1e-5)
-    picked = np.take_along_axis(eager, arrays["top_keys"].astype(np.int64), -1)  # the named keys carry those weights
-    np.testing.assert_allclose(picked, arrays["top_weights"], atol=1e-5)
+    picked = np.take_along_axis(eager, arrays["strongest_keys"].astype(np.int64), -1)  # the named keys carry those weights
+    np.testing.assert_allclose(picked, arrays["strongest_weights"], atol=1e-5)
     entropy = -(eager * np.log(np.where(eager > 0, eager, 1))).sum(-1)  # (L, H, n)
     np.testing.assert_allclose(arrays["entropy"], entropy, atol=1e-4)
 
@@ -89,7 +89,7 @@ def test_attnvizs_reader_gives_back_what_the_scan_holds_and_a_tile_from_its_scor
     scan, data = written
     found = scan_file.read(data)
     for name, held in (("overview", scan.overview), ("sink", scan.sink), ("entropy", scan.entropy),
-                       ("top_keys", scan.top_keys), ("top_weights", scan.top_weights), ("lse", scan.normalisers)):
+                       ("strongest_keys", scan.strongest_keys), ("strongest_weights", scan.strongest_weights), ("lse", scan.normalisers)):
         assert found.arrays[name].dtype == held.dtype and np.array_equal(found.arrays[name], held), name
     assert found.ids.tolist() == list(scan.pieces.ids) and found.meta["pieces"] == scan.pieces.labels()
     assert found.meta["model"] == scan.model and found.meta["block"] == "64" and found.meta["attnviz"]

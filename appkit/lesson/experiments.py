@@ -165,11 +165,11 @@ def write_step(text, figure):
                    "piece held most of the kept mass. Pick another seed.")
         return
     step = sampled.steps[k]
-    top = [int(i) for i in step.top]
-    names = model.reader.labels(top)
+    offered = [int(i) for i in step.offered]
+    names = model.reader.labels(offered)
     values = step.probs.astype(np.float32)
     labels = [f"{name} (greedy)" if i == greedy.new_ids[k] else f"{name} (sampled)" if i == step.chosen else name
-              for name, i in zip(names, top)]
+              for name, i in zip(names, offered)]
     chart(figure, figures.weight_bars(values, labels, title=f"Step {k + 1}: what the model offered (T = 1)",
                                       axis="probability"),
           key="lesson_write", matrix=Matrix(values[None].copy(), [f"step {k + 1}"], names, corner="step \\ piece"))

@@ -59,7 +59,7 @@ export class DocumentText {
       // still gets a place to click: a thin mark, its title saying whose character it shares.
       const title = `#${i}: weight ${weights[i].toPrecision(3)}${piece ? "" : " (part of the character before it)"}`;
       const span = el("span", { "data-i": String(i), title, class: piece ? "" : "av-piece-part" }, piece);
-      const alpha = Math.min(1, weights[i] / data.top);
+      const alpha = Math.min(1, weights[i] / data.largest);
       span.style.background = `rgba(68, 1, 84, ${alpha.toFixed(3)})`;
       if (alpha > 0.5) span.style.color = "#ffffff";
       if (i === data.query) span.style.outline = `2px solid ${HIGHLIGHT}`;

@@ -69,8 +69,8 @@ export class Overview {
   /** What is drawn: the overview's B × B blocks, or the tile's r × c pieces. */
   grid() {
     const d = this.data;
-    if (this.showing === "overview") return { rows: d.count, cols: d.count, top: d.top };
-    return { rows: this.tile.queries[1] - this.tile.queries[0], cols: this.tile.keys[1] - this.tile.keys[0], top: this.tile.top };
+    if (this.showing === "overview") return { rows: d.count, cols: d.count, largest: d.largest };
+    return { rows: this.tile.queries[1] - this.tile.queries[0], cols: this.tile.keys[1] - this.tile.keys[0], largest: this.tile.largest };
   }
 
   layout() {
@@ -89,12 +89,12 @@ export class Overview {
   level(i, j) {
     if (this.showing === "overview") {
       if (blockHidden(i, j, this.data.causal)) return -1;
-      return Math.round(LEVELS * Math.min(1, this.values[i * this.data.count + j] / this.data.top));
+      return Math.round(LEVELS * Math.min(1, this.values[i * this.data.count + j] / this.data.largest));
     }
     const t = this.tile;
     const cols = t.keys[1] - t.keys[0];
     if (this.data.causal && t.keys[0] + j > t.queries[0] + i) return -1;
-    return Math.round(LEVELS * Math.sqrt(Math.min(1, t.weights[i * cols + j] / t.top)));
+    return Math.round(LEVELS * Math.sqrt(Math.min(1, t.weights[i * cols + j] / t.largest)));
   }
 
   image() {
@@ -207,7 +207,7 @@ export class Overview {
   }
 
   drawColourBar(ctx, { left, top, cell, rows, cols }) {
-    const high = this.grid().top;
+    const high = this.grid().largest;
     ctx.save();
     colourBar(ctx, this.data.palette, left + cols * cell + 14, top, Math.min(240, rows * cell), this.data.font_px,
       this.showing === "tile" ? `α ${formatG(high, 3)} (√ scale)` : `mean share ${formatG(high, 3)}`);

@@ -135,7 +135,7 @@ export class Timeline {
     });
     const sink = this.sinkShare(query);
     this.said.textContent = `Step ${this.step + 1} of ${d.steps.length}: after “${d.tokens[query]}” the model writes ` +
-      `“${chosen}” (p_T = ${s.p_chosen.toFixed(3)}${s.chosen_top < 0 ? ", not among the bars" : ""}; ` +
+      `“${chosen}” (p_T = ${s.p_chosen.toFixed(3)}${s.chosen_offered < 0 ? ", not among the bars" : ""}; ` +
       `P(drawn) = ${(s.p_drawn ?? s.p_chosen).toFixed(3)}). ` +
       `The first ${d.cross ? "source " : ""}piece's share of this query's weight, mean over layer ${d.layer + d.base}'s heads: ${sink.toFixed(2)}.`;
     this.drawBars(s);
@@ -160,31 +160,31 @@ export class Timeline {
     const d = this.data, font = d.font_px, row = font + 10;
     this.barsCaption.textContent = `Offered: p_T = softmax(z/T), before top-k and top-p (${d.sampler}); blue: kept ` +
       `(${s.kept_count} piece${s.kept_count === 1 ? "" : "s"} in all), orange: chosen`;
-    const width = this.width(this.barsBox), height = row * s.top.length + 6;
+    const width = this.width(this.barsBox), height = row * s.offered.length + 6;
     const ctx = canvasContext(this.bars, this.bars, width, height);
     const left = Math.min(width * 0.35, font * 9), room = width - left - font * 4;
-    const top = Math.max(...s.probs, 1e-9);
+    const largest = Math.max(...s.probs, 1e-9);
     ctx.font = `${font}px sans-serif`;
     ctx.textBaseline = "middle";
-    s.top.forEach((label, k) => {
+    s.offered.forEach((label, k) => {
       const y = 3 + k * row;
-      ctx.fillStyle = k === s.chosen_top ? HIGHLIGHT : s.kept[k] ? KEPT : DROPPED;
-      ctx.fillRect(left, y + 2, Math.max(1, room * s.probs[k] / top), row - 4);
+      ctx.fillStyle = k === s.chosen_offered ? HIGHLIGHT : s.kept[k] ? KEPT : DROPPED;
+      ctx.fillRect(left, y + 2, Math.max(1, room * s.probs[k] / largest), row - 4);
       ctx.fillStyle = INK;
       ctx.textAlign = "right";
       ctx.fillText(label, left - 6, y + row / 2, left - 8);
       ctx.textAlign = "left";
-      ctx.fillText(s.probs[k].toFixed(3), left + room * s.probs[k] / top + 4, y + row / 2);
+      ctx.fillText(s.probs[k].toFixed(3), left + room * s.probs[k] / largest + 4, y + row / 2);
     });
   }
 
-  /** The CSS colour of `value` on a row whose largest is `top`: one of 256 made once per palette. */
-  cellColour(value, top) {
+  /** The CSS colour of `value` on a row whose largest is `largest`: one of 256 made once per palette. */
+  cellColour(value, largest) {
     if (this.coloursOf !== this.data.palette) {
       this.coloursOf = this.data.palette;
       this.colours = Array.from({ length: 256 }, (_, v) => `rgb(${paletteColour(this.data.palette, v / 255).join(",")})`);
     }
-    return this.colours[Math.round(255 * Math.min(1, Math.max(0, top > 0 ? value / top : 0)))];
+    return this.colours[Math.round(255 * Math.min(1, Math.max(0, largest > 0 ? value / largest : 0)))];
   }
 
   drawRows(query) {
@@ -199,9 +199,9 @@ export class Timeline {
     ctx.font = `${font}px sans-serif`;
     for (let h = 0; h < d.heads; h++) {
       const values = this.rowsOf[h][query];
-      const top = Math.max(...values);
+      const largest = Math.max(...values);
       for (let j = 0; j < keys; j++) {
-        ctx.fillStyle = this.cellColour(values[j], top);
+        ctx.fillStyle = this.cellColour(values[j], largest);
         ctx.fillRect(left + j * cell, h * row, Math.ceil(cell), row - 1);
       }
       if (h === this.head) {
@@ -252,9 +252,9 @@ export class Timeline {
     for (let i = 0; i < n; i++) {
       const values = head[i];
       if (!values) continue; // a long prompt's own rows are not sent, only the steps'
-      const top = Math.max(...values);
+      const largest = Math.max(...values);
       for (let j = 0; j < values.length; j++) {
-        ctx.fillStyle = this.cellColour(values[j], top);
+        ctx.fillStyle = this.cellColour(values[j], largest);
         ctx.fillRect(left + j * cell, i * cell, cell, cell);
       }
       const every = Math.max(1, Math.ceil((font + 2) / cell));

@@ -72,15 +72,15 @@ export function attentionWeights(scores, n, m, { tau = 1, hard = false, causal =
       weights[row + best] = 1;
       continue;
     }
-    let top = -Infinity;
-    for (let j = 0; j < m; j++) if (logits[j] > top) top = logits[j];
-    if (!Number.isFinite(top)) {
+    let largest = -Infinity;
+    for (let j = 0; j < m; j++) if (logits[j] > largest) largest = logits[j];
+    if (!Number.isFinite(largest)) {
       overflow.push(i); // exp(∞ − ∞) is NaN: no weights exist, as in the engine
       continue;
     }
     let sum = 0;
     for (let j = 0; j < m; j++) {
-      const e = Math.exp(logits[j] - top); // exp(−∞) = 0 for masked keys
+      const e = Math.exp(logits[j] - largest); // exp(−∞) = 0 for masked keys
       weights[row + j] = e;
       sum += e;
     }

@@ -41,10 +41,10 @@ def timeline_data(generation, labels: list[str], piece_labels, layer: int, *, he
     steps = []
     for step in generation.steps:
         kept = set(int(i) for i in step.kept)
-        top = [int(i) for i in step.top]
-        steps.append(dict(top=piece_labels(top), probs=[round(float(p), 4) for p in _finite(step.probs)],
-                          kept=[i in kept for i in top], kept_count=len(kept), chosen_top=top.index(step.chosen)
-                          if step.chosen in top else -1, p_chosen=round(float(step.p_chosen), 4),
+        offered = [int(i) for i in step.offered]
+        steps.append(dict(offered=piece_labels(offered), probs=[round(float(p), 4) for p in _finite(step.probs)],
+                          kept=[i in kept for i in offered], kept_count=len(kept),
+                          chosen_offered=offered.index(step.chosen) if step.chosen in offered else -1, p_chosen=round(float(step.p_chosen), 4),
                           p_drawn=round(float(step.p_drawn), 4)))
     heads, n, m = weights.shape
     whole = heads * n * m if cross else heads * n * (n + 1) // 2

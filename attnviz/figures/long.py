@@ -67,7 +67,7 @@ def overview_data(scan, layer: int, head: int, region: tuple[range, range] | Non
     data = dict(
         title=f"Layer {layer + 1}, head {head + 1}: each block's mean share over {n:,} pieces ({count}×{count} blocks "
               f"of {b})",
-        values=packed(values), count=int(count), block=int(b), n=n, top=float(values.max()) or 1.0,
+        values=packed(values), count=int(count), block=int(b), n=n, largest=float(values.max()) or 1.0,
         spans=[block_name(names, a * b, min(n, (a + 1) * b)) for a in range(count)],
         causal=bool(scan.architecture.causal), palette=palette_stops(palette), font_px=int(font_px), max_px=int(max_px),
         file=f"attnviz_long_L{layer + 1}H{head + 1}", tile=None)
@@ -79,7 +79,7 @@ def overview_data(scan, layer: int, head: int, region: tuple[range, range] | Non
             title=f"Layer {layer + 1}, head {head + 1}: the exact weights of queries {queries.start}–{queries.stop - 1} "
                   f"on keys {keys.start}–{keys.stop - 1}",
             queries=[queries.start, queries.stop], keys=[keys.start, keys.stop], weights=packed(weights),
-            top=float(weights.max()) or 1.0, row_names=names[queries.start:queries.stop],
+            largest=float(weights.max()) or 1.0, row_names=names[queries.start:queries.stop],
             key_names=names[keys.start:keys.stop])
     return data
 
@@ -124,7 +124,7 @@ def document_data(scan, layer: int, head: int, query: int) -> dict:
             continue
         chunks.append(text[start:b] if b > start else "")  # pieces of one character share it: the first shows it
         start = max(start, b)
-    return dict(pieces=chunks, weights=packed(row), query=int(query), top=float(row.max()) or 1.0,
+    return dict(pieces=chunks, weights=packed(row), query=int(query), largest=float(row.max()) or 1.0,
                 title=f"The document, each piece shaded by the weight piece #{query} gives it (layer {layer + 1}, "
                       f"head {head + 1}; the darkest: {float(row.max()):.3g})")
 
@@ -139,7 +139,7 @@ def reads_from(scan, query: int | None = None, heads: list[tuple[int, int]] | No
     text, spans = scan.pieces.text, scan.pieces.spans
     found = []
     for layer, head in heads or [(l, h) for l in range(scan.layers) for h in range(scan.heads)]:
-        kept = [(k, w) for k, w in zip(scan.top_keys[layer, head, query], scan.top_weights[layer, head, query])
+        kept = [(k, w) for k, w in zip(scan.strongest_keys[layer, head, query], scan.strongest_weights[layer, head, query])
                 if w > 0 and not (past_first and k == 0)]
         for k, weight in kept[:top]:
             found.append(dict(layer=layer + 1, head=head + 1, key=int(k), weight=float(weight),

@@ -2,8 +2,8 @@
 
 Each program holds BLOCK_M queries of one head and reads the keys they may see BLOCK_N at a time, twice, computing
 each block's scores q·kᵀ in registers and writing none to memory:
-1. a running maximum m and l = Σ e^{s − m} (float64) per query, rescaled as m moves (onepass.py's arithmetic), and
-   each query's strongest scores kept in registers, merged block by block;
+1. a running maximum m and l = Σ e^{s − m} (float64) per query, rescaled as m moves (tests/onepass.py: that
+   arithmetic in torch), and each query's strongest scores kept in registers, merged block by block;
 2. with each row's m and l final, the exact weights α = e^{s − m} / l of each block: αV (compensated sums), the
    entropy's Σ α(s − m) (float64), each block of the overview's share, each query's weight on the first key, and
    each key's and each offset's share (the census's verticals and slashes, added atomically).
@@ -91,32 +91,32 @@ def attend(arch: Architecture, index: int, query: torch.Tensor, key: torch.Tenso
     keys_rule = rules.keys(arch, index)
     slopes = (rules.alibi_slopes(heads).to(device) if arch.alibi else torch.zeros(heads, device=device))  # (H,)
     sinks = (sink.float().to(device) if sink is not None else torch.zeros(heads, device=device))  # (H,)
-    top = summaries.top
-    kept = _next_power(top)
+    count = summaries.keys_kept
+    kept = _next_power(count)
     output = torch.empty((heads, n, dh), dtype=torch.float32, device=device)  # (H, n, dh)
     normaliser = torch.empty((heads, n), dtype=torch.float64, device=device)  # (H, n)
     entropy = torch.empty((heads, n), dtype=torch.float64, device=device)  # (H, n) in nats, the sink counted
     first = torch.zeros((heads, n), dtype=torch.float32, device=device)  # (H, n) α[q, 0]
     overview = torch.zeros_like(summaries.overview)  # (H, B, B) Σ over each block's queries of its keys' weights
-    top_weights = torch.empty((heads, n, kept), dtype=torch.float32, device=device)  # (H, n, kept)
-    top_keys = torch.empty((heads, n, kept), dtype=torch.int32, device=device)  # (H, n, kept)
+    strongest_weights = torch.empty((heads, n, kept), dtype=torch.float32, device=device)  # (H, n, kept)
+    strongest_keys = torch.empty((heads, n, kept), dtype=torch.int32, device=device)  # (H, n, kept)
     verticals = torch.zeros((heads, n), dtype=torch.float32, device=device)  # (H, n) Σ_q α[q, k]
     slashes = torch.zeros((heads, 2 * n - 1), dtype=torch.float32, device=device)  # (H, 2n − 1) Σ_q α[q, q − d]
     grid = (math.ceil(n / size), heads)
     try:
         _kernel(interpreting())[grid](
-            query, key, value, output, normaliser, entropy, first, overview, top_weights, top_keys, verticals, slashes,
+            query, key, value, output, normaliser, entropy, first, overview, strongest_weights, strongest_keys, verticals, slashes,
             slopes, sinks, n, dh, heads // arch.kv_heads, keys_rule.window or 0, float(arch.score_cap or 1.0), block, overview.shape[-1],
             CAUSAL=keys_rule.causal, WINDOW=bool(keys_rule.window), ALIBI=bool(arch.alibi), CAP=bool(arch.score_cap),
-            SINK=sink is not None, D=width, BLOCK_M=size, BLOCK_N=size, TOP=kept,
+            SINK=sink is not None, D=width, BLOCK_M=size, BLOCK_N=size, KEPT=kept,
             num_warps=4 if width <= 64 else 8)  # a head of 128 dimensions keeps twice the registers a program
     except TritonError as error:  # raised before the kernel wrote anything: nothing to undo
         global _failed
         _failed = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}"
         raise Failed(_failed) from error
     summaries.entropy[...] = entropy
-    summaries.top_weights[...] = top_weights[..., :top]
-    summaries.top_keys[...] = top_keys[..., :top]
+    summaries.strongest_weights[...] = strongest_weights[..., :count]
+    summaries.strongest_keys[...] = strongest_keys[..., :count]
     counts = torch.full((overview.shape[-1],), float(block), device=device)  # (B,) queries in each block
     counts[-1] = n - block * (overview.shape[-1] - 1)
     summaries.overview[...] = overview / counts[None, :, None]
@@ -143,14 +143,14 @@ if triton is not None:
     _SUM, _ARGMAX = tl.standard._sum_combine, tl.standard._argmax_combine_tie_break_left
 
 
-def _summarise(Q, K, V, O, LSE, ENT, FIRST, OVER, TOPW, TOPK, VERT, SLASH, SLOPES, SINKS,
+def _summarise(Q, K, V, O, LSE, ENT, FIRST, OVER, KEPTW, KEPTK, VERT, SLASH, SLOPES, SINKS,
                n, dh, group, window, cap, block, count,
                CAUSAL: tl.constexpr, WINDOW: tl.constexpr, ALIBI: tl.constexpr, CAP: tl.constexpr,
                SINK: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               TOP: tl.constexpr):
+               KEPT: tl.constexpr):
     """One program: queries q0 … q0 + BLOCK_M − 1 of one head, over the keys they may read, read twice (see above).
     Q (H, n, dh), K and V (KV, n, dh) float32; out: O (H, n, dh), LSE and ENT (H, n) float64, FIRST (H, n), OVER
-    (H, count, count) summed, TOPW and TOPK (H, n, TOP), VERT (H, n) and SLASH (H, 2n − 1) summed: each key's and
+    (H, count, count) summed, KEPTW and KEPTK (H, n, KEPT), VERT (H, n) and SLASH (H, 2n − 1) summed: each key's and
     each offset's weight (offset d = i − j at d + n − 1)."""
     head = tl.program_id(1)
     q0 = tl.program_id(0) * BLOCK_M
@@ -158,7 +158,7 @@ def _summarise(Q, K, V, O, LSE, ENT, FIRST, OVER, TOPW, TOPK, VERT, SLASH, SLOPE
     rows = q0 + tl.arange(0, BLOCK_M)  # (M,) the queries' positions
     live = rows < n  # (M,)
     dims = tl.arange(0, D)  # (D,) dh padded to a power of two
-    slots = tl.arange(0, TOP)  # (TOP,)
+    slots = tl.arange(0, KEPT)  # (KEPT,)
     lanes = tl.arange(0, BLOCK_N)  # (N,)
     query = tl.load(Q + head * n * dh + rows[:, None] * dh + dims[None, :],
                     mask=live[:, None] & (dims[None, :] < dh), other=0.0)  # (M, D)
@@ -175,9 +175,9 @@ def _summarise(Q, K, V, O, LSE, ENT, FIRST, OVER, TOPW, TOPK, VERT, SLASH, SLOPE
     slope = tl.load(SLOPES + head)
     m = tl.full([BLOCK_M], -1.0e30, tl.float32)  # (M,) the largest score so far
     l = tl.full([BLOCK_M], 0.0, tl.float64)  # (M,) Σ e^{s − m}
-    # (M, TOP) the strongest scores, strongest first; -3e38 marks an empty place and a taken score, below any score
-    best = tl.full([BLOCK_M, TOP], -3.0e38, tl.float32)
-    best_keys = tl.full([BLOCK_M, TOP], 0, tl.int32)  # (M, TOP)
+    # (M, KEPT) the strongest scores, strongest first; -3e38 marks an empty place and a taken score, below any score
+    best = tl.full([BLOCK_M, KEPT], -3.0e38, tl.float32)
+    best_keys = tl.full([BLOCK_M, KEPT], 0, tl.int32)  # (M, KEPT)
     inverse = tl.full([BLOCK_M], 0.0, tl.float32)  # (M,) 1 / l, once l is final
     acc = tl.full([BLOCK_M, D], 0.0, tl.float32)  # (M, D) αV
     lost = tl.full([BLOCK_M, D], 0.0, tl.float32)  # (M, D) what acc's sums rounded away (Kahan)
@@ -215,11 +215,11 @@ def _summarise(Q, K, V, O, LSE, ENT, FIRST, OVER, TOPW, TOPK, VERT, SLASH, SLOPE
                 if tl.reduce(largest - tl.reduce(best, 1, _MIN), 0, _MAX) > 0:  # some query's strongest keys change
                     rest = scores  # (M, N) the block's scores not yet taken
                     lane_of = rows[:, None] * 0 + lanes[None, :]  # (M, N) each score's lane
-                    slot_of = rows[:, None] * 0 + slots[None, :]  # (M, TOP)
-                    kept = best  # (M, TOP) the strongest so far not yet taken
-                    merged = tl.full([BLOCK_M, TOP], -3.0e38, tl.float32)  # (M, TOP)
-                    merged_keys = tl.full([BLOCK_M, TOP], 0, tl.int32)  # (M, TOP)
-                    for i in tl.static_range(TOP):
+                    slot_of = rows[:, None] * 0 + slots[None, :]  # (M, KEPT)
+                    kept = best  # (M, KEPT) the strongest so far not yet taken
+                    merged = tl.full([BLOCK_M, KEPT], -3.0e38, tl.float32)  # (M, KEPT)
+                    merged_keys = tl.full([BLOCK_M, KEPT], 0, tl.int32)  # (M, KEPT)
+                    for i in tl.static_range(KEPT):
                         a, a_at = tl.reduce((rest, lane_of), 1, _ARGMAX)  # (M,) each: on a tie the first
                         b, b_at = tl.reduce((kept, slot_of), 1, _ARGMAX)  # (M,) each
                         fresh = a > b  # (M,) on a tie the earlier key, already kept
@@ -262,9 +262,9 @@ def _summarise(Q, K, V, O, LSE, ENT, FIRST, OVER, TOPW, TOPK, VERT, SLASH, SLOPE
         moment += (sink_weight * (sink - m)).to(tl.float64)
     tl.store(LSE + head * n + rows, m.to(tl.float64) + log_l, mask=live)
     tl.store(ENT + head * n + rows, log_l - moment, mask=live)
-    # e^{(s − m) − log l}: s − m is exact near the maximum (onepass.py)
-    strongest = tl.exp((best - m[:, None]) - log_l.to(tl.float32)[:, None])  # (M, TOP), 0 where hidden
-    out = head * n * TOP + rows[:, None] * TOP + slots[None, :]  # (M, TOP)
-    tl.store(TOPW + out, strongest, mask=live[:, None])
-    tl.store(TOPK + out, best_keys, mask=live[:, None])
+    # e^{(s − m) − log l}: s − m is exact near the maximum (tests/onepass.py)
+    strongest = tl.exp((best - m[:, None]) - log_l.to(tl.float32)[:, None])  # (M, KEPT), 0 where hidden
+    out = head * n * KEPT + rows[:, None] * KEPT + slots[None, :]  # (M, KEPT)
+    tl.store(KEPTW + out, strongest, mask=live[:, None])
+    tl.store(KEPTK + out, best_keys, mask=live[:, None])
     tl.store(O + head * n * dh + rows[:, None] * dh + dims[None, :], acc, mask=live[:, None] & (dims[None, :] < dh))

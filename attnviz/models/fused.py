@@ -138,9 +138,9 @@ def checked(name: str, tensor, dims: int, shape: tuple | None = None) -> None:
                          f"got {tuple(tensor.shape)}{'' if tensor.is_contiguous() else ', not contiguous'}")
 
 
-def block(scores: torch.Tensor, exps: torch.Tensor, top: int, chunk: int, floor: float, lines=None):
-    """For scores (H, r, k), k a multiple of `chunk`, hidden keys at the lowest float: each row's `top` largest scores
-    and their keys, largest first ((H, r, top) float32 and int32), and with s′ = max(s − the row's largest, floor),
+def block(scores: torch.Tensor, exps: torch.Tensor, kept: int, chunk: int, floor: float, lines=None):
+    """For scores (H, r, k), k a multiple of `chunk`, hidden keys at the lowest float: each row's `kept` (at least 1)
+    largest scores and their keys, largest first ((H, r, kept) float32 and int32), and with s′ = max(s − the row's largest, floor),
     e^{s′} written into exps (H, r, k) (0 for a hidden key), Z′ = Σ e^{s′} (H, r, 1), Σ e^{s′} s′ (H, r) and each
     chunk's Σ e^{s′} (H, r, k / chunk). `exps` may be `scores` itself: each e^{s′} is written over the s it is made
     from, once the row's search has read it (the scan keeps one buffer a block, not two).
@@ -154,11 +154,11 @@ def block(scores: torch.Tensor, exps: torch.Tensor, top: int, chunk: int, floor:
     checked("exps", exps, 3, (heads, r, k))
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 16 or k % chunk or chunk % 16:
         raise ValueError(f"the kernel reads whole chunks of a multiple of 16 keys: {k} keys, chunks of {chunk}")
-    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
-        raise ValueError(f"the kernel keeps each row's strongest keys: top must be at least 1, got {top!r}")
-    top = min(top, k)
-    best = scores.new_empty((heads, r, top))  # (H, r, top)
-    keys = torch.empty((heads, r, top), dtype=torch.int32)  # (H, r, top)
+    if isinstance(kept, bool) or not isinstance(kept, int) or kept < 1:  # C would write past its buffers
+        raise ValueError(f"the kernel keeps each row's strongest keys: kept must be at least 1, got {kept!r}")
+    kept = min(kept, k)
+    best = scores.new_empty((heads, r, kept))  # (H, r, kept)
+    keys = torch.empty((heads, r, kept), dtype=torch.int32)  # (H, r, kept)
     total = scores.new_empty((heads, r, 1))  # (H, r, 1)
     moment = scores.new_empty((heads, r))  # (H, r)
     sums = scores.new_empty((heads, r, k // chunk))  # (H, r, k / chunk)
@@ -176,7 +176,7 @@ def block(scores: torch.Tensor, exps: torch.Tensor, top: int, chunk: int, floor:
         if not 0 <= start and start + r <= n:
             raise ValueError(f"the block's rows {start} … {start + r - 1} lie outside the {n} pieces")
         pointers = (verticals.data_ptr(), slashes.data_ptr(), None if sinks is None else sinks.data_ptr())
-    failed = library().attnviz_block(scores.data_ptr(), heads * r, k, chunk, top, floor, torch.finfo(torch.float32).min,
+    failed = library().attnviz_block(scores.data_ptr(), heads * r, k, chunk, kept, floor, torch.finfo(torch.float32).min,
                                      exps.data_ptr(), best.data_ptr(), keys.data_ptr(), total.data_ptr(),
                                      moment.data_ptr(), sums.data_ptr(), r, start, n, width, *pointers,
                                      torch.get_num_threads())

@@ -18,31 +18,33 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
+from attnviz._deprecated import renamed, warn
 from attnviz.models.errors import ENGINE_FAMILIES, ModelError, a_or_an
 from attnviz.models.result import Run
 
-if TYPE_CHECKING:
-    from attnviz.models.loaded import Model
-
 MAX_STEPS = 64
-TOP = 10  # each step keeps this many of the most likely pieces, before sampling
+OFFERED = 10  # each step keeps this many of the pieces offered, the most likely, before sampling
 
 
 @dataclass
 class Step:
     """One step of a generation."""
 
-    top: np.ndarray  # int (k,) the most likely next pieces, before top-k and top-p (T = 1 when greedy)
+    offered: np.ndarray  # int (k,) the pieces offered: the most likely next, before top-k and top-p (T = 1 when greedy)
     probs: np.ndarray  # float32 (k,) their probabilities under the temperature
     kept: np.ndarray  # int: the pieces top-k and top-p keep, most likely first (greedy: the one chosen)
     chosen: int
     p_chosen: float = 0.0  # the chosen piece's probability under the temperature, before top-k and top-p
     p_drawn: float = 0.0  # the chosen piece's P(drawn): the sampler's distribution (next_distribution), 1 when greedy
+
+    @property
+    def top(self) -> np.ndarray:
+        warn("Step.top", "Step.offered")
+        return self.offered
 
 
 @dataclass
@@ -63,7 +65,7 @@ class Generation:
 
     @property
     def nbytes(self) -> int:
-        return self.run.nbytes + sum(s.top.nbytes + s.probs.nbytes + s.kept.nbytes for s in self.steps)
+        return self.run.nbytes + sum(s.offered.nbytes + s.probs.nbytes + s.kept.nbytes for s in self.steps)
 
 
 def check(model, steps, temperature, top_k, top_p, prompt: int) -> int:
@@ -128,21 +130,21 @@ def sampler_text(temperature: float, top_k: int = 0, top_p: float = 1.0, seed: i
             + (f", seed {seed}" if seed is not None else ""))
 
 
-def top_pieces(model: Model, probs: np.ndarray, k: int) -> tuple[np.ndarray, list[str]]:
+def top_pieces(model, probs: np.ndarray, k: int) -> tuple[np.ndarray, list[str]]:
     """The `k` most likely next pieces of a distribution (vocab,), those with any probability, most likely first:
     their ids and labels."""
-    top = np.argsort(-probs, kind="stable")[:k]  # (≤k,)
-    top = top[probs[top] > 0]
-    return top, model.reader.labels([int(i) for i in top])
+    likeliest = np.argsort(-probs, kind="stable")[:k]  # (≤k,)
+    likeliest = likeliest[probs[likeliest] > 0]
+    return likeliest, model.reader.labels([int(i) for i in likeliest])
 
 
 def choose(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, generator: torch.Generator,
-           top: int = TOP) -> Step:
-    """One step's choice from next-piece logits (vocab,): the offer under the temperature, the set top-k and top-p
-    keep, and the piece chosen (the most likely at T = 0, else drawn with `generator`)."""
+           offers: int = OFFERED) -> Step:
+    """One step's choice from next-piece logits (vocab,): the `offers` most likely pieces under the temperature,
+    the set top-k and top-p keep, and the piece chosen (the most likely at T = 0, else drawn with `generator`)."""
     logits = logits.double()  # (vocab,)
-    offered = torch.softmax(logits / (temperature if temperature > 0 else 1.0), -1)  # (vocab,)
-    best = torch.topk(offered, min(top, len(offered)))  # (k,)
+    tempered = torch.softmax(logits / (temperature if temperature > 0 else 1.0), -1)  # (vocab,)
+    best = torch.topk(tempered, min(offers, len(tempered)))  # (k,)
     chosen_from = next_distribution(logits, temperature, top_k, top_p)  # (vocab,) the sampler's distribution
     kept = torch.nonzero(chosen_from).flatten()  # (m,)
     kept = kept[torch.argsort(chosen_from[kept], descending=True)]  # most likely first
@@ -150,25 +152,26 @@ def choose(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, g
         chosen = int(torch.multinomial(chosen_from.double(), 1, generator=generator))
     else:
         chosen = int(logits.argmax())
-    return Step(best.indices.numpy(), best.values.float().numpy(), kept.numpy(), chosen, float(offered[chosen]),
+    return Step(best.indices.numpy(), best.values.float().numpy(), kept.numpy(), chosen, float(tempered[chosen]),
                 float(chosen_from[chosen]))
 
 
 def generate(model, text: str, steps: int = 16, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
-             seed: int = 0, top: int = TOP) -> Generation:
+             seed: int = 0, offers: int = OFFERED, **old) -> Generation:
     """`steps` new pieces after `text` (fewer where the model's end piece comes first, or the pieces it reads run
     out). Temperature 0 is greedy; otherwise each piece is drawn from softmax(z / T) kept to the top_k most likely
     and the smallest set whose mass reaches top_p, with a generator seeded by `seed` (the same seed, the same text).
-    Each step computes one query row per head from the K/V cache."""
+    Each step computes one query row per head from the K/V cache, and keeps the `offers` most likely pieces."""
+    offers = renamed(old, "top", "offers", offers, "generate")
     if model.kind == "encoder-decoder":
-        return generate_seq2seq(model, text, steps, temperature, top_k, top_p, seed, top)
+        return generate_seq2seq(model, text, steps, temperature, top_k, top_p, seed, offers)
     run = model.run(text)
     steps = check(model, steps, temperature, top_k, top_p, len(run.pieces))
     generator = torch.Generator().manual_seed(int(seed))
     ends = set(getattr(model, "end_ids", ()))
     made, new_ids, stopped = [], [], "steps"
     for _ in range(steps):
-        step = choose(torch.from_numpy(run.next_logits), temperature, top_k, top_p, generator, top)
+        step = choose(torch.from_numpy(run.next_logits), temperature, top_k, top_p, generator, offers)
         made.append(step)
         new_ids.append(step.chosen)
         run = model.extend(run, step.chosen)
@@ -179,7 +182,7 @@ def generate(model, text: str, steps: int = 16, temperature: float = 0.0, top_k:
 
 
 def generate_seq2seq(model, text: str, steps: int, temperature: float, top_k: int, top_p: float, seed: int,
-                     top: int = TOP) -> Generation:
+                     offers: int = OFFERED) -> Generation:
     """An encoder–decoder computed by transformers writing after the source `text`: the encoder reads the source
     once, each step the decoder reads its pieces so far ([start] + those written) against it, and the run at the end
     holds the encoder's, the decoder's and the cross-attention over the whole output (the decoder's prompt is its
@@ -191,7 +194,7 @@ def generate_seq2seq(model, text: str, steps: int, temperature: float, top_k: in
     encoded = model.encode(source)
     ids, made, stopped = [model.start], [], "steps"
     for _ in range(steps):
-        step = choose(model.next_logits(encoded, ids), temperature, top_k, top_p, generator, top)
+        step = choose(model.next_logits(encoded, ids), temperature, top_k, top_p, generator, offers)
         made.append(step)
         ids.append(step.chosen)
         if step.chosen in ends:

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import torch
 
+from attnviz._deprecated import renamed
 from attnviz.models import engine
 from attnviz.models.engine import rules
 from attnviz.models.errors import ENGINE_FAMILIES, ModelError
@@ -15,7 +16,7 @@ from attnviz.models.files import size_text
 from attnviz.models.generate import generate
 from attnviz.models.pieces import Pieces, Reader
 from attnviz.models.result import KIND_TITLES, Attention, Run
-from attnviz.models.scan import BLOCK, TOP
+from attnviz.models.scan import BLOCK, STRONGEST
 
 MAX_PIECES = 512  # the most a run reads (the models' own contexts are longer; a page's request stays bounded)
 RUN_WEIGHTS_BYTES = 320 * 2**20  # a run's weights (L, H, n, n) float32 stay within this: many heads read fewer pieces
@@ -87,7 +88,8 @@ class Model:
         computes, from its K/V cache; by an encoder–decoder, after the source `text`."""
         return generate(self, text, steps, temperature, top_k, top_p, seed)
 
-    def scan(self, text: str, block: int = BLOCK, top: int = TOP, progress=None, limit: int | None = None):
+    def scan(self, text: str, block: int = BLOCK, strongest: int = STRONGEST, progress=None, limit: int | None = None,
+             **old):
         """Every head's attention over a whole document, up to the model's own context (attnviz.models.scan): a
         model attnviz's engine computes only."""
         raise self._no_scan()
@@ -263,19 +265,23 @@ class EngineModel(Model):
                    intervention: engine.Intervention | None = None) -> Run:
         return self._run(pieces, engine.forward(self.arch, self.weights, pieces.ids, intervention))
 
-    def scan(self, text: str, block: int = BLOCK, top: int = TOP, progress=None, limit: int | None = None):
+    def scan(self, text: str, block: int = BLOCK, strongest: int = STRONGEST, progress=None, limit: int | None = None,
+             **old):
         """Every head's attention over `text`, up to the model's own context (arch.context pieces, or `limit` where
         that is smaller: a server's bound), summarised block by block without the full matrix
-        (attnviz.models.scan.Scan). `progress(done, total)` hears of each block of queries of each layer. A text over
-        the context, or an empty one, gets a TextError that says why."""
+        (attnviz.models.scan.Scan), each query's `strongest` keys kept. `progress(done, total)` hears of each block
+        of queries of each layer. A text over the context, or an empty one, gets a TextError that says why. The door
+        of a scan: its sizes are checked here, once."""
         from attnviz.models import scan as scanning  # noqa: F811  the module, beside the method of the same name
 
+        strongest = renamed(old, "top", "strongest", strongest, "model.scan")
         if isinstance(block, bool) or not isinstance(block, int) or not 16 <= block <= 4096:
             raise ValueError(f"block must be a whole number from 16 to 4,096, got {block!r}.")
-        if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= 64:
-            raise ValueError(f"top must be a whole number from 1 to 64, got {top!r}.")
+        if isinstance(strongest, bool) or not isinstance(strongest, int) or not 1 <= strongest <= 64:
+            raise ValueError(f"strongest (the keys kept a query) must be a whole number from 1 to 64, got {strongest!r}.")
         pieces = self.reader(text, limit=min(self.arch.context, limit or self.arch.context))
-        return scanning.scan(self.arch, self.weights, pieces, self.name, block=block, top=top, progress=progress)
+        return scanning.scan(self.arch, self.weights, pieces, self.name, block=block, strongest=strongest,
+                             progress=progress)
 
     def census(self, text: str, rules=None, wu=None, progress=None, limit: int | None = None):
         """What each head does over `text` (attnviz.models.census.Census): its scan, then the census of its one

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from attnviz.models import engine, flash, fused
+from attnviz._deprecated import warn
 from attnviz.cache import memory_bound
 from attnviz.models.pieces import Pieces
 
@@ -24,7 +25,7 @@ SCAN_MEMORY_SETTING = "ATTNVIZ_SCAN_MEMORY"  # or `attnviz --scan-memory`: what 
 REQUEST_BYTES = 2**30  # by default a scan grows the server by at most this much: one request's share
 FREE_SHARE = 0.5  # and by at most this share of the memory the machine had free when the server started
 BLOCK = 128  # queries a step, and the overview's block of keys
-TOP = 8  # each query's strongest keys kept
+STRONGEST = 8  # each query's strongest keys kept
 CHUNK = 64  # keys a chunk, in the search for each query's strongest keys
 FLOOR = -80.0  # on a CPU, s′ = s − its row's largest is taken as at least this: e^{-80} ≈ 2e-35, so that no e^{s′} is
 # subnormal, and no input of exp lies past its fast range: either made those passes many times slower there
@@ -37,8 +38,8 @@ class Scan:
 
     overview (L, H, B, B), B = ⌈n / block⌉: the mean, over the queries of block a, of Σ_{k in block b} α[q, k]; each
     row sums to 1 (to 1 − the share of a learned sink, gpt-oss's). sink (L, H): the mean over queries q ≥ 1 of α[q, 0].
-    entropy (L, H, n): each query's −Σ_k α log α, in nats (a learned sink counted as one more outcome). top_keys,
-    top_weights (L, H, n, top): each query's strongest keys (int16 up to 32,768 pieces: key_type), strongest first.
+    entropy (L, H, n): each query's −Σ_k α log α, in nats (a learned sink counted as one more outcome). strongest_keys,
+    strongest_weights (L, H, n, s): each query's s strongest keys (int16 up to 32,768 pieces: key_type), strongest first.
     verticals (L, H, n), slashes (L, H, 2n − 1): each key's weight and each offset's, summed over the queries.
     next_logits (vocab,): a decoder's logits at the last position, else None. tile(layer, head, queries, keys): exact
     weights."""
@@ -49,8 +50,8 @@ class Scan:
     overview: np.ndarray
     sink: np.ndarray
     entropy: np.ndarray
-    top_keys: np.ndarray
-    top_weights: np.ndarray
+    strongest_keys: np.ndarray
+    strongest_weights: np.ndarray
     next_logits: np.ndarray | None
     architecture: engine.Architecture
     queries: list[torch.Tensor]  # per layer (H, n, dh) on the CPU, scaled by 1/√dh and turned by position
@@ -64,6 +65,16 @@ class Scan:
     @property
     def layers(self) -> int:
         return self.overview.shape[0]
+
+    @property
+    def top_keys(self) -> np.ndarray:
+        warn("Scan.top_keys", "Scan.strongest_keys")
+        return self.strongest_keys
+
+    @property
+    def top_weights(self) -> np.ndarray:
+        warn("Scan.top_weights", "Scan.strongest_weights")
+        return self.strongest_weights
 
     @property
     def heads(self) -> int:
@@ -152,12 +163,12 @@ def key_type(n: int) -> torch.dtype:
     return torch.int16 if n <= 2**15 else torch.int32
 
 
-def kept_bytes(arch: engine.Architecture, n: int, block: int = BLOCK, top: int = TOP) -> int:
+def kept_bytes(arch: engine.Architecture, n: int, block: int = BLOCK, strongest: int = STRONGEST) -> int:
     """The bytes a scan of n pieces keeps: each layer's queries and keys (float32), normalisers (float64), entropy,
     strongest keys and their weights, overview, sink, verticals and slashes."""
     key_bytes = key_type(n).itemsize
     per_layer = (4 * (arch.heads + arch.kv_heads) * arch.head_dim * n
-                 + arch.heads * n * (8 + 4 + (4 + key_bytes) * min(top, n))
+                 + arch.heads * n * (8 + 4 + (4 + key_bytes) * min(strongest, n))
                  + 4 * arch.heads * (math.ceil(n / block) ** 2 + 1)
                  + 4 * arch.heads * (n + 2 * n - 1))  # the verticals and slashes
     return arch.layers * per_layer
@@ -171,14 +182,14 @@ def working_bytes(arch: engine.Architecture, n: int, block: int = BLOCK) -> int:
     return 4 * n * (arch.heads * block + 2 * arch.d_model + 2 * arch.heads * arch.head_dim)
 
 
-def peak_bytes(arch: engine.Architecture, n: int, block: int = BLOCK, top: int = TOP) -> int:
+def peak_bytes(arch: engine.Architecture, n: int, block: int = BLOCK, strongest: int = STRONGEST) -> int:
     """How much a scan of n pieces grows the process by at its largest: what it keeps and what it works in."""
-    return kept_bytes(arch, n, block, top) + working_bytes(arch, n, block)
+    return kept_bytes(arch, n, block, strongest) + working_bytes(arch, n, block)
 
 
-def most_pieces(arch: engine.Architecture, budget: int, block: int = BLOCK, top: int = TOP) -> int:
+def most_pieces(arch: engine.Architecture, budget: int, block: int = BLOCK, strongest: int = STRONGEST) -> int:
     """The most pieces (up to the model's context) whose scan keeps at most `budget` bytes."""
-    return _most(arch, lambda n: kept_bytes(arch, n, block, top) <= budget)
+    return _most(arch, lambda n: kept_bytes(arch, n, block, strongest) <= budget)
 
 
 def _most(arch: engine.Architecture, fits) -> int:
@@ -207,16 +218,16 @@ class Summaries:
     the overview. They stay on the scan's device until the layer is done: a copy to the CPU a block would make the CPU
     wait for the GPU block after block."""
 
-    def __init__(self, heads: int, n: int, block: int, top: int, device: torch.device | str = "cpu",
+    def __init__(self, heads: int, n: int, block: int, strongest: int, device: torch.device | str = "cpu",
                  into: dict[str, np.ndarray] | None = None):
-        """`into`, on the CPU: the scan's arrays of this layer (overview, entropy, top_keys, top_weights), zeroed, which
+        """`into`, on the CPU: the scan's arrays of this layer (overview, entropy, strongest_keys, strongest_weights), zeroed, which
         the summaries fill in place rather than in tensors of their own that the scan would stack at its end (a second
         copy of them all at once)."""
-        self.n, self.block, self.top = n, block, min(top, n)
+        self.n, self.block, self.keys_kept = n, block, min(strongest, n)
         count = math.ceil(n / block)
         shapes = {"overview": ((heads, count, count), torch.float32), "entropy": ((heads, n), torch.float32),
-                  "top_keys": ((heads, n, self.top), key_type(n)), "top_weights": ((heads, n, self.top), torch.float32)}
-        for name, (shape, dtype) in shapes.items():  # (H, B, B), (H, n), (H, n, top) × 2
+                  "strongest_keys": ((heads, n, self.keys_kept), key_type(n)), "strongest_weights": ((heads, n, self.keys_kept), torch.float32)}
+        for name, (shape, dtype) in shapes.items():  # (H, B, B), (H, n), (H, n, s) × 2
             setattr(self, name, torch.from_numpy(into[name]) if into is not None else
                     torch.zeros(shape, dtype=dtype, device=device))
         self.first = torch.zeros(heads, dtype=torch.float64, device=device)  # (H,) Σ over queries q ≥ 1 of α[q, 0]
@@ -224,7 +235,7 @@ class Summaries:
         # slashes: float64 while the layer's blocks add to them
         self.verticals = torch.zeros((heads, n + (-n % CHUNK)), dtype=torch.float64, device=device)
         self.slashes = torch.zeros((heads, 2 * n - 1), dtype=torch.float64, device=device)
-        self._top_scores = None  # (H, r, top): the block's strongest scores, until its normalisers are known
+        self._strongest_scores = None  # (H, r, s): the block's strongest scores, until its normalisers are known
 
     def on_host(self) -> "Summaries":
         """The summaries queued for the CPU (engine.to_host); numpy arrays once `numpy` is called after
@@ -232,12 +243,12 @@ class Summaries:
         self.verticals = self.verticals[:, : self.n]
         for name in ("verticals", "slashes"):
             setattr(self, name, engine.to_host(getattr(self, name), torch.float32))
-        for name in ("overview", "first", "entropy", "top_keys", "top_weights"):
+        for name in ("overview", "first", "entropy", "strongest_keys", "strongest_weights"):
             setattr(self, name, engine.to_host(getattr(self, name)))
         return self
 
     def numpy(self) -> "Summaries":
-        for name in ("overview", "first", "entropy", "top_keys", "top_weights", "verticals", "slashes"):
+        for name in ("overview", "first", "entropy", "strongest_keys", "strongest_weights", "verticals", "slashes"):
             setattr(self, name, getattr(self, name).numpy())
         return self
 
@@ -257,23 +268,23 @@ class Summaries:
         self.slashes[:, last - final: last - first + 1] += by_column[:, first: final + 1].flip(-1)  # (H, ·)
 
     def strongest(self, start: int, scores: torch.Tensor) -> torch.Tensor:
-        """Each query's `top` strongest keys from the block's scores (H, r, k), k a multiple of CHUNK; returns each
-        row's largest score (H, r, 1), the softmax's shift. Exact without a top-k over all k keys: a key among a row's
-        `top` strongest lies in one of the `top` chunks of CHUNK keys with the largest maxima."""
+        """Each query's `keys_kept` strongest keys from the block's scores (H, r, k), k a multiple of CHUNK; returns
+        each row's largest score (H, r, 1), the softmax's shift. Exact without a top-k over all k keys: a key among a
+        row's s strongest lies in one of the s chunks of CHUNK keys with the largest maxima."""
         heads, r, k = scores.shape
         count = k // CHUNK
-        chunks = scores.view(heads, r, count, CHUNK).amax(-1).topk(min(self.top, count), -1).indices  # (H, r, t)
+        chunks = scores.view(heads, r, count, CHUNK).amax(-1).topk(min(self.keys_kept, count), -1).indices  # (H, r, t)
         rows = torch.arange(heads * r, device=scores.device).view(heads, r, 1) * count  # (H, r, 1) each row's first chunk
         candidates = scores.view(-1, CHUNK).index_select(0, (chunks + rows).view(-1))  # (H·r·t, CHUNK)
-        best = candidates.view(heads, r, -1).topk(min(self.top, chunks.shape[-1] * CHUNK), -1)  # (H, r, top′ ≤ top)
-        keys = chunks.gather(-1, best.indices // CHUNK) * CHUNK + best.indices % CHUNK  # (H, r, top′)
+        best = candidates.view(heads, r, -1).topk(min(self.keys_kept, chunks.shape[-1] * CHUNK), -1)  # (H, r, s′ ≤ s)
+        keys = chunks.gather(-1, best.indices // CHUNK) * CHUNK + best.indices % CHUNK  # (H, r, s′)
         return self.note(start, best.values, keys)
 
     def note(self, start: int, best: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        """Keeps a block's strongest scores (H, r, top′) and their keys, strongest first; returns each row's largest
+        """Keeps a block's strongest scores (H, r, s′) and their keys, strongest first; returns each row's largest
         (H, r, 1)."""
-        self.top_keys[:, start:start + best.shape[1], : keys.shape[-1]] = keys
-        self._top_scores = best
+        self.strongest_keys[:, start:start + best.shape[1], : keys.shape[-1]] = keys
+        self._strongest_scores = best
         return best[..., :1]  # (H, r, 1)
 
     def add(self, start: int, exps: torch.Tensor, sums: torch.Tensor, total: torch.Tensor, moment: torch.Tensor,
@@ -289,8 +300,8 @@ class Summaries:
         if sink is not None:
             entropy -= (torch.exp(sink) * sink * inverse)[..., 0]  # (H, r): the sink's α s′ too
         self.entropy[:, rows] = entropy
-        strongest = torch.exp(self._top_scores.double() - normaliser[..., None])  # (H, r, top′)
-        self.top_weights[:, rows, : strongest.shape[-1]] = strongest
+        strongest = torch.exp(self._strongest_scores.double() - normaliser[..., None])  # (H, r, s′)
+        self.strongest_weights[:, rows, : strongest.shape[-1]] = strongest
         count = self.overview.shape[-1]
         # the overview's blocks of keys from the chunks' sums where a block is whole chunks, else from each key's e^{s′}
         summed, width = (sums, self.block // CHUNK) if self.block % CHUNK == 0 else (exps, self.block)
@@ -380,16 +391,16 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
             exps_buffer = torch.empty_like(scores_buffer)  # (H·size·width,)
         exps = scores if compiled else exps_buffer[: heads * r * k].view(heads, r, k)  # (H, r, k)
         if compiled:
-            kept = summaries.top if summaries is not None else 1
+            kept = summaries.keys_kept if summaries is not None else 1
             lines = None if summaries is None else (start, n, summaries.verticals, summaries.slashes,
                                                     None if sink is None else sink.float().contiguous())
-            # (H, r, top) × 2, (H, r, 1), (H, r), (H, r, k / CHUNK); exps written, and the lines added
+            # (H, r, s) × 2, (H, r, 1), (H, r), (H, r, k / CHUNK); exps written, and the lines added
             best, strongest, total, moment, sums = fused.block(scores, exps, kept, CHUNK, FLOOR, lines)
-            top = summaries.note(start, best, strongest) if summaries is not None else best  # (H, r, 1)
+            largest = summaries.note(start, best, strongest) if summaries is not None else best  # (H, r, 1)
         else:
-            top = (summaries.strongest(start, scores) if summaries is not None
-                   else scores.amax(-1, keepdim=True))  # (H, r, 1)
-            shifted = scores.sub_(top)  # (H, r, k)
+            largest = (summaries.strongest(start, scores) if summaries is not None
+                       else scores.amax(-1, keepdim=True))  # (H, r, 1)
+            shifted = scores.sub_(largest)  # (H, r, k)
             if cpu:
                 shifted.clamp_(min=FLOOR)  # (H, r, k)
             torch.exp(shifted, out=exps)  # (H, r, k)
@@ -398,9 +409,9 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
             sums = exps.view(heads, r, -1, CHUNK).sum(-1)  # (H, r, k / CHUNK)
             total = sums.sum(-1, keepdim=True)  # (H, r, 1); α = e^{s′} / Z′, never divided out in full
             moment = None if summaries is None else shifted.mul_(exps).sum(-1)  # (H, r) Σ e^{s′} s′
-        sunk = None if sink is None else sink.to(top.dtype)[:, None, None] - top  # (H, r, 1) the sink's s′
+        sunk = None if sink is None else sink.to(largest.dtype)[:, None, None] - largest  # (H, r, 1) the sink's s′
         total = total if sunk is None else total + torch.exp(sunk)  # (H, r, 1)
-        normaliser = top[..., 0].double() + torch.log(total[..., 0].double())  # (H, r), float64: see Scan.tile
+        normaliser = largest[..., 0].double() + torch.log(total[..., 0].double())  # (H, r), float64: see Scan.tile
         normalisers[:, start:stop] = normaliser
         changed = None if intervention is None else intervention.weights(
             index, exps[..., :seen] / total, positions[start:stop])  # (H, r, seen) or None: a knockout, say
@@ -419,62 +430,50 @@ def attend_blocks(arch: engine.Architecture, index: int, query: torch.Tensor, ke
     return outputs, normalisers  # (H, n, dh), (H, n)
 
 
-def blocked_layer(arch: engine.Architecture, params: engine.LayerWeights, index: int, x: torch.Tensor, positions: torch.Tensor,
-                  size: int, visit=None, intervention: engine.Intervention | None = None,
-                  summaries: Summaries | None = None):
-    """One layer over inputs x (n, d), its attention taken `size` queries at a time (attend_blocks): (x after the
-    layer, the queries (H, n, dh) scaled by 1/√dh, the keys and values (KV, n, dh), the normalisers (H, n)).
-    `intervention`, where given, enters as it does in the engine's layer: its weights (a knockout) change each block's
-    rows before they meet V (`visit` then hears of the changed rows), its head_output (an ablation) the heads' outputs
-    before W_o. A scan's summaries describe the model's own weights, so they take no intervention."""
-    if summaries is not None and intervention is not None:
-        raise ValueError("A scan's summaries describe the model's own weights: run an intervention without them.")
-    query, key, value = engine.project(arch, params, engine.attention_input(arch, params, x), positions,
-                                       index)  # (H, n, dh), (KV, n, dh) × 2
-    query = query / math.sqrt(query.shape[-1])  # (H, n, dh) as the scaled-dot scorer scales it
-    output, normalisers = attend_blocks(arch, index, query, key, value, positions, size, visit,
-                                        summaries, params, intervention)  # (H, n, dh), (H, n)
-    if intervention is not None:
-        changed = intervention.head_output(index, output)  # (H, n, dh) or None
-        output = output if changed is None else changed
-    return rest_in_rows(arch, params, x, output), query, key, value, normalisers
+@dataclass
+class Blocked:
+    """The scan's attention strategy for the engine's one layer body (engine.layer's `attention`): the layer's
+    queries taken `size` at a time (attend_blocks), no n × n matrix held. `summaries`, where given, are filled block
+    by block; `visit(start, exps, total)` hears of each block's rows (attend_blocks). An intervention handed to it
+    changes each block's rows before they meet V (its weights: a knockout), and the layer changes the heads' outputs
+    (an ablation), as in every other layer. A scan's summaries describe the model's own weights, so they take no
+    intervention. Gives a BlockedAttention."""
+
+    size: int
+    summaries: Summaries | None = None
+    visit: object = None
+
+    def attend(self, arch: engine.Architecture, params: engine.LayerWeights, index: int, query: torch.Tensor,
+               key: torch.Tensor, value: torch.Tensor, positions: torch.Tensor,
+               intervention: engine.Intervention | None = None) -> "BlockedAttention":
+        if self.summaries is not None and intervention is not None:
+            raise ValueError("A scan's summaries describe the model's own weights: run an intervention without them.")
+        scaled = query / math.sqrt(query.shape[-1])  # (H, n, dh) as the scaled-dot scorer scales it
+        del query  # the projected queries, once scaled: the layer handed over its only reference
+        output, normalisers = attend_blocks(arch, index, scaled, key, value, positions, self.size, self.visit,
+                                            self.summaries, params, intervention)  # (H, n, dh), (H, n)
+        return BlockedAttention(output, scaled, key, value, normalisers, self.summaries)
 
 
-REST_ROWS = 1024  # the rest of a layer (W_o, the norms, the MLP) is taken this many rows at a time
+@dataclass
+class BlockedAttention:
+    """What a layer's Blocked attention gave: the heads' outputs αV (H, n, dh), the queries scaled by 1/√dh (H, n, dh),
+    the keys and values (KV, n, dh), each query's log-sum-exp (H, n), and the summaries, where it filled some."""
 
-
-def rest_in_rows(arch: engine.Architecture, params: engine.LayerWeights, x: torch.Tensor, output: torch.Tensor):
-    """x after the layer (n, d) (engine.after_attention), REST_ROWS rows at a time: each row's W_o, norms and MLP read
-    that row alone, and a whole document's MLP at once held n × d_ff three times over (150 MB at 8,192 pieces of
-    SmolLM2, on top of what the scan keeps)."""
-    if x.shape[0] <= REST_ROWS:
-        return engine.after_attention(arch, params, x, output)  # (n, d)
-    after = torch.empty_like(x)  # (n, d)
-    for start in range(0, x.shape[0], REST_ROWS):
-        rows = slice(start, start + REST_ROWS)
-        after[rows] = engine.after_attention(arch, params, x[rows], output[:, rows])  # (r, d)
-    return after
-
-
-def scan_layer(arch: engine.Architecture, params: engine.LayerWeights, index: int, x: torch.Tensor, positions: torch.Tensor,
-               size: int, summaries: Summaries, on_block=None):
-    """One layer over inputs x (n, d) (blocked_layer), each block's weights summarised: (x after the layer, the
-    queries (H, n, dh) scaled by 1/√dh, the keys (KV, n, dh), the normalisers (H, n))."""
-    fused_gpu = flash.declined(arch, x, summaries.block) is None  # the kernel takes the layer whole: progress after it
-    visit = None if on_block is None or fused_gpu else (lambda start, exps, total: on_block())
-    x, query, key, _, normalisers = blocked_layer(arch, params, index, x, positions, size, visit, summaries=summaries)
-    for _ in range(math.ceil(x.shape[0] / size) if fused_gpu and on_block is not None else 0):
-        on_block()
-    return x, query, key, normalisers
+    output: torch.Tensor
+    query: torch.Tensor
+    key: torch.Tensor
+    value: torch.Tensor
+    normalisers: torch.Tensor
+    summaries: Summaries | None = None
+    weights = None  # never held whole
 
 
 def scan(arch: engine.Architecture, weights: engine.Weights, pieces: Pieces, name: str, *, block: int = BLOCK,
-         top: int = TOP, progress=None, step: int | None = None) -> Scan:
-    """Every head's attention over `pieces`, summarised (Scan). `progress(done, total)` hears of each step of
-    queries of each layer. `step`: the queries taken at a time, a multiple of `block` (by default the block on a
+         strongest: int = STRONGEST, progress=None, step: int | None = None) -> Scan:
+    """Every head's attention over `pieces`, summarised (Scan), each query's `strongest` keys kept (at least 1:
+    Model.scan checks it). `progress(done, total)` hears of each step of queries of each layer. `step`: the queries taken at a time, a multiple of `block` (by default the block on a
     CPU, GPU_QUERIES on a GPU)."""
-    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
-        raise ValueError(f"a scan keeps each query's strongest keys: top must be at least 1, got {top!r}.")
     device = weights.embeddings.device
     n = len(pieces.ids)
     size = step or (block if device.type == "cpu" else block * max(1, GPU_QUERIES // block))  # queries a step
@@ -489,26 +488,29 @@ def scan(arch: engine.Architecture, weights: engine.Weights, pieces: Pieces, nam
             progress(done, total)
 
     found, queries, keys, normalisers = [], [], [], []  # per layer
-    kept = kept_arrays(arch, n, block, top) if device.type == "cpu" else None  # filled in place, layer by layer
+    kept = kept_arrays(arch, n, block, strongest) if device.type == "cpu" else None  # filled in place, layer by layer
     with torch.inference_mode():
         positions = torch.arange(n, device=device)  # (n,)
         x = engine.embed(arch, weights, torch.tensor(pieces.ids, device=device), positions)  # (n, d)
+        whole = []  # whether each layer's attention is the GPU kernel's, which takes it whole: progress after it
 
-        def summarised(arch, layer_weights, i, x, positions, _):  # run_layers' step: one layer, block by block
+        def summarised(i):  # each layer's attention, its blocks summarised
             into = None if kept is None else {name: kept[name][i] for name in LAYER_ARRAYS}
-            summaries = Summaries(arch.heads, n, block, top, device, into)
-            x, query, key, normaliser = scan_layer(arch, layer_weights, i, x, positions, size, summaries, advance)
-            return x, (summaries, query, key, normaliser)
+            whole.append(flash.declined(arch, x, block) is None)
+            visit = None if progress is None or whole[-1] else (lambda start, exps, total: advance())
+            return Blocked(size, Summaries(arch.heads, n, block, strongest, device, into), visit)
 
-        for i, x, (summaries, query, key, normaliser), _ in engine.run_layers(arch, weights, x, positions,
-                                                                            step=summarised):
-            found.append(summaries.on_host())
-            queries.append(engine.to_host(query, torch.float32))
-            keys.append(engine.to_host(key, torch.float32))
+        for i, x, a, _ in engine.run_layers(arch, weights, x, positions, attention=summarised, trace=False):
+            for _ in range(math.ceil(n / size) if whole[-1] and progress is not None else 0):
+                advance()
+            found.append(a.summaries.on_host())
+            queries.append(engine.to_host(a.query, torch.float32))
+            keys.append(engine.to_host(a.key, torch.float32))
             if kept is not None:
-                kept["normalisers"][i] = normaliser.numpy()
+                kept["normalisers"][i] = a.normalisers.numpy()
             else:
-                normalisers.append(engine.to_host(normaliser))
+                normalisers.append(engine.to_host(a.normalisers))
+            del a
         next_logits = engine.logits(weights, x[-1:])[0].float().cpu().numpy() if arch.causal else None  # (vocab,)
         engine.copied(device)
         found = [summaries.numpy() for summaries in found]
@@ -520,19 +522,19 @@ def scan(arch: engine.Architecture, weights: engine.Weights, pieces: Pieces, nam
 
     relative = [tuple(None if t is None else t.float().cpu() for t in (b.position_key, b.position_query))
                 for b in weights.layers] if arch.relative_span else None
-    return Scan(name, pieces, block, kept["overview"], kept["sink"], kept["entropy"], kept["top_keys"],
-                kept["top_weights"], next_logits, arch, queries, keys, kept["normalisers"], relative,
+    return Scan(name, pieces, block, kept["overview"], kept["sink"], kept["entropy"], kept["strongest_keys"],
+                kept["strongest_weights"], next_logits, arch, queries, keys, kept["normalisers"], relative,
                 lines["verticals"], lines["slashes"])
 
 
-LAYER_ARRAYS = ("overview", "entropy", "top_keys", "top_weights")  # a scan's summaries, each (L, H, …)
+LAYER_ARRAYS = ("overview", "entropy", "strongest_keys", "strongest_weights")  # a scan's summaries, each (L, H, …)
 
 
-def kept_arrays(arch: engine.Architecture, n: int, block: int, top: int) -> dict[str, np.ndarray]:
+def kept_arrays(arch: engine.Architecture, n: int, block: int, strongest: int) -> dict[str, np.ndarray]:
     """The scan's summaries of every layer, zeroed, for a CPU scan to fill in place: overview (L, H, B, B), entropy
-    (L, H, n), top_keys and top_weights (L, H, n, top), normalisers (L, H, n) float64."""
-    count, top, shape = math.ceil(n / block), min(top, n), (arch.layers, arch.heads)
+    (L, H, n), strongest_keys and strongest_weights (L, H, n, s), normalisers (L, H, n) float64."""
+    count, kept, shape = math.ceil(n / block), min(strongest, n), (arch.layers, arch.heads)
     return {"overview": np.zeros((*shape, count, count), np.float32), "entropy": np.zeros((*shape, n), np.float32),
-            "top_keys": np.zeros((*shape, n, top), np.dtype(str(key_type(n)).removeprefix("torch."))),
-            "top_weights": np.zeros((*shape, n, top), np.float32),
+            "strongest_keys": np.zeros((*shape, n, kept), np.dtype(str(key_type(n)).removeprefix("torch."))),
+            "strongest_weights": np.zeros((*shape, n, kept), np.float32),
             "normalisers": np.zeros((*shape, n), np.float64)}

@@ -14,9 +14,11 @@ The package, by what each module holds:
   applies, its LaTeX, its note for the pages, its part in "Why here?".
 - `attend`: the attention contract (`attention`): scores, shaped, the keys a query may read, the softmax (with a
   learned sink) and αV, by three strategies: attnviz.functional's `grouped_attend`, `causal_attend` (blocks of queries
-  against their keys so far) and `explicit_attend` (scores written out). The scan (attnviz.models.scan) is the fourth;
-  its C kernel and the browser's weights.mjs are mirrors.
-- `one_layer`: the embedding, the projections, one layer's attention and the rest of the layer.
+  against their keys so far) and `explicit_attend` (scores written out), which a layer asks through `Whole`. The scan's
+  `Blocked` (attnviz.models.scan) is the other way through a layer's attention; its C kernel and the browser's
+  weights.mjs are mirrors.
+- `one_layer`: the embedding, the projections, and the one body of a layer (`layer`): its attention by a strategy
+  (`Whole` or the scan's `Blocked`), the intervention entering once, and the rest of the layer.
 - `running`: the layers over a text (`forward`), several texts at once (`batch_weights`), one more piece from the
   K/V cache (`extend`), the logits.
 - `notes`: one sentence for each mechanism that changes what a picture of the attention means.
@@ -30,10 +32,10 @@ from attnviz.models.engine.layout import (  # noqa: F401
 )
 from attnviz.models.engine import rules  # noqa: F401
 from attnviz.models.engine.attend import (  # noqa: F401
-    attention, allowed_keys, shaped, alibi_slopes, shaped_parts, relative_parts, scorer, CAUSAL_BLOCK, causal_attend, sunk_softmax, explicit_attend, relative, relative_index, relative_terms, intervene, grouped_values, scores, heads_of, of_head,
+    attention, allowed_keys, shaped, alibi_slopes, shaped_parts, relative_parts, scorer, CAUSAL_BLOCK, causal_attend, sunk_softmax, explicit_attend, relative, relative_index, relative_terms, Whole, WHOLE, grouped_values, scores, heads_of, of_head,
 )
 from attnviz.models.engine.one_layer import (  # noqa: F401
-    split_heads, embed, project, attention_input, turned, feed_forward, mlp, mixture, layer, rest_of_layer, normed, after_attention,
+    split_heads, embed, project, attention_input, turned, feed_forward, mlp, mixture, layer, rest_of_layer, normed, after_attention, rest_in_rows, REST_ROWS,
 )
 from attnviz.models.engine.running import (  # noqa: F401
     run_layers, through, forward, host_buffer, to_host, copied, batch_weights, logits, unembed, extend,

@@ -1,7 +1,7 @@
 """The attention contract (`attention`): a layer's scores, shaped by the rules its family adds (engine.rules: ALiBi,
 DeBERTa's relative terms, a soft cap), the keys each query may read, the softmax (with a learned sink) and αV, by
-three strategies (dense, causal by blocks, written out); the neuron view's steps of one score; and the scores
-recomputed from a trace."""
+three strategies (dense, causal by blocks, written out), which a layer asks through Whole; the neuron view's steps of
+one score; and the scores recomputed from a trace."""
 
 from __future__ import annotations
 
@@ -185,15 +185,27 @@ def relative_terms(arch: Architecture, position_key: torch.Tensor | None, positi
     return rules.relative(arch).terms(position_key, position_query, query, key, rows, keys, scaled)
 
 
-def intervene(intervention: Intervention, index: int, a, value: torch.Tensor, positions: torch.Tensor):
-    """The attention result `a` of layer `index` as `intervention` changes it: new weights are read against V again,
-    and new head outputs replace the old."""
-    weights = intervention.weights(index, a.weights, positions)  # (..., H, m, k) or None
-    output = a.output
-    if weights is not None:
-        output = grouped_values(weights, value)  # (..., H, m, dh)
-    changed = intervention.head_output(index, output)  # (..., H, m, dh) or None
-    return type(a)(a.scores, a.weights if weights is None else weights, output if changed is None else changed, a.allowed)
+@dataclasses.dataclass(frozen=True)
+class Whole:
+    """The engine's attention strategy for a layer (one_layer.layer's `attention`): the attention contract over every
+    query at once (attention), each layer's weights held whole, in `out` (H, m, m) where given, no query reading a
+    padding key where `real` (B, k) marks the real ones; an intervention's new weights are read against V again.
+    The scan's is scan.Blocked, a block of queries at a time."""
+
+    out: torch.Tensor | None = None
+    real: torch.Tensor | None = None
+
+    def attend(self, arch: Architecture, params: LayerWeights, index: int, query: torch.Tensor, key: torch.Tensor,
+               value: torch.Tensor, positions: torch.Tensor, intervention: Intervention | None = None
+               ) -> AttentionResult:
+        a = attention(arch, params, index, query, key, value, positions, self.out, self.real)  # (..., H, m, k)
+        weights = None if intervention is None else intervention.weights(index, a.weights, positions)
+        if weights is None:
+            return a
+        return AttentionResult(a.scores, weights, grouped_values(weights, value), a.allowed)  # output (..., H, m, dh)
+
+
+WHOLE = Whole()
 
 
 def grouped_values(weights: torch.Tensor, value: torch.Tensor) -> torch.Tensor:

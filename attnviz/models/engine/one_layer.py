@@ -3,13 +3,14 @@ attention, and the rest of the layer (the norms, the MLP or the experts, the res
 
 from __future__ import annotations
 
+import dataclasses
 
 import torch
 
 from attnviz.positions import rotate, turns
 from attnviz.models.engine.layout import ACTIVATIONS, Architecture, LayerWeights, Intervention, Norm, Trace, Weights
 from attnviz.models.engine import attend
-from attnviz.models.engine.attend import intervene
+from attnviz.models.engine.attend import WHOLE
 
 
 def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
@@ -111,23 +112,39 @@ def mixture(arch: Architecture, params: LayerWeights, h: torch.Tensor) -> torch.
 
 
 def layer(arch: Architecture, params: LayerWeights, index: int, x: torch.Tensor, positions: torch.Tensor,
-          key: torch.Tensor | None = None, value: torch.Tensor | None = None, out: torch.Tensor | None = None,
-          intervention: Intervention | None = None, real: torch.Tensor | None = None):
-    """One layer over inputs x (..., m, d) at `positions`: (x after the layer, the attention's result, its Trace).
-    `key` and `value` (..., KV, c, dh), when given, are the earlier pieces' cached keys and values, read before these.
-    `out` (H, m, c + m), when given, is where the weights are computed (attend's out). `intervention`, when given,
-    may replace the weights before they meet V and the heads' outputs before W_o (Intervention). Leading dimensions
-    of x are a batch: copies of the same pieces, as the effects of many interventions are computed at once, or
-    different texts padded to one length, `real` (B, m) marking their real pieces (no query reads a padding key)."""
+          key: torch.Tensor | None = None, value: torch.Tensor | None = None,
+          intervention: Intervention | None = None, attention=WHOLE, trace: bool = True):
+    """One layer over inputs x (..., m, d) at `positions`: (x after the layer, what its attention gave, its Trace, or
+    None where `trace` is False). The one body of a layer: the forward, a batch, a K/V step, generation, the scan and
+    the needle lab each run it, with their own way through the attention (`attention`).
+
+    - `key` and `value` (..., KV, c, dh), when given, are the earlier pieces' cached keys and values, read before these.
+    - `attention.attend(arch, params, index, query, key, value, positions, intervention)`: the attention strategy,
+      returning what it gave, the heads' outputs αV (..., H, m, dh) as `.output`: the contract with every weight
+      held (attend.Whole, the default), or the scan's blocks of queries (scan.Blocked).
+    - `intervention` enters here, once for every strategy: the strategy is handed it to change the weights where it
+      holds them, before they meet V (Intervention.weights, a knockout); the layer changes the heads' outputs before
+      W_o (Intervention.head_output, an ablation).
+    - Without a trace, the input x and the projections are let go as soon as they are read, and the rest of the layer
+      runs REST_ROWS rows at a time (rest_in_rows): what a scan of a whole context needs to stay within its memory.
+
+    Leading dimensions of x are a batch: copies of the same pieces, as the effects of many interventions are computed
+    at once, or different texts padded to one length (attend.Whole's `real`)."""
     h = attention_input(arch, params, x)  # (..., m, d)
     query, new_key, new_value = project(arch, params, h, positions, index)  # (..., H, m, dh), (..., KV, m, dh) × 2
     key = new_key if key is None else torch.cat([key.expand(*new_key.shape[:-2], -1, -1), new_key], -2)  # (..., KV, c + m, dh)
     value = new_value if value is None else torch.cat([value.expand(*new_value.shape[:-2], -1, -1), new_value], -2)
-    a = attend.attention(arch, params, index, query, key, value, positions, out, real)  # (..., H, m, c + m)
-    if intervention is not None:
-        a = intervene(intervention, index, a, value, positions)
+    kept = (h, query, key, value) if trace else None
+    handed = [query]  # without a trace the strategy holds the only reference, and may let the query go once read
+    del h, query, new_key, new_value
+    a = attention.attend(arch, params, index, handed.pop(), key, value, positions, intervention)  # .output (..., H, m, dh)
+    changed = None if intervention is None else intervention.head_output(index, a.output)  # (..., H, m, dh) or None
+    if changed is not None:
+        a = dataclasses.replace(a, output=changed)
+    if kept is None:
+        return rest_in_rows(arch, params, x, a.output), a, None  # (..., m, d)
     y, attended, middle, mlp = rest_of_layer(arch, params, x, a.output)  # (..., m, d) each
-    return y, a, Trace(h, query, key, value, a.output, attended, middle, mlp, params.position_key, params.position_query)
+    return y, a, Trace(*kept, a.output, attended, middle, mlp, params.position_key, params.position_query)
 
 
 def rest_of_layer(arch: Architecture, params: LayerWeights, x: torch.Tensor, output: torch.Tensor):
@@ -157,3 +174,19 @@ def normed(norm: Norm | None, x: torch.Tensor) -> torch.Tensor:
 def after_attention(arch: Architecture, params: LayerWeights, x: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
     """x after the layer (..., m, d), from its heads' outputs αV and its input x (rest_of_layer)."""
     return rest_of_layer(arch, params, x, output)[0]
+
+
+REST_ROWS = 1024  # without a trace, the rest of a layer (W_o, the norms, the MLP) is taken this many rows at a time
+
+
+def rest_in_rows(arch: Architecture, params: LayerWeights, x: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+    """x after the layer (n, d) (after_attention), REST_ROWS rows at a time: each row's W_o, norms and MLP read that
+    row alone, and a whole document's MLP at once held n × d_ff three times over (150 MB at 8,192 pieces of SmolLM2,
+    on top of what a scan keeps)."""
+    if x.ndim != 2 or x.shape[0] <= REST_ROWS:
+        return after_attention(arch, params, x, output)  # (..., n, d)
+    after = torch.empty_like(x)  # (n, d)
+    for start in range(0, x.shape[0], REST_ROWS):
+        rows = slice(start, start + REST_ROWS)
+        after[rows] = after_attention(arch, params, x[rows], output[:, rows])  # (r, d)
+    return after

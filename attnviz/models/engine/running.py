@@ -9,24 +9,26 @@ import torch
 
 from attnviz.functional import cpu_threads
 from attnviz.models.engine.layout import Architecture, Forward, Intervention, Trace, Weights
+from attnviz.models.engine.attend import Whole
 from attnviz.models.engine.one_layer import attention_input, embed, layer, project
 
 
 def run_layers(arch: Architecture, weights: Weights, x: torch.Tensor | None, positions: torch.Tensor, *,
                start: int = 0, intervention: Intervention | None = None, before=None, last_row: int | None = None,
-               cached=None, out=None, real: torch.Tensor | None = None, step=None):
+               cached=None, out=None, real: torch.Tensor | None = None, attention=None, trace: bool = True):
     """The one loop over a model's layers: x (..., m, d), the input to layer `start`, through that layer and every one
-    after it, one at a time. Yields (index, x after the layer, what its attention gave, its Trace), so a caller keeps
-    what it needs from each layer as it comes (a forward its weights, a K/V step its cache, the scan its summaries),
-    or stops early.
+    after it, one at a time, each by the one layer body (one_layer.layer). Yields (index, x after the layer, what its
+    attention gave, its Trace or None), so a caller keeps what it needs from each layer as it comes (a forward its
+    weights, a K/V step its cache, the scan its summaries), or stops early.
 
-    - `intervention` changes every layer, once, after whichever attention ran; `before(index, x)`, where given,
-      returns (x, intervention) for that layer instead (a batch that grows layer by layer: the staircase).
+    - `intervention` changes every layer, once, whichever attention runs; `before(index, x)`, where given, returns
+      (x, intervention) for that layer instead (a batch that grows layer by layer: the staircase).
     - `cached(index)`: the layer's cached keys and values (..., KV, c, dh) of the pieces before these (a K/V step).
     - `out(index)`: where the layer's weights (H, m, m) are computed (a forward on the CPU), or None.
     - `real` (B, m): padded texts' real pieces (a batch of texts).
-    - `step(arch, params, index, x, positions, intervention)`: another way through a layer, returning (x, what it
-      kept): the scan's attention, a block of queries at a time (attnviz.models.scan). Yields (index, x, kept, None).
+    - `attention(index)`: the layer's attention strategy where it is not the contract with every weight held
+      (attend.Whole): the scan's, a block of queries at a time (scan.Blocked).
+    - `trace`: whether each layer's Trace is kept (without one, a layer holds less: one_layer.layer).
     - `last_row`: the last layer computes that query row only (its keys and values over the rows up to it), which is
       all a caller reads there; its x holds rows 0 … last_row, the earlier ones as they came. Only for a causal
       pre-norm model, where no later row changes it."""
@@ -34,22 +36,20 @@ def run_layers(arch: Architecture, weights: Weights, x: torch.Tensor | None, pos
         if before is not None:
             x, intervention = before(i, x)
         params = weights.layers[i]
-        if step is not None:
-            x, kept = step(arch, params, i, x, positions, intervention)
-            yield i, x, kept, None
-            continue
         if i == arch.layers - 1 and last_row is not None and arch.causal and not arch.post_norm:
             h = attention_input(arch, params, x[..., : last_row + 1, :])  # (..., r + 1, d)
             _, key, value = project(arch, params, h, positions[: last_row + 1], i)  # (..., KV, r + 1, dh) × 2
-            y, a, trace = layer(arch, params, i, x[..., last_row: last_row + 1, :], positions[last_row: last_row + 1],
-                                key[..., :last_row, :] if last_row else None, value[..., :last_row, :] if last_row else None,
-                                intervention=intervention)  # (..., 1, d)
-            yield i, torch.cat([x[..., :last_row, :], y], -2), a, trace  # (..., r + 1, d)
+            y, a, kept = layer(arch, params, i, x[..., last_row: last_row + 1, :], positions[last_row: last_row + 1],
+                               key[..., :last_row, :] if last_row else None, value[..., :last_row, :] if last_row else None,
+                               intervention=intervention, trace=trace)  # (..., 1, d)
+            yield i, torch.cat([x[..., :last_row, :], y], -2), a, kept  # (..., r + 1, d)
             return
         key, value = cached(i) if cached is not None else (None, None)  # (..., KV, c, dh) each, or None
-        x, a, trace = layer(arch, params, i, x, positions, key, value, out=None if out is None else out(i),
-                            intervention=intervention, real=real)  # (..., m, d)
-        yield i, x, a, trace
+        way = attention(i) if attention is not None else Whole(None if out is None else out(i), real)
+        x, a, kept = layer(arch, params, i, x, positions, key, value, intervention=intervention, attention=way,
+                           trace=trace)  # (..., m, d)
+        yield i, x, a, kept
+        del a, kept  # the caller's now: not held here while the next layer runs (a scan keeps no layer's αV)
 
 
 def through(arch: Architecture, weights: Weights, x: torch.Tensor | None, positions: torch.Tensor, **how) -> torch.Tensor:

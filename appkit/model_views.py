@@ -219,11 +219,9 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
     window = model.window(layer - 1) if kind in (None, "self") else None
     # the layer's sliding window is part of the model's own mask, under every mask chosen
     own = dict(window=window, window_both=not model.causal) if window else {}
-    drawn, drawn_keys = scores, key_labels
-    sink = model.sink(layer - 1, head - 1) if kind in (None, "self") else None
-    if sink is not None:  # the sink's logit as one more column, which every row reads: its share drawn beside the pieces
-        drawn = np.concatenate([scores, np.full((rows, 1), sink, dtype=scores.dtype)], 1)  # (Tq, Tk + 1)
-        drawn_keys, own = [*(key_labels or labels), SINK_LABEL], {**own, "sink": True}
+    # (Tq, Tk), or (Tq, Tk + 1) with a learned sink's logit as one more column: its share drawn beside the pieces'
+    drawn, drawn_keys, sink = model.drawn_scores(result, layer - 1, head - 1, key_labels or labels, kind)
+    own = {**own, "sink": True} if sink is not None else own
     shown, allowed = on_screen(drawn, {**view, **own})  # (Tq, Tk) each, (Tq, Tk + 1) with a sink
     title = f"Layer {layer}, head {head}: {rows} queries × {cols} keys" + (" and its sink" if sink is not None else "")
     data = figures.interactive_heatmap(
@@ -248,7 +246,7 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
                   "each row is renormalised over the keys left." if attention.causal else "")
                + (f" This layer reads a sliding window ({window_text(model, window)}), part of its own mask under "
                   "every choice." if window else "")
-               + (f" The last column, {SINK_LABEL}, is the share of each row that the head's learned sink takes "
+               + (f" The last column, {drawn_keys[-1]}, is the share of each row that the head's learned sink takes "
                   f"(its logit s = {sink:.4g} in every row's softmax, under every mask): the pieces get the rest."
                   if sink is not None else ""))
     if result.scores_are_logs:
@@ -272,7 +270,6 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
     return shown
 
 
-SINK_LABEL = "∅ sink"
 
 
 def row_sum(model: models.Model) -> str:

@@ -219,7 +219,7 @@ class ModelView(_Widget):
         n, m = attention.weights.shape[-2:]
         check(np.zeros((n, m), np.float32), attention.queries.labels(), attention.keys.labels())
         view = _view({"mask": "causal" if attention.causal else "none", **view})
-        allowed = np.tril(np.ones((n, m), bool)) if attention.causal else None
+        allowed = run.allowed()  # (n, m) or None
         atlas = figures.atlas_data(run.weights, chosen=(layer, head), group=_group(run), allowed=allowed,
                                    scale=view["scale"], palette=view["palette"], base=0, names=names)
         bundle = ""

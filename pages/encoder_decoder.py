@@ -1,10 +1,10 @@
 """Encoder–decoder views: encoder self-attention, causal decoder self-attention and cross-attention."""
 
-import numpy as np
 import streamlit as st
 
 from attnviz.encdec import alignment, encoder_decoder, pad_batch
 from attnviz.embeddings import embed, tokenize
+from attnviz.functional import causal_mask
 from attnviz.figures import SCALES, attention_heatmap
 from attnviz.urlstate import Param, bounded_text, choice, int_range
 from appkit.common import glove, load_url_state, save_url_state, scale_select, stop
@@ -61,7 +61,7 @@ for column, (name, formula, (t_q, t_k), key, weights, rows_tokens, cols_tokens, 
         st.subheader(name)
         st.latex(formula)
         st.caption(f"mask (B, 1, T_q, T_k) = (1, 1, {t_q}, {t_k})")
-        allowed = np.tril(np.ones((t_q, t_k), bool)) if key == "decoder" else None  # the causal mask: j ≤ i
+        allowed = causal_mask(t_q, t_k).numpy() if key == "decoder" else None  # the causal mask: j ≤ i
         chart(st, attention_heatmap(weights[0, 0].numpy(), rows_tokens, cols_tokens, row_oov=row_oov, col_oov=col_oov,
                                     title=axes, scale=scale, width="third", allowed=allowed), key=key,
               matrix=Matrix(weights[0, 0].numpy(), rows_tokens, cols_tokens))

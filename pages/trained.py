@@ -101,7 +101,7 @@ st.caption(f"{len(pieces)} pieces, {len(words.labels)} words (special pieces inc
               if encdec else ""))
 layer, head = pick_head(f"All {n_layers * n_heads} heads" + (f": {KINDS[kind]}" if encdec else ""), n_layers, n_heads)
 atlas(weights, layer, head, group=model.group if kind in (None, "encoder") else 1,
-      allowed=np.tril(np.ones(weights.shape[-2:], bool)) if attention.causal else None, name=None if encdec else name)
+      allowed=model.allowed(weights.shape[-1], kind=kind), name=None if encdec else name)
 if not encdec:
     head_types_section(name, layer, head, SCHEMA)
 

@@ -197,10 +197,12 @@ def test_one_loop_runs_a_models_layers():
 
 
 def test_each_score_rule_has_one_owner():
-    """A soft cap, ALiBi, DeBERTa's relative terms and a layer's window are each written in engine/rules.py only:
-    their LaTeX, and the reading of a layer's window (everything else asks rules.keys)."""
+    """A soft cap, ALiBi, DeBERTa's relative terms, a layer's window and the causal mask are each written in
+    engine/rules.py only: their LaTeX, the reading of a layer's window, and which keys a query may read (everything
+    else asks rules.keys, or Model.allowed and Run.allowed, which ask it; toy attention has functional.causal_mask)."""
     signatures = {r"\tanh\!": "a soft cap's LaTeX", r"m_h\,(i - j)": "ALiBi's LaTeX", r"P^k_{\delta": "the relative terms' LaTeX",
-                  "windows[": "a layer's window, read", "def alibi_slopes(": "ALiBi's slopes"}
+                  "windows[": "a layer's window, read", "def alibi_slopes(": "ALiBi's slopes",
+                  "tril(np.ones": "a causal mask, built", "tril(ones": "a causal mask, built"}
     found = [f"{name}: {what}" for name, path in modules().items() if name != "attnviz.models.engine.rules"
              for signature, what in signatures.items() if signature in path.read_text()
              and not (what == "ALiBi's slopes" and name == "attnviz.models.loaded")]  # the facade's own method

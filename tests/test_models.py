@@ -155,6 +155,25 @@ def deberta_terms(module, layer: int, head: int, q: np.ndarray, k: np.ndarray, n
     return content + position
 
 
+def test_every_family_accepts_one_list_of_activations_each_as_transformers_computes_it():
+    """engine.ACTIVATIONS is the one list: each name computes what transformers' ACT2FN computes for it (in float64,
+    within the rounding of gelu_fast's written-out √(2/π)), and no family's mapping keeps a list of its own."""
+    from transformers.activations import ACT2FN
+
+    from attnviz.models import engine
+
+    x = torch.linspace(-8, 8, 4001, dtype=torch.float64)  # (t,)
+    for name, act in engine.ACTIVATIONS.items():
+        assert (act(x) - ACT2FN[name](x)).abs().max() <= 1e-11, name
+    folder = Path(__file__).resolve().parents[1] / "attnviz" / "models"
+    own = [path.name for path in folder.glob("*.py") if re.search(r"activation not in \(", path.read_text())]
+    assert own == []
+    from attnviz.models.mapping import Unsupported, activation
+
+    with pytest.raises(Unsupported, match="the activation 'tanh'"):
+        activation("tanh")
+
+
 def test_the_odd_shapes_are_what_the_configs_say(folders):
     llama = models.load(folders["llama"], device="cpu")
     assert (llama.heads, llama.kv_heads, llama.group, llama.head_dim, llama.d_model) == (8, 2, 4, 6, 32)
@@ -724,6 +743,20 @@ def test_the_models_facade_answers_from_the_models_own_config_and_modules(family
             else:
                 assert sink is None
     assert model.has_sinks == (family == "gpt_oss")
+    run = model.run("the cat sat on the mat and the dog sat on the log")
+    n, labels = len(run.pieces), run.pieces.labels()
+    for layer in range(model.layers):
+        allowed = model.allowed(n, layer)  # (n, n) or None
+        assert np.array_equal(run.allowed(layer=layer), allowed) if allowed is not None else run.allowed(layer=layer) is None
+        drawn, keys, sink = model.drawn_scores(run, layer, 1, labels)  # (n, n) or (n, n + 1) with the sink's column
+        assert (sink, keys[:n], drawn.shape[1]) == (model.sink(layer, 1), labels, n + (sink is not None))
+        assert sink is None or (keys[-1] == "∅ sink" and np.all(drawn[:, -1] == np.float32(sink)))
+        logits = drawn.astype(np.float64)
+        if allowed is not None:
+            logits[:, :n][~allowed] = -np.inf
+        weights = np.exp(logits - logits.max(1, keepdims=True))
+        weights /= weights.sum(1, keepdims=True)  # (n, n [+ 1]) the browser's softmax at τ = 1
+        assert np.abs(weights[:, :n] - run.weights[layer, 1]).max() <= 1e-5, layer
     if model.causal:
         assert np.array_equal(model.allowed(5), np.tril(np.ones((5, 5), bool)))
     else:

@@ -89,7 +89,8 @@ def decoder_step(text, figure):
     except models.ModelError as error:
         text.info(str(error))
         return
-    probs, top, names = likeliest(("smollm2", prompt), loaded_model("smollm2"), result)
+    model = loaded_model("smollm2")
+    probs, top, names = likeliest(("smollm2", prompt), model, result)
     offer(questions.decoder(probs[top], names))
     if held(figure):
         return
@@ -101,7 +102,7 @@ def decoder_step(text, figure):
     weights = result.weights[0].mean(0)  # (n, n) layer 1, the average of its heads
     chart(figure, lambda: figures.attention_heatmap(weights, labels, title="Layer 1, the average of its 9 heads: causal",
                                                     width=FIGURE_COLUMN, height=420,
-                                                    allowed=np.tril(np.ones(weights.shape, bool))),
+                                                    allowed=model.allowed(len(labels), layer=0)),
           key="lesson_decoder_heads", matrix=Matrix(weights, labels, labels), same_for=("smollm2", prompt))
     with text:
         explore("decoder", "Decoder", "All 270 heads")
@@ -166,7 +167,7 @@ def copy_step(text, figure):
     chart(figure, lambda: figures.attention_heatmap(weights, labels, title=f"Layer {layer + 1}, head {head + 1}: the "
                                                     f"strongest induction head (score {scores['induction'][layer, head]:.2f})",
                                                     width=FIGURE_COLUMN, height=560,
-                                                    allowed=np.tril(np.ones(weights.shape, bool))),
+                                                    allowed=model.allowed(len(labels), layer=layer)),
           key="lesson_copy", matrix=Matrix(weights, labels, labels), same_for=("smollm2", seed, shuffled))
     hits, positions, expected = repeats_of(model, probe, result, seed, shuffled)
     share = f"{on_pattern[0]:.0%}" if on_pattern is not None else "none"

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from scipy import stats
 
+from attnviz.encdec import rollout as rollout_of
 from attnviz.models import engine
 from attnviz.models.result import Run
 from attnviz.effects.ablation import COPY_ROWS, log_prob, output_vector
@@ -123,7 +124,7 @@ def importance(model, text: str, *, piece: int | None = None, progress=None) -> 
         "contributions": contributions,
         "gradient": lambda: gradient_times_input(model, pieces, read, target),
         "occlusion": occluded,
-        "uniform": lambda: uniform_rollout(n, model.layers, decoder)[read],
+        "uniform": lambda: uniform_rollout(model, n)[read],
     }
     measures = {}
     for done, (name, compute) in enumerate(computes.items()):
@@ -178,9 +179,12 @@ def gradient_times_input(model, pieces, read: int, target: int | None) -> np.nda
 
 
 
-def uniform_rollout(n: int, layers: int, causal: bool) -> np.ndarray:
-    """(n, n) rollout (½A + ½I per layer) of attention that weighs every key a query may read equally."""
-    allowed = np.tril(np.ones((n, n))) if causal else np.ones((n, n))
-    uniform = allowed / allowed.sum(1, keepdims=True)
-    step = 0.5 * uniform + 0.5 * np.eye(n)
-    return np.linalg.matrix_power(step, layers)
+def uniform_rollout(model, n: int) -> np.ndarray:
+    """(n, n) rollout (½A + ½I per layer, encdec.rollout) of attention that weighs every key a query may read
+    equally, each layer's keys as `model.allowed` gives them (its window included)."""
+    flows = []
+    for layer in range(model.layers):
+        allowed = model.allowed(n, layer)  # (n, n) or None
+        uniform = np.ones((n, n)) if allowed is None else allowed.astype(np.float64)  # (n, n)
+        flows.append(torch.from_numpy(uniform / uniform.sum(1, keepdims=True)))  # (n, n) each row sums to 1
+    return rollout_of(flows).numpy()  # (n, n)

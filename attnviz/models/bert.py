@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from attnviz.models.engine import Architecture, LayerWeights, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
-from attnviz.models.mapping import Built, Unsupported
+from attnviz.models.mapping import Built, Unsupported, activation as checked_activation
 
 MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "distilbert", "electra")
 PREFIXES = ("bert.", "roberta.", "distilbert.", "electra.", "model.", "")
@@ -23,9 +23,7 @@ def architecture(config: dict) -> Architecture:
     get = (lambda a, b: setting(config, a)) if distil else (lambda a, b: setting(config, b))  # DistilBERT's, else BERT's
     d, heads = get("dim", "hidden_size"), get("n_heads", "num_attention_heads")
     _, head_dim = head_shape("dim" if distil else "hidden_size", d, "n_heads" if distil else "num_attention_heads", heads)
-    activation = config.get("activation" if distil else "hidden_act", "gelu")
-    if activation not in ("gelu", "gelu_new", "relu"):
-        raise Unsupported(f"the activation {activation!r}")
+    activation = checked_activation(config.get("activation" if distil else "hidden_act", "gelu"))
     if config.get("position_embedding_type", "absolute") != "absolute":
         raise Unsupported(f"position_embedding_type {config.get('position_embedding_type')!r}")
     if config.get("is_decoder") or config.get("add_cross_attention"):

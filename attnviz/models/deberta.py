@@ -20,7 +20,7 @@ import math
 
 from attnviz.models.engine import Architecture, LayerWeights, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
-from attnviz.models.mapping import Built, Unsupported
+from attnviz.models.mapping import Built, Unsupported, activation as checked_activation
 
 MODEL_TYPES = ("deberta-v2",)
 PREFIXES = ("deberta.", "")
@@ -50,9 +50,7 @@ def architecture(config: dict) -> Architecture:
     d, heads = setting(config, "hidden_size"), setting(config, "num_attention_heads")
     if setting(config, "embedding_size", d) != d:
         raise Unsupported("embeddings narrower than the layers (embedding_size)")
-    activation = config.get("hidden_act", "gelu")
-    if activation not in ("gelu", "gelu_new", "relu"):
-        raise Unsupported(f"the activation {activation!r}")
+    activation = checked_activation(config.get("hidden_act", "gelu"))
     _, head_dim = head_shape("hidden_size", d, "num_attention_heads", heads,
                              head_dim=setting(config, "attention_head_size", d // heads))
     top = config.get("max_relative_positions", -1) or -1

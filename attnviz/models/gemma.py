@@ -21,7 +21,7 @@ from attnviz.models import files
 from attnviz.models.errors import ModelError
 from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.llama import Reader, bases_by_type, number, rope_base, scaled
-from attnviz.models.mapping import Built, Unsupported
+from attnviz.models.mapping import Built, Unsupported, activation as checked_activation
 
 MODEL_TYPES = ("gemma", "gemma2", "gemma3_text", "gemma3")
 # Gemma 3 with its vision tower (gemma3): its text model's weights under model.language_model. (transformers 5) or
@@ -59,9 +59,7 @@ def bases(config: dict, types: list[str]) -> tuple[float, tuple[float, ...]]:
 def architecture(config: dict) -> Architecture:
     config = text_model(config)
     kind = config["model_type"]
-    activation = config.get("hidden_act" if kind == "gemma" else "hidden_activation") or "gelu_pytorch_tanh"
-    if activation not in ("gelu_pytorch_tanh", "gelu", "silu", "relu"):
-        raise Unsupported(f"the activation {activation!r}")
+    activation = checked_activation(config.get("hidden_act" if kind == "gemma" else "hidden_activation") or "gelu_pytorch_tanh")
     if config.get("use_bidirectional_attention"):
         raise Unsupported("a Gemma that reads both ways (use_bidirectional_attention)")
     d, heads = setting(config, "hidden_size"), setting(config, "num_attention_heads")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from attnviz.models.engine import Architecture, LayerWeights, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
-from attnviz.models.mapping import Built, Unsupported
+from attnviz.models.mapping import Built, Unsupported, activation as checked_activation
 
 MODEL_TYPES = ("gpt2", "gpt_bigcode")
 PREFIXES = ("transformer.", "")
@@ -22,9 +22,7 @@ def architecture(config: dict) -> Architecture:
         raise Unsupported("attention scaled other than by 1/√d_k")
     if config.get("add_cross_attention"):
         raise Unsupported("GPT-2 with cross-attention")
-    activation = config.get("activation_function", "gelu_new")
-    if activation not in ("gelu_new", "gelu", "gelu_pytorch_tanh", "gelu_fast", "relu"):
-        raise Unsupported(f"the activation {activation!r}")
+    activation = checked_activation(config.get("activation_function", "gelu_new"))
     d, heads = setting(config, "n_embd"), setting(config, "n_head")
     _, head_dim = head_shape("n_embd", d, "n_head", heads)
     multi_query = config["model_type"] == "gpt_bigcode" and config.get("multi_query", True)

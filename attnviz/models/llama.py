@@ -25,7 +25,7 @@ from attnviz.models.engine import Architecture, LayerWeights, Norm, Weights
 from attnviz.models import files
 from attnviz.models.errors import ModelError
 from attnviz.models.files import Tensors, head_shape, setting
-from attnviz.models.mapping import Built, Unsupported
+from attnviz.models.mapping import Built, Unsupported, activation as checked_activation
 from attnviz.positions import SCALINGS, Rope
 
 MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3", "olmo2", "granite", "mixtral", "qwen3_moe")
@@ -134,9 +134,7 @@ def experts(config: dict) -> tuple[int, bool]:
 
 
 def architecture(config: dict) -> Architecture:
-    activation = config.get("hidden_act", "silu")
-    if activation not in ("silu", "swish", "gelu", "gelu_pytorch_tanh", "relu"):
-        raise Unsupported(f"the activation {activation!r}")
+    activation = checked_activation(config.get("hidden_act", "silu"))
     d, heads = setting(config, "hidden_size"), setting(config, "num_attention_heads")
     layers = setting(config, "num_hidden_layers")
     kv = setting(config, "num_key_value_heads", heads)

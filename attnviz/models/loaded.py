@@ -127,6 +127,15 @@ class Model:
         """Head `head` of layer `layer`'s (from 0) learned sink logit, where the model's heads have one."""
         return None
 
+    def drawn_scores(self, run: Run, layer: int, head: int, keys: list[str], kind: str | None = None
+                     ) -> tuple[np.ndarray, list[str], float | None]:
+        """Head `head` of layer `layer`'s (from 0) scores in `run` (Tq, Tk) as a heatmap draws them, with their `keys`'
+        labels, and its learned sink's logit or None: where the head has a sink, its logit is one more column that
+        every row reads (engine.rules.Sink.column), so the browser's softmax gives the model's weights and the
+        sink's share beside them."""
+        sink = self.sink(layer, head) if kind in (None, "self") else None
+        return (*rules.Sink.column(run.head_scores(layer, head, kind), keys, sink), sink)
+
     def scan_limit(self, bound, free: int | None = None) -> int:
         """The most pieces (up to the context) a scan reads under `bound` (attnviz.models.scan.ScanBound)."""
         raise self._no_scan()
@@ -140,10 +149,12 @@ class Model:
         """(H,) each head's ALiBi slope m_h, where the model adds −m_h (i − j) to its scores."""
         return None
 
-    def allowed(self, n: int, layer: int | None = None) -> np.ndarray | None:
-        """(n, n) which keys each of n queries may read: a decoder's causal mask, and layer `layer`'s (from 0) window
-        where it has one; None where every query reads every key."""
-        return np.tril(np.ones((n, n), bool)) if self.causal else None
+    def allowed(self, n: int, layer: int | None = None, kind: str | None = None) -> np.ndarray | None:
+        """(n, n) which keys each of n queries may read (engine.rules.Keys, the one owner of that rule): a decoder's
+        causal mask, and layer `layer`'s (from 0) window where it has one; None where every query reads every key.
+        `kind`: one of a run's kinds of attention, where the model has several (an encoder–decoder's "decoder" reads
+        causally, its "encoder" and "cross" every key)."""
+        return rules.Keys(self.causal if kind in (None, "self") else kind == "decoder").matrix(n)
 
     def score_formula(self) -> str:
         """A score a_ij as the model computes it, in LaTeX, before the mask and the softmax."""
@@ -232,10 +243,8 @@ class EngineModel(Model):
     def alibi_slopes(self) -> np.ndarray | None:
         return rules.alibi_slopes(self.heads).numpy() if self.arch.alibi else None  # (H,)
 
-    def allowed(self, n: int, layer: int | None = None) -> np.ndarray | None:
-        keys = rules.keys(self.arch, layer) if layer is not None else rules.Keys(self.arch.causal)
-        allowed = keys.allowed(torch.arange(n), n)  # (n, n) or None
-        return None if allowed is None else allowed.numpy()
+    def allowed(self, n: int, layer: int | None = None, kind: str | None = None) -> np.ndarray | None:
+        return (rules.keys(self.arch, layer) if layer is not None else rules.Keys(self.arch.causal)).matrix(n)
 
     def score_formula(self) -> str:
         relative, root = rules.relative(self.arch), r"\sqrt{%d}" % self.head_dim

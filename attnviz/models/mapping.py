@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attnviz.models.engine import Architecture, Weights
+from attnviz.models.engine import ACTIVATIONS, Architecture, Weights
 
 
 class Unsupported(ValueError):
@@ -19,3 +19,11 @@ class Built:
     arch: Architecture
     weights: Weights
     end_ids: tuple[int, ...] = ()  # a decoder's end-of-text pieces
+
+
+def activation(name) -> str:
+    """A checkpoint's activation `name`, where the engine computes it: one list for every family (engine.ACTIVATIONS,
+    each as transformers' ACT2FN computes it, whichever family names it); Unsupported otherwise."""
+    if name not in ACTIVATIONS:
+        raise Unsupported(f"the activation {name!r}")
+    return name

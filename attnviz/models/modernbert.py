@@ -13,7 +13,7 @@ from attnviz.models.engine import Architecture, LayerWeights, Norm, Weights
 from attnviz.models import files
 from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.llama import bases_by_type
-from attnviz.models.mapping import Built, Unsupported
+from attnviz.models.mapping import Built, Unsupported, activation as checked_activation
 
 MODEL_TYPES = ("modernbert",)
 PREFIXES = ("model.", "")
@@ -27,9 +27,7 @@ def layer_types(config: dict, layers: int) -> list[str]:
 
 
 def architecture(config: dict) -> Architecture:
-    activation = config.get("hidden_activation", "gelu")
-    if activation not in ("gelu", "gelu_new", "gelu_pytorch_tanh", "silu", "relu"):
-        raise Unsupported(f"the activation {activation!r}")
+    activation = checked_activation(config.get("hidden_activation", "gelu"))
     d, heads = setting(config, "hidden_size"), setting(config, "num_attention_heads")
     layers = setting(config, "num_hidden_layers")
     _, head_dim = head_shape("hidden_size", d, "num_attention_heads", heads)

@@ -12,16 +12,14 @@ from __future__ import annotations
 from attnviz.models.engine import Architecture, LayerWeights, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.llama import rope_base, rotary_dims
-from attnviz.models.mapping import Built, Unsupported
+from attnviz.models.mapping import Built, Unsupported, activation as checked_activation
 
 MODEL_TYPES = ("gpt_neox",)
 PREFIXES = ("gpt_neox.", "")
 
 
 def architecture(config: dict) -> Architecture:
-    activation = config.get("hidden_act", "gelu")
-    if activation not in ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "relu"):
-        raise Unsupported(f"the activation {activation!r}")
+    activation = checked_activation(config.get("hidden_act", "gelu"))
     d, heads = setting(config, "hidden_size"), setting(config, "num_attention_heads")
     _, head_dim = head_shape("hidden_size", d, "num_attention_heads", heads)
     base = rope_base({**config, "rope_theta": config.get("rotary_emb_base", config.get("rope_theta", 10000.0))})

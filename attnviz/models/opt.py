@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from attnviz.models.engine import ACTIVATIONS, Architecture, LayerWeights, Norm, Weights
+from attnviz.models.engine import Architecture, LayerWeights, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
-from attnviz.models.mapping import Built, Unsupported
+from attnviz.models.mapping import Built, Unsupported, activation as checked_activation
 
 MODEL_TYPES = ("opt",)
 PREFIXES = ("model.decoder.", "decoder.", "")
@@ -24,9 +24,7 @@ OFFSET = 2  # OPTLearnedPositionalEmbedding: position i reads row i + 2
 def architecture(config: dict) -> Architecture:
     if not config.get("do_layer_norm_before", True) or config.get("_remove_final_layer_norm", False):
         raise Unsupported("OPT's post-norm layers (do_layer_norm_before false, as in OPT-350m)")
-    activation = config.get("activation_function", "relu")
-    if activation not in ACTIVATIONS:
-        raise Unsupported(f"the activation {activation!r}")
+    activation = checked_activation(config.get("activation_function", "relu"))
     d, heads = setting(config, "hidden_size"), setting(config, "num_attention_heads")
     _, head_dim = head_shape("hidden_size", d, "num_attention_heads", heads)
     return Architecture(

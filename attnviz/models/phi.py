@@ -15,7 +15,7 @@ import torch
 from attnviz.models.engine import Architecture, LayerWeights, Norm, Weights
 from attnviz.models.files import Tensors, head_shape, setting
 from attnviz.models.llama import rope_base, rotary_dims
-from attnviz.models.mapping import Built, Unsupported
+from attnviz.models.mapping import Built, Unsupported, activation as checked_activation
 
 MODEL_TYPES = ("phi", "stablelm")
 PREFIXES = ("model.", "")
@@ -23,9 +23,7 @@ PREFIXES = ("model.", "")
 
 def architecture(config: dict) -> Architecture:
     kind = config["model_type"]
-    activation = config.get("hidden_act", "gelu_new" if kind == "phi" else "silu")
-    if activation not in ("gelu_new", "gelu", "gelu_pytorch_tanh", "gelu_fast", "silu", "relu"):
-        raise Unsupported(f"the activation {activation!r}")
+    activation = checked_activation(config.get("hidden_act", "gelu_new" if kind == "phi" else "silu"))
     d, heads = setting(config, "hidden_size"), setting(config, "num_attention_heads")
     kv = setting(config, "num_key_value_heads", heads)
     kv_heads, head_dim = head_shape("hidden_size", d, "num_attention_heads", heads, "num_key_value_heads", kv)

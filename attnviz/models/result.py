@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from attnviz.models.engine import Architecture, Intervention, Trace, scores as trace_scores
+from attnviz.models.engine import Architecture, Intervention, Trace, rules, scores as trace_scores
 from attnviz.models.pieces import Pieces, cut
 
 # The smallest weight float32 holds: a weight the softmax left at exactly 0 is read as this one (see log_scores).
@@ -66,6 +66,15 @@ class Run:
         changed = "" if self.intervention is None else f", changed by {type(self.intervention).__name__}"
         return (f"Run({self.model!r}, {self.kind}, {n} pieces, {shape[0]} layers × {shape[1]} heads, computed by "
                 f"{self.computed_by}{changed})")
+
+    def allowed(self, kind: str | None = None, layer: int | None = None) -> np.ndarray | None:
+        """(Tq, Tk) which keys each query of attention `kind` (the main one by default) may read, by the rule
+        Model.allowed asks (engine.rules.Keys): the causal mask where that attention is causal, and layer `layer`'s
+        window where the engine computed the run and the layer has one; None where every query reads every key."""
+        attention = self.attention[kind] if kind else self.main
+        windowed = layer is not None and self.architecture is not None and attention.name == "self"
+        keys = rules.keys(self.architecture, layer) if windowed else rules.Keys(attention.causal)
+        return keys.matrix(*attention.weights.shape[-2:])
 
     @property
     def main(self) -> Attention:

@@ -10,6 +10,7 @@ import functools
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from attnviz.functional import softmax
@@ -41,6 +42,11 @@ class Keys:
         if self.window:
             allowed &= keys[None, :] > rows[:, None] - self.window
         return allowed
+
+    def matrix(self, n: int, m: int | None = None) -> np.ndarray | None:
+        """(n, m) bool for a figure (allowed), the n queries at the last of m positions (m = n unless given)."""
+        allowed = self.allowed(torch.arange((m or n) - n, m or n), m or n)  # (n, m) or None
+        return None if allowed is None else allowed.numpy()
 
     def latex(self) -> str:
         """The mask's term in a score's LaTeX (0 where the query may read the key, −∞ where not); "" where every query
@@ -230,6 +236,17 @@ class Sink:
         column = logits.to(scores.dtype)[:, None, None].expand(*scores.shape[:-1], 1)  # (..., H, m, 1)
         return softmax(torch.cat([scores, column], -1))[..., :-1]  # (..., H, m, k)
 
+    LABEL = "∅ sink"  # its column's key, where a heatmap draws it
+
+    @staticmethod
+    def column(scores: np.ndarray, keys: list[str], logit: float | None) -> tuple[np.ndarray, list[str]]:
+        """A head's scores (Tq, Tk) and key labels as a heatmap draws them: with the sink's `logit` as one more column,
+        LABEL, which every row reads (its softmax is then the model's, the sink's share beside the pieces'); as they
+        are where the head has no sink (None)."""
+        if logit is None:
+            return scores, keys
+        return np.concatenate([scores, np.full((scores.shape[0], 1), logit, scores.dtype)], 1), [*keys, Sink.LABEL]
+
     def latex(self, tau: bool = False) -> str:
         """What joins the row's logits."""
         return r",\ s_h / \tau" if tau else r",\ s_h"
@@ -237,7 +254,7 @@ class Sink:
     def note(self) -> str:
         return ("Each head has a learned sink: a logit of its own in every row's softmax that reads no piece and adds "
                 "nothing, so a row's weights over the pieces sum to 1 minus the sink's share, and a head can look "
-                "nowhere. The heatmaps draw that share as a column of its own, ∅ sink.")
+                f"nowhere. The heatmaps draw that share as a column of its own, {Sink.LABEL}.")
 
 
 def keys(arch: Architecture, layer: int) -> Keys:

@@ -1,6 +1,7 @@
 """The house drawn from its imports: every `import` in attnviz/, appkit/, pages/ and app.py, at any depth (an import
-inside a function is an arrow too; one under `if TYPE_CHECKING:` is not, since it never runs). The drawing has no
-circle, no arrow runs up a floor, and the app reaches the models only through their facade (attnviz.models.Model)."""
+inside a function is an arrow too, and so is one under `if TYPE_CHECKING:`: a type names what the code leans on). The
+drawing has no circle, no arrow runs up a floor, and the app reaches the models only through their facade
+(attnviz.models.Model)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FLOORS = [
     ("the app", ["app", "pages"]),
     ("the app's machinery", ["appkit"]),
-    ("the library's front doors, and names kept for old code",
-     ["attnviz.cli", "attnviz.heads_cli", "attnviz.notebook", "attnviz.why", "attnviz.long", "attnviz.trained",
-      "attnviz.decoder", "attnviz.output_attentions", "attnviz.models.reading", "attnviz.attention",
-      "attnviz.attentions", "attnviz.selfattention", "attnviz.models.model", "attnviz.models.run"]),
+    ("the library's front doors", ["attnviz.cli", "attnviz.heads_cli", "attnviz.notebook", "attnviz.output_attentions"]),
     ("what is done with a model", ["attnviz.classroom", "attnviz.needle", "attnviz.effects", "attnviz.heads",
                                    "attnviz.scan_file"]),
     ("the models: loaders and families", ["attnviz.models", "attnviz.models.catalog", "attnviz.models.gguf",
@@ -29,7 +27,7 @@ FLOORS = [
     ("what a model does", ["attnviz.models.generate", "attnviz.models.scan", "attnviz.models.census",
                            "attnviz.models.head_files", "attnviz.models.result"]),
     ("the engine", ["attnviz.models.engine", "attnviz.models.mapping", "attnviz.models.errors", "attnviz.models.fused",
-                    "attnviz.models.flash", "attnviz.models.onepass", "attnviz.models.pieces", "attnviz.models.files", "attnviz.models.hub"]),
+                    "attnviz.models.flash", "attnviz.models.pieces", "attnviz.models.files", "attnviz.models.hub"]),
     ("toy attention", ["attnviz.sentence", "attnviz.encdec", "attnviz.retrieval", "attnviz.pooling",
                        "attnviz.qkspace", "attnviz.embeddings"]),
     ("the ground", ["attnviz", "attnviz.functional", "attnviz.positions", "attnviz.cache", "attnviz.urlstate",
@@ -62,19 +60,12 @@ def ours(name: str) -> str | None:
     return name or None
 
 
-def type_only(tree: ast.AST) -> set[int]:
-    return {id(node) for branch in ast.walk(tree) if isinstance(branch, ast.If) and "TYPE_CHECKING" in ast.unparse(branch.test)
-            for statement in branch.body for node in ast.walk(statement)}
-
-
-def imported(name: str, path: Path) -> set[str]:
-    """The modules of ours that module `name` imports."""
-    tree = ast.parse(path.read_text(), str(path))
+def imported(name: str, path: Path, source: str | None = None) -> set[str]:
+    """The modules of ours that module `name` (at `path`; its text `source`, else the file's) imports."""
+    tree = ast.parse(path.read_text() if source is None else source, str(path))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    skipped, found = type_only(tree), set()
+    found = set()
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.Import):
             found |= {ours(alias.name) for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -127,15 +118,27 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_walk_sees_the_arrows_it_should():
     """The walker itself: arrows it must find (a relative import, an import inside a function, a name imported from
-    a package), and one it must not (a type-only import)."""
+    a package, an import for types only)."""
     graph = arrows()
     assert "attnviz.models.engine" in graph["attnviz.models.loaded"]  # from attnviz.models import engine
     assert "attnviz.models.engine.attend" in graph["attnviz.models.engine.one_layer"]
     assert "attnviz.effects.interventions" in graph["attnviz.effects.why"]
     assert "attnviz.models.scan" in graph["attnviz.models.loaded"]  # also imported inside a method
-    assert "attnviz.models.loaded" not in graph["attnviz.models.generate"]  # under TYPE_CHECKING only
+    typed = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from attnviz.models.loaded import Model\n"
+    assert "attnviz.models.loaded" in imported("attnviz.models.generate", modules()["attnviz.models.generate"], typed)
     assert "appkit.vectors" in graph["appkit.warm"] and "appkit.common" in graph["pages.self_attention"]
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_old_names_are_one_table_with_no_module_of_their_own():
+    """The names kept for old code (until 0.4) are attnviz._deprecated's table, which a finder answers: no file stands
+    for an old module, and each old module's new homes are modules of ours."""
+    from attnviz import _deprecated
+
+    known = modules()
+    assert [old for old in _deprecated.MOVED if old in known] == []
+    assert [home for homes in _deprecated.MOVED.values() for home in homes if home not in known] == []
+    assert {old for old, _ in _deprecated.CALLS} <= set(_deprecated.MOVED)
 
 
 def test_the_house_has_no_circle():

@@ -1,4 +1,4 @@
-"""attnviz.models.onepass, the one-pass arithmetic a fused kernel for the scan does, against the float64 softmax
+"""onepass.py (beside this test), the one-pass arithmetic a fused kernel for the scan does, against the float64 softmax
 written out, on random rows and on the rows that break a careless one: rising (the maximum moves at every block),
 falling, tied, fully hidden, one key visible, scores far below the maximum, huge scores, and a learned sink."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz.models.onepass import one_pass
+from onepass import one_pass
 
 U32 = 2.0 ** -24
 LAMBDA = 4.0  # as tests/tolerance.py: λ√n·u bounds a float32 sum of n terms in any order
@@ -54,29 +54,29 @@ def test_one_pass_equals_the_float64_softmax_written_out(name, block, sink):
     scores = rows(300)[name]
     n, top = scores.shape[1], 8
     found = one_pass(scores, block, top, sink=sink)
-    lse, weights, entropy, blocks, top_weights = truth(scores, block, top, sink)
+    lse, weights, entropy, blocks, strongest_weights = truth(scores, block, top, sink)
     within = LAMBDA * math.sqrt(n) * U32  # relative: one float32 sum of n terms, in blocks, in any order
     finite = torch.isfinite(lse)
     assert torch.equal(torch.isfinite(found.log_sum_exp), finite)  # −∞ exactly where every key is hidden
     ulp = torch.where(finite, lse.abs(), torch.zeros_like(lse)) * U32  # log Σ's own rounding, beside its sum's
     assert ((found.log_sum_exp.double() - lse).abs()[finite] <= within + 2 * ulp[finite]).all()
-    assert ((found.top_weights.double() - top_weights).abs() <= within * top_weights + 1e-12).all()
+    assert ((found.strongest_weights.double() - strongest_weights).abs() <= within * strongest_weights + 1e-12).all()
     assert ((found.block_sums.double() - blocks).abs() <= within + 1e-12).all()
     assert ((found.entropy.double() - entropy).abs() <= within * (1 + entropy) + 1e-6).all()
-    chosen = weights.gather(-1, found.top_keys)  # the keys it names hold the weights it reports
-    assert ((chosen - top_weights).abs() <= within * top_weights + 1e-12).all()
+    chosen = weights.gather(-1, found.strongest_keys)  # the keys it names hold the weights it reports
+    assert ((chosen - strongest_weights).abs() <= within * strongest_weights + 1e-12).all()
     if sink is None:
         sums = found.block_sums.sum(-1)
         assert torch.allclose(sums[finite], torch.ones_like(sums[finite]), atol=within)  # each row's weights sum to 1
     if name == "every key hidden":
-        assert (found.entropy == 0).all() and (found.top_weights == 0).all() and (found.block_sums == 0).all()
+        assert (found.entropy == 0).all() and (found.strongest_weights == 0).all() and (found.block_sums == 0).all()
 
 
 def test_the_order_of_the_blocks_changes_nothing_but_rounding():
     """A row read in blocks of 1 (the maximum moves at nearly every key) equals the row read whole."""
     scores = 3 * torch.randn(5, 257, generator=torch.Generator().manual_seed(3))
     one_by_one, whole = one_pass(scores, 1, 4), one_pass(scores, 257, 4)
-    assert torch.equal(one_by_one.top_keys, whole.top_keys)
+    assert torch.equal(one_by_one.strongest_keys, whole.strongest_keys)
     assert torch.allclose(one_by_one.log_sum_exp, whole.log_sum_exp, atol=LAMBDA * math.sqrt(257) * U32 * 10)
     assert torch.allclose(one_by_one.entropy, whole.entropy, atol=LAMBDA * math.sqrt(257) * U32 * 10)
 
@@ -99,7 +99,7 @@ def test_the_scans_summaries_are_what_one_pass_gives_on_its_scores(tmp_path):
         if len(model.reader(f"{text} {sentence}", limit=10**6)) > model.context:
             break
         text = f"{text} {sentence}".strip()
-    scan = model.scan(text, block=16, top=5)
+    scan = model.scan(text, block=16, strongest=5)
     n, arch = len(scan), model.arch
     for layer in range(scan.layers):
         query = scan.queries[layer].double()  # (H, n, dh) already over √dh
@@ -111,4 +111,4 @@ def test_the_scans_summaries_are_what_one_pass_gives_on_its_scores(tmp_path):
         within = LAMBDA * math.sqrt(n) * U32
         assert np.abs(found.log_sum_exp.double().numpy() - scan.normalisers[layer]).max() <= within * 10
         assert np.abs(found.entropy.numpy() - scan.entropy[layer]).max() <= within * 10
-        assert np.abs(found.top_weights.numpy() - scan.top_weights[layer]).max() <= within
+        assert np.abs(found.strongest_weights.numpy() - scan.strongest_weights[layer]).max() <= within

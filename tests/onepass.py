@@ -22,13 +22,13 @@ import torch
 @dataclass
 class OnePass:
     """One pass's summaries of rows of scores (..., r, n): log_sum_exp (..., r), entropy (..., r) in nats, block_sums
-    (..., r, B) each key block's share of the row's weight, top_weights and top_keys (..., r, top), strongest first."""
+    (..., r, B) each key block's share of the row's weight, strongest_weights and strongest_keys (..., r, top), strongest first."""
 
     log_sum_exp: torch.Tensor
     entropy: torch.Tensor
     block_sums: torch.Tensor
-    top_weights: torch.Tensor
-    top_keys: torch.Tensor
+    strongest_weights: torch.Tensor
+    strongest_keys: torch.Tensor
 
 
 def one_pass(scores: torch.Tensor, block: int, top: int, sink: torch.Tensor | None = None) -> OnePass:
@@ -73,8 +73,8 @@ def one_pass(scores: torch.Tensor, block: int, top: int, sink: torch.Tensor | No
     # e^{(s − m) − log l}: s − m is exact for scores near the maximum, where e^{s − log Σ} would carry log Σ's rounding
     # (at scores of 10⁴, float32's step there is 10⁻³)
     shifted = torch.where(empty[..., None], torch.full_like(best, float("-inf")), best - m[..., None])  # (..., r, top)
-    top_weights = _exp_between(shifted, torch.log(safe)[..., None])  # (..., r, top), 0 where hidden
-    return OnePass(log_sum_exp, entropy, block_sums, top_weights, best_keys)
+    strongest_weights = _exp_between(shifted, torch.log(safe)[..., None])  # (..., r, top), 0 where hidden
+    return OnePass(log_sum_exp, entropy, block_sums, strongest_weights, best_keys)
 
 
 def _exp_between(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -5,11 +5,12 @@ import hashlib
 import os
 import sys
 
+import numpy as np
 import streamlit as st
 
 from attnviz import models, needle, scan_file
 from attnviz.export import Matrix
-from attnviz.models import census
+from attnviz.models import census, head_files
 from attnviz.models.errors import ENGINE_FAMILIES
 from attnviz.figures import PALETTES, long as drawn
 from attnviz.urlstate import Param, bounded_text, choice, encode_int_list, int_list, int_range
@@ -192,6 +193,32 @@ def census_section(name: str, model, scan, digest: str, chosen: tuple[int, int],
                                                             drawn.census_evidence(scan, found, layer, head)):
         chart(where, drawn.evidence_bars(values, labels, title), key=f"long_census_{what}",
               matrix=Matrix(values[None], [corner.split(" ")[0]], labels, corner=corner))
+    paper_beside(found)
+
+
+def paper_beside(found) -> None:
+    """A community file of this model's heads (head_files.LAYOUTS), what it says drawn beside what this document
+    shows, head by head."""
+    st.subheader("A paper's file beside this document")
+    st.write("DuoAttention's `full_attention_heads.tsv`, MInference's best-pattern JSON or Retrieval_Head's "
+             "`head_score` JSON for this model: what the file says about each head, beside the same measure on this "
+             "document.")
+    upload = st.file_uploader("A head file (.tsv or .json)", type=["tsv", "json"], key="long_head_file",
+                              max_upload_size=max(1, head_files.MAX_CHARS // 1_000_000))
+    if upload is None:
+        return
+    try:
+        shown = head_files.beside(found, upload.name, upload.getvalue())
+    except ValueError as error:
+        st.error(md_escape(str(error)))
+        return
+    st.write(f"{shown.layout}: {shown.sentence}")
+    layers, heads = shown.said.shape
+    rows, cols = [f"L{l + 1}" for l in range(layers)], [f"H{h + 1}" for h in range(heads)]
+    for where, what, title, values in zip(st.columns(2), ("file", "document"), (shown.said_title, shown.shown_title),
+                                          (shown.said, shown.shown)):
+        chart(where, drawn.beside_map(values, rows, cols, title), key=f"long_beside_{what}",
+              matrix=Matrix(values.astype(np.float32), rows, cols, corner="layer \\ head"))
 
 
 def document(name: str, model, limit: int, grid) -> None:

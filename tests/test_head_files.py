@@ -85,3 +85,46 @@ def test_a_file_not_in_its_layout_gets_a_message(reader, text, said):
 def test_another_models_file_is_told_apart():
     with pytest.raises(ValueError, match="another model's"):
         head_files.read_retrieval_head_json('{"40-3": [1.0]}', 30, 9)
+
+
+def test_a_papers_file_is_set_beside_this_document_head_by_head(found):
+    """head_files.beside: each layout, as its repository writes it, beside the census of the five synthetic heads
+    (previous, local, streaming, retrieval, dense; one key/value head each): the file's numbers as the file says
+    them, the document's as the census measured them, and where the two agree, counted in the sentence."""
+    c, _ = found
+    classes = [heads_census.CLASSES[k] for k in c.classify()[0]]
+    assert classes == ["previous", "local", "streaming", "retrieval", "dense"]
+    duo = "".join("\t".join(f"{v:.10f}" for v in row) + "\n" for row in [[0.0, 0.1, 0.0, 0.97, 0.8]])
+    shown = head_files.beside(c, "full_attention_heads.tsv", duo.encode())
+    np.testing.assert_allclose(shown.said, [[0.0, 0.1, 0.0, 0.97, 0.8]], atol=1e-9)
+    np.testing.assert_allclose(shown.shown, np.clip(c.distant, 0, 1))
+    assert shown.agree.tolist() == [[True, True, True, True, False]]  # the dense head: a gate of 0.8, no retrieval
+    assert "2 of 5 heads a gate of 0.5 or more" in shown.sentence and "1 is both" in shown.sentence
+    minference = json.dumps([{"0": ["vertical_and_slash", 30, 90, 0.9], "1": ["vertical_and_slash", 30, 90, 0.95],
+                              "2": ["stream_llm", 4, 124, 1.0], "3": ["block_sparse", 2, 64, 0.6],
+                              "4": ["stream_llm", 4, 124, 0.2]}])
+    shown = head_files.beside(c, "Qwen_best_pattern.json", minference)
+    chosen = ["vertical_slash", "vertical_slash", "a_shape", "block_sparse", "a_shape"]
+    np.testing.assert_allclose(shown.shown[0], [c.recalls[p][0, h] for h, p in enumerate(chosen)])
+    np.testing.assert_allclose(shown.said, [[0.9, 0.95, 1.0, 0.6, 0.2]])
+    best = [heads_census.PATTERNS[p] for p in c.best_pattern[0]]
+    assert shown.agree[0].tolist() == [b == p for b, p in zip(best, chosen)]
+    assert f"the file's for {sum(b == p for b, p in zip(best, chosen))} of 5 heads" in shown.sentence
+    shown = head_files.beside(c, "model.json", '{"0-3": [1.0, 0.8], "0-4": [0.05]}')
+    np.testing.assert_allclose(shown.said, [[0.0, 0.0, 0.0, 0.9, 0.05]])
+    np.testing.assert_allclose(shown.shown, c.wu)  # the needle lab's scores, where it ran
+    assert shown.agree.all() and "1 of 5 heads a retrieval score of 0.1 or more" in shown.sentence
+
+
+@pytest.mark.parametrize("name, text, said", [
+    ("full_attention_heads.tsv", "0.5\t0.5\n0.5\t0.5\n", "another model's: 2 layers × 2 key/value heads, where this "
+                                                         "model has 1 × 5"),
+    ("best.json", json.dumps([{"0": ["stream_llm", 4, 124, 1.0]}]), "another model's: 1 layers × 1 heads"),
+    ("scores.json", '{"3-0": [1.0]}', "another model's"),
+    ("empty.json", "   ", "This file is empty"),
+    ("x.json", b"\xff", "not UTF-8"),
+])
+def test_a_file_of_another_model_or_none_gets_a_message_beside_this_document(found, name, text, said):
+    with pytest.raises(ValueError) as error:
+        head_files.beside(found[0], name, text)
+    assert said in str(error.value)

@@ -262,3 +262,11 @@ def evidence_bars(values: np.ndarray, labels: list[str], title: str):
 
     return weight_bars(values, labels, title=title, axis="recall" if title.startswith("Recall") else "share",
                        whole=True)
+
+
+def beside_map(values: np.ndarray, rows: list[str], cols: list[str], title: str):
+    """One side of a paper's file beside a document (attnviz.models.head_files.beside): a layers × heads map of
+    values in [0, 1]."""
+    from attnviz.figures.matrices import matrix_heatmap
+
+    return matrix_heatmap(values, rows, cols, title=title, bounded=True, width="half", height=520)

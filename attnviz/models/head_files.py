@@ -1,5 +1,6 @@
 """The community's files of per-head classes, both ways: a census (attnviz.models.census) written in each layout, and
-each layout read back as numbers per head, to draw beside what a document shows.
+each layout read back as numbers per head, and drawn beside what a document shows (beside: a file of any layout
+set beside a census of the same model).
 
 - DuoAttention's `full_attention_heads.tsv`: one line a layer, one tab-separated number a key/value head, in [0, 1]:
   how much the head needs its full KV cache (its learned gate; 1 a retrieval head, 0 a streaming head), with a
@@ -18,10 +19,11 @@ Each reader parses (never unpickles) and says in words what is wrong with a file
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import numpy as np
 
-from attnviz.models.census import PATTERNS, Census
+from attnviz.models.census import CLASSES, PATTERN_NAMES, PATTERNS, Census
 
 MINFERENCE_NAMES = {"a_shape": "stream_llm", "vertical_slash": "vertical_and_slash", "block_sparse": "block_sparse"}
 MAX_CHARS = 20_000_000  # a file of any model's heads is far smaller
@@ -149,3 +151,85 @@ def _json(text):
         return json.loads(_text(text))
     except json.JSONDecodeError as error:
         raise ValueError(f"This file is not JSON ({error.msg}, line {error.lineno}).") from None
+
+
+LAYOUTS = ("DuoAttention", "MInference", "Retrieval_Head")
+
+
+@dataclass(frozen=True)
+class Beside:
+    """A community file read beside a census of the same model: per query head (L, H), what the file says (`said`)
+    and the same measure on this document (`shown`), both in [0, 1], with their titles; `agree` (L, H) bool, where
+    the two put a head in the same class (the file's retrieval heads and this document's; MInference: the same
+    best pattern); and the counts in a sentence."""
+
+    layout: str
+    said: np.ndarray
+    shown: np.ndarray
+    said_title: str
+    shown_title: str
+    agree: np.ndarray
+    sentence: str
+
+
+def layout_of(name: str, text) -> str:
+    """Which of LAYOUTS a file is, from its name and its first character (a .tsv is DuoAttention's; a JSON list
+    MInference's; a JSON object Retrieval_Head's)."""
+    head = _text(text).lstrip()[:1]
+    if name.lower().endswith(".tsv") or (head and head not in "[{"):
+        return "DuoAttention"
+    if head == "[":
+        return "MInference"
+    if head == "{":
+        return "Retrieval_Head"
+    raise ValueError("This file is empty: a full_attention_heads.tsv, a best-pattern JSON or a head_score JSON has "
+                     "one head's number at least.")
+
+
+def beside(found: Census, name: str, text) -> Beside:
+    """The file `name` (its contents `text`, bytes or str) in any of LAYOUTS, read and set beside the census
+    `found` of the same model's heads. ValueError, in words, for a file in no layout or of another model's shape."""
+    layout = layout_of(name, text)
+    layers, heads = found.sink.shape
+    retrieval = found.classify() == CLASSES.index("retrieval")  # (L, H)
+    if layout == "DuoAttention":
+        gates = read_duo_tsv(text)  # (L, KV)
+        _same_shape(gates.shape, (layers, heads // found.kv_group), "key/value heads")
+        said = np.repeat(gates, found.kv_group, 1)  # (L, H) each query head its key/value head's gate
+        marks = said >= 0.5
+        sentence = (f"The file gives {int(marks.sum())} of {marks.size} heads a gate of 0.5 or more (their whole "
+                    f"cache); this document puts {int(retrieval.sum())} in the retrieval class; {_both(marks, retrieval)}.")
+        return Beside(layout, said, np.clip(found.distant, 0, 1), "The file: each head's gate (1: its whole cache)",
+                      "This document: each head's weight beyond the sinks and the window", marks == retrieval, sentence)
+    if layout == "MInference":
+        if not found.recalls:
+            raise ValueError("MInference's patterns are a decoder's: this model is an encoder.")
+        pattern, score = read_minference_json(text)  # (L, H) each
+        _same_shape(pattern.shape, (layers, heads), "heads")
+        recall = np.stack([found.recalls[p] for p in PATTERNS])  # (3, L, H)
+        mine = np.take_along_axis(recall, pattern[None], 0)[0]  # (L, H) this document's recall of the file's pattern
+        same = pattern == found.best_pattern
+        counts = ", ".join(f"{PATTERN_NAMES[p]} {int((pattern == i).sum())}" for i, p in enumerate(PATTERNS))
+        sentence = (f"The file's patterns: {counts}. This document's best pattern at {found.rules.budget} keys is "
+                    f"the file's for {int(same.sum())} of {same.size} heads.")
+        return Beside(layout, np.clip(score, 0, 1), np.clip(mine, 0, 1), "The file: its pattern's score",
+                      f"This document: the recall of the file's pattern at {found.rules.budget} keys", same, sentence)
+    scores = read_retrieval_head_json(text, layers, heads)  # (L, H)
+    marks = scores >= found.rules.wu
+    shown, what = ((found.wu, "Wu et al.'s retrieval score from the needle lab") if found.wu is not None else
+                   (found.distant, "each head's weight beyond the sinks and the window"))
+    sentence = (f"The file gives {int(marks.sum())} of {marks.size} heads a retrieval score of {found.rules.wu:g} or "
+                f"more; this document puts {int(retrieval.sum())} in the retrieval class; {_both(marks, retrieval)}.")
+    return Beside(layout, np.clip(scores, 0, 1), np.clip(shown, 0, 1), "The file: each head's retrieval score",
+                  f"This document: {what}", marks == retrieval, sentence)
+
+
+def _same_shape(got: tuple[int, int], want: tuple[int, int], what: str) -> None:
+    if tuple(got) != tuple(want):
+        raise ValueError(f"This file is another model's: {got[0]} layers × {got[1]} {what}, where this model has "
+                         f"{want[0]} × {want[1]}.")
+
+
+def _both(marks: np.ndarray, retrieval: np.ndarray) -> str:
+    both = int((marks & retrieval).sum())
+    return f"{both} {'is' if both == 1 else 'are'} both"

@@ -2,6 +2,8 @@
 atlas, click a block of its overview for the exact weights and zoom back out, pick a query in the shaded document, and
 reload the link: the view comes back, the text does not (the page says so)."""
 
+import re
+
 from driver import atlases, click_head, exceptions, settle, url_has, url_lacks
 
 FILE_TEXT = " ".join(["The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."] * 30
@@ -173,9 +175,9 @@ def test_every_piece_of_chinese_text_can_be_clicked(page, server):
     assert exceptions(page) == []
 
 
-def test_the_census_map_moves_its_classes_in_the_browser_and_a_head_opens_by_keyboard(page, server):
+def test_the_census_map_moves_its_classes_in_the_browser_and_a_head_opens_by_keyboard(page, server, tmp_path):
     """What each head does: the map's classes and counts follow a threshold at once, in the page; a head's cell,
-    reached by the arrows and opened with Enter, opens that head's evidence."""
+    reached by the arrows and opened with Enter, opens that head's evidence; a paper's file sits beside it."""
     page.goto(f"{server}/long_text")
     page.wait_for_selector(".av-census table td", timeout=120_000)
     settle(page)
@@ -198,4 +200,35 @@ def test_the_census_map_moves_its_classes_in_the_browser_and_a_head_opens_by_key
     settle(page)
     assert page.get_by_role("heading", name="Layer 2, head 2").count() == 1  # the head's own section
     assert url_has(page, "layer=2", "head=2")
+    assert not exceptions(page)
+    paper_file_beside(page, tmp_path)
+
+
+def paper_file_beside(page, tmp_path) -> None:
+    """A paper's file beside this document: DuoAttention's full_attention_heads.tsv for SmolLM2 (30 layers, 3
+    key/value heads), as its training writes it, gives two maps, the file's gates and this document's distant
+    shares; a file of another model gets a message, and the page goes on."""
+    gates = [[0.0, 0.0, 0.0] for _ in range(30)]
+    gates[18][0] = 0.95  # one key/value head: its 3 query heads need their whole cache
+    tsv = tmp_path / "full_attention_heads.tsv"
+    tsv.write_text("".join("\t".join(f"{v:.10f}" for v in row) + "\n" for row in gates))
+    page.locator('[data-testid="stFileUploader"]').filter(has_text="A head file").locator('input[type="file"]') \
+        .set_input_files(str(tsv))
+    said = page.get_by_text("DuoAttention: The file gives 3 of 270 heads a gate of 0.5 or more", exact=False)
+    said.wait_for(timeout=120_000)
+    settle(page)
+    titles = page.evaluate("() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => "
+                           "(gd.layout.title && gd.layout.title.text) || '')")
+    titles = [re.sub(r"<[^>]+>", "", t.replace("<br>", " ")) for t in titles]  # the text as drawn, wrapped
+    file_map = [t for t in titles if t.startswith("The file: each head's gate (1: its whole cache)")]
+    document_map = [t for t in titles if t.startswith("This document: each head's weight beyond the sinks and")]
+    assert len(file_map) == 1 and len(document_map) == 1, titles
+    z = page.evaluate("() => Array.from(document.querySelectorAll('.js-plotly-plot')).filter(gd => "
+                      "(gd.layout.title.text || '').includes('The file')).map(gd => gd._fullData[0].z)[0]")
+    assert [row[:3] for row in z][18] == [0.95, 0.95, 0.95] and sum(map(sum, z)) == 0.95 * 3  # layer 19, heads 1-3
+    other = tmp_path / "other.tsv"
+    other.write_text("1.0\t0.0\n" * 4)
+    page.locator('[data-testid="stFileUploader"]').filter(has_text="A head file").locator('input[type="file"]') \
+        .set_input_files(str(other))
+    page.get_by_text("This file is another model's: 4 layers × 2 key/value heads", exact=False).wait_for(timeout=60_000)
     assert not exceptions(page)

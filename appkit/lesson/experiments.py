@@ -174,7 +174,7 @@ def write_step(text, figure):
                                       axis="probability"),
           key="lesson_write", matrix=Matrix(values[None].copy(), [f"step {k + 1}"], names, corner="step \\ piece"))
     chosen, best = model.reader.labels([step.chosen, greedy.new_ids[k]])
-    rank = top.index(step.chosen) + 1 if step.chosen in top else None
+    rank = offered.index(step.chosen) + 1 if step.chosen in offered else None
     where = f"the {ordinal(rank)} most likely" if rank else f"one of the {len(step.kept)} kept, below the bars"
     before = ("up to then both had written the same pieces, so the model offered both the same distribution" if k else
               "from the same prompt the model offered both the same distribution")

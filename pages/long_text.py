@@ -213,6 +213,7 @@ def paper_beside(found) -> None:
         st.error(md_escape(str(error)))
         return
     st.write(f"{shown.layout}: {shown.sentence}")
+    st.caption(shown.meaning)
     layers, heads = shown.said.shape
     rows, cols = [f"L{l + 1}" for l in range(layers)], [f"H{h + 1}" for h in range(heads)]
     for where, what, title, values in zip(st.columns(2), ("file", "document"), (shown.said_title, shown.shown_title),

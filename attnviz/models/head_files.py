@@ -159,15 +159,16 @@ LAYOUTS = ("DuoAttention", "MInference", "Retrieval_Head")
 @dataclass(frozen=True)
 class Beside:
     """A community file read beside a census of the same model: per query head (L, H), what the file says (`said`)
-    and the same measure on this document (`shown`), both in [0, 1], with their titles; `agree` (L, H) bool, where
-    the two put a head in the same class (the file's retrieval heads and this document's; MInference: the same
-    best pattern); and the counts in a sentence."""
+    and the same measure on this document (`shown`), both in [0, 1], with their short titles and what each is
+    (`meaning`); `agree` (L, H) bool, where the two put a head in the same class (the file's retrieval heads and
+    this document's; MInference: the same best pattern); and the counts in a sentence."""
 
     layout: str
     said: np.ndarray
     shown: np.ndarray
     said_title: str
     shown_title: str
+    meaning: str
     agree: np.ndarray
     sentence: str
 
@@ -199,8 +200,11 @@ def beside(found: Census, name: str, text) -> Beside:
         marks = said >= 0.5
         sentence = (f"The file gives {int(marks.sum())} of {marks.size} heads a gate of 0.5 or more (their whole "
                     f"cache); this document puts {int(retrieval.sum())} in the retrieval class; {_both(marks, retrieval)}.")
-        return Beside(layout, said, np.clip(found.distant, 0, 1), "The file: each head's gate (1: its whole cache)",
-                      "This document: each head's weight beyond the sinks and the window", marks == retrieval, sentence)
+        meaning = (f"The file's gate: 1 where a head needs its whole KV cache, 0 where its first sinks and recent "
+                   f"window do. This document's: the share of each long row's weight beyond the first "
+                   f"{found.rules.sinks} pieces and the {found.rules.recent} up to the query.")
+        return Beside(layout, said, np.clip(found.distant, 0, 1), "The file: each head's gate",
+                      "This document: the distant share", meaning, marks == retrieval, sentence)
     if layout == "MInference":
         if not found.recalls:
             raise ValueError("MInference's patterns are a decoder's: this model is an encoder.")
@@ -212,16 +216,23 @@ def beside(found: Census, name: str, text) -> Beside:
         counts = ", ".join(f"{PATTERN_NAMES[p]} {int((pattern == i).sum())}" for i, p in enumerate(PATTERNS))
         sentence = (f"The file's patterns: {counts}. This document's best pattern at {found.rules.budget} keys is "
                     f"the file's for {int(same.sum())} of {same.size} heads.")
+        meaning = (f"The file's score: what its search found for the pattern it chose. This document's: the share of "
+                   f"each long row's weight that the file's pattern keeps at {found.rules.budget} keys a query.")
         return Beside(layout, np.clip(score, 0, 1), np.clip(mine, 0, 1), "The file: its pattern's score",
-                      f"This document: the recall of the file's pattern at {found.rules.budget} keys", same, sentence)
+                      "This document: that pattern's recall", meaning, same, sentence)
     scores = read_retrieval_head_json(text, layers, heads)  # (L, H)
     marks = scores >= found.rules.wu
-    shown, what = ((found.wu, "Wu et al.'s retrieval score from the needle lab") if found.wu is not None else
-                   (found.distant, "each head's weight beyond the sinks and the window"))
+    shown, what, title = ((found.wu, "Wu et al.'s retrieval score, from the needle lab on the example pass-key "
+                                     "document", "Wu et al.'s score") if found.wu is not None else
+                          (found.distant, f"the share of each long row's weight beyond the first {found.rules.sinks} "
+                           f"pieces and the {found.rules.recent} up to the query (the needle lab has not run)",
+                           "the distant share"))
     sentence = (f"The file gives {int(marks.sum())} of {marks.size} heads a retrieval score of {found.rules.wu:g} or "
                 f"more; this document puts {int(retrieval.sum())} in the retrieval class; {_both(marks, retrieval)}.")
+    meaning = (f"The file's score: the share of a needle's pieces the head copied, its detections' mean (Wu et al.). "
+               f"This document's: {what}.")
     return Beside(layout, np.clip(scores, 0, 1), np.clip(shown, 0, 1), "The file: each head's retrieval score",
-                  f"This document: {what}", marks == retrieval, sentence)
+                  f"This document: {title}", meaning, marks == retrieval, sentence)
 
 
 def _same_shape(got: tuple[int, int], want: tuple[int, int], what: str) -> None:

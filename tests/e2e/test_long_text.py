@@ -220,8 +220,8 @@ def paper_file_beside(page, tmp_path) -> None:
     titles = page.evaluate("() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => "
                            "(gd.layout.title && gd.layout.title.text) || '')")
     titles = [re.sub(r"<[^>]+>", "", t.replace("<br>", " ")) for t in titles]  # the text as drawn, wrapped
-    file_map = [t for t in titles if t.startswith("The file: each head's gate (1: its whole cache)")]
-    document_map = [t for t in titles if t.startswith("This document: each head's weight beyond the sinks and")]
+    file_map = [t for t in titles if t.startswith("The file: each head's gate")]
+    document_map = [t for t in titles if t.startswith("This document: the distant share")]
     assert len(file_map) == 1 and len(document_map) == 1, titles
     z = page.evaluate("() => Array.from(document.querySelectorAll('.js-plotly-plot')).filter(gd => "
                       "(gd.layout.title.text || '').includes('The file')).map(gd => gd._fullData[0].z)[0]")

@@ -4,19 +4,23 @@ model picker: the model pages and the lesson share them."""
 from __future__ import annotations
 
 import gc
+import hashlib
+import json
 import os
 import sys
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import streamlit as st
 
+import attnviz
 from attnviz import effects, heads, models, needle
 from attnviz.models import census
-from attnviz.cache import ByteBudgetCache
+from attnviz.cache import ByteBudgetCache, cache_root
 from attnviz.models.catalog import Offer, offers
 from appkit.common import md_escape
 
@@ -368,10 +372,15 @@ CENSUS_PIECES = 2000  # the lesson's long document: the window of 256 and the 4 
 def census_document_work(name: str) -> Work:
     """The census (attnviz.models.census) of model `name` over a pass-key document of CENSUS_PIECES pieces, with its
     scan's progress: what lesson step 22 draws. The scan is dropped once its census is taken (it keeps about 200 MB;
-    the census a few kB)."""
+    the census a few kB), and the census is kept on disk for the model's content and the document's text: once per
+    machine, not per server (a restart reads it back)."""
     def compute(progress):
         chosen = loaded_then(name, progress, 1, "the document")
         stack = needle.haystack(chosen, min(CENSUS_PIECES, chosen.context), 0.5, EXAMPLE_KEY)
+        path = census_path(chosen, stack.pieces.text)
+        kept = census.load(path)
+        if kept is not None:
+            return kept
         told = [0]
 
         def scanned(done, total):
@@ -380,9 +389,18 @@ def census_document_work(name: str) -> Work:
 
         scan = chosen.scan(stack.pieces.text, progress=scanned)
         progress(1 + told[0], 2 + told[0], "each head's census")
-        return census.census(scan)
+        found = census.census(scan)
+        census.save(found, path)
+        return found
 
     return Work(("census", name), compute, "Reading a long document with every head")
+
+
+def census_path(chosen, text: str) -> Path:
+    """Where the census of model `chosen` over `text` is kept: ATTNVIZ_CACHE (default ~/.cache/attnviz)/census/, by
+    the model's content, the text, the census's FORMAT and attnviz's version."""
+    said = hashlib.sha256(json.dumps([text, census.FORMAT, attnviz.__version__]).encode()).hexdigest()[:16]
+    return cache_root() / "census" / f"{heads.model_key(chosen)}-{said}.npz"
 
 
 def example_retrieval_scores(name: str) -> np.ndarray:

@@ -117,6 +117,25 @@ def test_a_threshold_moves_a_head_between_classes_and_the_sentence_counts_them(s
     assert f"{share:.0%} of its full size" in said and c.cache_share() == pytest.approx(share)
 
 
+def test_a_census_kept_on_disk_reads_back_whole_and_a_stale_or_broken_file_is_none(synthetic, tmp_path):
+    scan_of, _ = synthetic
+    found = heads_census.census(scan_of, RULES, wu=np.array([[0.0, 0.05, 0.0, 0.9, 0.0]]))
+    path = tmp_path / "kept" / "census.npz"
+    heads_census.save(found, path)
+    back = heads_census.load(path)
+    for name in ("sink", "recent", "distant", "previous", "local", "entropy", "wu"):
+        assert np.array_equal(getattr(back, name), getattr(found, name)), name
+    assert set(back.recalls) == set(found.recalls) and all(np.array_equal(back.recalls[p], found.recalls[p])
+                                                           for p in found.recalls)
+    assert (back.n, back.long_from, back.kv_group, back.rules) == (found.n, found.long_from, found.kv_group, RULES)
+    assert np.array_equal(back.classify(), found.classify()) and back.sentence() == found.sentence()
+    stale = tmp_path / "stale.npz"
+    np.savez(stale, meta=np.array('{"format": 0}'))
+    (tmp_path / "broken.npz").write_bytes(b"not a zip")
+    assert heads_census.load(stale) is None and heads_census.load(tmp_path / "broken.npz") is None
+    assert heads_census.load(tmp_path / "missing.npz") is None
+
+
 def test_a_scan_without_lines_is_told_to_scan_again(synthetic):
     import dataclasses
 

@@ -279,3 +279,43 @@ def _met(scan, layer: int, head: int, keys: np.ndarray, offsets: np.ndarray, fir
 def with_rules(found: Census, **changed) -> Census:
     """The census with other thresholds (the numbers stay: a threshold changes only the classes)."""
     return dataclasses.replace(found, rules=dataclasses.replace(found.rules, **changed))
+
+
+FORMAT = 1  # a kept census's layout and the shares' definitions: a change here makes every kept file stale
+FIELDS = ("sink", "recent", "distant", "previous", "local", "entropy")
+
+
+def save(found: Census, path) -> None:
+    """The census as a .npz of plain arrays (read back with allow_pickle=False), written whole or not at all."""
+    import json
+    import os
+    from pathlib import Path
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    arrays = {name: getattr(found, name) for name in FIELDS} | {f"recall_{p}": r for p, r in found.recalls.items()}
+    if found.wu is not None:
+        arrays["wu"] = found.wu
+    meta = json.dumps({"format": FORMAT, "n": found.n, "long_from": found.long_from, "kv_group": found.kv_group,
+                       "rules": dataclasses.asdict(found.rules)})
+    partial = path.with_name(f"{path.name}.{os.getpid()}.part")
+    with open(partial, "wb") as file:
+        np.savez(file, meta=np.array(meta), **arrays)
+    os.replace(partial, path)
+
+
+def load(path) -> Census | None:
+    """A census save() wrote, or None where the file is missing, of another FORMAT, or not one."""
+    import json
+
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+            if meta.get("format") != FORMAT:
+                return None
+            arrays = {name: data[name].astype(np.float64) for name in data.files if name != "meta"}
+        recalls = {p: arrays[f"recall_{p}"] for p in PATTERNS if f"recall_{p}" in arrays}
+        return Census(int(meta["n"]), int(meta["long_from"]), *(arrays[name] for name in FIELDS), recalls,
+                      arrays.get("wu"), Rules(**meta["rules"]), int(meta["kv_group"]))
+    except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError):
+        return None

@@ -199,6 +199,16 @@ def test_one_loop_runs_a_models_layers():
     assert set(calls) == {"attnviz.models.engine.running"}, calls
 
 
+def test_one_body_puts_a_layer_together():
+    """Only the engine puts a layer together (its projections, W_o, the norms and the MLP: engine.one_layer, which
+    run_layers' last-row step asks for its keys): the scan, the needle lab and every other way through a model hand
+    the one layer a strategy for its attention (engine.Whole, scan.Blocked) instead of a body of their own."""
+    parts = ("project", "attention_input", "rest_of_layer", "after_attention", "rest_in_rows", "feed_forward", "mlp")
+    calls = sorted({name for name, path in modules().items() for node in ast.walk(ast.parse(path.read_text()))
+                    if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in parts})
+    assert calls == ["attnviz.models.engine.one_layer", "attnviz.models.engine.running"]
+
+
 def test_each_score_rule_has_one_owner():
     """A soft cap, ALiBi, DeBERTa's relative terms, a layer's window and the causal mask are each written in
     engine/rules.py only: their LaTeX, the reading of a layer's window, and which keys a query may read (everything

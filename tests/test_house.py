@@ -116,6 +116,33 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def test_the_drawing_in_the_docs_names_every_module_on_its_floor():
+    """docs/development.md's drawing of the house and FLOORS agree: each module a floor names (the families as "the
+    families", a package by its own name) stands in the drawing's left column, and the drawing's floors come in the
+    same order."""
+    import re
+
+    drawing = (ROOT / "docs" / "development.md").read_text().split("The house, floor by floor", 1)[1].split("```")[1]
+    rows = [line[:35] for line in drawing.splitlines() if line.strip()]
+    families = {"bert", "bloom", "deberta", "gemma", "gpt2", "gpt_oss", "llama", "modernbert", "neox", "opt", "phi"}
+
+    def row_of(name: str) -> int | None:
+        word = name.split(".")[-1]
+        word = {"app": "app.py", "pages": "pages/", "appkit": "appkit/"}.get(word, word)
+        if word in families:
+            word = "the families"
+        found = [i for i, row in enumerate(rows) if re.search(rf"(?<!\w){re.escape(word)}(?!\w)", row)]
+        return found[0] if found else None
+
+    named = [(index, name, row_of(name)) for index, (_, names) in enumerate(FLOORS) for name in names
+             if name not in ("attnviz", "attnviz.models")]
+    assert [name for _, name, row in named if row is None] == []
+    lowest = {}  # each floor's first row in the drawing: the floors stand top to bottom
+    for index, _, row in named:
+        lowest[index] = min(lowest.get(index, row), row)
+    assert list(lowest.values()) == sorted(lowest.values())
+
+
 def test_the_walk_sees_the_arrows_it_should():
     """The walker itself: arrows it must find (a relative import, an import inside a function, a name imported from
     a package, an import for types only)."""

@@ -71,7 +71,8 @@ def join(contexts, url: str, code: str, step: int) -> list:
     pages = [context.new_page() for context in contexts]
     for page in pages:
         page.goto(f"{url}/lesson?class={code}")
-        following(page, step)
+        following(page, step, timeout=60)  # a student's first page load, on a machine the suite loads; each step
+        # the class follows after it is held to following's 20 s
     return pages
 
 

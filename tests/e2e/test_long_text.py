@@ -46,7 +46,7 @@ def test_upload_scan_zoom_in_and_out_pick_a_head_and_reload_the_link(page, serve
     first = page.evaluate(ATLAS_TITLE)
     upload = tmp_path / "document.txt"
     upload.write_text(FILE_TEXT, encoding="utf-8")
-    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(upload))
+    page.locator('[data-testid="stFileUploader"]').filter(has_text="Or a text file").locator('input[type="file"]').set_input_files(str(upload))
     settle(page)
     page.get_by_role("button", name="Scan").click()
     page.wait_for_selector('[data-testid="stProgress"]', timeout=30_000)  # the bar while it scans

@@ -270,8 +270,6 @@ def chosen_head(model: models.Model, result: models.Run, layer: int, head: int, 
     return shown
 
 
-
-
 def row_sum(model: models.Model) -> str:
     """What a row of the model's weights sums to, in words."""
     return "sums to 1 minus its head's learned sink's share" if model.has_sinks else "sums to 1"

@@ -466,7 +466,6 @@ class BlockedAttention:
     value: torch.Tensor
     normalisers: torch.Tensor
     summaries: Summaries | None = None
-    weights = None  # never held whole
 
 
 def scan(arch: engine.Architecture, weights: engine.Weights, pieces: Pieces, name: str, *, block: int = BLOCK,
